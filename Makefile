@@ -1,0 +1,103 @@
+# dygraph — one entry point. `make` builds the library, tests, samples and benches;
+# `make test` installs what it needs (Debian, as root), builds and runs the suite;
+# `make run` runs the main sample. See README.md.
+
+BUILD       ?= build
+CC          ?= gcc
+ARCH        ?= -march=native
+OPT         ?= -O3
+EXTRA_CFLAGS ?=
+EXTRA_LDFLAGS ?=
+PREFIX      ?= /usr/local
+DESTDIR     ?=
+VERSION     := 0.1.0
+SOMAJOR     := 0
+
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fPIC -fopenmp -Wall -Wextra -Wno-unused-parameter \
+           -Wno-missing-field-initializers -Iinclude $(EXTRA_CFLAGS)
+LDLIBS  := -ldnnl -lm -lpthread
+LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
+
+LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+TEST_SRC := $(wildcard test/*.c)
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+SAMPLES  := $(patsubst samples/%.c,$(BUILD)/bin/%,$(wildcard samples/*.c))
+BENCHES  := $(patsubst bench/%.c,$(BUILD)/bin/bench_%,$(wildcard bench/*.c))
+STATIC   := $(BUILD)/lib/libdygraph.a
+SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
+TESTBIN  := $(BUILD)/bin/dygraph_tests
+
+.PHONY: all lib test test-run run deps bench asan-test install clean goldens
+all: lib $(TESTBIN) $(SAMPLES) $(BENCHES)
+lib: $(STATIC) $(SHARED)
+
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h test/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,libdygraph.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so.$(SOMAJOR)
+	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so
+
+$(TESTBIN): $(TEST_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS)
+
+$(BUILD)/bin/%: samples/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+
+$(BUILD)/bin/bench_%: bench/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+
+deps:
+	@sh scripts/deps.sh
+
+# The suite runs from the repo root so tests find test/goldens/.
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test-run
+
+test-run: $(TESTBIN)
+	$(TESTBIN) --jobs 2
+
+asan-test: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" build/asan/bin/dygraph_tests
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp \
+	  build/asan/bin/dygraph_tests --jobs 2
+
+run: deps $(BUILD)/bin/linear_single
+	$(BUILD)/bin/linear_single
+
+bench: $(BENCHES)
+	@sh scripts/deps.sh bench
+	sh bench/run_ops.sh $(BUILD)/bin/bench_ops
+
+# Regenerates the PyTorch reference files (needs python3-torch, installed by deps).
+goldens:
+	@sh scripts/deps.sh bench
+	/usr/bin/python3 test/goldens/make_goldens.py test/goldens
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/include/dygraph $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/dygraph.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/dygraph/*.h $(DESTDIR)$(PREFIX)/include/dygraph/
+	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libdygraph.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libdygraph.so.$(SOMAJOR)
+	ln -sf libdygraph.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libdygraph.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' dygraph.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dygraph.pc
+
+clean:
+	rm -rf build

@@ -1,0 +1,68 @@
+/* eager/core.c — library lifetime, the current device, thread count and the one-line notice. */
+#include "backend.h"
+#include <omp.h>
+
+static dg_device g_device = { DG_CPU, 0 };
+static int g_threads = 0;
+
+dg_device dg_cpu(void) { return (dg_device){ DG_CPU, 0 }; }
+dg_device dg_current_device(void) { return g_device; }
+dg_device dg_get_device(void) { return g_device; }
+
+const char *dg_version(void) { return "0.1.0"; }
+
+const char *dg_device_name(dg_device d, char *buf, size_t len) {
+    if (d.type == DG_CPU) snprintf(buf, len, "cpu");
+    else snprintf(buf, len, "gpu:%d", d.index);
+    return buf;
+}
+
+int dg_set_device(const char *name) {
+    DG_CHECK_INT(name, "set_device: name is NULL");
+    dg_device d = { DG_CPU, 0 };
+    if (strcmp(name, "cpu") == 0) {
+        g_device = d;
+        return 0;
+    }
+    if (strncmp(name, "gpu", 3) == 0 || strncmp(name, "cuda", 4) == 0) {
+        const char *colon = strchr(name, ':');
+        d.type = DG_CUDA;
+        d.index = colon ? atoi(colon + 1) : 0;
+        if (!dg_backend_for(d)) {
+            DG_ERR(DG_EDEVICE, "set_device: '%s' requested but this build has no usable GPU backend", name);
+            return DG_EDEVICE;
+        }
+        g_device = d;
+        return 0;
+    }
+    DG_ERR(DG_EINVAL, "set_device: unknown device '%s' (expected cpu, gpu or gpu:N)", name);
+    return DG_EINVAL;
+}
+
+void dg_set_num_threads(int n) {
+    if (n < 1) n = omp_get_num_procs();
+    g_threads = n;
+    omp_set_num_threads(n);   /* oneDNN's GEMM reads the same OpenMP setting */
+}
+int dg_get_num_threads(void) { return dg_threads(); }
+int dg_threads(void) { return g_threads ? g_threads : omp_get_max_threads(); }
+
+int dg_init(const dg_init_params *p) {
+    dg_init_params d = {0};
+    if (p) d = *p;
+    const char *dev = d.device;
+    if (!dev) dev = getenv("DG_DEVICE");
+    char buf[32];
+    if (!dev && getenv("FLAGS_selected_gpus") && *getenv("FLAGS_selected_gpus")) {
+        snprintf(buf, sizeof buf, "gpu:%d", atoi(getenv("FLAGS_selected_gpus")));
+        dev = buf;
+    }
+    int threads = d.num_threads;
+    if (!threads && getenv("DG_NUM_THREADS")) threads = atoi(getenv("DG_NUM_THREADS"));
+    if (threads > 0) dg_set_num_threads(threads);
+    if (d.seed) dg_manual_seed(d.seed);
+    if (dev) return dg_set_device(dev);
+    return 0;
+}
+
+void dg_shutdown(void) {}

@@ -1,0 +1,193 @@
+/* eager/cpu/cpu_backend.c — the CPU backend's table, memory, fill/copy/cast, where and the
+ * Philox-driven random fills. */
+#include "../backend.h"
+#include "iter.h"
+#include <math.h>
+
+int dg_cpu_unary(dg_unary_op, const dg_tensor *, dg_tensor *, double, double);
+int dg_cpu_binary(dg_binary_op, const dg_tensor *, const dg_tensor *, dg_tensor *, double, double);
+int dg_cpu_reduce(dg_reduce_op, const dg_tensor *, dg_tensor *);
+int dg_cpu_gemm(dg_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
+                const void *, int64_t, int64_t, double, void *, int64_t, int64_t, int64_t);
+int dg_cpu_softmax(const dg_tensor *, dg_tensor *, int64_t, int64_t, bool);
+int dg_cpu_softmax_backward(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, bool);
+int dg_cpu_index_select(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
+int dg_cpu_index_add(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
+int dg_cpu_gather(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_scatter_add(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_nll(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
+int dg_cpu_nll_backward(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
+int dg_cpu_conv2d(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *);
+int dg_cpu_conv2d_backward_data(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *);
+int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *, dg_tensor *);
+int dg_cpu_max_pool2d(const dg_pool2d_geom *, const dg_tensor *, dg_tensor *);
+int dg_cpu_max_pool2d_backward(const dg_pool2d_geom *, const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *);
+int dg_cpu_avg_pool2d(const dg_pool2d_geom *, const dg_tensor *, dg_tensor *);
+int dg_cpu_avg_pool2d_backward(const dg_pool2d_geom *, const dg_tensor *, dg_tensor *);
+int dg_cpu_adaptive_avg_pool2d(const dg_tensor *, dg_tensor *);
+int dg_cpu_adaptive_avg_pool2d_backward(const dg_tensor *, dg_tensor *);
+int dg_cpu_batch_norm(const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *, dg_tensor *, dg_tensor *,
+                      bool, double, int64_t, int64_t, int64_t);
+int dg_cpu_batch_norm_backward(const dg_tensor *, const dg_tensor *, const dg_tensor *, const dg_tensor *,
+                               const dg_tensor *, bool, dg_tensor *, dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
+
+#define CPU_ALIGN 64
+
+static void *cpu_alloc(size_t n) {
+    /* round up so aligned_alloc's size contract holds */
+    return aligned_alloc(CPU_ALIGN, (n + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
+}
+static void cpu_free(void *p) { free(p); }
+static int cpu_copy_bytes(void *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n); return 0; }
+static int cpu_sync(void) { return 0; }
+
+static void store_any(char *p, dg_dtype dt, double v) {
+    switch (dt) {
+    case DG_F32: *(float *)p = (float)v; break;
+    case DG_F64: *(double *)p = v; break;
+    case DG_I64: *(int64_t *)p = (int64_t)v; break;
+    case DG_I32: *(int32_t *)p = (int32_t)v; break;
+    case DG_BOOL: *(uint8_t *)p = v != 0; break;
+    default: break;
+    }
+}
+static double load_any(const char *p, dg_dtype dt) {
+    switch (dt) {
+    case DG_F32: return *(const float *)p;
+    case DG_F64: return *(const double *)p;
+    case DG_I64: return (double)*(const int64_t *)p;
+    case DG_I32: return *(const int32_t *)p;
+    case DG_BOOL: return *(const uint8_t *)p;
+    default: return 0;
+    }
+}
+
+static int cpu_fill(dg_tensor *y, double v) {
+    dg_iter it;
+    const dg_tensor *ops[1] = { y };
+    dg_iter_init(&it, ops, 1);
+    for (int64_t r = 0; r < it.rows; r++) {
+        char *p[1]; int64_t st[1];
+        int64_t len = dg_iter_row(&it, r, p, st);
+        if (y->dtype == DG_F32) { float f = (float)v; float *q = (float *)p[0]; for (int64_t i = 0; i < len; i++) q[i * st[0]] = f; }
+        else if (y->dtype == DG_F64) { double *q = (double *)p[0]; for (int64_t i = 0; i < len; i++) q[i * st[0]] = v; }
+        else for (int64_t i = 0; i < len; i++) store_any(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, v);
+    }
+    return 0;
+}
+
+static int cpu_copy(const dg_tensor *x, dg_tensor *y) {
+    dg_iter it;
+    const dg_tensor *ops[2] = { y, x };
+    dg_iter_init(&it, ops, 2);
+    bool same = x->dtype == y->dtype;
+    size_t es = dg_dtype_size(y->dtype);
+    bool par = dg_iter_numel(&it) >= DG_PAR_MIN && it.rows > 1;
+    #pragma omp parallel for if(par) schedule(static)
+    for (int64_t r = 0; r < it.rows; r++) {
+        char *p[2]; int64_t st[2];
+        int64_t len = dg_iter_row(&it, r, p, st);
+        if (same && st[0] == 1 && st[1] == 1) { memcpy(p[0], p[1], (size_t)len * es); continue; }
+        if (same && es == 4) { for (int64_t i = 0; i < len; i++) ((uint32_t *)p[0])[i * st[0]] = ((const uint32_t *)p[1])[i * st[1]]; continue; }
+        if (same && es == 8) { for (int64_t i = 0; i < len; i++) ((uint64_t *)p[0])[i * st[0]] = ((const uint64_t *)p[1])[i * st[1]]; continue; }
+        for (int64_t i = 0; i < len; i++)
+            store_any(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, load_any(p[1] + i * st[1] * (int64_t)it.esize[1], x->dtype));
+    }
+    return 0;
+}
+
+static int cpu_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b, dg_tensor *y) {
+    dg_iter it;
+    const dg_tensor *ops[4] = { y, c, a, b };
+    dg_iter_init(&it, ops, 4);
+    size_t es = dg_dtype_size(y->dtype);
+    for (int64_t r = 0; r < it.rows; r++) {
+        char *p[4]; int64_t st[4];
+        int64_t len = dg_iter_row(&it, r, p, st);
+        for (int64_t i = 0; i < len; i++) {
+            bool take_a = load_any(p[1] + i * st[1] * (int64_t)it.esize[1], c->dtype) != 0;
+            memcpy(p[0] + i * st[0] * (int64_t)es, take_a ? p[2] + i * st[2] * (int64_t)es : p[3] + i * st[3] * (int64_t)es, es);
+        }
+    }
+    return 0;
+}
+
+/* 24 (f32) or 53 (f64) random bits to [0,1) */
+static inline double u01(uint32_t a, uint32_t b, bool dbl) {
+    if (!dbl) return (a >> 8) * (1.0 / 16777216.0);
+    return ((((uint64_t)a << 21) ^ (b >> 11)) & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+static int cpu_random(dg_random_kind kind, dg_tensor *y, double p0, double p1, uint64_t seed, uint64_t ctr) {
+    int64_t n = y->numel;
+    bool dbl = y->dtype == DG_F64;
+    char *base = dg_tensor_ptr(y);
+    size_t es = dg_dtype_size(y->dtype);
+    /* Element i uses draws derived from (seed, ctr, i) only: the same numbers for any thread
+     * count and on any backend. */
+    #pragma omp parallel for if(n >= DG_PAR_MIN) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        double v;
+        uint32_t o[4];
+        if (kind == DG_RAND_NORMAL) {   /* Box-Muller: one counter gives a (cos, sin) pair */
+            dg_philox4x32(seed, ctr + (uint64_t)i / 2, o);
+            double u1 = u01(o[0], o[1], true), u2 = u01(o[2], o[3], true);
+            if (u1 < 1e-300) u1 = 1e-300;
+            double r = sqrt(-2.0 * log(u1)), th = 6.283185307179586 * u2;
+            v = p0 + p1 * r * (i % 2 ? sin(th) : cos(th));
+        } else {
+            dg_philox4x32(seed, ctr + (uint64_t)i / 2, o);
+            int h = (int)(i % 2) * 2;
+            double u = u01(o[h], o[h + 1], dbl);
+            v = kind == DG_RAND_UNIFORM ? p0 + (p1 - p0) * u : (u < p0 ? p1 : 0.0);
+        }
+        store_any(base + i * (int64_t)es, y->dtype, v);
+    }
+    return 0;
+}
+
+const dg_backend dg_cpu_backend = {
+    .name = "cpu",
+    .type = DG_CPU,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy_bytes,
+    .download = cpu_copy_bytes,
+    .synchronize = cpu_sync,
+    .fill = cpu_fill,
+    .copy = cpu_copy,
+    .unary = dg_cpu_unary,
+    .binary = dg_cpu_binary,
+    .where = cpu_where,
+    .reduce = dg_cpu_reduce,
+    .random = cpu_random,
+    .gemm = dg_cpu_gemm,
+    .softmax = dg_cpu_softmax,
+    .softmax_backward = dg_cpu_softmax_backward,
+    .index_select = dg_cpu_index_select,
+    .index_add = dg_cpu_index_add,
+    .gather = dg_cpu_gather,
+    .scatter_add = dg_cpu_scatter_add,
+    .nll = dg_cpu_nll,
+    .nll_backward = dg_cpu_nll_backward,
+    .conv2d = dg_cpu_conv2d,
+    .conv2d_backward_data = dg_cpu_conv2d_backward_data,
+    .conv2d_backward_filter = dg_cpu_conv2d_backward_filter,
+    .max_pool2d = dg_cpu_max_pool2d,
+    .max_pool2d_backward = dg_cpu_max_pool2d_backward,
+    .avg_pool2d = dg_cpu_avg_pool2d,
+    .avg_pool2d_backward = dg_cpu_avg_pool2d_backward,
+    .adaptive_avg_pool2d = dg_cpu_adaptive_avg_pool2d,
+    .adaptive_avg_pool2d_backward = dg_cpu_adaptive_avg_pool2d_backward,
+    .batch_norm = dg_cpu_batch_norm,
+    .batch_norm_backward = dg_cpu_batch_norm_backward,
+};
+
+/* The CUDA backend, when built, provides a strong definition of this lookup. */
+__attribute__((weak)) const dg_backend *dg_cuda_backend_get(int index) { (void)index; return NULL; }
+
+const dg_backend *dg_backend_for(dg_device d) {
+    if (d.type == DG_CPU) return &dg_cpu_backend;
+    if (d.type == DG_CUDA) return dg_cuda_backend_get(d.index);
+    return NULL;
+}

@@ -1,0 +1,316 @@
+/* eager/ops/elementwise.c — broadcasting binary arithmetic, scalar forms, unary math and
+ * comparisons: shape/dtype checks, the backend call, and each op's backward rule. */
+#include "op_util.h"
+#include <math.h>
+
+typedef struct { double p0, p1; } scal_attr;
+
+bool dg_broadcast_shape(const dg_tensor *a, const dg_tensor *b, int64_t *out, int *ndim) {
+    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+    for (int i = 0; i < nd; i++) {
+        int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
+        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        if (da != db && da != 1 && db != 1) return false;
+        out[i] = da == 1 ? db : da;
+    }
+    *ndim = nd;
+    return true;
+}
+
+/* Fill `v` (a stack struct used only for one kernel call) as t broadcast to shape. */
+static void bcast_local(const dg_tensor *t, const int64_t *shape, int nd, dg_tensor *v) {
+    *v = *t;
+    v->ndim = nd;
+    for (int i = 0; i < nd; i++) {
+        int it = i - (nd - t->ndim);
+        v->shape[i] = shape[i];
+        v->stride[i] = (it >= 0 && t->shape[it] == shape[i]) ? t->stride[it] : 0;
+    }
+    v->numel = dg_shape_numel(shape, nd);
+}
+
+dg_tensor *dg_broadcast_view(const dg_tensor *t, const int64_t *shape, int nd) {
+    dg_tensor v;
+    bcast_local(t, shape, nd, &v);
+    return dg_tensor_view(t, nd, v.shape, v.stride, t->offset);
+}
+
+dg_tensor *dg_sum_to(const dg_tensor *g, dg_shape shape) {
+    if (!g) return NULL;
+    int axes[DG_MAX_DIMS], n = 0, lead = g->ndim - shape.ndim;
+    for (int i = 0; i < g->ndim; i++) {
+        int is = i - lead;
+        if (is < 0 || (shape.d[is] == 1 && g->shape[i] != 1)) axes[n++] = i;
+    }
+    if (n == 0) return (dg_tensor *)g;
+    dg_tensor *s = dg_sum(g, axes, n, true);
+    return dg_reshape(s, shape);
+}
+
+/* ---- kernel-only helpers for backward rules (no checks beyond broadcasting) ---- */
+static dg_tensor *bin_k(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, double p0, double p1) {
+    int64_t shp[DG_MAX_DIMS]; int nd;
+    if (!a || !b) return NULL;
+    if (!dg_broadcast_shape(a, b, shp, &nd)) { DG_ERR(DG_EINVAL, "internal broadcast %s vs %s", DG_SHAPE_STR(a), DG_SHAPE_STR(b)); return NULL; }
+    dg_tensor *y = dg_new_on(a, shp, nd, a->dtype);
+    if (!y) return NULL;
+    dg_tensor av, bv;
+    bcast_local(a, shp, nd, &av);
+    bcast_local(b, shp, nd, &bv);
+    DG_TRY_KERNEL(dg_backend_of(a)->binary(op, &av, &bv, y, p0, p1), y);
+    return y;
+}
+static dg_tensor *un_k(dg_unary_op op, const dg_tensor *x, double p0, double p1) {
+    if (!x) return NULL;
+    dg_tensor *y = dg_new_like(x);
+    if (!y) return NULL;
+    DG_TRY_KERNEL(dg_backend_of(x)->unary(op, x, y, p0, p1), y);
+    return y;
+}
+
+/* ---- binary ops ---- */
+static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
+                         dg_backward_fn bw, bool save_a, bool save_b, bool save_y) {
+    DG_CHECK_INPUT(name, a);
+    DG_CHECK_INPUT(name, b);
+    DG_CHECK_FLOAT(name, a);
+    DG_CHECK_SAME_DTYPE(name, a, b);
+    DG_CHECK_SAME_DEVICE(name, a, b);
+    int64_t shp[DG_MAX_DIMS]; int nd;
+    DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
+    dg_tensor *y = dg_new_on(a, shp, nd, a->dtype);
+    if (!y) return NULL;
+    dg_tensor av, bv;
+    bcast_local(a, shp, nd, &av);
+    bcast_local(b, shp, nd, &bv);
+    DG_TRY_KERNEL(dg_backend_of(a)->binary(op, &av, &bv, y, 0, 0), y);
+    dg_tensor *in[2] = { (dg_tensor *)a, (dg_tensor *)b };
+    if (bw && dg_needs_record(in, 2)) {
+        dg_node *n = dg_record(name, y, in, 2, bw);
+        if (!n) { dg_tensor_free(y); return NULL; }
+        /* a node saves exactly three slots so rules can index them: a, b, y (unused ones hold y) */
+        dg_node_save(n, save_a ? a : y);
+        dg_node_save(n, save_b ? b : y);
+        dg_node_save(n, y);
+        (void)save_y;
+    }
+    return y;
+}
+
+static int add_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(g, dg_node_input_shape(n, 0));
+    if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(g, dg_node_input_shape(n, 1));
+    return 0;
+}
+static int sub_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(g, dg_node_input_shape(n, 0));
+    if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_neg(g), dg_node_input_shape(n, 1));
+    return 0;
+}
+static int mul_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    const dg_tensor *a = dg_node_saved(n, 0), *b = dg_node_saved(n, 1);
+    if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(dg_mul(g, b), dg_node_input_shape(n, 0));
+    if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_mul(g, a), dg_node_input_shape(n, 1));
+    return 0;
+}
+static int div_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    const dg_tensor *b = dg_node_saved(n, 1), *y = dg_node_saved(n, 2);
+    dg_tensor *ga = dg_div(g, b);
+    if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(ga, dg_node_input_shape(n, 0));
+    if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_neg(dg_mul(ga, y)), dg_node_input_shape(n, 1));
+    return 0;
+}
+static int maxmin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi, bool is_max) {
+    const dg_tensor *a = dg_node_saved(n, 0), *b = dg_node_saved(n, 1);
+    /* ties go to a, as the forward kernel picks a on ties */
+    dg_tensor *b_wins = is_max ? dg_greater(b, a) : dg_greater(a, b);
+    dg_tensor *zero = dg_zeros_like(g);
+    if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(dg_where(b_wins, zero, g), dg_node_input_shape(n, 0));
+    if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_where(b_wins, g, zero), dg_node_input_shape(n, 1));
+    return 0;
+}
+static int max_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { return maxmin_bw(n, g, gi, true); }
+static int min_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { return maxmin_bw(n, g, gi, false); }
+static int pow_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    const dg_tensor *a = dg_node_saved(n, 0), *b = dg_node_saved(n, 1), *y = dg_node_saved(n, 2);
+    if (dg_node_needs_grad(n, 0))
+        gi[0] = dg_sum_to(dg_mul(g, dg_mul(b, dg_pow(a, dg_sub_scalar(b, 1.0)))), dg_node_input_shape(n, 0));
+    if (dg_node_needs_grad(n, 1))
+        gi[1] = dg_sum_to(dg_mul(g, dg_mul(y, dg_log(a))), dg_node_input_shape(n, 1));
+    return 0;
+}
+
+dg_tensor *dg_add(const dg_tensor *a, const dg_tensor *b) { return binary("add", DG_BIN_ADD, a, b, add_bw, false, false, false); }
+dg_tensor *dg_sub(const dg_tensor *a, const dg_tensor *b) { return binary("sub", DG_BIN_SUB, a, b, sub_bw, false, false, false); }
+dg_tensor *dg_mul(const dg_tensor *a, const dg_tensor *b) { return binary("mul", DG_BIN_MUL, a, b, mul_bw, true, true, false); }
+dg_tensor *dg_div(const dg_tensor *a, const dg_tensor *b) { return binary("div", DG_BIN_DIV, a, b, div_bw, false, true, true); }
+dg_tensor *dg_maximum(const dg_tensor *a, const dg_tensor *b) { return binary("maximum", DG_BIN_MAX, a, b, max_bw, true, true, false); }
+dg_tensor *dg_minimum(const dg_tensor *a, const dg_tensor *b) { return binary("minimum", DG_BIN_MIN, a, b, min_bw, true, true, false); }
+dg_tensor *dg_pow(const dg_tensor *a, const dg_tensor *b) { return binary("pow", DG_BIN_POW, a, b, pow_bw, true, true, true); }
+
+/* ---- comparisons and where ---- */
+static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b) {
+    DG_CHECK_INPUT(name, a);
+    DG_CHECK_INPUT(name, b);
+    DG_CHECK_SAME_DEVICE(name, a, b);
+    int64_t shp[DG_MAX_DIMS]; int nd;
+    DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
+    dg_tensor *y = dg_new_on(a, shp, nd, DG_BOOL);
+    if (!y) return NULL;
+    dg_tensor av, bv;
+    bcast_local(a, shp, nd, &av);
+    bcast_local(b, shp, nd, &bv);
+    DG_TRY_KERNEL(dg_backend_of(a)->binary(op, &av, &bv, y, 0, 0), y);
+    return y;
+}
+dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b) { return compare("greater", DG_BIN_GT, a, b); }
+dg_tensor *dg_equal(const dg_tensor *a, const dg_tensor *b) { return compare("equal", DG_BIN_EQ, a, b); }
+
+static int where_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    const dg_tensor *c = dg_node_saved(n, 0);
+    dg_tensor *zero = dg_zeros_like(g);
+    if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_where(c, g, zero), dg_node_input_shape(n, 1));
+    if (dg_node_needs_grad(n, 2)) gi[2] = dg_sum_to(dg_where(c, zero, g), dg_node_input_shape(n, 2));
+    return 0;
+}
+
+dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) {
+    DG_CHECK_INPUT("where", c);
+    DG_CHECK_INPUT("where", a);
+    DG_CHECK_INPUT("where", b);
+    DG_CHECK_SAME_DTYPE("where", a, b);
+    DG_CHECK_SAME_DEVICE("where", a, b);
+    DG_CHECK_SAME_DEVICE("where", c, a);
+    int64_t s1[DG_MAX_DIMS], s2[DG_MAX_DIMS]; int n1, n2;
+    dg_tensor tmp;
+    DG_CHECK(dg_broadcast_shape(a, b, s1, &n1), "where: shapes %s and %s do not broadcast", DG_SHAPE_STR(a), DG_SHAPE_STR(b));
+    bcast_local(a, s1, n1, &tmp);
+    DG_CHECK(dg_broadcast_shape(c, &tmp, s2, &n2), "where: condition %s does not broadcast with %s", DG_SHAPE_STR(c), DG_SHAPE_STR(&tmp));
+    dg_tensor *y = dg_new_on(a, s2, n2, a->dtype);
+    if (!y) return NULL;
+    dg_tensor cv, av, bv;
+    bcast_local(c, s2, n2, &cv);
+    bcast_local(a, s2, n2, &av);
+    bcast_local(b, s2, n2, &bv);
+    DG_TRY_KERNEL(dg_backend_of(a)->where(&cv, &av, &bv, y), y);
+    dg_tensor *in[3] = { (dg_tensor *)c, (dg_tensor *)a, (dg_tensor *)b };
+    if (dg_dtype_is_float(a->dtype) && dg_needs_record(in, 3)) {
+        dg_node *n = dg_record("where", y, in, 3, where_bw);
+        if (!n) { dg_tensor_free(y); return NULL; }
+        dg_node_save(n, c);
+    }
+    return y;
+}
+
+/* ---- unary ops ---- */
+enum { SAVE_NONE, SAVE_X, SAVE_Y };
+
+static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, double p0, double p1,
+                        dg_backward_fn bw, int save) {
+    DG_CHECK_INPUT(name, x);
+    DG_CHECK_FLOAT(name, x);
+    dg_tensor *y = dg_new_like(x);
+    if (!y) return NULL;
+    DG_TRY_KERNEL(dg_backend_of(x)->unary(op, x, y, p0, p1), y);
+    dg_tensor *in[1] = { (dg_tensor *)x };
+    if (bw && dg_needs_record(in, 1)) {
+        dg_node *n = dg_record(name, y, in, 1, bw);
+        if (!n) { dg_tensor_free(y); return NULL; }
+        scal_attr *at = dg_node_attr(n);
+        at->p0 = p0;
+        at->p1 = p1;
+        if (save == SAVE_X) dg_node_save(n, x);
+        if (save == SAVE_Y) dg_node_save(n, y);
+    }
+    return y;
+}
+#define ATTR(n) ((scal_attr *)dg_node_attr(n))
+
+static int pass_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = (dg_tensor *)g; return 0; }
+static int affine_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_mul_scalar(g, ATTR(n)->p0); return 0; }
+static int rdiv_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {   /* d(s/x) = -s/x^2 = -y*y/s */
+    const dg_tensor *x = dg_node_saved(n, 0);
+    gi[0] = dg_neg(dg_div(dg_mul_scalar(g, ATTR(n)->p0), dg_mul(x, x)));
+    return 0;
+}
+static int pows_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    const dg_tensor *x = dg_node_saved(n, 0);
+    double e = ATTR(n)->p0;
+    gi[0] = dg_mul(g, dg_mul_scalar(dg_pow_scalar(x, e - 1), e));
+    return 0;
+}
+static int exp_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_mul(g, dg_node_saved(n, 0)); return 0; }
+static int log_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_div(g, dg_node_saved(n, 0)); return 0; }
+static int sqrt_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_div(dg_mul_scalar(g, 0.5), dg_node_saved(n, 0)); return 0; }
+static int abs_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_mul(g, un_k(DG_UN_SIGN, dg_node_saved(n, 0), 0, 0)); return 0; }
+static int clip_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = bin_k(DG_BIN_CLIP_GRAD, g, dg_node_saved(n, 0), ATTR(n)->p0, ATTR(n)->p1); return 0; }
+static int relu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = bin_k(DG_BIN_RELU_GRAD, g, dg_node_saved(n, 0), 0, 0); return 0; }
+static int leaky_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = bin_k(DG_BIN_LEAKY_RELU_GRAD, g, dg_node_saved(n, 0), ATTR(n)->p0, 0); return 0; }
+static int sigmoid_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = bin_k(DG_BIN_SIGMOID_GRAD, g, dg_node_saved(n, 0), 0, 0); return 0; }
+static int tanh_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = bin_k(DG_BIN_TANH_GRAD, g, dg_node_saved(n, 0), 0, 0); return 0; }
+static int gelu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    gi[0] = bin_k(ATTR(n)->p1 ? DG_BIN_GELU_TANH_GRAD : DG_BIN_GELU_GRAD, g, dg_node_saved(n, 0), 0, 0);
+    return 0;
+}
+
+dg_tensor *dg_add_scalar(const dg_tensor *a, double s) { return unary("add_scalar", DG_UN_AFFINE, a, 1.0, s, pass_bw, SAVE_NONE); }
+dg_tensor *dg_sub_scalar(const dg_tensor *a, double s) { return unary("sub_scalar", DG_UN_AFFINE, a, 1.0, -s, pass_bw, SAVE_NONE); }
+dg_tensor *dg_rsub_scalar(const dg_tensor *a, double s) { return unary("rsub_scalar", DG_UN_AFFINE, a, -1.0, s, affine_bw, SAVE_NONE); }
+dg_tensor *dg_mul_scalar(const dg_tensor *a, double s) { return unary("mul_scalar", DG_UN_AFFINE, a, s, 0.0, affine_bw, SAVE_NONE); }
+dg_tensor *dg_div_scalar(const dg_tensor *a, double s) { return unary("div_scalar", DG_UN_AFFINE, a, 1.0 / s, 0.0, affine_bw, SAVE_NONE); }
+dg_tensor *dg_rdiv_scalar(const dg_tensor *a, double s) { return unary("rdiv_scalar", DG_UN_RDIV, a, s, 0.0, rdiv_bw, SAVE_X); }
+dg_tensor *dg_pow_scalar(const dg_tensor *a, double e) { return unary("pow_scalar", DG_UN_POWS, a, e, 0.0, pows_bw, SAVE_X); }
+dg_tensor *dg_neg(const dg_tensor *a) { return unary("neg", DG_UN_AFFINE, a, -1.0, 0.0, affine_bw, SAVE_NONE); }
+dg_tensor *dg_exp(const dg_tensor *a) { return unary("exp", DG_UN_EXP, a, 0, 0, exp_bw, SAVE_Y); }
+dg_tensor *dg_log(const dg_tensor *a) { return unary("log", DG_UN_LOG, a, 0, 0, log_bw, SAVE_X); }
+dg_tensor *dg_sqrt(const dg_tensor *a) { return unary("sqrt", DG_UN_SQRT, a, 0, 0, sqrt_bw, SAVE_Y); }
+dg_tensor *dg_abs(const dg_tensor *a) { return unary("abs", DG_UN_ABS, a, 0, 0, abs_bw, SAVE_X); }
+dg_tensor *dg_clip(const dg_tensor *a, double lo, double hi) {
+    DG_CHECK(!(lo > hi), "clip: min %g is greater than max %g", lo, hi);
+    return unary("clip", DG_UN_CLIP, a, lo, hi, clip_bw, SAVE_X);
+}
+dg_tensor *dg_relu(const dg_tensor *x) { return unary("relu", DG_UN_RELU, x, 0, 0, relu_bw, SAVE_X); }
+dg_tensor *dg_leaky_relu(const dg_tensor *x, double slope) { return unary("leaky_relu", DG_UN_LEAKY_RELU, x, slope, 0, leaky_bw, SAVE_X); }
+dg_tensor *dg_sigmoid(const dg_tensor *x) { return unary("sigmoid", DG_UN_SIGMOID, x, 0, 0, sigmoid_bw, SAVE_Y); }
+dg_tensor *dg_tanh(const dg_tensor *x) { return unary("tanh", DG_UN_TANH, x, 0, 0, tanh_bw, SAVE_Y); }
+dg_tensor *dg_gelu(const dg_tensor *x, bool approx) {
+    return unary("gelu", approx ? DG_UN_GELU_TANH : DG_UN_GELU, x, 0, approx ? 1.0 : 0.0, gelu_bw, SAVE_X);
+}
+
+/* ---- in-place (untracked) updates ---- */
+int dg_fill_(dg_tensor *t, double v) {
+    int rc = dg_check_inplace(t, "fill_");
+    return rc ? rc : dg_backend_of(t)->fill(t, v);
+}
+
+static int inplace_binary(const char *name, dg_binary_op op, dg_tensor *dst, const dg_tensor *src, double p0, double p1) {
+    int rc = dg_check_inplace(dst, name);
+    if (rc) return rc;
+    DG_CHECK_INT(src, "%s: source is NULL", name);
+    DG_CHECK_INT(src->dtype == dst->dtype, "%s: dtype %s into %s", name, dg_dtype_name(src->dtype), dg_dtype_name(dst->dtype));
+    int64_t shp[DG_MAX_DIMS]; int nd;
+    DG_CHECK_INT(dg_broadcast_shape(dst, src, shp, &nd) && nd == dst->ndim && dg_shape_numel(shp, nd) == dst->numel,
+                 "%s: source %s does not broadcast to destination %s", name, DG_SHAPE_STR(src), DG_SHAPE_STR(dst));
+    dg_tensor sv;
+    bcast_local(src, dst->shape, dst->ndim, &sv);
+    return dg_backend_of(dst)->binary(op, dst, &sv, dst, p0, p1);
+}
+int dg_copy_(dg_tensor *dst, const dg_tensor *src) {
+    int rc = dg_check_inplace(dst, "copy_");
+    if (rc) return rc;
+    DG_CHECK_INT(src, "copy_: source is NULL");
+    int64_t shp[DG_MAX_DIMS]; int nd;
+    DG_CHECK_INT(dg_broadcast_shape(dst, src, shp, &nd) && nd == dst->ndim && dg_shape_numel(shp, nd) == dst->numel,
+                 "copy_: source %s does not broadcast to destination %s", DG_SHAPE_STR(src), DG_SHAPE_STR(dst));
+    dg_tensor sv;
+    bcast_local(src, dst->shape, dst->ndim, &sv);
+    return dg_backend_of(dst)->copy(&sv, dst);
+}
+int dg_add_(dg_tensor *dst, const dg_tensor *src) { return inplace_binary("add_", DG_BIN_ADD, dst, src, 0, 0); }
+int dg_axpy_(dg_tensor *y, double alpha, const dg_tensor *x) { return inplace_binary("axpy_", DG_BIN_AXPBY, y, x, 1.0, alpha); }
+int dg_scale_(dg_tensor *t, double alpha) {
+    int rc = dg_check_inplace(t, "scale_");
+    if (rc) return rc;
+    DG_CHECK_INT(dg_dtype_is_float(t->dtype), "scale_: dtype %s", dg_dtype_name(t->dtype));
+    return dg_backend_of(t)->unary(DG_UN_AFFINE, t, t, alpha, 0.0);
+}

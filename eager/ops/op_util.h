@@ -1,0 +1,41 @@
+/* eager/ops/op_util.h — small helpers shared by op definitions: argument checks that name the
+ * op, output allocation on the inputs' device, broadcasting, and reducing a gradient back to
+ * the shape of a broadcast input. */
+#ifndef DG_OP_UTIL_H
+#define DG_OP_UTIL_H
+
+#include "../backend.h"
+
+#define DG_CHECK_FLOAT(op, t) DG_CHECK(dg_dtype_is_float((t)->dtype) && (t)->dtype != DG_F16 && (t)->dtype != DG_BF16, \
+    "%s: expects float32/float64, got %s for '%s' %s", op, dg_dtype_name((t)->dtype), #t, DG_SHAPE_STR(t))
+#define DG_CHECK_SAME_DTYPE(op, a, b) DG_CHECK((a)->dtype == (b)->dtype, \
+    "%s: dtype mismatch: '%s' is %s %s, '%s' is %s %s", op, #a, dg_dtype_name((a)->dtype), DG_SHAPE_STR(a), \
+    #b, dg_dtype_name((b)->dtype), DG_SHAPE_STR(b))
+#define DG_CHECK_SAME_DEVICE(op, a, b) DG_CHECK((a)->storage->device.type == (b)->storage->device.type && \
+    (a)->storage->device.index == (b)->storage->device.index, \
+    "%s: inputs on different devices: '%s' on %s, '%s' on %s", op, #a, \
+    dg_device_name((a)->storage->device, (char[16]){0}, 16), #b, dg_device_name((b)->storage->device, (char[16]){0}, 16))
+/* Propagate a backend failure: free the half-made output and return NULL. */
+#define DG_TRY_KERNEL(expr, out) do { int rc_ = (expr); if (rc_) {                   \
+        if (!dg_has_error()) { DG_ERR(rc_, "kernel failed in %s", __func__); }    \
+        dg_tensor_free(out);                                                      \
+        return NULL;                                                              \
+    } } while (0)
+
+static inline dg_tensor *dg_new_on(const dg_tensor *like, const int64_t *shape, int ndim, dg_dtype dt) {
+    return dg_tensor_alloc(shape, ndim, dt, like->storage->device);
+}
+static inline dg_tensor *dg_new_like(const dg_tensor *like) {
+    return dg_tensor_alloc(like->shape, like->ndim, like->dtype, like->storage->device);
+}
+
+/* Broadcast shape of a and b (NumPy rules); false when they do not broadcast. */
+bool dg_broadcast_shape(const dg_tensor *a, const dg_tensor *b, int64_t *out, int *ndim);
+/* A non-recording view of t with stride 0 on broadcast dims, shaped like `shape`. */
+dg_tensor *dg_broadcast_view(const dg_tensor *t, const int64_t *shape, int ndim);
+/* Sum g down to `shape` (the inverse of broadcasting), for backward rules. */
+dg_tensor *dg_sum_to(const dg_tensor *g, dg_shape shape);
+/* Contiguous (a view when it already is). Recorded like any op. */
+dg_tensor *dg_contiguous(const dg_tensor *x);
+
+#endif

@@ -1,0 +1,98 @@
+/* eager/ops/reduce.c — sum, mean, max, min over axes (keepdim or not), argmax/argmin. */
+#include "op_util.h"
+
+typedef struct { int n_axes; int axes[DG_MAX_DIMS]; } red_attr;
+
+/* Normalise axes into a mask; none given means all. */
+static int axes_mask(const dg_tensor *x, const int *axes, int n, bool *mask, const char *op) {
+    memset(mask, 0, sizeof(bool) * DG_MAX_DIMS);
+    if (!axes || n == 0) { for (int i = 0; i < x->ndim; i++) mask[i] = true; return 0; }
+    for (int i = 0; i < n; i++) {
+        int a = dg_norm_axis(axes[i], x->ndim);
+        if (a < 0 || x->ndim == 0) {
+            DG_ERR(DG_EINVAL, "%s: axis %d out of range for %s", op, axes[i], DG_SHAPE_STR(x));
+            return DG_EINVAL;
+        }
+        mask[a] = true;
+    }
+    return 0;
+}
+
+static dg_tensor *finish_keepdim(dg_tensor *yk, const bool *mask, bool keepdim) {
+    if (keepdim || !yk) return yk;
+    dg_shape s = { .ndim = 0 };
+    for (int i = 0; i < yk->ndim; i++) if (!mask[i]) s.d[s.ndim++] = yk->shape[i];
+    return dg_reshape(yk, s);
+}
+
+static int sum_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    gi[0] = dg_expand(g, dg_node_input_shape(n, 0));
+    return 0;
+}
+static int maxmin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    /* the gradient is shared equally by every element that attains the extremum */
+    const dg_tensor *x = dg_node_saved(n, 0), *y = dg_node_saved(n, 1);
+    red_attr *a = dg_node_attr(n);
+    dg_tensor *mask = dg_cast(dg_equal(x, y), x->dtype);
+    dg_tensor *cnt = dg_sum(mask, a->axes, a->n_axes, true);
+    gi[0] = dg_mul(mask, dg_div(g, cnt));
+    return 0;
+}
+
+static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *x, const int *axes, int n, bool keepdim) {
+    DG_CHECK_INPUT(name, x);
+    DG_CHECK_FLOAT(name, x);
+    bool mask[DG_MAX_DIMS];
+    if (axes_mask(x, axes, n, mask, name)) return NULL;
+    int64_t shape[DG_MAX_DIMS];
+    for (int i = 0; i < x->ndim; i++) {
+        shape[i] = mask[i] ? 1 : x->shape[i];
+        DG_CHECK(!(mask[i] && x->shape[i] == 0 && op != DG_RED_SUM), "%s: reducing an empty axis %d of %s", name, i, DG_SHAPE_STR(x));
+    }
+    dg_tensor *y = dg_new_on(x, shape, x->ndim, x->dtype);
+    if (!y) return NULL;
+    DG_TRY_KERNEL(dg_backend_of(x)->reduce(op, x, y), y);
+    dg_tensor *in[1] = { (dg_tensor *)x };
+    if (dg_needs_record(in, 1)) {
+        dg_node *nd = dg_record(name, y, in, 1, op == DG_RED_SUM ? sum_bw : maxmin_bw);
+        if (!nd) { dg_tensor_free(y); return NULL; }
+        red_attr *a = dg_node_attr(nd);
+        for (int i = 0; i < x->ndim; i++) if (mask[i]) a->axes[a->n_axes++] = i;
+        if (op != DG_RED_SUM) { dg_node_save(nd, x); dg_node_save(nd, y); }
+    }
+    return finish_keepdim(y, mask, keepdim);
+}
+
+dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("sum", DG_RED_SUM, x, axes, n, keepdim); }
+dg_tensor *dg_max(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("max", DG_RED_MAX, x, axes, n, keepdim); }
+dg_tensor *dg_min(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("min", DG_RED_MIN, x, axes, n, keepdim); }
+dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
+    DG_CHECK_INPUT("mean", x);
+    bool mask[DG_MAX_DIMS];
+    if (axes_mask(x, axes, n, mask, "mean")) return NULL;
+    int64_t cnt = 1;
+    for (int i = 0; i < x->ndim; i++) if (mask[i]) cnt *= x->shape[i];
+    DG_CHECK(cnt > 0, "mean: reducing an empty tensor %s", DG_SHAPE_STR(x));
+    return dg_mul_scalar(dg_sum(x, axes, n, keepdim), 1.0 / (double)cnt);
+}
+dg_tensor *dg_sum_all(const dg_tensor *x) { return dg_sum(x, NULL, 0, false); }
+dg_tensor *dg_mean_all(const dg_tensor *x) { return dg_mean(x, NULL, 0, false); }
+
+static dg_tensor *arg_op(const char *name, dg_reduce_op op, const dg_tensor *x, int axis, bool keepdim) {
+    DG_CHECK_INPUT(name, x);
+    DG_CHECK_FLOAT(name, x);
+    int a = dg_norm_axis(axis, x->ndim);
+    DG_CHECK(a >= 0 && x->ndim > 0, "%s: axis %d out of range for %s", name, axis, DG_SHAPE_STR(x));
+    DG_CHECK(x->shape[a] > 0, "%s: axis %d of %s is empty", name, axis, DG_SHAPE_STR(x));
+    int64_t shape[DG_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[a] = 1;
+    dg_tensor *y = dg_new_on(x, shape, x->ndim, DG_I64);
+    if (!y) return NULL;
+    DG_TRY_KERNEL(dg_backend_of(x)->reduce(op, x, y), y);
+    bool mask[DG_MAX_DIMS] = {0};
+    mask[a] = true;
+    return finish_keepdim(y, mask, keepdim);
+}
+dg_tensor *dg_argmax(const dg_tensor *x, int axis, bool keepdim) { return arg_op("argmax", DG_RED_ARGMAX, x, axis, keepdim); }
+dg_tensor *dg_argmin(const dg_tensor *x, int axis, bool keepdim) { return arg_op("argmin", DG_RED_ARGMIN, x, axis, keepdim); }

@@ -1,0 +1,75 @@
+/* eager/scope.c — ownership scopes. Each thread has a stack of scopes; a tensor made while one
+ * is open is registered in the innermost and released when it ends, so a training step's
+ * temporaries are freed in one place and a loop's memory stays flat. */
+#include "internal.h"
+
+struct dg_scope {
+    dg_tensor **items;
+    int64_t n, cap;
+    struct dg_scope *parent;
+};
+
+static _Thread_local dg_scope *top;
+
+dg_scope *dg_scope_begin(void) {
+    dg_scope *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "scope_begin: out of memory"); return NULL; }
+    s->parent = top;
+    top = s;
+    return s;
+}
+
+static int scope_push(dg_scope *s, dg_tensor *t) {
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? s->cap * 2 : 64;
+        dg_tensor **items = realloc(s->items, sizeof *items * (size_t)cap);
+        if (!items) return -1;
+        s->items = items;
+        s->cap = cap;
+    }
+    t->scope = s;
+    t->scope_slot = s->n;
+    s->items[s->n++] = t;
+    return 0;
+}
+
+void dg_scope_adopt(dg_tensor *t) {
+    /* Out of memory here leaves the tensor with its creator, who still holds the reference. */
+    if (top && scope_push(top, t) != 0) t->scope = NULL;
+}
+
+void dg_scope_forget(dg_tensor *t) {
+    dg_scope *s = t->scope;
+    if (!s) return;
+    s->items[t->scope_slot] = NULL;
+    /* Trim trailing holes so a make-and-free loop inside one scope does not grow the array. */
+    while (s->n > 0 && s->items[s->n - 1] == NULL) s->n--;
+    t->scope = NULL;
+}
+
+void dg_scope_end(dg_scope *s) {
+    if (!s) return;
+    /* Ending an outer scope ends the inner ones the caller forgot. */
+    while (top && top != s) dg_scope_end(top);
+    if (top != s) return;  /* not on this thread's stack: nothing we may free */
+    for (int64_t i = s->n - 1; i >= 0; i--) {
+        dg_tensor *t = s->items[i];
+        if (t) { t->scope = NULL; dg_tensor_release(t); }
+    }
+    top = s->parent;
+    free(s->items);
+    free(s);
+}
+
+dg_tensor *dg_keep(dg_tensor *t) {
+    if (t) dg_scope_forget(t);
+    return t;
+}
+
+dg_tensor *dg_keep_in_parent(dg_tensor *t) {
+    if (!t || !t->scope) return t;
+    dg_scope *parent = t->scope->parent;
+    dg_scope_forget(t);
+    if (parent && scope_push(parent, t) != 0) t->scope = NULL;
+    return t;
+}

@@ -1,0 +1,132 @@
+/* eager/tape.c — autograd: recording nodes, the reverse topological walk of dg_backward,
+ * gradient accumulation into leaves and the leaf-gradient-ready hooks. */
+#include "backend.h"
+
+static _Thread_local int no_grad_depth;
+
+void dg_no_grad_begin(void) { no_grad_depth++; }
+void dg_no_grad_end(void) { if (no_grad_depth > 0) no_grad_depth--; }
+bool dg_is_grad_enabled(void) { return no_grad_depth == 0; }
+
+/* ---- leaves ---- */
+int dg_set_requires_grad(dg_tensor *t, bool rg) {
+    DG_CHECK_INT(t, "set_requires_grad: tensor is NULL");
+    DG_CHECK_INT(!t->node, "set_requires_grad: tensor made by '%s' is not a leaf; use dg_detach first", t->node->name);
+    DG_CHECK_INT(!rg || dg_dtype_is_float(t->dtype), "set_requires_grad: dtype %s cannot require grad", dg_dtype_name(t->dtype));
+    t->requires_grad = rg;
+    return 0;
+}
+int dg_set_stop_gradient(dg_tensor *t, bool stop) { return dg_set_requires_grad(t, !stop); }
+bool dg_requires_grad(const dg_tensor *t) { return t && (t->requires_grad || t->node); }
+bool dg_is_leaf(const dg_tensor *t) { return t && !t->node; }
+dg_tensor *dg_grad(const dg_tensor *t) { return t ? t->grad : NULL; }
+int dg_clear_grad(dg_tensor *t) {
+    DG_CHECK_INT(t, "clear_grad: tensor is NULL");
+    dg_tensor_release(t->grad);
+    t->grad = NULL;
+    return 0;
+}
+const char *dg_grad_fn_name(const dg_tensor *t) { return t && t->node ? t->node->name : NULL; }
+
+dg_tensor *dg_detach(const dg_tensor *t) {
+    DG_CHECK_INPUT("detach", t);
+    return dg_tensor_view(t, t->ndim, t->shape, t->stride, t->offset);
+}
+
+int dg_register_grad_hook(dg_tensor *leaf, dg_grad_hook fn, void *user) {
+    DG_CHECK_INT(leaf && fn, "register_grad_hook: %s is NULL", leaf ? "fn" : "tensor");
+    DG_CHECK_INT(!leaf->node, "register_grad_hook: only leaves get grad-ready hooks (tensor made by '%s')", leaf->node->name);
+    DG_CHECK_INT(leaf->n_hooks < DG_MAX_HOOKS, "register_grad_hook: at most %d hooks per tensor", DG_MAX_HOOKS);
+    leaf->hooks[leaf->n_hooks] = fn;
+    leaf->hook_user[leaf->n_hooks++] = user;
+    return 0;
+}
+int dg_clear_grad_hooks(dg_tensor *leaf) {
+    DG_CHECK_INT(leaf, "clear_grad_hooks: tensor is NULL");
+    leaf->n_hooks = 0;
+    return 0;
+}
+
+/* ---- recording ---- */
+bool dg_needs_record(dg_tensor *const *in, int n) {
+    if (no_grad_depth) return false;
+    for (int i = 0; i < n; i++)
+        if (in[i] && (in[i]->requires_grad || in[i]->node)) return true;
+    return false;
+}
+
+dg_node *dg_record(const char *name, dg_tensor *out, dg_tensor *const *in, int n, dg_backward_fn bw) {
+    DG_CHECK(out && !out->node && n <= DG_MAX_NODE_INPUTS, "record(%s): bad output or %d inputs", name, n);
+    dg_node *node = calloc(1, sizeof *node);
+    DG_CHECK(node, "record(%s): out of memory", name);
+    node->refcount = 1;
+    node->name = name;
+    node->backward = bw;
+    node->n_in = n;
+    for (int i = 0; i < n; i++) {
+        dg_tensor *t = in[i];
+        if (!t) continue;
+        dg_edge *e = &node->in[i];
+        e->shape = dg_shape_of(t);
+        e->dtype = t->dtype;
+        if (t->node) {
+            e->node = t->node;
+            __atomic_add_fetch(&t->node->refcount, 1, __ATOMIC_RELAXED);
+        } else if (t->requires_grad) {
+            e->leaf = t;
+            dg_tensor_retain(t);
+        }
+    }
+    out->node = node;
+    return node;
+}
+
+int dg_node_save(dg_node *node, const dg_tensor *t) {
+    DG_CHECK_INT(node && t && node->n_saved < DG_MAX_NODE_SAVED, "node_save: bad arguments");
+    /* Save a history-free alias: a node never holds a tensor that holds a node, so the tape
+     * has no cycles and freeing it needs no recursion through saved values. */
+    dg_tensor *alias = dg_tensor_view(t, t->ndim, t->shape, t->stride, t->offset);
+    if (!alias) return DG_ENOMEM;
+    dg_keep(alias);
+    node->saved[node->n_saved++] = alias;
+    return 0;
+}
+const dg_tensor *dg_node_saved(const dg_node *n, int i) { return i < n->n_saved ? n->saved[i] : NULL; }
+void *dg_node_attr(dg_node *n) { return n->attr.bytes; }
+bool dg_node_needs_grad(const dg_node *n, int i) { return i < n->n_in && (n->in[i].node || n->in[i].leaf); }
+dg_shape dg_node_input_shape(const dg_node *n, int i) { return n->in[i].shape; }
+dg_dtype dg_node_input_dtype(const dg_node *n, int i) { return n->in[i].dtype; }
+const char *dg_node_name(const dg_node *n) { return n->name; }
+
+static void release_saved(dg_node *n) {
+    for (int i = 0; i < n->n_saved; i++) dg_tensor_release(n->saved[i]);
+    n->n_saved = 0;
+}
+
+/* Iterative so that a long chain of ops (an unrolled loop) cannot overflow the C stack. */
+void dg_node_release(dg_node *n) {
+    dg_node *stack_buf[64], **stack = stack_buf;
+    int64_t sp = 0, cap = 64;
+    stack[sp++] = n;
+    while (sp > 0) {
+        dg_node *x = stack[--sp];
+        if (__atomic_sub_fetch(&x->refcount, 1, __ATOMIC_ACQ_REL) != 0) continue;
+        release_saved(x);
+        dg_tensor_release(x->grad_acc);
+        for (int i = 0; i < x->n_in; i++) {
+            dg_tensor_release(x->in[i].leaf);
+            if (!x->in[i].node) continue;
+            if (sp == cap) {
+                dg_node **bigger = malloc(sizeof *bigger * (size_t)cap * 2);
+                if (!bigger) continue; /* leak rather than crash when memory is gone */
+                memcpy(bigger, stack, sizeof *bigger * (size_t)sp);
+                if (stack != stack_buf) free(stack);
+                stack = bigger;
+                cap *= 2;
+            }
+            stack[sp++] = x->in[i].node;
+        }
+        free(x);
+    }
+    if (stack != stack_buf) free(stack);
+}

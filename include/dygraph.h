@@ -1,0 +1,11 @@
+/* dygraph.h — umbrella header: an embeddable dynamic-graph (eager) training engine in C. */
+#ifndef DYGRAPH_H
+#define DYGRAPH_H
+
+#include "dygraph/core.h"
+#include "dygraph/tensor.h"
+#include "dygraph/autograd.h"
+#include "dygraph/ops.h"
+#include "dygraph/custom_op.h"
+
+#endif

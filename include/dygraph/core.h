@@ -1,0 +1,86 @@
+/* dygraph/core.h — library lifetime, dtypes, devices, threads, seeding and the error model.
+ *
+ * Error model: a function that returns a pointer returns NULL on failure and records a message
+ * readable with dg_last_error(); a function that acts returns 0 on success and a negative
+ * DG_E* code on failure. An op handed a NULL input returns NULL and keeps the first message, so a
+ * training loop may check once per step. The library never exits or aborts the host program. */
+#ifndef DYGRAPH_CORE_H
+#define DYGRAPH_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DG_VERSION_MAJOR 0
+#define DG_VERSION_MINOR 1
+#define DG_VERSION_PATCH 0
+#define DG_MAX_DIMS 8
+
+typedef enum dg_dtype {
+    DG_F32 = 0,
+    DG_F64 = 1,
+    DG_I64 = 2,
+    DG_I32 = 3,
+    DG_F16 = 4,   /* reserved for mixed precision; no kernels yet */
+    DG_BF16 = 5,  /* reserved for mixed precision; no kernels yet */
+    DG_BOOL = 6,  /* masks produced by comparisons, stored one byte each */
+} dg_dtype;
+
+typedef enum dg_device_type { DG_CPU = 0, DG_CUDA = 1 } dg_device_type;
+typedef struct dg_device { dg_device_type type; int index; } dg_device;
+
+typedef enum dg_status {
+    DG_OK = 0,
+    DG_EINVAL = -1,      /* bad argument: NULL, wrong shape, wrong dtype */
+    DG_ENOMEM = -2,      /* allocation failed */
+    DG_EIO = -3,         /* file could not be read or written */
+    DG_EFORMAT = -4,     /* file content is malformed */
+    DG_EDEVICE = -5,     /* device missing or device mismatch */
+    DG_ESTATE = -6,      /* call out of order (e.g. backward through a freed graph) */
+    DG_EUNSUPPORTED = -7 /* op or dtype not implemented on this backend */
+} dg_status;
+
+typedef struct dg_init_params {
+    const char *device;  /* "cpu", "gpu", "gpu:N"; NULL: $DG_DEVICE, else FLAGS_selected_gpus, else cpu */
+    int num_threads;     /* 0: $DG_NUM_THREADS, else $OMP_NUM_THREADS, else all cores */
+    uint64_t seed;       /* 0: default seed */
+    bool quiet;          /* suppress the one-line device notice */
+} dg_init_params;
+
+/* Optional: ops work without it (CPU, all cores, default seed). */
+int dg_init(const dg_init_params *params);
+void dg_shutdown(void);
+const char *dg_version(void);
+
+/* Errors. The message names the op, the shapes/dtypes and the source location. */
+const char *dg_last_error(void);
+int dg_last_status(void);
+void dg_clear_error(void);
+
+/* Devices. */
+dg_device dg_cpu(void);
+int dg_set_device(const char *name);  /* like paddle.set_device("cpu" | "gpu" | "gpu:1") */
+dg_device dg_get_device(void);
+const char *dg_device_name(dg_device d, char *buf, size_t len);
+
+/* Threads used by CPU kernels (OpenMP and the GEMM library). */
+void dg_set_num_threads(int n);
+int dg_get_num_threads(void);
+
+/* Random numbers: counter-based Philox4x32-10; a seed gives the same stream on every backend. */
+void dg_manual_seed(uint64_t seed);
+uint64_t dg_get_seed(void);
+
+/* dtype helpers */
+size_t dg_dtype_size(dg_dtype dt);
+const char *dg_dtype_name(dg_dtype dt);
+bool dg_dtype_is_float(dg_dtype dt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

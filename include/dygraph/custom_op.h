@@ -1,0 +1,43 @@
+/* dygraph/custom_op.h — writing an op of your own, with its backward rule.
+ *
+ * Every built-in op is written with this same API. An op computes its output (with other ops
+ * inside dg_no_grad, or by filling dg_data() of a fresh tensor), then calls dg_record() to put
+ * a node on the tape. The node's backward function receives the gradient of the output and
+ * writes one gradient per input (or NULL where dg_node_needs_grad() is false); it runs in
+ * no-grad mode and may use any op. Temporaries it makes are freed by the engine. */
+#ifndef DYGRAPH_CUSTOM_OP_H
+#define DYGRAPH_CUSTOM_OP_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DG_MAX_NODE_INPUTS 6
+#define DG_MAX_NODE_SAVED 6
+#define DG_NODE_ATTR_BYTES 128
+
+typedef struct dg_node dg_node;
+typedef int (*dg_backward_fn)(dg_node *node, const dg_tensor *grad_output, dg_tensor **grad_inputs);
+
+/* True when any input requires grad and grad mode is on: only then is a node worth recording. */
+bool dg_needs_record(dg_tensor *const *inputs, int n_inputs);
+/* Attach a node to output (which must be freshly made by the op). Inputs that need no grad
+ * may be NULL. Returns the node (owned by output) or NULL on error. */
+dg_node *dg_record(const char *name, dg_tensor *output, dg_tensor *const *inputs, int n_inputs,
+                   dg_backward_fn backward);
+/* Keep a tensor for backward (a reference; values must not change afterwards). */
+int dg_node_save(dg_node *node, const dg_tensor *t);
+const dg_tensor *dg_node_saved(const dg_node *node, int i);
+/* Op attributes (stride, axis, …): DG_NODE_ATTR_BYTES of scratch, zeroed at record time. */
+void *dg_node_attr(dg_node *node);
+bool dg_node_needs_grad(const dg_node *node, int input);
+dg_shape dg_node_input_shape(const dg_node *node, int input);
+dg_dtype dg_node_input_dtype(const dg_node *node, int input);
+const char *dg_node_name(const dg_node *node);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

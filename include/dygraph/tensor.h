@@ -1,0 +1,91 @@
+/* dygraph/tensor.h — eager tensors: creation, inspection, host copies, printing, ownership scopes.
+ *
+ * Ownership: every tensor made while a scope is open belongs to the innermost scope and dies at
+ * dg_scope_end unless dg_keep() hands it to the caller. Tensors made with no scope open belong
+ * to the caller, who releases them with dg_tensor_free(). Views (reshape, transpose, slice…)
+ * share storage with their base; storage lives while any view does. */
+#ifndef DYGRAPH_TENSOR_H
+#define DYGRAPH_TENSOR_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dg_tensor dg_tensor;
+typedef struct dg_scope dg_scope;
+
+typedef struct dg_shape { int ndim; int64_t d[DG_MAX_DIMS]; } dg_shape;
+
+#define DG_NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, N, ...) N
+#define DG_NARGS(...) DG_NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#ifdef __cplusplus
+#define DG_SHAPE(...) (dg_make_shape(DG_NARGS(__VA_ARGS__), (const int64_t[]){__VA_ARGS__}))
+#else
+#define DG_SHAPE(...) ((dg_shape){ .ndim = DG_NARGS(__VA_ARGS__), .d = {__VA_ARGS__} })
+#endif
+#define DG_SCALAR_SHAPE ((dg_shape){ .ndim = 0 })
+dg_shape dg_make_shape(int ndim, const int64_t *dims);
+
+/* Creation on the current device. */
+dg_tensor *dg_empty(dg_shape shape, dg_dtype dtype);
+dg_tensor *dg_zeros(dg_shape shape, dg_dtype dtype);
+dg_tensor *dg_ones(dg_shape shape, dg_dtype dtype);
+dg_tensor *dg_full(dg_shape shape, double value, dg_dtype dtype);
+dg_tensor *dg_scalar(double value, dg_dtype dtype);            /* 0-d tensor */
+dg_tensor *dg_arange(double start, double end, double step, dg_dtype dtype);
+dg_tensor *dg_rand(dg_shape shape, dg_dtype dtype);            /* U[0,1) */
+dg_tensor *dg_randn(dg_shape shape, dg_dtype dtype);           /* N(0,1) */
+dg_tensor *dg_uniform(dg_shape shape, double low, double high, dg_dtype dtype);
+dg_tensor *dg_normal(dg_shape shape, double mean, double std, dg_dtype dtype);
+dg_tensor *dg_from_data(dg_shape shape, dg_dtype dtype, const void *data); /* copies */
+dg_tensor *dg_zeros_like(const dg_tensor *t);
+dg_tensor *dg_ones_like(const dg_tensor *t);
+dg_tensor *dg_clone(const dg_tensor *t);                       /* differentiable copy */
+dg_tensor *dg_to_device(const dg_tensor *t, dg_device device);
+dg_tensor *dg_cast(const dg_tensor *t, dg_dtype dtype);        /* differentiable between float dtypes */
+
+/* Inspection. */
+int dg_ndim(const dg_tensor *t);
+int64_t dg_dim(const dg_tensor *t, int axis);                  /* negative axis counts from the end */
+dg_shape dg_shape_of(const dg_tensor *t);
+int64_t dg_numel(const dg_tensor *t);
+dg_dtype dg_dtype_of(const dg_tensor *t);
+dg_device dg_device_of(const dg_tensor *t);
+bool dg_is_contiguous(const dg_tensor *t);
+/* Host pointer to the first element of a CPU tensor (NULL for other devices). */
+void *dg_data(const dg_tensor *t);
+/* Copy the values (in row-major order) to a host buffer of nbytes. */
+int dg_to_host(const dg_tensor *t, void *dst, size_t nbytes);
+int dg_copy_from_host(dg_tensor *t, const void *src, size_t nbytes);
+double dg_item(const dg_tensor *t);                            /* value of a 1-element tensor; NAN on error */
+double dg_get(const dg_tensor *t, const int64_t *index);       /* one element, for tests/debugging */
+/* Readable text like PyTorch/Paddle: shape, dtype, device, values (elided past 6 per axis). */
+char *dg_to_string(const dg_tensor *t);                        /* malloc'd; free() it */
+int dg_print(const dg_tensor *t);
+char *dg_shape_str(const dg_tensor *t, char *buf, size_t len); /* "[2, 3]" */
+
+/* Ownership. */
+dg_scope *dg_scope_begin(void);
+void dg_scope_end(dg_scope *scope);
+dg_tensor *dg_keep(dg_tensor *t);          /* take t out of its scope: the caller (or the enclosing scope) now owns it */
+dg_tensor *dg_keep_in_parent(dg_tensor *t);/* hand t to the enclosing scope (caller if none) */
+void dg_tensor_free(dg_tensor *t);         /* release the owner's reference (also valid inside its scope) */
+dg_tensor *dg_tensor_ref(dg_tensor *t);    /* an extra owned reference, released by dg_tensor_free */
+size_t dg_live_tensors(void);              /* tensors alive in this process, for leak tests */
+
+/* In-place updates (not recorded on the tape; for optimizers and initialisers).
+ * Refused on a tensor that requires grad unless inside dg_no_grad. */
+int dg_fill_(dg_tensor *t, double value);
+int dg_copy_(dg_tensor *dst, const dg_tensor *src);              /* broadcast src into dst */
+int dg_add_(dg_tensor *dst, const dg_tensor *src);               /* dst += src (broadcast) */
+int dg_axpy_(dg_tensor *y, double alpha, const dg_tensor *x);    /* y += alpha * x */
+int dg_scale_(dg_tensor *t, double alpha);                       /* t *= alpha */
+int dg_uniform_(dg_tensor *t, double low, double high);
+int dg_normal_(dg_tensor *t, double mean, double std);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

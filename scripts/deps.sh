@@ -1,0 +1,23 @@
+#!/bin/sh
+# Installs every build and test dependency on Debian 12. Idempotent: when everything is
+# present it only runs one dpkg query (well under a second).
+set -e
+# `deps.sh` installs what building and testing need; `deps.sh bench` adds PyTorch for the
+# side-by-side benches and for regenerating the goldens.
+PKGS="gcc make pkg-config libdnnl-dev libcriterion-dev zlib1g-dev"
+[ "${1:-}" = bench ] && PKGS="$PKGS python3-torch python3-numpy"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing$missing"
+if [ "$(id -u)" != 0 ]; then
+    SUDO=sudo
+    command -v sudo >/dev/null 2>&1 || { echo "deps: need root (or sudo) to install:$missing" >&2; exit 1; }
+else
+    SUDO=
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
