@@ -25,8 +25,15 @@ static dg_tensor *finish_keepdim(dg_tensor *yk, const bool *mask, bool keepdim) 
     return dg_reshape(yk, s);
 }
 
+/* g with the reduced axes put back as size 1 */
+static dg_tensor *keepdim_grad(dg_node *n, const dg_tensor *g) {
+    red_attr *a = dg_node_attr(n);
+    dg_shape s = dg_node_input_shape(n, 0);
+    for (int i = 0; i < a->n_axes; i++) s.d[a->axes[i]] = 1;
+    return dg_reshape(g, s);
+}
 static int sum_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
-    gi[0] = dg_expand(g, dg_node_input_shape(n, 0));
+    gi[0] = dg_expand(keepdim_grad(n, g), dg_node_input_shape(n, 0));
     return 0;
 }
 static int maxmin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
@@ -35,7 +42,7 @@ static int maxmin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     red_attr *a = dg_node_attr(n);
     dg_tensor *mask = dg_cast(dg_equal(x, y), x->dtype);
     dg_tensor *cnt = dg_sum(mask, a->axes, a->n_axes, true);
-    gi[0] = dg_mul(mask, dg_div(g, cnt));
+    gi[0] = dg_mul(mask, dg_div(keepdim_grad(n, g), cnt));
     return 0;
 }
 
@@ -52,15 +59,29 @@ static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *
     dg_tensor *y = dg_new_on(x, shape, x->ndim, x->dtype);
     if (!y) return NULL;
     DG_TRY_KERNEL(dg_backend_of(x)->reduce(op, x, y), y);
+    dg_tensor *ykeep = y;
+    if (!keepdim) {
+        /* y is fresh and contiguous: dropping its size-1 axes is a relabelling, not a copy,
+         * and keeps the op a single node on the tape */
+        dg_no_grad_begin();
+        ykeep = op == DG_RED_SUM ? NULL : dg_detach(y);
+        dg_no_grad_end();
+        int nd = 0;
+        for (int i = 0; i < x->ndim; i++) if (!mask[i]) y->shape[nd++] = x->shape[i];
+        y->ndim = nd;
+        dg_compute_strides(y->shape, nd, y->stride);
+        if (ykeep) { memcpy(ykeep->shape, shape, sizeof shape); ykeep->ndim = x->ndim; dg_compute_strides(shape, x->ndim, ykeep->stride); }
+    }
     dg_tensor *in[1] = { (dg_tensor *)x };
     if (dg_needs_record(in, 1)) {
         dg_node *nd = dg_record(name, y, in, 1, op == DG_RED_SUM ? sum_bw : maxmin_bw);
         if (!nd) { dg_tensor_free(y); return NULL; }
         red_attr *a = dg_node_attr(nd);
         for (int i = 0; i < x->ndim; i++) if (mask[i]) a->axes[a->n_axes++] = i;
-        if (op != DG_RED_SUM) { dg_node_save(nd, x); dg_node_save(nd, y); }
+        if (op != DG_RED_SUM) { dg_node_save(nd, x); dg_node_save(nd, ykeep); }
     }
-    return finish_keepdim(y, mask, keepdim);
+    if (ykeep != y) dg_tensor_free(ykeep);
+    return y;
 }
 
 dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("sum", DG_RED_SUM, x, axes, n, keepdim); }
