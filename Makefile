@@ -73,9 +73,15 @@ asan-test: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan OPT=-O1 \
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" build/asan/bin/dygraph_tests
+	@# Criterion runs each test in a child; a leak report there does not fail the test, so the
+	@# log is searched for any sanitizer report as well.
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp \
-	  build/asan/bin/dygraph_tests --jobs 2
+	  build/asan/bin/dygraph_tests --jobs 2 2>&1 | tee build/asan/tests.log
+	@! grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" build/asan/tests.log || \
+	  { echo "asan-test: sanitizer reports above"; exit 1; }
+	@grep -q "Failing: 0 | Crashing: 0" build/asan/tests.log
+	@echo "asan-test: zero sanitizer reports"
 
 run: deps $(BUILD)/bin/linear_single
 	$(BUILD)/bin/linear_single
