@@ -91,12 +91,21 @@ static dg_tensor *valid_count(const dg_tensor *label, int64_t ignore, dg_dtype d
 
 static bool is_int(const dg_tensor *t) { return t->dtype == DG_I64 || t->dtype == DG_I32; }
 
+/* Put axis a last keeping the others in order, so rows come out in the labels' order. */
+static const dg_tensor *move_axis_last(const dg_tensor *x, int a) {
+    if (a == x->ndim - 1) return x;
+    int perm[DG_MAX_DIMS], k = 0;
+    for (int i = 0; i < x->ndim; i++) if (i != a) perm[k++] = i;
+    perm[k] = a;
+    return dg_permute(x, perm);
+}
+
 /* Move the class axis last and flatten to [rows, C]; labels follow (hard: [rows]). */
 static int to_rows(const dg_tensor *x, const dg_tensor *label, int axis, bool soft, dg_tensor **xr, dg_tensor **yr, const char *op) {
     int a = dg_norm_axis(axis, x->ndim);
     if (a < 0 || x->ndim < 1) { DG_ERR(DG_EINVAL, "%s: class axis %d out of range for %s", op, axis, DG_SHAPE_STR(x)); return DG_EINVAL; }
     int64_t C = x->shape[a];
-    const dg_tensor *xt = a == x->ndim - 1 ? x : dg_transpose(x, a, -1);
+    const dg_tensor *xt = move_axis_last(x, a);
     *xr = dg_reshape(xt, DG_SHAPE(-1, C));
     if (soft) {
         bool same = label->ndim == x->ndim;
@@ -106,7 +115,7 @@ static int to_rows(const dg_tensor *x, const dg_tensor *label, int axis, bool so
                    DG_SHAPE_STR(x), dg_dtype_name(x->dtype));
             return DG_EINVAL;
         }
-        const dg_tensor *lt = a == x->ndim - 1 ? label : dg_transpose(label, a, -1);
+        const dg_tensor *lt = move_axis_last(label, a);
         *yr = dg_reshape(lt, DG_SHAPE(-1, C));
     } else {
         /* hard labels: logits' shape without the class axis, optionally with a size-1 class axis
@@ -164,12 +173,12 @@ dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label,
     if (p.soft_label) {
         int last = -1;
         per = dg_neg(dg_sum(dg_mul(yr, logp), &last, 1, false));
-        return reduce_loss(per, p.reduction);
+    } else {
+        per = nll_rows(logp, yr, ignore);
+        if (p.reduction == DG_REDUCE_MEAN) return dg_div(dg_sum_all(per), valid_count(yr, ignore, logits->dtype));
     }
-    per = nll_rows(logp, yr, ignore);
-    if (p.reduction == DG_REDUCE_MEAN) return dg_div(dg_sum_all(per), valid_count(yr, ignore, logits->dtype));
     if (p.reduction == DG_REDUCE_NONE) {
-        /* shaped like the label without a class axis */
+        /* shaped like the logits without the class axis */
         dg_shape s = { .ndim = 0 };
         int a = dg_norm_axis(axis, logits->ndim);
         for (int i = 0; i < logits->ndim; i++) if (i != a) s.d[s.ndim++] = logits->shape[i];

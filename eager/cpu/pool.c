@@ -1,0 +1,180 @@
+/* eager/cpu/pool.c — max, average and adaptive-average 2-D pooling on the CPU backend
+ * (contiguous NCHW, f32 and f64), forward and backward.
+ *
+ * Window rules follow PyTorch (and Paddle): a window starts at o*stride - pad; average pooling
+ * divides by the window clipped to the padded input when count_include_pad, else by the number
+ * of real input elements it covers. The op layer has already dropped ceil_mode windows that
+ * would start inside the padding, so every window here covers at least one input element.
+ * Adaptive pooling uses start = floor(i*H/oh), end = ceil((i+1)*H/oh).
+ *
+ * Every (n, c) plane is independent, so threads split planes; backward writes only into its
+ * own plane of gx and needs no atomics. Max-pool backward recomputes the argmax from x (the
+ * first maximum in row-major window order, as the forward picks it) instead of storing indices. */
+#include "../backend.h"
+#include "iter.h"
+#include <math.h>
+
+/* Clipped window [*s, *e) of output index o along one axis of size n. */
+static inline void window(int64_t o, int stride, int pad, int k, int64_t n, int64_t *s, int64_t *e) {
+    int64_t a = o * stride - pad, b = a + k;
+    *s = a < 0 ? 0 : a;
+    *e = b > n ? n : b;
+}
+/* Divisor of one average window (see the top comment). */
+static inline int64_t avg_divisor(const dg_pool2d_geom *g, int64_t oy, int64_t ox) {
+    int64_t ys, ye, xs, xe;
+    window(oy, g->sh, g->ph, g->kh, g->h, &ys, &ye);
+    window(ox, g->sw, g->pw, g->kw, g->w, &xs, &xe);
+    if (!g->count_include_pad) return (ye - ys) * (xe - xs);
+    int64_t a = oy * g->sh - g->ph, b = a + g->kh, c = ox * g->sw - g->pw, d = c + g->kw;
+    if (b > g->h + g->ph) b = g->h + g->ph;
+    if (d > g->w + g->pw) d = g->w + g->pw;
+    return (b - a) * (d - c);
+}
+static inline int64_t adapt_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+static inline int64_t adapt_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+
+#define POOL_KERNELS(T, SUF)                                                                        \
+/* index (within the plane) of the first maximum of window (oy, ox); -1 for an empty window;     \
+ * NaN wins, as in PyTorch, so it propagates */                                                    \
+static inline int64_t argmax_##SUF(const T *xp, const dg_pool2d_geom *g, int64_t oy, int64_t ox) { \
+    int64_t ys, ye, xs, xe, best = -1;                                                             \
+    window(oy, g->sh, g->ph, g->kh, g->h, &ys, &ye);                                               \
+    window(ox, g->sw, g->pw, g->kw, g->w, &xs, &xe);                                               \
+    T m = 0;                                                                                       \
+    for (int64_t iy = ys; iy < ye; iy++)                                                           \
+        for (int64_t ix = xs; ix < xe; ix++) {                                                     \
+            T v = xp[iy * g->w + ix];                                                              \
+            if (best < 0 || v > m || (isnan(v) && !isnan(m))) { m = v; best = iy * g->w + ix; }   \
+        }                                                                                          \
+    return best;                                                                                   \
+}                                                                                                  \
+static void max_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                             \
+    int64_t planes = g->n * g->c, hw = g->h * g->w, ohw = g->oh * g->ow;                           \
+    _Pragma("omp parallel for if(planes * hw >= DG_PAR_MIN) schedule(static)")                     \
+    for (int64_t p = 0; p < planes; p++) {                                                         \
+        const T *xp = x + p * hw; T *yp = y + p * ohw;                                             \
+        for (int64_t oy = 0; oy < g->oh; oy++)                                                     \
+            for (int64_t ox = 0; ox < g->ow; ox++) {                                               \
+                int64_t a = argmax_##SUF(xp, g, oy, ox);                                           \
+                yp[oy * g->ow + ox] = a < 0 ? (T)-INFINITY : xp[a];                                \
+            }                                                                                      \
+    }                                                                                              \
+}                                                                                                  \
+static void max_bwd_##SUF(const dg_pool2d_geom *g, const T *x, const T *gy, T *gx) {               \
+    int64_t planes = g->n * g->c, hw = g->h * g->w, ohw = g->oh * g->ow;                           \
+    _Pragma("omp parallel for if(planes * hw >= DG_PAR_MIN) schedule(static)")                     \
+    for (int64_t p = 0; p < planes; p++) {                                                         \
+        const T *xp = x + p * hw, *gp = gy + p * ohw; T *gxp = gx + p * hw;                        \
+        memset(gxp, 0, sizeof(T) * (size_t)hw);                                                    \
+        for (int64_t oy = 0; oy < g->oh; oy++)                                                     \
+            for (int64_t ox = 0; ox < g->ow; ox++) {                                               \
+                int64_t a = argmax_##SUF(xp, g, oy, ox);                                           \
+                if (a >= 0) gxp[a] += gp[oy * g->ow + ox];                                         \
+            }                                                                                      \
+    }                                                                                              \
+}                                                                                                  \
+static void avg_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                             \
+    int64_t planes = g->n * g->c, hw = g->h * g->w, ohw = g->oh * g->ow;                           \
+    _Pragma("omp parallel for if(planes * hw >= DG_PAR_MIN) schedule(static)")                     \
+    for (int64_t p = 0; p < planes; p++) {                                                         \
+        const T *xp = x + p * hw; T *yp = y + p * ohw;                                             \
+        for (int64_t oy = 0; oy < g->oh; oy++)                                                     \
+            for (int64_t ox = 0; ox < g->ow; ox++) {                                               \
+                int64_t ys, ye, xs, xe, d = avg_divisor(g, oy, ox);                                \
+                window(oy, g->sh, g->ph, g->kh, g->h, &ys, &ye);                                   \
+                window(ox, g->sw, g->pw, g->kw, g->w, &xs, &xe);                                   \
+                double s = 0;                                                                      \
+                for (int64_t iy = ys; iy < ye; iy++)                                               \
+                    for (int64_t ix = xs; ix < xe; ix++) s += xp[iy * g->w + ix];                  \
+                yp[oy * g->ow + ox] = d > 0 ? (T)(s / (double)d) : 0;                              \
+            }                                                                                      \
+    }                                                                                              \
+}                                                                                                  \
+static void avg_bwd_##SUF(const dg_pool2d_geom *g, const T *gy, T *gx) {                           \
+    int64_t planes = g->n * g->c, hw = g->h * g->w, ohw = g->oh * g->ow;                           \
+    _Pragma("omp parallel for if(planes * hw >= DG_PAR_MIN) schedule(static)")                     \
+    for (int64_t p = 0; p < planes; p++) {                                                         \
+        const T *gp = gy + p * ohw; T *gxp = gx + p * hw;                                          \
+        memset(gxp, 0, sizeof(T) * (size_t)hw);                                                    \
+        for (int64_t oy = 0; oy < g->oh; oy++)                                                     \
+            for (int64_t ox = 0; ox < g->ow; ox++) {                                               \
+                int64_t ys, ye, xs, xe, d = avg_divisor(g, oy, ox);                                \
+                if (d <= 0) continue;                                                              \
+                window(oy, g->sh, g->ph, g->kh, g->h, &ys, &ye);                                   \
+                window(ox, g->sw, g->pw, g->kw, g->w, &xs, &xe);                                   \
+                T v = (T)(gp[oy * g->ow + ox] / (double)d);                                        \
+                for (int64_t iy = ys; iy < ye; iy++)                                               \
+                    for (int64_t ix = xs; ix < xe; ix++) gxp[iy * g->w + ix] += v;                 \
+            }                                                                                      \
+    }                                                                                              \
+}                                                                                                  \
+/* adaptive average: x planes [h, w] -> y planes [oh, ow]; backward when bwd (x<-gx, y<-gy) */    \
+static void adapt_##SUF(T *x, T *y, int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow, bool bwd) { \
+    _Pragma("omp parallel for if(planes * h * w >= DG_PAR_MIN) schedule(static)")                  \
+    for (int64_t p = 0; p < planes; p++) {                                                         \
+        T *xp = x + p * h * w, *yp = y + p * oh * ow;                                              \
+        if (bwd) memset(xp, 0, sizeof(T) * (size_t)(h * w));                                       \
+        for (int64_t oy = 0; oy < oh; oy++) {                                                      \
+            int64_t ys = adapt_start(oy, h, oh), ye = adapt_end(oy, h, oh);                        \
+            for (int64_t ox = 0; ox < ow; ox++) {                                                  \
+                int64_t xs = adapt_start(ox, w, ow), xe = adapt_end(ox, w, ow);                    \
+                double cnt = (double)((ye - ys) * (xe - xs));                                      \
+                if (bwd) {                                                                         \
+                    T v = (T)(yp[oy * ow + ox] / cnt);                                             \
+                    for (int64_t iy = ys; iy < ye; iy++)                                           \
+                        for (int64_t ix = xs; ix < xe; ix++) xp[iy * w + ix] += v;                 \
+                } else {                                                                           \
+                    double s = 0;                                                                  \
+                    for (int64_t iy = ys; iy < ye; iy++)                                           \
+                        for (int64_t ix = xs; ix < xe; ix++) s += xp[iy * w + ix];                 \
+                    yp[oy * ow + ox] = (T)(s / cnt);                                               \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+}
+POOL_KERNELS(float, f32)
+POOL_KERNELS(double, f64)
+
+static int bad_dtype(const char *op, dg_dtype dt) {
+    DG_ERR(DG_EUNSUPPORTED, "%s: dtype %s not supported on cpu", op, dg_dtype_name(dt));
+    return DG_EUNSUPPORTED;
+}
+#define DISPATCH(op, dt, call_f32, call_f64) do {                          \
+        if ((dt) == DG_F32) { call_f32; } else if ((dt) == DG_F64) { call_f64; } \
+        else return bad_dtype(op, dt);                                     \
+        return 0;                                                          \
+    } while (0)
+
+int dg_cpu_max_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) {
+    DISPATCH("max_pool2d", x->dtype, max_fwd_f32(g, dg_tensor_ptr(x), dg_tensor_ptr(y)),
+             max_fwd_f64(g, dg_tensor_ptr(x), dg_tensor_ptr(y)));
+}
+int dg_cpu_max_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *x, const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx) {
+    (void)y;  /* the argmax is recomputed from x, which also settles ties without comparing to y */
+    DISPATCH("max_pool2d", x->dtype, max_bwd_f32(g, dg_tensor_ptr(x), dg_tensor_ptr(gy), dg_tensor_ptr(gx)),
+             max_bwd_f64(g, dg_tensor_ptr(x), dg_tensor_ptr(gy), dg_tensor_ptr(gx)));
+}
+int dg_cpu_avg_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) {
+    DISPATCH("avg_pool2d", x->dtype, avg_fwd_f32(g, dg_tensor_ptr(x), dg_tensor_ptr(y)),
+             avg_fwd_f64(g, dg_tensor_ptr(x), dg_tensor_ptr(y)));
+}
+int dg_cpu_avg_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *gy, dg_tensor *gx) {
+    DISPATCH("avg_pool2d", gy->dtype, avg_bwd_f32(g, dg_tensor_ptr(gy), dg_tensor_ptr(gx)),
+             avg_bwd_f64(g, dg_tensor_ptr(gy), dg_tensor_ptr(gx)));
+}
+
+/* x [N, C, H, W], y [N, C, OH, OW] */
+int dg_cpu_adaptive_avg_pool2d(const dg_tensor *x, dg_tensor *y) {
+    int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3], oh = y->shape[2], ow = y->shape[3];
+    DISPATCH("adaptive_avg_pool2d", x->dtype,
+             adapt_f32(dg_tensor_ptr(x), dg_tensor_ptr(y), planes, h, w, oh, ow, false),
+             adapt_f64(dg_tensor_ptr(x), dg_tensor_ptr(y), planes, h, w, oh, ow, false));
+}
+int dg_cpu_adaptive_avg_pool2d_backward(const dg_tensor *gy, dg_tensor *gx) {
+    int64_t planes = gx->shape[0] * gx->shape[1], h = gx->shape[2], w = gx->shape[3], oh = gy->shape[2], ow = gy->shape[3];
+    DISPATCH("adaptive_avg_pool2d", gy->dtype,
+             adapt_f32(dg_tensor_ptr(gx), dg_tensor_ptr(gy), planes, h, w, oh, ow, true),
+             adapt_f64(dg_tensor_ptr(gx), dg_tensor_ptr(gy), planes, h, w, oh, ow, true));
+}

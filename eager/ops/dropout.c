@@ -1,0 +1,54 @@
+/* eager/ops/dropout.c — inverted dropout (paddle's upscale_in_train, torch's F.dropout).
+ *
+ * Training with 0 < p < 1: a mask holding 1/(1-p) where an element is kept (probability 1-p)
+ * and 0 elsewhere is drawn from the global Philox stream by the backend's `random` entry, so a
+ * seed gives the same mask on every backend and thread count; y = x * mask and the gradient is
+ * g * mask. p = 1 zeroes everything. Eval or p = 0 copies x; it stays a recorded op so a graph
+ * has the same shape in train and eval. */
+#include "op_util.h"
+
+#define OP "dropout"
+
+static int dropout_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    const dg_tensor *mask = dg_node_saved(n, 0);
+    gi[0] = mask ? dg_mul(g, mask) : (dg_tensor *)g;
+    return gi[0] ? 0 : DG_ENOMEM;
+}
+
+dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
+    DG_CHECK_INPUT(OP, x);
+    DG_CHECK_FLOAT(OP, x);
+    DG_CHECK(p >= 0 && p <= 1, OP ": p must be in [0, 1], got %g (input %s)", p, DG_SHAPE_STR(x));
+    const dg_backend *be = dg_backend_of(x);
+    dg_tensor *y = dg_new_like(x), *mask = NULL;
+    if (!y) return NULL;
+    int rc;
+    if (!training || p == 0) {
+        rc = be->copy(x, y);
+    } else {
+        mask = dg_new_like(x);
+        if (!mask) rc = DG_ENOMEM;
+        else if (p == 1) {
+            rc = be->fill(mask, 0.0);
+            if (!rc) rc = be->fill(y, 0.0);   /* zeros even where x is inf or nan */
+        } else {
+            /* same reservation as dg_rand: element i uses counter ctr + i/2 */
+            uint64_t seed, ctr = dg_rng_reserve((uint64_t)mask->numel * 2, &seed);
+            rc = be->random(DG_RAND_BERNOULLI_KEEP, mask, 1.0 - p, 1.0 / (1.0 - p), seed, ctr);
+            if (!rc) rc = be->binary(DG_BIN_MUL, x, mask, y, 0, 0);
+        }
+    }
+    dg_tensor *in[1] = { (dg_tensor *)x };
+    if (!rc && dg_needs_record(in, 1)) {
+        dg_node *n = dg_record(OP, y, in, 1, dropout_bw);
+        if (!n) rc = DG_ENOMEM;
+        else if (mask) rc = dg_node_save(n, mask);
+    }
+    dg_tensor_free(mask);
+    if (rc) {
+        if (!dg_has_error()) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
+        dg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}

@@ -1,0 +1,134 @@
+/* eager/ops/norm.c — batch normalisation over x [N, C, ...] (torch.nn.functional.batch_norm /
+ * paddle's BatchNorm): argument checks, the backend call, the running-statistics update and the
+ * backward rule.
+ *
+ * Training normalises with the batch mean and biased variance and, when running stats are
+ * given, updates them in place with PyTorch's convention:
+ *   running = (1 - momentum) * running + momentum * batch_stat,
+ * using the unbiased variance (M / (M - 1), M = values per channel) for running_var.
+ * Eval normalises with the running stats. The running stats are buffers: the update is not
+ * recorded on the tape. */
+#include "op_util.h"
+#include <math.h>
+
+#define OP "batch_norm"
+
+typedef struct { bool training, has_weight; int64_t n, c, inner; } bn_attr;
+
+static int bn_bw(dg_node *nd, const dg_tensor *g, dg_tensor **gi) {
+    const bn_attr *a = dg_node_attr(nd);
+    const dg_tensor *x = dg_node_saved(nd, 0), *mean = dg_node_saved(nd, 1), *invstd = dg_node_saved(nd, 2);
+    const dg_tensor *w = a->has_weight ? dg_node_saved(nd, 3) : NULL;
+    dg_tensor *gc = dg_contiguous(g);
+    if (!gc) return DG_ENOMEM;
+    bool nx = dg_node_needs_grad(nd, 0), nw = dg_node_needs_grad(nd, 1), nb = dg_node_needs_grad(nd, 2);
+    dg_tensor *gx = nx ? dg_new_like(x) : NULL;
+    dg_tensor *gw = nw ? dg_new_on(x, &a->c, 1, x->dtype) : NULL;
+    dg_tensor *gb = nb ? dg_new_on(x, &a->c, 1, x->dtype) : NULL;
+    if ((nx && !gx) || (nw && !gw) || (nb && !gb)) return DG_ENOMEM;
+    gi[0] = gx;
+    gi[1] = gw;
+    gi[2] = gb;
+    return dg_backend_of(x)->batch_norm_backward(x, gc, w, mean, invstd, a->training, gx, gw, gb, a->n, a->c, a->inner);
+}
+
+/* weight, bias and the running stats are each NULL or [C] of x's dtype and device. */
+static bool check_param(const dg_tensor *x, const dg_tensor *t, const char *name) {
+    if (!t) return true;
+    char xs[96], ts[96];
+    dg_shape_fmt(x->shape, x->ndim, xs, sizeof xs);
+    dg_shape_fmt(t->shape, t->ndim, ts, sizeof ts);
+    if (t->ndim != 1 || t->shape[0] != x->shape[1]) {
+        DG_ERR(DG_EINVAL, OP ": %s must be [%lld] (channels of input %s), got %s", name, (long long)x->shape[1], xs, ts);
+        return false;
+    }
+    if (t->dtype != x->dtype) {
+        DG_ERR(DG_EINVAL, OP ": %s is %s but input %s is %s", name, dg_dtype_name(t->dtype), xs, dg_dtype_name(x->dtype));
+        return false;
+    }
+    if (t->storage->device.type != x->storage->device.type || t->storage->device.index != x->storage->device.index) {
+        DG_ERR(DG_EINVAL, OP ": %s is on another device than input %s", name, xs);
+        return false;
+    }
+    return true;
+}
+
+/* running = (1-m) * running + m * batch for mean and (unbiased) var; called in no-grad mode
+ * with the kernel's batch mean and inverse std (var = 1/invstd^2 - eps, biased). */
+static int update_running(dg_tensor *rm, dg_tensor *rv, const dg_tensor *mean, const dg_tensor *invstd,
+                          double m, double eps, int64_t count) {
+    double unbias = (double)count / (double)(count - 1);
+    dg_tensor *var = dg_mul_scalar(dg_sub_scalar(dg_rdiv_scalar(dg_mul(invstd, invstd), 1.0), eps), unbias);
+    if (!var) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    int rc = dg_scale_(rm, 1.0 - m);
+    if (!rc) rc = dg_axpy_(rm, m, mean);
+    if (!rc) rc = dg_scale_(rv, 1.0 - m);
+    if (!rc) rc = dg_axpy_(rv, m, var);
+    return rc;
+}
+
+dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
+                         const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
+    DG_CHECK_INPUT(OP, x);
+    DG_CHECK(x->ndim >= 2, OP ": input must be [N, C, ...], got %s", DG_SHAPE_STR(x));
+    DG_CHECK_FLOAT(OP, x);
+    if (!check_param(x, weight, "weight") || !check_param(x, bias, "bias") ||
+        !check_param(x, running_mean, "running_mean") || !check_param(x, running_var, "running_var"))
+        return NULL;
+    DG_CHECK(!running_mean == !running_var, OP ": give both running_mean and running_var or neither");
+    DG_CHECK(p.training || running_mean, OP ": eval mode needs running_mean and running_var (input %s)", DG_SHAPE_STR(x));
+    double m = p.momentum == 0 ? 0.1 : p.momentum, eps = p.eps == 0 ? 1e-5 : p.eps;
+    DG_CHECK(m >= 0 && m <= 1, OP ": momentum must be in [0, 1], got %g", p.momentum);
+    DG_CHECK(eps > 0 && isfinite(eps), OP ": eps must be positive, got %g", p.eps);
+    int64_t n = x->shape[0], c = x->shape[1], inner = 1;
+    for (int i = 2; i < x->ndim; i++) inner *= x->shape[i];
+    /* one value per channel has no variance (PyTorch refuses the same) */
+    DG_CHECK(!p.training || n * inner > 1, OP ": training needs more than one value per channel, input is %s",
+             DG_SHAPE_STR(x));
+
+    dg_tensor *in[3] = { (dg_tensor *)x, (dg_tensor *)weight, (dg_tensor *)bias };
+    bool record = dg_needs_record(in, 3);
+    /* temporaries die with this scope; the node keeps its own references to what it saves */
+    dg_scope *s = dg_scope_begin();
+    dg_no_grad_begin();
+    dg_tensor *xc = dg_contiguous(x), *wc = weight ? dg_contiguous(weight) : NULL;
+    dg_tensor *bc = bias ? dg_contiguous(bias) : NULL;
+    dg_tensor *y = xc ? dg_new_like(xc) : NULL, *mean = NULL, *invstd = NULL;
+    int rc = (!y || (weight && !wc) || (bias && !bc)) ? DG_ENOMEM : 0;
+    const dg_backend *be = dg_backend_of(x);
+    if (!rc && p.training) {
+        mean = dg_new_on(x, &c, 1, x->dtype);
+        invstd = dg_new_on(x, &c, 1, x->dtype);
+        rc = (!mean || !invstd) ? DG_ENOMEM : be->batch_norm(xc, wc, bc, y, mean, invstd, true, eps, n, c, inner);
+        if (!rc && running_mean) rc = update_running(running_mean, running_var, mean, invstd, m, eps, n * inner);
+    } else if (!rc) {
+        dg_tensor *rmc = dg_contiguous(running_mean), *rvc = dg_contiguous(running_var);
+        rc = (!rmc || !rvc) ? DG_ENOMEM : be->batch_norm(xc, wc, bc, y, rmc, rvc, false, eps, n, c, inner);
+        /* backward gets a copy of the stats as they are now (a later training step may update
+         * them in place) and the inverse std it needs, since its entry has no eps */
+        if (!rc && record) {
+            mean = dg_clone(rmc);
+            invstd = dg_rdiv_scalar(dg_sqrt(dg_add_scalar(rvc, eps)), 1.0);
+            if (!mean || !invstd) rc = DG_ENOMEM;
+        }
+    }
+    dg_no_grad_end();
+    if (!rc && record) {
+        dg_node *nd = dg_record(OP, y, in, 3, bn_bw);
+        if (!nd) rc = DG_ENOMEM;
+        else {
+            *(bn_attr *)dg_node_attr(nd) = (bn_attr){ p.training, weight != NULL, n, c, inner };
+            rc = dg_node_save(nd, xc);
+            if (!rc) rc = dg_node_save(nd, mean);
+            if (!rc) rc = dg_node_save(nd, invstd);
+            if (!rc && wc) rc = dg_node_save(nd, wc);
+        }
+    }
+    if (rc) {
+        if (!dg_has_error()) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
+        y = NULL;   /* freed with the scope */
+    }
+    y = dg_keep_in_parent(y);
+    dg_scope_end(s);
+    return y;
+}

@@ -1,0 +1,126 @@
+/* eager/ops/pool.c — max, average and adaptive-average 2-D pooling (NCHW): argument checks,
+ * output sizes, the backend calls and the backward rules.
+ *
+ * Output size per axis (PyTorch/Paddle): (in + 2*pad - k) / stride + 1, rounded down, or up
+ * with ceil_mode; with ceil_mode a last window that would start inside the right/bottom padding
+ * is dropped, as PyTorch does, so every window covers at least one real element. Padding may
+ * be at most half the kernel (PyTorch's rule; more would give windows of padding only). */
+#include "op_util.h"
+
+typedef struct { int kind; dg_pool2d_geom g; } pool_attr;
+_Static_assert(sizeof(pool_attr) <= DG_NODE_ATTR_BYTES, "pool attributes must fit in the node");
+
+static dg_tensor *plain(const dg_tensor *t) {
+    dg_no_grad_begin();
+    dg_tensor *c = dg_contiguous(t);
+    dg_no_grad_end();
+    return c;
+}
+
+static int64_t pool_out(int64_t in, int k, int s, int p, bool ceil_mode) {
+    int64_t span = in + 2 * (int64_t)p - k;
+    if (span < 0) return 0;
+    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + p) o--;
+    return o;
+}
+
+/* Validates x and p and fills the geometry; false (with the error set) when they are bad. */
+static bool pool_geom(const char *op, const dg_tensor *x, dg_pool2d_params p, dg_pool2d_geom *g) {
+#define PCHECK(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return false; } } while (0)
+    PCHECK(x->ndim == 4, "%s: input must be 4-D [N, C, H, W], got %s", op, DG_SHAPE_STR(x));
+    PCHECK(dg_dtype_is_float(x->dtype) && x->dtype != DG_F16 && x->dtype != DG_BF16,
+           "%s: expects float32/float64, got %s for input %s", op, dg_dtype_name(x->dtype), DG_SHAPE_STR(x));
+    PCHECK(p.kernel[0] > 0 && p.kernel[1] > 0, "%s: kernel must be positive, got (%d,%d)", op, p.kernel[0], p.kernel[1]);
+    PCHECK(p.stride[0] >= 0 && p.stride[1] >= 0 && p.padding[0] >= 0 && p.padding[1] >= 0,
+           "%s: negative stride (%d,%d) or padding (%d,%d)", op, p.stride[0], p.stride[1], p.padding[0], p.padding[1]);
+    PCHECK(p.padding[0] <= p.kernel[0] / 2 && p.padding[1] <= p.kernel[1] / 2,
+           "%s: padding (%d,%d) must be at most half the kernel (%d,%d)", op, p.padding[0], p.padding[1],
+           p.kernel[0], p.kernel[1]);
+    *g = (dg_pool2d_geom){
+        .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
+        .kh = p.kernel[0], .kw = p.kernel[1],
+        .sh = p.stride[0] ? p.stride[0] : p.kernel[0], .sw = p.stride[1] ? p.stride[1] : p.kernel[1],
+        .ph = p.padding[0], .pw = p.padding[1], .count_include_pad = p.count_include_pad,
+    };
+    g->oh = pool_out(g->h, g->kh, g->sh, g->ph, p.ceil_mode);
+    g->ow = pool_out(g->w, g->kw, g->sw, g->pw, p.ceil_mode);
+    PCHECK(g->oh > 0 && g->ow > 0, "%s: output size %lldx%lld <= 0 for input %s, kernel (%d,%d), stride (%d,%d), padding (%d,%d)",
+           op, (long long)g->oh, (long long)g->ow, DG_SHAPE_STR(x), g->kh, g->kw, g->sh, g->sw, g->ph, g->pw);
+    return true;
+#undef PCHECK
+}
+
+enum { K_MAX, K_AVG, K_ADAPT };
+
+static int pool_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    const pool_attr *a = dg_node_attr(n);
+    int kind = a->kind;
+    const dg_pool2d_geom *geo = &a->g;
+    dg_tensor *gc = dg_contiguous(g);
+    dg_tensor *gx = gc ? dg_empty(dg_node_input_shape(n, 0), gc->dtype) : NULL;
+    if (!gx) return DG_ENOMEM;
+    gi[0] = gx;
+    const dg_backend *be = dg_backend_of(gc);
+    if (kind == K_MAX) return be->max_pool2d_backward(geo, dg_node_saved(n, 0), dg_node_saved(n, 1), gc, gx);
+    if (kind == K_AVG) return be->avg_pool2d_backward(geo, gc, gx);
+    return be->adaptive_avg_pool2d_backward(gc, gx);
+}
+
+/* Runs the forward kernel on a contiguous copy of x and records the node. */
+static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const dg_pool2d_geom *g) {
+    dg_tensor *xc = plain(x);
+    int64_t shape[4] = { g->n, g->c, g->oh, g->ow };
+    dg_tensor *y = xc ? dg_new_on(x, shape, 4, x->dtype) : NULL;
+    const dg_backend *be = dg_backend_of(x);
+    int rc = !y ? DG_ENOMEM
+           : kind == K_MAX ? be->max_pool2d(g, xc, y)
+           : kind == K_AVG ? be->avg_pool2d(g, xc, y)
+           : be->adaptive_avg_pool2d(xc, y);
+    dg_tensor *in[1] = { (dg_tensor *)x };
+    if (!rc && dg_needs_record(in, 1)) {
+        dg_node *n = dg_record(op, y, in, 1, pool_bw);
+        if (!n) rc = DG_ENOMEM;
+        else {
+            pool_attr *a = dg_node_attr(n);
+            a->kind = kind;
+            a->g = *g;
+            if (kind == K_MAX) {   /* max backward finds the argmax again in x */
+                rc = dg_node_save(n, xc);
+                if (!rc) rc = dg_node_save(n, y);
+            }
+        }
+    }
+    dg_tensor_free(xc);
+    if (rc) {
+        if (!dg_has_error()) DG_ERR(rc, "%s: failed for input %s", op, DG_SHAPE_STR(x));
+        dg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
+dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p) {
+    DG_CHECK_INPUT("max_pool2d", x);
+    dg_pool2d_geom g;
+    if (!pool_geom("max_pool2d", x, p, &g)) return NULL;
+    return pool_run("max_pool2d", K_MAX, x, &g);
+}
+
+dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p) {
+    DG_CHECK_INPUT("avg_pool2d", x);
+    dg_pool2d_geom g;
+    if (!pool_geom("avg_pool2d", x, p, &g)) return NULL;
+    return pool_run("avg_pool2d", K_AVG, x, &g);
+}
+
+dg_tensor *dg_adaptive_avg_pool2d(const dg_tensor *x, int out_h, int out_w) {
+    DG_CHECK_INPUT("adaptive_avg_pool2d", x);
+    DG_CHECK(x->ndim == 4, "adaptive_avg_pool2d: input must be 4-D [N, C, H, W], got %s", DG_SHAPE_STR(x));
+    DG_CHECK_FLOAT("adaptive_avg_pool2d", x);
+    DG_CHECK(out_h > 0 && out_w > 0, "adaptive_avg_pool2d: output size must be positive, got %dx%d for input %s",
+             out_h, out_w, DG_SHAPE_STR(x));
+    DG_CHECK(x->shape[2] > 0 && x->shape[3] > 0, "adaptive_avg_pool2d: input %s has an empty spatial dim", DG_SHAPE_STR(x));
+    dg_pool2d_geom g = { .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .oh = out_h, .ow = out_w };
+    return pool_run("adaptive_avg_pool2d", K_ADAPT, x, &g);
+}

@@ -1,0 +1,265 @@
+/* test/test_golden.c — ops checked against PyTorch reference files (test/goldens/ *.txt, written
+ * by test/goldens/make_goldens.py; `make goldens` regenerates them).
+ *
+ * Each file holds the inputs, the op's parameters (small i64 tensors named "params", so the two
+ * sides cannot drift apart), the output "out", a random weighting "gout" and "grad_<input>",
+ * the gradients of sum(out * gout). The C side runs the op on f32 leaves, backpropagates gout
+ * and compares: values within 1e-5 and gradients within 1e-4 relative error.
+ *
+ * Relative to what: the goldens are the float64 answer (rounded to f32) for the f32 inputs, and
+ * an f32 kernel that sums K products carries an absolute error of about K * 6e-8 * |terms|, so an
+ * entry that is small through cancellation (a conv output near 0, a log-probability near 0)
+ * cannot be compared to itself. Every entry is compared relative to max(|want|, floor) with
+ * floor = max(1e-3, 1e-2 * max|want over the tensor|). PyTorch's own f32 CPU kernels pass these
+ * files with that floor (worst: 4.2e-6 on values, 1.2e-5 on gradients), and so do ours (2.7e-6,
+ * 6.5e-6); with a flat floor of 1e-3 neither would (PyTorch: conv2d out 1.5e-5, log_softmax out
+ * 8.7e-5; ours: conv2d out 3.5e-5, batched matmul out 1.1e-5). */
+#include "test_util.h"
+
+#define GOLDEN_DIR "test/goldens/"
+#define TOL_VALUE 1e-5
+#define TOL_GRAD 1e-4
+
+static golden *load(const char *file) {
+    char path[256];
+    snprintf(path, sizeof path, GOLDEN_DIR "%s", file);
+    return golden_load(path);
+}
+
+static int64_t param(golden *g, const char *name, int64_t i) {
+    dg_tensor *p = golden_get(g, name);
+    cr_assert(i < dg_numel(p), "params index %lld out of range", (long long)i);
+    return (int64_t)dg_get(p, &i);
+}
+
+static double floor_for(const dg_tensor *want) {
+    dg_scope *s = dg_scope_begin();
+    double m = dg_item(dg_max(dg_abs(dg_cast(want, DG_F64)), NULL, 0, false));
+    dg_scope_end(s);
+    return fmax(1e-3, 1e-2 * m);
+}
+
+static void expect_close(const char *file, const char *what, const dg_tensor *got, const dg_tensor *want, double tol) {
+    cr_assert(got, "%s: %s missing (%s)", file, what, dg_last_error());
+    char gs[64], ws[64];
+    dg_shape_str(got, gs, sizeof gs);
+    dg_shape_str(want, ws, sizeof ws);
+    cr_assert_str_eq(gs, ws, "%s: %s has shape %s, PyTorch %s", file, what, gs, ws);
+    double e = max_rel_err(got, want, floor_for(want));
+    cr_expect(e <= tol, "%s: %s max relative error %.3g > %.g", file, what, e, tol);
+}
+
+static void expect_output(const char *file, golden *g, const dg_tensor *out) {
+    expect_close(file, "out", out, golden_get(g, "out"), TOL_VALUE);
+}
+
+/* Backward of sum(out * gout): through grad_output, or by building the weighted sum. */
+static void backward_weighted(const char *file, golden *g, dg_tensor *out, bool via_sum) {
+    dg_tensor *gout = golden_get(g, "gout");
+    int rc = via_sum ? dg_backward(dg_sum_all(dg_mul(out, gout)))
+                     : dg_backward_ext(out, (dg_backward_params){ .grad_output = gout });
+    cr_assert_eq(rc, 0, "%s: backward failed: %s", file, dg_last_error());
+}
+
+static void expect_grad(const char *file, golden *g, const dg_tensor *leaf, const char *name) {
+    char key[64];
+    snprintf(key, sizeof key, "grad_%s", name);
+    cr_assert(dg_grad(leaf), "%s: no gradient for %s", file, name);
+    expect_close(file, key, dg_grad(leaf), golden_get(g, key), TOL_GRAD);
+}
+
+/* ------------------------------------------------------------------------------- conv2d */
+static void run_conv(const char *file) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    /* params: stride_h stride_w pad_h pad_w dil_h dil_w groups has_bias */
+    dg_conv2d_params p = {
+        .stride = { (int)param(g, "params", 0), (int)param(g, "params", 1) },
+        .padding = { (int)param(g, "params", 2), (int)param(g, "params", 3) },
+        .dilation = { (int)param(g, "params", 4), (int)param(g, "params", 5) },
+        .groups = (int)param(g, "params", 6),
+    };
+    bool has_bias = param(g, "params", 7) != 0;
+    dg_tensor *x = golden_leaf(g, "x"), *w = golden_leaf(g, "w"), *b = has_bias ? golden_leaf(g, "b") : NULL;
+    dg_tensor *out = dg_conv2d(x, w, b, p);
+    cr_assert(out, "%s: conv2d failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    backward_weighted(file, g, out, false);
+    expect_grad(file, g, x, "x");
+    expect_grad(file, g, w, "w");
+    if (b) expect_grad(file, g, b, "b");
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, conv2d_plain_3x3_pad1) { run_conv("conv2d_plain.txt"); }
+Test(golden, conv2d_stride2_pad1) { run_conv("conv2d_stride2.txt"); }
+Test(golden, conv2d_groups2) { run_conv("conv2d_groups2.txt"); }
+Test(golden, conv2d_dilation2) { run_conv("conv2d_dilation2.txt"); }
+Test(golden, conv2d_bias) { run_conv("conv2d_bias.txt"); }
+Test(golden, conv2d_rect_kernel_stride_pad_bias) { run_conv("conv2d_rect.txt"); }
+
+/* ------------------------------------------------------------------------------- pooling */
+static void run_pool(const char *file, bool is_max) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    /* params: kh kw sh sw ph pw ceil_mode count_include_pad */
+    dg_pool2d_params p = {
+        .kernel = { (int)param(g, "params", 0), (int)param(g, "params", 1) },
+        .stride = { (int)param(g, "params", 2), (int)param(g, "params", 3) },
+        .padding = { (int)param(g, "params", 4), (int)param(g, "params", 5) },
+        .ceil_mode = param(g, "params", 6) != 0,
+        .count_include_pad = param(g, "params", 7) != 0,
+    };
+    dg_tensor *x = golden_leaf(g, "x");
+    dg_tensor *out = is_max ? dg_max_pool2d(x, p) : dg_avg_pool2d(x, p);
+    cr_assert(out, "%s: pool failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    backward_weighted(file, g, out, false);
+    expect_grad(file, g, x, "x");
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, max_pool2d_k3s2p1) { run_pool("max_pool2d_k3s2p1.txt", true); }
+Test(golden, max_pool2d_k2s2) { run_pool("max_pool2d_k2s2.txt", true); }
+Test(golden, max_pool2d_ceil_mode) { run_pool("max_pool2d_ceil.txt", true); }
+Test(golden, avg_pool2d_k3s2p1_exclude_pad) { run_pool("avg_pool2d_k3s2p1_excl.txt", false); }
+Test(golden, avg_pool2d_k3s2p1_include_pad) { run_pool("avg_pool2d_k3s2p1_incl.txt", false); }
+Test(golden, avg_pool2d_ceil_mode) { run_pool("avg_pool2d_ceil.txt", false); }
+/* ceil_mode + padding + count_include_pad: PyTorch divides a window that runs past the padded
+ * edge by its size clipped to the padded input, (min(start+k, H+pad) - start) per axis. */
+Test(golden, avg_pool2d_ceil_mode_pad_include_pad) { run_pool("avg_pool2d_ceil_pad_incl.txt", false); }
+
+Test(golden, adaptive_avg_pool2d_5x7_to_3x2) {
+    const char *file = "adaptive_avg_pool2d_5x7_to_3x2.txt";
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = golden_leaf(g, "x");
+    dg_tensor *out = dg_adaptive_avg_pool2d(x, (int)param(g, "params", 0), (int)param(g, "params", 1));
+    cr_assert(out, "%s: adaptive_avg_pool2d failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    backward_weighted(file, g, out, false);
+    expect_grad(file, g, x, "x");
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+/* ------------------------------------------------------------------------------- batch norm */
+static void run_batch_norm(const char *file) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    dg_batch_norm_params p = {
+        .training = param(g, "training", 0) != 0,
+        .momentum = (float)dg_item(golden_get(g, "momentum")),
+        .eps = (float)dg_item(golden_get(g, "eps")),
+    };
+    dg_tensor *x = golden_leaf(g, "x"), *w = golden_leaf(g, "weight"), *b = golden_leaf(g, "bias");
+    dg_tensor *rm = dg_clone(golden_get(g, "running_mean")), *rv = dg_clone(golden_get(g, "running_var"));
+    dg_tensor *out = dg_batch_norm(x, rm, rv, w, b, p);
+    cr_assert(out, "%s: batch_norm failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    /* training: updated with momentum 0.1 and the unbiased batch variance; eval: unchanged */
+    expect_close(file, "running_mean", rm, golden_get(g, "running_mean_after"), TOL_VALUE);
+    expect_close(file, "running_var", rv, golden_get(g, "running_var_after"), TOL_VALUE);
+    backward_weighted(file, g, out, false);
+    expect_grad(file, g, x, "x");
+    expect_grad(file, g, w, "weight");
+    expect_grad(file, g, b, "bias");
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, batch_norm_train_nchw) { run_batch_norm("batch_norm_train.txt"); }
+Test(golden, batch_norm_train_2d) { run_batch_norm("batch_norm_train_2d.txt"); }
+Test(golden, batch_norm_eval) { run_batch_norm("batch_norm_eval.txt"); }
+
+/* ------------------------------------------------------------------------------- cross entropy */
+static void run_cross_entropy(const char *file) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    /* params: reduction (0 mean, 1 sum, 2 none), soft_label, use_ignore_index, ignore_index, axis */
+    dg_cross_entropy_params p = {
+        .reduction = (dg_reduction)param(g, "params", 0),
+        .soft_label = param(g, "params", 1) != 0,
+        .use_ignore_index = param(g, "params", 2) != 0,
+        .ignore_index = param(g, "params", 3),
+        .axis = (int)param(g, "params", 4),
+    };
+    dg_tensor *x = golden_leaf(g, "x");
+    dg_tensor *label = p.soft_label ? golden_leaf(g, "label") : golden_get(g, "label");
+    dg_tensor *out = dg_cross_entropy_ext(x, label, p);
+    cr_assert(out, "%s: cross_entropy failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    /* scalar losses through the weighted sum, per-row losses through grad_output */
+    backward_weighted(file, g, out, p.reduction != DG_REDUCE_NONE);
+    expect_grad(file, g, x, "x");
+    if (p.soft_label) expect_grad(file, g, label, "label");
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, cross_entropy_hard_mean) { run_cross_entropy("cross_entropy_mean.txt"); }
+Test(golden, cross_entropy_hard_sum) { run_cross_entropy("cross_entropy_sum.txt"); }
+Test(golden, cross_entropy_hard_none) { run_cross_entropy("cross_entropy_none.txt"); }
+Test(golden, cross_entropy_soft_label) { run_cross_entropy("cross_entropy_soft.txt"); }
+Test(golden, cross_entropy_ignore_index_mean) { run_cross_entropy("cross_entropy_ignore.txt"); }
+Test(golden, cross_entropy_ignore_index_none) { run_cross_entropy("cross_entropy_ignore_none.txt"); }
+Test(golden, cross_entropy_class_axis1_nchw) { run_cross_entropy("cross_entropy_axis1.txt"); }
+
+/* ------------------------------------------------------------------------------- log_softmax */
+static void run_log_softmax(const char *file) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = golden_leaf(g, "x");
+    dg_tensor *out = dg_log_softmax(x, (int)param(g, "params", 0));
+    cr_assert(out, "%s: log_softmax failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    backward_weighted(file, g, out, false);
+    expect_grad(file, g, x, "x");
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, log_softmax_last_axis) { run_log_softmax("log_softmax_last.txt"); }
+Test(golden, log_softmax_axis1_3d) { run_log_softmax("log_softmax_axis1.txt"); }
+
+/* ------------------------------------------------------------------------------- matmul, linear */
+static void run_matmul(const char *file) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    bool ta = param(g, "params", 0) != 0, tb = param(g, "params", 1) != 0;
+    dg_tensor *a = golden_leaf(g, "a"), *b = golden_leaf(g, "b");
+    dg_tensor *out = (ta || tb) ? dg_matmul_t(a, b, ta, tb) : dg_matmul(a, b);
+    cr_assert(out, "%s: matmul failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    backward_weighted(file, g, out, false);
+    expect_grad(file, g, a, "a");
+    expect_grad(file, g, b, "b");
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, matmul_2d) { run_matmul("matmul_2d.txt"); }
+Test(golden, matmul_batched_broadcast) { run_matmul("matmul_batched_bcast.txt"); }
+Test(golden, matmul_batched_with_2d_rhs) { run_matmul("matmul_batched_2d_rhs.txt"); }
+Test(golden, matmul_transposed_both) { run_matmul("matmul_transposed.txt"); }
+Test(golden, matmul_transposed_b_batched) { run_matmul("matmul_transposed_b_batched.txt"); }
+
+static void run_linear(const char *file, bool has_bias) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = golden_leaf(g, "x"), *w = golden_leaf(g, "w"), *b = has_bias ? golden_leaf(g, "b") : NULL;
+    dg_tensor *out = dg_linear(x, w, b);
+    cr_assert(out, "%s: linear failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    backward_weighted(file, g, out, true);
+    expect_grad(file, g, x, "x");
+    expect_grad(file, g, w, "w");
+    if (b) expect_grad(file, g, b, "b");
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, linear_3d_input_with_bias) { run_linear("linear.txt", true); }
+Test(golden, linear_2d_no_bias) { run_linear("linear_2d_nobias.txt", false); }
