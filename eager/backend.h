@@ -110,7 +110,9 @@ typedef struct dg_backend {
     int (*batch_norm)(const dg_tensor *x, const dg_tensor *weight, const dg_tensor *bias, dg_tensor *y,
                       dg_tensor *save_mean, dg_tensor *save_invstd, bool training, double eps,
                       int64_t n, int64_t c, int64_t inner);
-    /* gx/gw/gb may be NULL when not needed; training-mode gradient through the batch stats */
+    /* gx/gw/gb may be NULL when not needed. Training: gradient through the batch stats, with
+     * save_mean/save_invstd as the forward computed them. Eval: save_mean is the running mean
+     * and save_invstd is 1/sqrt(running_var + eps) (the op computes it; there is no eps here). */
     int (*batch_norm_backward)(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *weight,
                                const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
                                dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner);

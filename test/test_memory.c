@@ -33,7 +33,13 @@ Test(memory, ten_thousand_steps_flat) {
         if (step == 1000) rss_at_1000 = rss_bytes();
     }
     long rss_end = rss_bytes();
+#ifndef __SANITIZE_ADDRESS__
+    /* AddressSanitizer quarantines freed memory, so RSS grows there by design; the live-tensor
+     * count above and LeakSanitizer cover that build */
     cr_assert(labs(rss_end - rss_at_1000) <= 1 << 20, "RSS after step 1000: %ld, after step 10000: %ld", rss_at_1000, rss_end);
+#else
+    (void)rss_end; (void)rss_at_1000;
+#endif
     for (int i = 0; i < 4; i++) dg_tensor_free(p[i]);
     cr_assert_eq(dg_live_tensors(), 0);
 }

@@ -91,11 +91,11 @@ static void bias_grad_##SUF(const T *gy, T *gb, int64_t n, int64_t oc, int64_t l
     }                                                                                              \
 }                                                                                                  \
 /* gw = sum of the per-thread partial buffers */                                                  \
-static void reduce_parts_##SUF(T *gw, T *const *parts, int nparts, int64_t len) {                 \
+static void reduce_parts_##SUF(T *gw, void *const *parts, int nparts, int64_t len) {              \
     _Pragma("omp parallel for if(len * nparts >= DG_PAR_MIN) schedule(static)")                    \
     for (int64_t j = 0; j < len; j++) {                                                            \
         T s = 0;                                                                                   \
-        for (int t = 0; t < nparts; t++) s += parts[t][j];                                         \
+        for (int t = 0; t < nparts; t++) s += ((const T *)parts[t])[j];                            \
         gw[j] = s;                                                                                 \
     }                                                                                              \
 }
@@ -282,8 +282,8 @@ int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, 
     }
     if (!rc) {
         /* gw is parts[0]: sum the others into it */
-        if (dt == DG_F32) reduce_parts_f32(dg_tensor_ptr(gw), (float *const *)parts, nt, gw->numel);
-        else reduce_parts_f64(dg_tensor_ptr(gw), (double *const *)parts, nt, gw->numel);
+        if (dt == DG_F32) reduce_parts_f32(dg_tensor_ptr(gw), parts, nt, gw->numel);
+        else reduce_parts_f64(dg_tensor_ptr(gw), parts, nt, gw->numel);
     }
     for (int t = 1; t < nt; t++) free(parts[t]);
     return report(rc, "conv2d backward");

@@ -48,7 +48,7 @@ static inline void dg_iter_init(dg_iter *it, const dg_tensor *const *ops, int no
     }
     if (nd == 1) {
         it->row_len = it->shape[0] < DG_ITER_CHUNK ? it->shape[0] : DG_ITER_CHUNK;
-        it->rows = (it->shape[0] + it->row_len - 1) / it->row_len;
+        it->rows = it->row_len ? (it->shape[0] + it->row_len - 1) / it->row_len : 0;  /* empty tensor: no rows */
     } else {
         it->row_len = it->shape[nd - 1];
         it->rows = 1;

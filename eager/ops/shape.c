@@ -5,11 +5,17 @@
 typedef struct { int64_t a, b, c, d; int perm[DG_MAX_DIMS]; dg_dtype dt; dg_device dev; } shape_attr;
 #define SATTR(n) ((shape_attr *)dg_node_attr(n))
 
-static dg_node *record1(const char *name, dg_tensor *y, const dg_tensor *x, dg_backward_fn bw) {
+/* Records a one-input node when x needs grad. Returns the node, NULL when none was needed,
+ * and sets *failed when recording was needed but failed. */
+static dg_node *record1_checked(const char *name, dg_tensor *y, const dg_tensor *x, dg_backward_fn bw, bool *failed) {
     dg_tensor *in[1] = { (dg_tensor *)x };
     if (!dg_needs_record(in, 1)) return NULL;
     dg_node *n = dg_record(name, y, in, 1, bw);
+    if (!n && failed) *failed = true;
     return n;
+}
+static dg_node *record1(const char *name, dg_tensor *y, const dg_tensor *x, dg_backward_fn bw) {
+    return record1_checked(name, y, x, bw, NULL);
 }
 
 /* ---- contiguous / clone / cast / to_device ---- */
@@ -19,7 +25,9 @@ static dg_tensor *copy_op(const char *name, const dg_tensor *x, bool record) {
     dg_tensor *y = dg_new_like(x);
     if (!y) return NULL;
     DG_TRY_KERNEL(dg_backend_of(x)->copy(x, y), y);
-    if (record && record1(name, y, x, copy_bw) == NULL && dg_has_error()) { dg_tensor_free(y); return NULL; }
+    bool failed = false;
+    if (record) record1_checked(name, y, x, copy_bw, &failed);
+    if (failed) { dg_tensor_free(y); return NULL; }
     return y;
 }
 
@@ -28,7 +36,9 @@ dg_tensor *dg_contiguous(const dg_tensor *x) {
     if (dg_is_contiguous(x)) {
         /* a fresh handle on the same storage, carrying x's history */
         dg_tensor *y = dg_tensor_view(x, x->ndim, x->shape, x->stride, x->offset);
-        if (y && record1("contiguous", y, x, copy_bw) == NULL && dg_has_error()) { dg_tensor_free(y); return NULL; }
+        bool failed = false;
+        if (y) record1_checked("contiguous", y, x, copy_bw, &failed);
+        if (failed) { dg_tensor_free(y); return NULL; }
         return y;
     }
     return copy_op("contiguous", x, true);

@@ -1,0 +1,644 @@
+/* test/test_conv_pool_bn.c — conv2d, max/avg/adaptive-avg pooling, batch_norm and dropout:
+ * hand-computed forward values, a naive reference convolution, f64 finite-difference gradient
+ * checks over the parameter space (stride, padding, dilation, groups, bias, ceil_mode,
+ * count_include_pad), f32 against f64, running-statistics updates, dropout mask statistics,
+ * and bad input (NULL return plus an error naming the op). */
+#include "test_util.h"
+
+static dg_tensor *f64_of(dg_shape s, const double *v) { return dg_from_data(s, DG_F64, v); }
+
+static void expect_values(const dg_tensor *t, const double *want, int64_t n, double tol, const char *what) {
+    cr_assert_not_null(t, "%s: op failed: %s", what, dg_last_error());
+    cr_assert_eq(dg_numel(t), n, "%s: %lld elements, want %lld", what, (long long)dg_numel(t), (long long)n);
+    double *got = malloc(sizeof(double) * (size_t)n);
+    dg_scope *s = dg_scope_begin();
+    dg_to_host(dg_cast(t, DG_F64), got, sizeof(double) * (size_t)n);
+    dg_scope_end(s);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(got[i] - want[i]) <= tol * fmax(1.0, fabs(want[i])), "%s: element %lld is %.10g, want %.10g",
+                  what, (long long)i, got[i], want[i]);
+    free(got);
+}
+
+static void expect_shape(const dg_tensor *t, dg_shape s, const char *what) {
+    cr_assert_not_null(t, "%s: op failed: %s", what, dg_last_error());
+    cr_assert_eq(dg_ndim(t), s.ndim, "%s: ndim %d, want %d", what, dg_ndim(t), s.ndim);
+    for (int i = 0; i < s.ndim; i++)
+        cr_assert_eq(dg_dim(t, i), s.d[i], "%s: dim %d is %lld, want %lld", what, i, (long long)dg_dim(t, i), (long long)s.d[i]);
+}
+
+/* ================= conv2d ================= */
+
+/* Direct-loop convolution on host f64 data, for comparison. */
+static double *ref_conv(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p, dg_shape *out) {
+    int64_t n = dg_dim(x, 0), c = dg_dim(x, 1), h = dg_dim(x, 2), wd = dg_dim(x, 3);
+    int64_t oc = dg_dim(w, 0), cg = dg_dim(w, 1), kh = dg_dim(w, 2), kw = dg_dim(w, 3);
+    int sh = p.stride[0] ? p.stride[0] : 1, sw = p.stride[1] ? p.stride[1] : 1, ph = p.padding[0], pw = p.padding[1];
+    int dh = p.dilation[0] ? p.dilation[0] : 1, dw = p.dilation[1] ? p.dilation[1] : 1, g = p.groups ? p.groups : 1;
+    int64_t oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1, ow = (wd + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+    double *xv = malloc(sizeof(double) * (size_t)dg_numel(x)), *wv = malloc(sizeof(double) * (size_t)dg_numel(w));
+    double bv[64] = {0};
+    dg_scope *s = dg_scope_begin();
+    dg_to_host(dg_cast(x, DG_F64), xv, sizeof(double) * (size_t)dg_numel(x));
+    dg_to_host(dg_cast(w, DG_F64), wv, sizeof(double) * (size_t)dg_numel(w));
+    if (b) dg_to_host(dg_cast(b, DG_F64), bv, sizeof(double) * (size_t)oc);
+    dg_scope_end(s);
+    double *y = malloc(sizeof(double) * (size_t)(n * oc * oh * ow));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t o = 0; o < oc; o++)
+            for (int64_t oy = 0; oy < oh; oy++)
+                for (int64_t ox = 0; ox < ow; ox++) {
+                    double acc = bv[o];
+                    int64_t grp = o / (oc / g);
+                    for (int64_t ci = 0; ci < cg; ci++)
+                        for (int64_t ki = 0; ki < kh; ki++)
+                            for (int64_t kj = 0; kj < kw; kj++) {
+                                int64_t iy = oy * sh - ph + ki * dh, ix = ox * sw - pw + kj * dw;
+                                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                                acc += xv[((i * c + grp * cg + ci) * h + iy) * wd + ix] * wv[((o * cg + ci) * kh + ki) * kw + kj];
+                            }
+                    y[((i * oc + o) * oh + oy) * ow + ox] = acc;
+                }
+    free(xv);
+    free(wv);
+    *out = DG_SHAPE(n, oc, oh, ow);
+    return y;
+}
+
+static dg_tensor *conv_fn(dg_tensor *const *in, void *ctx) { return dg_conv2d(in[0], in[1], in[2], *(dg_conv2d_params *)ctx); }
+
+/* Forward against the reference, then the gradient check, for one configuration in f64. */
+static void conv_case(const char *name, dg_shape xs, int64_t oc, int64_t kh, int64_t kw, dg_conv2d_params p, bool bias) {
+    dg_scope *s = dg_scope_begin();
+    int g = p.groups ? p.groups : 1;
+    dg_tensor *in[3] = { gc_input(xs, -1, 1), gc_input(DG_SHAPE(oc, xs.d[1] / g, kh, kw), -1, 1),
+                         bias ? gc_input(DG_SHAPE(oc), -1, 1) : NULL };
+    dg_tensor *y = dg_conv2d(in[0], in[1], in[2], p);
+    dg_shape want;
+    double *ref = ref_conv(in[0], in[1], in[2], p, &want);
+    expect_shape(y, want, name);
+    expect_values(y, ref, dg_numel(y), 1e-12, name);
+    free(ref);
+    cr_assert_str_eq(dg_grad_fn_name(y), "conv2d");
+    gradcheck(name, conv_fn, in, 3, &p, 1e-6);
+    dg_scope_end(s);
+    cr_assert_eq(dg_live_tensors(), 0, "%s: tensors leaked", name);
+}
+
+Test(conv, forward_hand_values) {
+    dg_scope *s = dg_scope_begin();
+    double xv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, wv[4] = {1, 2, 3, 4}, bv[1] = {0.5};
+    dg_tensor *x = f64_of(DG_SHAPE(1, 1, 3, 3), xv), *w = f64_of(DG_SHAPE(1, 1, 2, 2), wv), *b = f64_of(DG_SHAPE(1), bv);
+    /* y[i,j] = sum_kl x[i+k, j+l] * w[k,l] */
+    expect_values(dg_conv2d(x, w, NULL, (dg_conv2d_params){0}), (double[]){37, 47, 67, 77}, 4, 1e-12, "plain");
+    expect_values(dg_conv2d(x, w, b, (dg_conv2d_params){0}), (double[]){37.5, 47.5, 67.5, 77.5}, 4, 1e-12, "bias");
+    /* stride 2, padding 1: windows start at -1 and 1 */
+    dg_conv2d_params sp = { .stride = {2, 2}, .padding = {1, 1} };
+    expect_values(dg_conv2d(x, w, NULL, sp), (double[]){4, 18, 36, 77}, 4, 1e-12, "stride2 pad1");
+    /* f32 through oneDNN gives the same small integers exactly */
+    expect_values(dg_conv2d(dg_cast(x, DG_F32), dg_cast(w, DG_F32), dg_cast(b, DG_F32), (dg_conv2d_params){0}),
+                  (double[]){37.5, 47.5, 67.5, 77.5}, 4, 0, "f32");
+    dg_scope_end(s);
+}
+
+Test(conv, grad_plain) { conv_case("conv plain", DG_SHAPE(2, 3, 5, 4), 4, 3, 3, (dg_conv2d_params){0}, true); }
+Test(conv, grad_stride2_padding) {
+    conv_case("conv stride2 pad", DG_SHAPE(2, 2, 6, 5), 3, 3, 2, (dg_conv2d_params){ .stride = {2, 2}, .padding = {1, 2} }, true);
+}
+Test(conv, grad_dilation2) {
+    conv_case("conv dilation2", DG_SHAPE(1, 2, 7, 6), 3, 3, 2, (dg_conv2d_params){ .dilation = {2, 2}, .padding = {1, 0} }, true);
+}
+Test(conv, grad_groups2) {
+    conv_case("conv groups2", DG_SHAPE(3, 4, 5, 5), 6, 3, 3, (dg_conv2d_params){ .groups = 2, .padding = {1, 1} }, true);
+}
+Test(conv, grad_no_bias) { conv_case("conv no bias", DG_SHAPE(2, 3, 5, 5), 2, 2, 3, (dg_conv2d_params){ .stride = {1, 2} }, false); }
+Test(conv, grad_1x1) {
+    conv_case("conv 1x1", DG_SHAPE(3, 4, 3, 4), 5, 1, 1, (dg_conv2d_params){0}, true);
+    conv_case("conv 1x1 groups", DG_SHAPE(1, 4, 3, 3), 2, 1, 1, (dg_conv2d_params){ .groups = 2 }, false);
+    conv_case("conv 1x1 stride2", DG_SHAPE(2, 2, 5, 5), 3, 1, 1, (dg_conv2d_params){ .stride = {2, 2} }, true);
+}
+
+/* The kernels split the batch across threads only when every thread gets an image; with more
+ * threads than images they go image by image (threads inside). Both must give the same
+ * gradients, including the filter gradient summed over several images. */
+Test(conv, grad_thread_splits) {
+    dg_conv2d_params p = { .stride = {2, 1}, .padding = {1, 1}, .groups = 2 };
+    dg_set_num_threads(8);   /* 3 images < 8 threads: image by image */
+    conv_case("conv sequential batch", DG_SHAPE(3, 4, 5, 5), 4, 3, 2, p, true);
+    dg_set_num_threads(3);   /* one image per thread */
+    conv_case("conv 3 threads", DG_SHAPE(3, 4, 5, 5), 4, 3, 2, p, true);
+    dg_set_num_threads(2);   /* uneven split: 5 images over 2 threads */
+    conv_case("conv 2 threads 5 images", DG_SHAPE(5, 2, 4, 4), 2, 2, 2, (dg_conv2d_params){0}, true);
+    dg_set_num_threads(4);
+    conv_case("conv 1x1 sequential", DG_SHAPE(3, 2, 3, 3), 3, 1, 1, (dg_conv2d_params){0}, true);
+}
+
+/* Grad wrt the bias only (weight frozen) and wrt the input only. */
+Test(conv, grad_partial_inputs) {
+    dg_scope *s = dg_scope_begin();
+    dg_conv2d_params p = { .padding = {1, 1} };
+    dg_tensor *in[3] = { dg_uniform(DG_SHAPE(2, 2, 4, 4), -1, 1, DG_F64), dg_uniform(DG_SHAPE(3, 2, 3, 3), -1, 1, DG_F64),
+                         gc_input(DG_SHAPE(3), -1, 1) };
+    gradcheck("conv bias only", conv_fn, in, 3, &p, 1e-6);
+    cr_assert_null(dg_grad(in[1]));
+    dg_set_requires_grad(in[0], true);
+    dg_set_requires_grad(in[2], false);
+    gradcheck("conv input only", conv_fn, in, 3, &p, 1e-6);
+    dg_scope_end(s);
+}
+
+/* f32 (oneDNN sgemm) against the reference and against the f64 gradients, with the batch
+ * split across threads (N >= threads) and image by image (N = 1). */
+static void conv_f32_case(int threads, int64_t n, dg_conv2d_params p, int64_t kh, int64_t kw) {
+    dg_set_num_threads(threads);
+    dg_scope *s = dg_scope_begin();
+    int g = p.groups ? p.groups : 1;
+    dg_tensor *x64 = dg_uniform(DG_SHAPE(n, 4, 9, 8), -1, 1, DG_F64), *w64 = dg_uniform(DG_SHAPE(6, 4 / g, kh, kw), -1, 1, DG_F64);
+    dg_tensor *b64 = dg_uniform(DG_SHAPE(6), -1, 1, DG_F64);
+    dg_tensor *x32 = dg_cast(x64, DG_F32), *w32 = dg_cast(w64, DG_F32), *b32 = dg_cast(b64, DG_F32);
+    dg_tensor *ts[6] = { x64, w64, b64, x32, w32, b32 };
+    for (int i = 0; i < 6; i++) dg_set_requires_grad(ts[i], true);
+    dg_tensor *y32 = dg_conv2d(x32, w32, b32, p), *y64 = dg_conv2d(x64, w64, b64, p);
+    dg_shape want;
+    double *ref = ref_conv(x64, w64, b64, p, &want);
+    expect_shape(y32, want, "f32 conv");
+    expect_values(y32, ref, dg_numel(y32), 1e-4, "f32 conv vs reference");
+    free(ref);
+    dg_tensor *wt = dg_uniform(dg_shape_of(y64), 0.5, 1.5, DG_F64);
+    cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y64, wt))), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y32, dg_cast(wt, DG_F32)))), 0, "%s", dg_last_error());
+    for (int i = 0; i < 3; i++) {
+        double e = max_rel_err(dg_grad(ts[i + 3]), dg_grad(ts[i]), 1.0);
+        cr_assert(e < 1e-4, "threads %d n %lld: f32 gradient %d differs from f64 by %g", threads, (long long)n, i, e);
+    }
+    dg_scope_end(s);
+}
+
+Test(conv, f32_matches_reference_and_f64) {
+    dg_conv2d_params p = { .stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}, .groups = 2 };
+    conv_f32_case(2, 5, p, 3, 2);
+    conv_f32_case(2, 1, p, 3, 2);
+    conv_f32_case(1, 3, p, 3, 2);
+    conv_f32_case(4, 5, (dg_conv2d_params){0}, 1, 1);
+    conv_f32_case(2, 1, (dg_conv2d_params){0}, 1, 1);
+}
+
+/* A non-contiguous input (a transposed view) is convolved as its values, not its memory. */
+Test(conv, noncontiguous_input) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *base = dg_uniform(DG_SHAPE(1, 2, 5, 6), -1, 1, DG_F64), *w = dg_uniform(DG_SHAPE(3, 2, 2, 2), -1, 1, DG_F64);
+    dg_tensor *xt = dg_transpose(base, 2, 3);
+    cr_assert(!dg_is_contiguous(xt));
+    dg_tensor *a = dg_conv2d(xt, w, NULL, (dg_conv2d_params){0}), *b = dg_conv2d(dg_contiguous(xt), w, NULL, (dg_conv2d_params){0});
+    cr_assert(a && b);
+    cr_assert(max_rel_err(a, b, 1.0) == 0);
+    dg_scope_end(s);
+}
+
+#define EXPECT_FAIL(expr, op) do {                                                                     \
+        dg_clear_error();                                                                              \
+        dg_tensor *r_ = (expr);                                                                        \
+        cr_assert_null(r_, "%s should fail", #expr);                                                   \
+        cr_assert_not_null(strstr(dg_last_error(), op), "error for %s does not name %s: '%s'", #expr, op, \
+                           dg_last_error());                                                           \
+    } while (0)
+
+Test(conv, bad_input) {
+    dg_clear_error();
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_zeros(DG_SHAPE(2, 4, 5, 5), DG_F32), *w = dg_zeros(DG_SHAPE(6, 2, 3, 3), DG_F32);
+    dg_conv2d_params g2 = { .groups = 2 };
+    cr_assert_not_null(dg_conv2d(x, w, NULL, g2), "the valid call works: %s", dg_last_error());
+    EXPECT_FAIL(dg_conv2d(NULL, w, NULL, g2), "conv2d");
+    EXPECT_FAIL(dg_conv2d(x, NULL, NULL, g2), "conv2d");
+    EXPECT_FAIL(dg_conv2d(dg_zeros(DG_SHAPE(4, 5, 5), DG_F32), w, NULL, g2), "conv2d");                 /* 3-D input */
+    EXPECT_FAIL(dg_conv2d(x, dg_zeros(DG_SHAPE(6, 2, 3), DG_F32), NULL, g2), "conv2d");                 /* 3-D weight */
+    EXPECT_FAIL(dg_conv2d(x, w, NULL, (dg_conv2d_params){0}), "conv2d");                                /* C != 2*groups(1) */
+    EXPECT_FAIL(dg_conv2d(x, dg_zeros(DG_SHAPE(5, 2, 3, 3), DG_F32), NULL, g2), "conv2d");              /* OC % groups */
+    EXPECT_FAIL(dg_conv2d(x, w, dg_zeros(DG_SHAPE(5), DG_F32), g2), "conv2d");                          /* bias size */
+    EXPECT_FAIL(dg_conv2d(x, w, dg_zeros(DG_SHAPE(6, 1), DG_F32), g2), "conv2d");                       /* bias ndim */
+    EXPECT_FAIL(dg_conv2d(x, dg_zeros(DG_SHAPE(6, 2, 7, 3), DG_F32), NULL, g2), "conv2d");              /* kernel > input */
+    EXPECT_FAIL(dg_conv2d(x, w, NULL, (dg_conv2d_params){ .groups = 2, .dilation = {3, 1} }), "conv2d"); /* dilated too */
+    EXPECT_FAIL(dg_conv2d(x, w, NULL, (dg_conv2d_params){ .groups = 2, .stride = {-1, 1} }), "conv2d");
+    EXPECT_FAIL(dg_conv2d(x, w, NULL, (dg_conv2d_params){ .groups = -2 }), "conv2d");
+    EXPECT_FAIL(dg_conv2d(dg_zeros(DG_SHAPE(2, 4, 5, 5), DG_I64), dg_zeros(DG_SHAPE(6, 2, 3, 3), DG_I64), NULL, g2), "conv2d");
+    EXPECT_FAIL(dg_conv2d(x, dg_zeros(DG_SHAPE(6, 2, 3, 3), DG_F64), NULL, g2), "conv2d");              /* dtype mismatch */
+    EXPECT_FAIL(dg_conv2d(x, w, dg_zeros(DG_SHAPE(6), DG_F64), g2), "conv2d");
+    EXPECT_FAIL(dg_conv2d(x, dg_empty(DG_SHAPE(0, 2, 3, 3), DG_F32), NULL, g2), "conv2d");              /* empty weight */
+    dg_scope_end(s);
+}
+
+/* ================= pooling ================= */
+
+static dg_tensor *maxpool_fn(dg_tensor *const *in, void *ctx) { return dg_max_pool2d(in[0], *(dg_pool2d_params *)ctx); }
+static dg_tensor *avgpool_fn(dg_tensor *const *in, void *ctx) { return dg_avg_pool2d(in[0], *(dg_pool2d_params *)ctx); }
+static dg_tensor *adaptive_fn(dg_tensor *const *in, void *ctx) { const int *o = ctx; return dg_adaptive_avg_pool2d(in[0], o[0], o[1]); }
+
+/* Distinct values 0.01 apart in a scrambled order: no ties, and a finite-difference step
+ * cannot change which element is a window's maximum. */
+static dg_tensor *tie_free(dg_shape s) {
+    int64_t n = 1;
+    for (int i = 0; i < s.ndim; i++) n *= s.d[i];
+    double *v = malloc(sizeof(double) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) v[i] = (double)((i * 37 + 11) % n) * 0.01 - 0.3;  /* 37 coprime with the sizes used */
+    dg_tensor *t = f64_of(s, v);
+    free(v);
+    dg_set_requires_grad(t, true);
+    return t;
+}
+
+Test(max_pool, forward_hand_values) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_arange(0, 16, 1, DG_F64);
+    x = dg_reshape(x, DG_SHAPE(1, 1, 4, 4));
+    expect_values(dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2} }), (double[]){5, 7, 13, 15}, 4, 0, "k2");
+    expect_values(dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} }),
+                  (double[]){5, 7, 13, 15}, 4, 0, "k3 s2 p1");
+    expect_values(dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {1, 1} }),
+                  (double[]){5, 6, 7, 9, 10, 11, 13, 14, 15}, 9, 0, "k2 s1");
+    /* ceil_mode on 5x5 keeps a last, partial window */
+    dg_tensor *x5 = dg_reshape(dg_arange(0, 25, 1, DG_F32), DG_SHAPE(1, 1, 5, 5));
+    dg_tensor *y = dg_max_pool2d(x5, (dg_pool2d_params){ .kernel = {2, 2}, .ceil_mode = true });
+    expect_shape(y, DG_SHAPE(1, 1, 3, 3), "ceil 5x5");
+    expect_values(y, (double[]){6, 8, 9, 16, 18, 19, 21, 23, 24}, 9, 0, "ceil 5x5");
+    expect_shape(dg_max_pool2d(x5, (dg_pool2d_params){ .kernel = {2, 2} }), DG_SHAPE(1, 1, 2, 2), "floor 5x5");
+    /* negative inputs next to padding: padding never wins */
+    dg_tensor *neg = dg_add_scalar(x, -100);
+    expect_values(dg_max_pool2d(neg, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1} }),
+                  (double[]){-100, -98, -97, -92, -90, -89, -88, -86, -85}, 9, 0, "negative with padding");
+    dg_scope_end(s);
+}
+
+Test(max_pool, grad) {
+    dg_pool2d_params cases[] = {
+        { .kernel = {2, 2} },
+        { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} },
+        { .kernel = {3, 2}, .stride = {1, 2}, .padding = {1, 0} },      /* overlapping windows */
+        { .kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dg_scope *s = dg_scope_begin();
+        dg_tensor *in[1] = { tie_free(DG_SHAPE(2, 3, 5, 7)) };
+        gradcheck("max_pool2d", maxpool_fn, in, 1, &cases[i], 1e-6);
+        dg_scope_end(s);
+    }
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+/* The gradient lands on the window's maximum only, and sums where windows overlap. */
+Test(max_pool, grad_routes_to_argmax) {
+    dg_scope *s = dg_scope_begin();
+    double v[9] = {0, 1, 0, 0, 9, 0, 0, 2, 0};
+    dg_tensor *x = f64_of(DG_SHAPE(1, 1, 3, 3), v);
+    dg_set_requires_grad(x, true);
+    dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {1, 1} });
+    cr_assert_eq(dg_backward(dg_sum_all(y)), 0);
+    expect_values(dg_grad(x), (double[]){0, 0, 0, 0, 4, 0, 0, 0, 0}, 9, 0, "argmax gradient");
+    dg_scope_end(s);
+}
+
+Test(avg_pool, forward_hand_values) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_reshape(dg_arange(1, 10, 1, DG_F64), DG_SHAPE(1, 1, 3, 3));
+    dg_pool2d_params p = { .kernel = {2, 2}, .stride = {1, 1}, .padding = {1, 1} };
+    /* exclusive (default): divide by the real elements covered */
+    expect_values(dg_avg_pool2d(x, p), (double[]){1, 1.5, 2.5, 3, 2.5, 3, 4, 4.5, 5.5, 6, 7, 7.5, 7, 7.5, 8.5, 9}, 16, 1e-12, "exclusive");
+    p.count_include_pad = true;
+    expect_values(dg_avg_pool2d(x, p), (double[]){0.25, 0.75, 1.25, 0.75, 1.25, 3, 4, 2.25, 2.75, 6, 7, 3.75, 1.75, 3.75, 4.25, 2.25},
+                  16, 1e-12, "count_include_pad");
+    /* no padding, default stride = kernel */
+    dg_tensor *x4 = dg_reshape(dg_arange(0, 16, 1, DG_F32), DG_SHAPE(1, 1, 4, 4));
+    expect_values(dg_avg_pool2d(x4, (dg_pool2d_params){ .kernel = {2, 2} }), (double[]){2.5, 4.5, 10.5, 12.5}, 4, 1e-6, "k2");
+    /* ceil_mode: the last window is clipped to the padded input (H + pad) for the divisor */
+    dg_tensor *ones = dg_ones(DG_SHAPE(1, 1, 4, 4), DG_F64);
+    dg_pool2d_params c = { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true, .count_include_pad = true };
+    dg_tensor *y = dg_avg_pool2d(ones, c);
+    expect_shape(y, DG_SHAPE(1, 1, 3, 3), "ceil include_pad");
+    expect_values(y, (double[]){4. / 9, 6. / 9, 2. / 6, 6. / 9, 1, 3. / 6, 2. / 6, 3. / 6, 1. / 4}, 9, 1e-12, "ceil include_pad");
+    c.count_include_pad = false;
+    expect_values(dg_avg_pool2d(ones, c), (double[]){1, 1, 1, 1, 1, 1, 1, 1, 1}, 9, 1e-12, "ceil exclusive");
+    dg_scope_end(s);
+}
+
+/* PyTorch drops a ceil_mode window that would start inside the padding. */
+Test(avg_pool, ceil_mode_drops_window_in_padding) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_ones(DG_SHAPE(1, 1, 5, 5), DG_F64);
+    dg_pool2d_params p = { .kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true };
+    expect_shape(dg_avg_pool2d(x, p), DG_SHAPE(1, 1, 3, 3), "dropped window");     /* ceil gives 4, the 4th starts at 5 */
+    expect_shape(dg_max_pool2d(x, p), DG_SHAPE(1, 1, 3, 3), "dropped window max");
+    p.ceil_mode = false;
+    expect_shape(dg_avg_pool2d(x, p), DG_SHAPE(1, 1, 3, 3), "floor");
+    expect_shape(dg_avg_pool2d(dg_ones(DG_SHAPE(1, 1, 6, 6), DG_F64), (dg_pool2d_params){ .kernel = {3, 3}, .stride = {2, 2},
+                 .ceil_mode = true }), DG_SHAPE(1, 1, 3, 3), "kept partial window");
+    dg_scope_end(s);
+}
+
+Test(avg_pool, grad) {
+    dg_pool2d_params cases[] = {
+        { .kernel = {2, 2} },
+        { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} },
+        { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = true },
+        { .kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}, .ceil_mode = true },
+        { .kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}, .ceil_mode = true, .count_include_pad = true },
+        { .kernel = {2, 3}, .stride = {2, 2}, .ceil_mode = true },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dg_scope *s = dg_scope_begin();
+        dg_tensor *in[1] = { gc_input(DG_SHAPE(2, 2, 5, 6), -1, 1) };
+        gradcheck("avg_pool2d", avgpool_fn, in, 1, &cases[i], 1e-6);
+        dg_scope_end(s);
+    }
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+Test(adaptive_avg_pool, forward_hand_values) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_reshape(dg_arange(0, 35, 1, DG_F64), DG_SHAPE(1, 1, 5, 7));
+    /* rows {0,1} {1,2,3} {3,4}; cols {0..3} {3..6}; mean of 7r+c is 7*mean(r) + mean(c) */
+    dg_tensor *y = dg_adaptive_avg_pool2d(x, 3, 2);
+    expect_shape(y, DG_SHAPE(1, 1, 3, 2), "5x7 -> 3x2");
+    expect_values(y, (double[]){5, 8, 15.5, 18.5, 26, 29}, 6, 1e-12, "5x7 -> 3x2");
+    expect_values(dg_adaptive_avg_pool2d(x, 1, 1), (double[]){17}, 1, 1e-12, "global");
+    /* output larger than input repeats elements */
+    dg_tensor *x2 = dg_reshape(dg_arange(0, 4, 1, DG_F32), DG_SHAPE(1, 1, 2, 2));
+    expect_values(dg_adaptive_avg_pool2d(x2, 3, 3), (double[]){0, 0.5, 1, 1, 1.5, 2, 2, 2.5, 3}, 9, 1e-6, "2x2 -> 3x3");
+    dg_scope_end(s);
+}
+
+Test(adaptive_avg_pool, grad) {
+    int sizes[][2] = { {3, 2}, {1, 1}, {5, 7}, {4, 3}, {6, 8} };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        dg_scope *s = dg_scope_begin();
+        dg_tensor *in[1] = { gc_input(DG_SHAPE(2, 2, 5, 7), -1, 1) };
+        gradcheck("adaptive_avg_pool2d", adaptive_fn, in, 1, sizes[i], 1e-6);
+        dg_scope_end(s);
+    }
+}
+
+Test(pool, f32_matches_f64) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x64 = dg_uniform(DG_SHAPE(4, 3, 11, 9), -1, 1, DG_F64), *x32 = dg_cast(x64, DG_F32);
+    dg_pool2d_params p = { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true };
+    cr_assert(max_rel_err(dg_max_pool2d(x32, p), dg_max_pool2d(x64, p), 1.0) < 1e-6);
+    cr_assert(max_rel_err(dg_avg_pool2d(x32, p), dg_avg_pool2d(x64, p), 1.0) < 1e-6);
+    cr_assert(max_rel_err(dg_adaptive_avg_pool2d(x32, 4, 5), dg_adaptive_avg_pool2d(x64, 4, 5), 1.0) < 1e-6);
+    dg_scope_end(s);
+}
+
+Test(pool, bad_input) {
+    dg_clear_error();
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_zeros(DG_SHAPE(1, 2, 4, 4), DG_F32);
+    dg_pool2d_params k2 = { .kernel = {2, 2} };
+    const char *names[2] = { "max_pool2d", "avg_pool2d" };
+    dg_tensor *(*fns[2])(const dg_tensor *, dg_pool2d_params) = { dg_max_pool2d, dg_avg_pool2d };
+    for (int i = 0; i < 2; i++) {
+        cr_assert_not_null(fns[i](x, k2), "%s: valid call fails: %s", names[i], dg_last_error());
+        EXPECT_FAIL(fns[i](NULL, k2), names[i]);
+        EXPECT_FAIL(fns[i](dg_zeros(DG_SHAPE(2, 4, 4), DG_F32), k2), names[i]);                      /* 3-D */
+        EXPECT_FAIL(fns[i](dg_zeros(DG_SHAPE(1, 2, 4, 4), DG_I32), k2), names[i]);                   /* int dtype */
+        EXPECT_FAIL(fns[i](x, (dg_pool2d_params){ .kernel = {0, 2} }), names[i]);                    /* zero kernel */
+        EXPECT_FAIL(fns[i](x, (dg_pool2d_params){ .kernel = {5, 2} }), names[i]);                    /* output <= 0 */
+        EXPECT_FAIL(fns[i](x, (dg_pool2d_params){ .kernel = {2, 2}, .padding = {2, 0} }), names[i]); /* pad > k/2 */
+        EXPECT_FAIL(fns[i](x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {-1, 1} }), names[i]);
+    }
+    cr_assert_not_null(dg_adaptive_avg_pool2d(x, 2, 3));
+    EXPECT_FAIL(dg_adaptive_avg_pool2d(NULL, 2, 2), "adaptive_avg_pool2d");
+    EXPECT_FAIL(dg_adaptive_avg_pool2d(x, 0, 2), "adaptive_avg_pool2d");
+    EXPECT_FAIL(dg_adaptive_avg_pool2d(x, 2, -1), "adaptive_avg_pool2d");
+    EXPECT_FAIL(dg_adaptive_avg_pool2d(dg_zeros(DG_SHAPE(2, 4, 4), DG_F32), 2, 2), "adaptive_avg_pool2d");
+    EXPECT_FAIL(dg_adaptive_avg_pool2d(dg_zeros(DG_SHAPE(1, 2, 4, 4), DG_I64), 2, 2), "adaptive_avg_pool2d");
+    EXPECT_FAIL(dg_adaptive_avg_pool2d(dg_empty(DG_SHAPE(1, 2, 0, 4), DG_F32), 2, 2), "adaptive_avg_pool2d");
+    dg_scope_end(s);
+}
+
+/* ================= batch_norm ================= */
+
+typedef struct { bool training; dg_tensor *rm, *rv; } bn_ctx;
+static dg_tensor *bn_fn(dg_tensor *const *in, void *ctx) {
+    bn_ctx *c = ctx;
+    return dg_batch_norm(in[0], c->rm, c->rv, in[1], in[2], (dg_batch_norm_params){ .training = c->training });
+}
+
+/* Per-channel mean and biased variance of host data laid out [n, c, inner]. */
+static void channel_stats(const double *x, int64_t n, int64_t c, int64_t inner, int64_t ch, double *mean, double *var) {
+    double s = 0, ss = 0, m = (double)(n * inner);
+    for (int64_t i = 0; i < n; i++) for (int64_t j = 0; j < inner; j++) s += x[(i * c + ch) * inner + j];
+    *mean = s / m;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < inner; j++) { double d = x[(i * c + ch) * inner + j] - *mean; ss += d * d; }
+    *var = ss / m;
+}
+
+Test(batch_norm, train_values_and_running_stats) {
+    dg_scope *s = dg_scope_begin();
+    double xv[8] = {1, 2, 3, 4, 5, 7, 11, -3};
+    /* channel 0: 1,3,5,11 -> mean 5, biased var 14, unbiased 56/3; channel 1: 2,4,7,-3 -> 2.5, 13.25, 53/3 */
+    dg_tensor *x = f64_of(DG_SHAPE(4, 2), xv);
+    dg_tensor *w = f64_of(DG_SHAPE(2), (double[]){2, -1}), *b = f64_of(DG_SHAPE(2), (double[]){0.5, 1});
+    dg_tensor *rm = dg_zeros(DG_SHAPE(2), DG_F64), *rv = dg_ones(DG_SHAPE(2), DG_F64);
+    dg_tensor *y = dg_batch_norm(x, rm, rv, w, b, (dg_batch_norm_params){ .training = true });
+    double want[8], mu[2] = {5, 2.5}, var[2] = {14, 13.25}, wv[2] = {2, -1}, bv[2] = {0.5, 1};
+    for (int i = 0; i < 8; i++) want[i] = (xv[i] - mu[i % 2]) / sqrt(var[i % 2] + 1e-5) * wv[i % 2] + bv[i % 2];
+    expect_values(y, want, 8, 1e-12, "train y");
+    /* momentum 0.1 (the default): running = 0.9 * running + 0.1 * batch, unbiased var */
+    expect_values(rm, (double[]){0.5, 0.25}, 2, 1e-12, "running_mean step 1");
+    expect_values(rv, (double[]){0.9 + 0.1 * 56. / 3, 0.9 + 0.1 * 53. / 3}, 2, 1e-10, "running_var step 1");
+    /* a second step with momentum 0.5 on shifted data */
+    dg_tensor *x2 = dg_add_scalar(x, 1.0);
+    cr_assert_not_null(dg_batch_norm(x2, rm, rv, NULL, NULL, (dg_batch_norm_params){ .training = true, .momentum = 0.5 }));
+    expect_values(rm, (double[]){0.5 * 0.5 + 0.5 * 6, 0.5 * 0.25 + 0.5 * 3.5}, 2, 1e-12, "running_mean step 2");
+    expect_values(rv, (double[]){0.5 * (0.9 + 0.1 * 56. / 3) + 0.5 * 56. / 3, 0.5 * (0.9 + 0.1 * 53. / 3) + 0.5 * 53. / 3},
+                  2, 1e-10, "running_var step 2");
+    /* eval uses the running stats and leaves them alone */
+    dg_tensor *ye = dg_batch_norm(x, rm, rv, w, b, (dg_batch_norm_params){ .eps = 1e-3 });
+    double rmv[2], rvv[2];
+    dg_to_host(rm, rmv, sizeof rmv);
+    dg_to_host(rv, rvv, sizeof rvv);
+    for (int i = 0; i < 8; i++) want[i] = (xv[i] - rmv[i % 2]) / sqrt(rvv[i % 2] + 1e-3) * wv[i % 2] + bv[i % 2];
+    expect_values(ye, want, 8, 1e-12, "eval y");
+    expect_values(rm, rmv, 2, 0, "eval keeps running_mean");
+    dg_scope_end(s);
+}
+
+/* 4-D input in f32: statistics over N, H, W per channel, against host loops. */
+Test(batch_norm, train_4d_f32_running_stats) {
+    dg_scope *s = dg_scope_begin();
+    int64_t n = 3, c = 4, inner = 5 * 6;
+    dg_tensor *x64 = dg_normal(DG_SHAPE(3, 4, 5, 6), 2.0, 3.0, DG_F64);
+    double *xv = malloc(sizeof(double) * (size_t)(n * c * inner));
+    dg_to_host(x64, xv, sizeof(double) * (size_t)(n * c * inner));
+    dg_tensor *rm = dg_full(DG_SHAPE(4), 0.5, DG_F32), *rv = dg_full(DG_SHAPE(4), 2.0, DG_F32);
+    dg_tensor *y = dg_batch_norm(dg_cast(x64, DG_F32), rm, rv, NULL, NULL, (dg_batch_norm_params){ .training = true, .momentum = 0.3 });
+    cr_assert_not_null(y, "%s", dg_last_error());
+    double wm[4], wv[4];
+    double *wy = malloc(sizeof(double) * (size_t)(n * c * inner));
+    for (int64_t ch = 0; ch < c; ch++) {
+        double mu, var;
+        channel_stats(xv, n, c, inner, ch, &mu, &var);
+        wm[ch] = 0.7 * 0.5 + 0.3 * mu;
+        wv[ch] = 0.7 * 2.0 + 0.3 * var * (double)(n * inner) / (double)(n * inner - 1);
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < inner; j++) {
+                int64_t k = (i * c + ch) * inner + j;
+                wy[k] = (xv[k] - mu) / sqrt(var + 1e-5);
+            }
+    }
+    expect_values(rm, wm, 4, 1e-5, "running_mean 4d");
+    expect_values(rv, wv, 4, 1e-5, "running_var 4d");
+    expect_values(y, wy, n * c * inner, 1e-5, "y 4d");
+    free(xv);
+    free(wy);
+    dg_scope_end(s);
+}
+
+Test(batch_norm, grad_train) {
+    dg_scope *s = dg_scope_begin();
+    bn_ctx ctx = { .training = true };
+    dg_tensor *in2[3] = { gc_input(DG_SHAPE(5, 3), -2, 2), gc_input(DG_SHAPE(3), 0.5, 1.5), gc_input(DG_SHAPE(3), -1, 1) };
+    gradcheck("batch_norm train 2d", bn_fn, in2, 3, &ctx, 1e-5);
+    dg_tensor *in4[3] = { gc_input(DG_SHAPE(2, 3, 3, 4), -2, 2), gc_input(DG_SHAPE(3), 0.5, 1.5), gc_input(DG_SHAPE(3), -1, 1) };
+    gradcheck("batch_norm train 4d", bn_fn, in4, 3, &ctx, 1e-5);
+    dg_tensor *in0[3] = { gc_input(DG_SHAPE(3, 2, 2, 2), -2, 2), NULL, NULL };
+    gradcheck("batch_norm train no affine", bn_fn, in0, 3, &ctx, 1e-5);
+    dg_tensor *in3[3] = { gc_input(DG_SHAPE(2, 2, 3), -2, 2), gc_input(DG_SHAPE(2), 0.5, 1.5), NULL };   /* [N, C, L] */
+    gradcheck("batch_norm train 3d weight only", bn_fn, in3, 3, &ctx, 1e-5);
+    dg_scope_end(s);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+/* Eval: the running stats are constants, so the gradient is gy * w / sqrt(running_var + eps). */
+Test(batch_norm, grad_eval) {
+    dg_scope *s = dg_scope_begin();
+    bn_ctx ctx = { .training = false, .rm = dg_uniform(DG_SHAPE(3), -1, 1, DG_F64), .rv = dg_uniform(DG_SHAPE(3), 0.5, 2, DG_F64) };
+    dg_tensor *in[3] = { gc_input(DG_SHAPE(2, 3, 2, 3), -2, 2), gc_input(DG_SHAPE(3), 0.5, 1.5), gc_input(DG_SHAPE(3), -1, 1) };
+    gradcheck("batch_norm eval", bn_fn, in, 3, &ctx, 1e-6);
+    dg_tensor *inx[3] = { gc_input(DG_SHAPE(4, 3), -2, 2), NULL, NULL };
+    gradcheck("batch_norm eval no affine", bn_fn, inx, 3, &ctx, 1e-6);
+    dg_scope_end(s);
+}
+
+Test(batch_norm, f32_matches_f64) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x64 = dg_normal(DG_SHAPE(8, 5, 7, 7), 1.0, 2.0, DG_F64), *w64 = dg_uniform(DG_SHAPE(5), 0.5, 1.5, DG_F64);
+    dg_tensor *b64 = dg_uniform(DG_SHAPE(5), -1, 1, DG_F64);
+    dg_tensor *x32 = dg_cast(x64, DG_F32), *w32 = dg_cast(w64, DG_F32), *b32 = dg_cast(b64, DG_F32);
+    dg_tensor *ts[6] = { x64, w64, b64, x32, w32, b32 };
+    for (int i = 0; i < 6; i++) dg_set_requires_grad(ts[i], true);
+    dg_batch_norm_params p = { .training = true };
+    dg_tensor *y64 = dg_batch_norm(x64, NULL, NULL, w64, b64, p), *y32 = dg_batch_norm(x32, NULL, NULL, w32, b32, p);
+    cr_assert(max_rel_err(y32, y64, 1.0) < 1e-5);
+    dg_tensor *wt = dg_uniform(dg_shape_of(y64), 0.5, 1.5, DG_F64);
+    cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y64, wt))), 0);
+    cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y32, dg_cast(wt, DG_F32)))), 0);
+    for (int i = 0; i < 3; i++) {
+        double e = max_rel_err(dg_grad(ts[i + 3]), dg_grad(ts[i]), 1.0);
+        cr_assert(e < 1e-4, "f32 gradient %d differs from f64 by %g", i, e);
+    }
+    dg_scope_end(s);
+}
+
+Test(batch_norm, bad_input) {
+    dg_clear_error();
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_ones(DG_SHAPE(4, 3, 2, 2), DG_F32), *c3 = dg_ones(DG_SHAPE(3), DG_F32);
+    dg_batch_norm_params tr = { .training = true }, ev = {0};
+    cr_assert_not_null(dg_batch_norm(x, dg_zeros(DG_SHAPE(3), DG_F32), dg_ones(DG_SHAPE(3), DG_F32), c3, c3, tr),
+                       "valid call: %s", dg_last_error());
+    EXPECT_FAIL(dg_batch_norm(NULL, NULL, NULL, NULL, NULL, tr), "batch_norm");
+    EXPECT_FAIL(dg_batch_norm(dg_ones(DG_SHAPE(4), DG_F32), NULL, NULL, NULL, NULL, tr), "batch_norm");          /* 1-D */
+    EXPECT_FAIL(dg_batch_norm(dg_ones(DG_SHAPE(4, 3), DG_I64), NULL, NULL, NULL, NULL, tr), "batch_norm");       /* int */
+    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, dg_ones(DG_SHAPE(4), DG_F32), NULL, tr), "batch_norm");             /* weight [4] */
+    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, dg_ones(DG_SHAPE(3, 1), DG_F32), tr), "batch_norm");          /* bias 2-D */
+    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, dg_ones(DG_SHAPE(3), DG_F64), NULL, tr), "batch_norm");             /* dtype */
+    EXPECT_FAIL(dg_batch_norm(x, c3, dg_ones(DG_SHAPE(2), DG_F32), NULL, NULL, tr), "batch_norm");               /* running_var [2] */
+    EXPECT_FAIL(dg_batch_norm(x, c3, NULL, NULL, NULL, tr), "batch_norm");                                       /* only one stat */
+    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, NULL, ev), "batch_norm");                                     /* eval, no stats */
+    EXPECT_FAIL(dg_batch_norm(dg_ones(DG_SHAPE(1, 3), DG_F32), NULL, NULL, NULL, NULL, tr), "batch_norm");       /* 1 value/channel */
+    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, NULL, (dg_batch_norm_params){ .training = true, .momentum = 1.5 }), "batch_norm");
+    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, NULL, (dg_batch_norm_params){ .training = true, .eps = -1 }), "batch_norm");
+    dg_scope_end(s);
+}
+
+/* ================= dropout ================= */
+
+Test(dropout, mask_statistics_and_scale) {
+    dg_manual_seed(1234);
+    dg_scope *s = dg_scope_begin();
+    int64_t n = 40000;
+    dg_tensor *y = dg_dropout(dg_ones(DG_SHAPE(n), DG_F32), 0.3, true);
+    cr_assert_not_null(y, "%s", dg_last_error());
+    const float *v = dg_data(y);
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (v[i] == 0) zeros++;
+        else cr_assert_float_eq(v[i], 1.0f / 0.7f, 1e-6, "kept element %lld is %g", (long long)i, v[i]);
+    }
+    double frac = (double)zeros / (double)n;
+    cr_assert(fabs(frac - 0.3) < 0.015, "dropped fraction %g, want 0.3", frac);   /* ~6.5 sigma */
+    /* the expectation is preserved */
+    cr_assert(fabs(dg_item(dg_mean_all(y)) - 1.0) < 0.03);
+    dg_scope_end(s);
+}
+
+Test(dropout, deterministic_for_a_seed) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_ones(DG_SHAPE(1000), DG_F64);
+    dg_manual_seed(7);
+    dg_tensor *a = dg_dropout(x, 0.5, true), *b = dg_dropout(x, 0.5, true);
+    dg_manual_seed(7);
+    dg_tensor *c = dg_dropout(x, 0.5, true);
+    cr_assert_eq(memcmp(dg_data(a), dg_data(c), 8000), 0, "same seed, same mask");
+    cr_assert_neq(memcmp(dg_data(a), dg_data(b), 8000), 0, "the stream advances");
+    dg_scope_end(s);
+}
+
+Test(dropout, gradient_is_mask_times_scale) {
+    dg_manual_seed(99);
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = gc_input(DG_SHAPE(30, 40), 0.5, 1.5);
+    dg_tensor *y = dg_dropout(dg_transpose(x, 0, 1), 0.4, true);   /* a strided input works too */
+    cr_assert_not_null(y, "%s", dg_last_error());
+    cr_assert_str_eq(dg_grad_fn_name(y), "dropout");
+    dg_tensor *w = dg_uniform(dg_shape_of(y), -1, 1, DG_F64);
+    cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y, w))), 0, "%s", dg_last_error());
+    dg_tensor *g = dg_grad(x);
+    int64_t kept = 0;
+    for (int64_t i = 0; i < 30; i++)
+        for (int64_t j = 0; j < 40; j++) {
+            double yv = dg_get(y, (int64_t[]){j, i}), xv = dg_get(x, (int64_t[]){i, j}), wv = dg_get(w, (int64_t[]){j, i});
+            double mask = yv == 0 ? 0 : 1.0 / 0.6;
+            if (yv != 0) { kept++; cr_assert(fabs(yv - xv / 0.6) < 1e-12, "kept value scaled by 1/(1-p)"); }
+            cr_assert(fabs(dg_get(g, (int64_t[]){i, j}) - wv * mask) < 1e-12, "grad at (%lld,%lld)", (long long)i, (long long)j);
+        }
+    cr_assert(kept > 600 && kept < 840, "kept %lld of 1200", (long long)kept);
+    dg_scope_end(s);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+Test(dropout, eval_and_p0_are_identity_p1_zeros) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = gc_input(DG_SHAPE(4, 5), -1, 1);
+    dg_tensor *ye = dg_dropout(x, 0.5, false), *y0 = dg_dropout(x, 0.0, true), *y1 = dg_dropout(x, 1.0, true);
+    cr_assert(ye && y0 && y1, "%s", dg_last_error());
+    cr_assert(max_rel_err(ye, x, 1.0) == 0 && max_rel_err(y0, x, 1.0) == 0, "identity");
+    cr_assert_neq(dg_data(ye), dg_data(x), "a new tensor, not an alias");
+    cr_assert_str_eq(dg_grad_fn_name(ye), "dropout");
+    cr_assert_eq(dg_item(dg_sum_all(dg_abs(y1))), 0.0, "p = 1 gives zeros");
+    cr_assert_eq(dg_backward(dg_add(dg_sum_all(ye), dg_add(dg_sum_all(y0), dg_sum_all(y1)))), 0);
+    expect_values(dg_grad(x), (double[]){2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2}, 20, 0, "identity gradients");
+    dg_scope_end(s);
+}
+
+Test(dropout, bad_input) {
+    dg_clear_error();
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_ones(DG_SHAPE(3), DG_F32);
+    EXPECT_FAIL(dg_dropout(NULL, 0.5, true), "dropout");
+    EXPECT_FAIL(dg_dropout(x, -0.1, true), "dropout");
+    EXPECT_FAIL(dg_dropout(x, 1.5, true), "dropout");
+    EXPECT_FAIL(dg_dropout(x, NAN, true), "dropout");
+    EXPECT_FAIL(dg_dropout(dg_ones(DG_SHAPE(3), DG_I64), 0.5, true), "dropout");
+    dg_scope_end(s);
+}
