@@ -2,7 +2,9 @@
 # bench/run_ops.sh — runs bench/ops (dygraph) and bench/ops_torch.py (PyTorch) alternately for
 # ROUNDS rounds (default 3) and prints the median of each figure side by side with the ratio.
 # PyTorch runs with OPENBLAS_CORETYPE=SkylakeX (its best GEMM on this CPU); one extra PyTorch
-# round as installed (no variable) is printed for the record. dygraph gets no variable at all.
+# round as installed (no CORETYPE) is printed for the record. torch.set_num_threads(1) does not
+# reach OpenBLAS's own thread pool, so PyTorch also gets OPENBLAS_NUM_THREADS=1 to keep the
+# comparison at one thread. dygraph gets no variable at all.
 # Usage: sh bench/run_ops.sh build/bin/bench_ops [--tiny]
 set -e
 BIN=${1:-build/bin/bench_ops}
@@ -14,11 +16,11 @@ while [ $i -le "$ROUNDS" ]; do
     echo "round $i/$ROUNDS: dygraph" >&2
     env -u OPENBLAS_CORETYPE "$BIN" "$@" > "$DIR/dg.$i"
     echo "round $i/$ROUNDS: pytorch" >&2
-    OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/ops_torch.py "$@" > "$DIR/pt.$i"
+    OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 bench/ops_torch.py "$@" > "$DIR/pt.$i"
     i=$((i + 1))
 done
 echo "pytorch as installed (no OPENBLAS_CORETYPE)" >&2
-env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/ops_torch.py "$@" > "$DIR/pt_plain"
+env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 bench/ops_torch.py "$@" > "$DIR/pt_plain"
 /usr/bin/python3 - "$DIR" "$ROUNDS" <<'PY'
 import statistics, sys, os
 d, rounds = sys.argv[1], int(sys.argv[2])

@@ -3,9 +3,10 @@
 # present it only runs one dpkg query (well under a second).
 set -e
 # `deps.sh` installs what building and testing need; `deps.sh bench` adds PyTorch for the
-# side-by-side benches and for regenerating the goldens.
+# side-by-side benches and for regenerating the goldens, with OpenBLAS so that PyTorch runs on
+# its best BLAS here rather than the reference one it falls back to.
 PKGS="gcc make pkg-config libdnnl-dev libcriterion-dev zlib1g-dev"
-[ "${1:-}" = bench ] && PKGS="$PKGS python3-torch python3-numpy"
+[ "${1:-}" = bench ] && PKGS="$PKGS python3-torch python3-numpy libopenblas0-pthread"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
