@@ -8,21 +8,11 @@
 
 _Static_assert(sizeof(dg_conv2d_geom) <= DG_NODE_ATTR_BYTES, "conv geometry must fit in node attributes");
 
-/* t itself when contiguous, else a contiguous copy made by the backend (free it only when it is
- * not t). Not dg_contiguous: that one is recorded, and it also reports failure whenever an
- * earlier, unrelated error is still set. */
-static dg_tensor *dense(const dg_tensor *t) {
-    if (!t || dg_is_contiguous(t)) return (dg_tensor *)t;
-    dg_tensor *c = dg_new_like(t);
-    if (c && dg_backend_of(t)->copy(t, c) != 0) { dg_tensor_free(c); c = NULL; }
-    return c;
-}
-static void dense_free(dg_tensor *c, const dg_tensor *t) { if (c != t) dg_tensor_free(c); }
 
 static int conv_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     const dg_conv2d_geom *geo = dg_node_attr(n);
     const dg_tensor *x = dg_node_saved(n, 0), *w = dg_node_saved(n, 1);
-    dg_tensor *gc = dense(g);   /* upstream gradients may arrive as broadcast views */
+    dg_tensor *gc = dg_dense(g);   /* upstream gradients may arrive as broadcast views */
     if (!gc) return DG_ENOMEM;
     const dg_backend *be = dg_backend_of(gc);
     if (dg_node_needs_grad(n, 0)) {
@@ -88,7 +78,7 @@ dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
              OP ": output size %lldx%lld <= 0 for input %s, weight %s, stride (%d,%d), padding (%d,%d), dilation (%d,%d)",
              (long long)g.oh, (long long)g.ow, DG_SHAPE_STR(x), DG_SHAPE_STR(w), g.sh, g.sw, g.ph, g.pw, g.dh, g.dw);
 
-    dg_tensor *xc = dense(x), *wc = dense(w), *bc = dense(b);
+    dg_tensor *xc = dg_dense(x), *wc = dg_dense(w), *bc = dg_dense(b);
     int64_t shape[4] = { g.n, g.oc, g.oh, g.ow };
     dg_tensor *y = (xc && wc && (!b || bc)) ? dg_new_on(x, shape, 4, x->dtype) : NULL;
     int rc = y ? dg_backend_of(x)->conv2d(&g, xc, wc, bc, y) : DG_ENOMEM;
@@ -102,9 +92,9 @@ dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
             if (!rc) rc = dg_node_save(n, wc);
         }
     }
-    dense_free(xc, x);
-    dense_free(wc, w);
-    dense_free(bc, b);
+    dg_dense_free(xc, x);
+    dg_dense_free(wc, w);
+    dg_dense_free(bc, b);
     if (rc) {
         if (!dg_has_error()) DG_ERR(rc, OP ": failed for input %s, weight %s", DG_SHAPE_STR(x), DG_SHAPE_STR(w));
         dg_tensor_free(y);

@@ -15,11 +15,8 @@
 
 typedef struct { bool training, has_weight; int64_t n, c, inner; } bn_attr;
 
-/* A contiguous copy of t made by the backend (t itself when `always` is false and t is already
- * contiguous). Not dg_contiguous/dg_clone: those also report failure whenever an earlier,
- * unrelated error is still set. */
-static dg_tensor *dense(const dg_tensor *t, bool always) {
-    if (!t || (!always && dg_is_contiguous(t))) return (dg_tensor *)t;
+/* A fresh contiguous copy of t (the backend copies; nothing is recorded). */
+static dg_tensor *fresh_copy(const dg_tensor *t) {
     dg_tensor *c = dg_new_like(t);
     if (c && dg_backend_of(t)->copy(t, c) != 0) { dg_tensor_free(c); c = NULL; }
     return c;
@@ -29,7 +26,7 @@ static int bn_bw(dg_node *nd, const dg_tensor *g, dg_tensor **gi) {
     const bn_attr *a = dg_node_attr(nd);
     const dg_tensor *x = dg_node_saved(nd, 0), *mean = dg_node_saved(nd, 1), *invstd = dg_node_saved(nd, 2);
     const dg_tensor *w = a->has_weight ? dg_node_saved(nd, 3) : NULL;
-    dg_tensor *gc = dense(g, false);
+    dg_tensor *gc = dg_dense(g);
     if (!gc) return DG_ENOMEM;
     bool nx = dg_node_needs_grad(nd, 0), nw = dg_node_needs_grad(nd, 1), nb = dg_node_needs_grad(nd, 2);
     dg_tensor *gx = nx ? dg_new_like(x) : NULL;
@@ -99,10 +96,10 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
     dg_tensor *in[3] = { (dg_tensor *)x, (dg_tensor *)weight, (dg_tensor *)bias };
     bool record = dg_needs_record(in, 3);
     /* temporaries (copies, stats) die with this scope; the node keeps its own references to
-     * what it saves, and x itself is never freed here (dense() returns it when contiguous) */
+     * what it saves, and x itself is never freed here (dg_dense() returns it when contiguous) */
     dg_scope *s = dg_scope_begin();
     dg_no_grad_begin();
-    dg_tensor *xc = dense(x, false), *wc = dense(weight, false), *bc = dense(bias, false);
+    dg_tensor *xc = dg_dense(x), *wc = dg_dense(weight), *bc = dg_dense(bias);
     dg_tensor *y = xc ? dg_new_like(xc) : NULL, *mean = NULL, *invstd = NULL;
     int rc = (!y || (weight && !wc) || (bias && !bc)) ? DG_ENOMEM : 0;
     const dg_backend *be = dg_backend_of(x);
@@ -112,12 +109,12 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
         rc = (!mean || !invstd) ? DG_ENOMEM : be->batch_norm(xc, wc, bc, y, mean, invstd, true, eps, n, c, inner);
         if (!rc && running_mean) rc = update_running(running_mean, running_var, mean, invstd, m, eps, n * inner);
     } else if (!rc) {
-        dg_tensor *rmc = dense(running_mean, false), *rvc = dense(running_var, false);
+        dg_tensor *rmc = dg_dense(running_mean), *rvc = dg_dense(running_var);
         rc = (!rmc || !rvc) ? DG_ENOMEM : be->batch_norm(xc, wc, bc, y, rmc, rvc, false, eps, n, c, inner);
         /* backward gets a copy of the stats as they are now (a later training step may update
          * them in place) and the inverse std it needs, since its entry has no eps */
         if (!rc && record) {
-            mean = dense(rmc, true);
+            mean = fresh_copy(rmc);
             invstd = dg_rdiv_scalar(dg_sqrt(dg_add_scalar(rvc, eps)), 1.0);
             if (!mean || !invstd) rc = DG_ENOMEM;
         }

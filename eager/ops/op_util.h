@@ -29,6 +29,16 @@ static inline dg_tensor *dg_new_like(const dg_tensor *like) {
     return dg_tensor_alloc(like->shape, like->ndim, like->dtype, like->storage->device);
 }
 
+/* t itself when contiguous, else an unrecorded contiguous copy made by the backend; release
+ * with dg_dense_free(c, t), which frees only a copy. For kernels that need dense inputs. */
+static inline dg_tensor *dg_dense(const dg_tensor *t) {
+    if (!t || dg_is_contiguous(t)) return (dg_tensor *)t;
+    dg_tensor *c = dg_new_like(t);
+    if (c && dg_backend_of(t)->copy(t, c) != 0) { dg_tensor_free(c); c = NULL; }
+    return c;
+}
+static inline void dg_dense_free(dg_tensor *c, const dg_tensor *t) { if (c != t) dg_tensor_free(c); }
+
 /* Broadcast shape of a and b (NumPy rules); false when they do not broadcast. */
 bool dg_broadcast_shape(const dg_tensor *a, const dg_tensor *b, int64_t *out, int *ndim);
 /* A non-recording view of t with stride 0 on broadcast dims, shaped like `shape`. */

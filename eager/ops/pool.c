@@ -10,16 +10,6 @@
 typedef struct { int kind; dg_pool2d_geom g; } pool_attr;
 _Static_assert(sizeof(pool_attr) <= DG_NODE_ATTR_BYTES, "pool attributes must fit in the node");
 
-/* t itself when contiguous, else a contiguous copy made by the backend (free it only when it is
- * not t). Not dg_contiguous: that one is recorded, and it also reports failure whenever an
- * earlier, unrelated error is still set. */
-static dg_tensor *dense(const dg_tensor *t) {
-    if (!t || dg_is_contiguous(t)) return (dg_tensor *)t;
-    dg_tensor *c = dg_new_like(t);
-    if (c && dg_backend_of(t)->copy(t, c) != 0) { dg_tensor_free(c); c = NULL; }
-    return c;
-}
-static void dense_free(dg_tensor *c, const dg_tensor *t) { if (c != t) dg_tensor_free(c); }
 
 static int64_t pool_out(int64_t in, int k, int s, int p, bool ceil_mode) {
     int64_t span = in + 2 * (int64_t)p - k;
@@ -61,7 +51,7 @@ static int pool_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     const pool_attr *a = dg_node_attr(n);
     int kind = a->kind;
     const dg_pool2d_geom *geo = &a->g;
-    dg_tensor *gc = dense(g);
+    dg_tensor *gc = dg_dense(g);
     dg_tensor *gx = gc ? dg_empty(dg_node_input_shape(n, 0), gc->dtype) : NULL;
     if (!gx) return DG_ENOMEM;
     gi[0] = gx;
@@ -73,7 +63,7 @@ static int pool_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 
 /* Runs the forward kernel on a contiguous copy of x and records the node. */
 static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const dg_pool2d_geom *g) {
-    dg_tensor *xc = dense(x);
+    dg_tensor *xc = dg_dense(x);
     int64_t shape[4] = { g->n, g->c, g->oh, g->ow };
     dg_tensor *y = xc ? dg_new_on(x, shape, 4, x->dtype) : NULL;
     const dg_backend *be = dg_backend_of(x);
@@ -95,7 +85,7 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
             }
         }
     }
-    dense_free(xc, x);
+    dg_dense_free(xc, x);
     if (rc) {
         if (!dg_has_error()) DG_ERR(rc, "%s: failed for input %s", op, DG_SHAPE_STR(x));
         dg_tensor_free(y);
