@@ -18,7 +18,7 @@ CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fPIC -fopenmp -Wall -Wextra
 LDLIBS  := -ldnnl -lm -lpthread
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
-LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c)
+LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c nn/*.c nn/models/*.c optim/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -32,7 +32,7 @@ TESTBIN  := $(BUILD)/bin/dygraph_tests
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES)
 lib: $(STATIC) $(SHARED)
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h test/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h test/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
