@@ -18,7 +18,7 @@ CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fPIC -fopenmp -Wall -Wextra
 LDLIBS  := -ldnnl -lm -lpthread
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
-LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c nn/*.c nn/models/*.c optim/*.c)
+LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)

@@ -7,5 +7,6 @@
 #include "dygraph/autograd.h"
 #include "dygraph/ops.h"
 #include "dygraph/custom_op.h"
+#include "dygraph/io.h"
 
 #endif
