@@ -28,7 +28,7 @@ STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
-.PHONY: all lib test test-run run deps bench asan-test install clean goldens
+.PHONY: all lib test test-run run deps bench asan-test install clean goldens fuzz-safetensors
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES)
 lib: $(STATIC) $(SHARED)
 
@@ -96,6 +96,24 @@ bench: $(BENCHES)
 goldens:
 	@sh scripts/deps.sh bench
 	/usr/bin/python3 test/goldens/make_goldens.py test/goldens
+
+# libFuzzer targets (clang). `make fuzz-safetensors FUZZ_SECONDS=600` fuzzes from the committed
+# corpus (test/fuzz/corpus/safetensors, replayed by `make test`) into build/fuzz/.
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fopenmp -Iinclude \
+              -fsanitize=fuzzer-no-link,address,undefined
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB_SRC)
+	@sh scripts/deps.sh fuzz
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_FLAGS) $(LIB_SRC) $< -fsanitize=fuzzer -o $@ -ldnnl -lm -lpthread
+
+# $(call fuzz_run,target)
+fuzz_run = mkdir -p build/fuzz/corpus_$(1) && ASAN_OPTIONS=detect_leaks=1 \
+  LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp build/fuzz/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) \
+  -max_len=4096 -print_final_stats=1 build/fuzz/corpus_$(1) test/fuzz/corpus/$(1)
+
+fuzz-safetensors: build/fuzz/fuzz_safetensors
+	$(call fuzz_run,safetensors)
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include/dygraph $(DESTDIR)$(PREFIX)/lib/pkgconfig

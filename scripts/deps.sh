@@ -4,8 +4,10 @@
 set -e
 # `deps.sh` installs what building and testing need; `deps.sh bench` adds PyTorch for the
 # side-by-side benches and for regenerating the goldens, with OpenBLAS so that PyTorch runs on
-# its best BLAS here rather than the reference one it falls back to.
+# its best BLAS here rather than the reference one it falls back to; `deps.sh fuzz` adds clang
+# and libFuzzer.
 PKGS="gcc make pkg-config libdnnl-dev libcriterion-dev zlib1g-dev"
+[ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-14-dev libomp-14-dev"
 [ "${1:-}" = bench ] && PKGS="$PKGS python3-torch python3-numpy libopenblas0-pthread"
 missing=""
 for p in $PKGS; do
