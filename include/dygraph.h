@@ -7,6 +7,8 @@
 #include "dygraph/autograd.h"
 #include "dygraph/ops.h"
 #include "dygraph/custom_op.h"
+#include "dygraph/nn.h"
+#include "dygraph/optim.h"
 #include "dygraph/io.h"
 
 #endif

@@ -1,0 +1,64 @@
+/* nn/conv.c — Conv2d (torch.nn.Conv2d / paddle.nn.Conv2D), NCHW, square kernel:
+ * weight [out_channels, in_channels/groups, k, k], bias [out_channels].
+ * Default init as torch: weight kaiming_uniform(a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+ * with fan_in = in_channels/groups * k * k. */
+#include "../eager/internal.h"
+#include <math.h>
+
+typedef struct { int64_t in, out; dg_conv2d_params conv; dg_tensor *weight, *bias; } conv_state;
+
+static dg_tensor *conv_forward(dg_layer *self, const dg_tensor *x) {
+    conv_state *s = dg_layer_user(self);
+    char sh[96];
+    if (dg_ndim(x) != 4 || dg_dim(x, 1) != s->in)
+        return DG_LAYER_ERROR(self, "input %s must be [N, %lld, H, W]", dg_shape_str(x, sh, sizeof sh), (long long)s->in);
+    if (dg_dtype_of(x) != dg_dtype_of(s->weight))
+        return DG_LAYER_ERROR(self, "input %s is %s but the weight is %s", dg_shape_str(x, sh, sizeof sh),
+                              dg_dtype_name(dg_dtype_of(x)), dg_dtype_name(dg_dtype_of(s->weight)));
+    int64_t k = dg_dim(s->weight, 2);
+    for (int a = 0; a < 2; a++) {
+        int64_t span = (int64_t)s->conv.dilation[a] * (k - 1) + 1, padded = dg_dim(x, 2 + a) + 2 * s->conv.padding[a];
+        if (padded < span)
+            return DG_LAYER_ERROR(self, "input %s is too small: padded %s %lld < kernel extent %lld",
+                                  dg_shape_str(x, sh, sizeof sh), a ? "width" : "height", (long long)padded, (long long)span);
+    }
+    return dg_conv2d(x, s->weight, s->bias, s->conv);
+}
+
+dg_layer *dg_nn_conv2d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
+    conv_state *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "Conv2d: out of memory"); return NULL; }
+    dg_layer *l = dg_layer_new("Conv2d", conv_forward, s, free);
+    if (!l) return NULL;
+    int stride = p.stride ? p.stride : 1, dil = p.dilation ? p.dilation : 1, groups = p.groups ? p.groups : 1;
+    s->in = in;
+    s->out = out;
+    s->conv = (dg_conv2d_params){ .stride = { stride, stride }, .padding = { p.padding, p.padding },
+                                  .dilation = { dil, dil }, .groups = groups };
+    /* torch's repr: defaults (padding 0, dilation 1, groups 1, bias) are left out */
+    char extra[256];
+    int at = snprintf(extra, sizeof extra, "%lld, %lld, kernel_size=(%d, %d), stride=(%d, %d)", (long long)in,
+                      (long long)out, k, k, stride, stride);
+    if (p.padding) at += snprintf(extra + at, sizeof extra - (size_t)at, ", padding=(%d, %d)", p.padding, p.padding);
+    if (dil != 1) at += snprintf(extra + at, sizeof extra - (size_t)at, ", dilation=(%d, %d)", dil, dil);
+    if (groups != 1) at += snprintf(extra + at, sizeof extra - (size_t)at, ", groups=%d", groups);
+    if (p.no_bias) snprintf(extra + at, sizeof extra - (size_t)at, ", bias=False");
+    dg_layer_set_extra_repr(l, "%s", extra);
+    if (in <= 0 || out <= 0 || k <= 0 || stride < 0 || p.padding < 0 || dil < 0 || groups < 0 ||
+        in % groups || out % groups || (p.dtype != DG_F32 && p.dtype != DG_F64)) {
+        DG_LAYER_ERROR(l, "bad configuration: need positive channels, kernel, stride, dilation, groups dividing both "
+                          "channel counts, padding >= 0 and dtype float32/float64 (dtype %s)", dg_dtype_name(p.dtype));
+        dg_layer_free(l);
+        return NULL;
+    }
+    int64_t fan_in = in / groups * k * k;
+    double bound = 1.0 / sqrt((double)fan_in);
+    int rc = dg_layer_add_parameter(l, "weight", s->weight = dg_empty(DG_SHAPE(out, in / groups, k, k), p.dtype));
+    if (!rc) rc = dg_nn_init_kaiming_uniform_(s->weight, (dg_nn_kaiming_params){ .a = sqrt(5.0) });
+    if (!rc && !p.no_bias) {
+        rc = dg_layer_add_parameter(l, "bias", s->bias = dg_empty(DG_SHAPE(out), p.dtype));
+        if (!rc) rc = dg_nn_init_uniform_(s->bias, -bound, bound);
+    }
+    if (rc) { dg_layer_free(l); return NULL; }
+    return l;
+}

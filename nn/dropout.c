@@ -1,0 +1,22 @@
+/* nn/dropout.c — Dropout: inverted dropout in training mode (mask from the seeded Philox
+ * stream, kept values scaled by 1/(1-p)); a copy of the input in eval mode. */
+#include "../eager/internal.h"
+
+static dg_tensor *dropout_fw(dg_layer *self, const dg_tensor *x) {
+    return dg_dropout(x, *(double *)dg_layer_user(self), dg_layer_is_training(self));
+}
+
+dg_layer *dg_nn_dropout(double p) {
+    double *s = malloc(sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "Dropout: out of memory"); return NULL; }
+    *s = p;
+    dg_layer *l = dg_layer_new("Dropout", dropout_fw, s, free);
+    if (!l) return NULL;
+    dg_layer_set_extra_repr(l, "p=%g, inplace=False", p);
+    if (!(p >= 0 && p <= 1)) {
+        DG_LAYER_ERROR(l, "p must be in [0, 1], got %g", p);
+        dg_layer_free(l);
+        return NULL;
+    }
+    return l;
+}

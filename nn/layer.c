@@ -1,0 +1,513 @@
+/* nn/layer.c — the layer base (paddle.nn.Layer / torch.nn.Module): a refcounted node with a
+ * forward function, named parameters, buffers and sublayers, train/eval mode, hierarchical
+ * names, iteration in torch's order, printing, and the forward wrapper that scopes temporaries.
+ * Built-in layers are written on this public API exactly like a user's custom layer. */
+#include "../eager/internal.h"
+#include <dygraph/nn.h>
+#include <stdarg.h>
+
+typedef struct { char *name; dg_tensor *t; } tensor_entry;
+typedef struct { char *name; dg_layer *l; } layer_entry;
+
+struct dg_layer {
+    int refcount;
+    char *type;
+    dg_layer_forward_fn forward;
+    dg_loss_forward_fn loss_forward;
+    void *user;
+    void (*free_user)(void *);
+    bool training;
+    tensor_entry *params, *buffers;
+    int n_params, n_buffers, cap_params, cap_buffers;
+    layer_entry *children;
+    int n_children, cap_children;
+    dg_layer *parent;   /* the first layer this one was added to; cleared when it dies */
+    char *name;         /* this layer's name under parent */
+    char *extra_repr;
+};
+
+static char *dup_str(const char *s) {
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* ---- errors ---- */
+
+const char *dg_layer_full_name(const dg_layer *l, char *buf, size_t len) {
+    if (!buf || !len) return buf;
+    buf[0] = 0;
+    if (!l) return buf;
+    const dg_layer *chain[64];
+    int n = 0;
+    for (const dg_layer *p = l; p && p->parent && n < 64; p = p->parent) chain[n++] = p;
+    size_t at = 0;
+    for (int i = n - 1; i >= 0 && at < len; i--) {
+        int w = snprintf(buf + at, len - at, "%s%s", at ? "." : "", chain[i]->name ? chain[i]->name : "?");
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    return buf;
+}
+
+/* "<Type> '<path>' (<extra>)" — what messages call the layer. */
+static void describe(const dg_layer *l, char *buf, size_t len) {
+    char path[256];
+    dg_layer_full_name(l, path, sizeof path);
+    snprintf(buf, len, "%s%s%s%s%s%s%s", l->type, path[0] ? " '" : "", path, path[0] ? "'" : "",
+             l->extra_repr && l->extra_repr[0] ? " (" : "", l->extra_repr ? l->extra_repr : "",
+             l->extra_repr && l->extra_repr[0] ? ")" : "");
+}
+
+dg_tensor *dg_layer_error_at(const dg_layer *l, int status, const char *file, int line, const char *fmt, ...) {
+    if (dg_has_error()) return NULL;
+    char who[512], msg[768];
+    if (l) describe(l, who, sizeof who);
+    else snprintf(who, sizeof who, "layer (NULL)");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    dg_set_error_at(status, file ? file : "?", line, "%s: %s", who, msg);
+    return NULL;
+}
+#define LERR(l, st, ...) dg_layer_error_at((l), (st), __FILE__, __LINE__, __VA_ARGS__)
+
+/* ---- lifetime ---- */
+
+static dg_layer *layer_new(const char *type, void *user, void (*free_user)(void *)) {
+    if (!type || !type[0]) {
+        if (free_user) free_user(user);
+        if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_new: type name is NULL or empty");
+        return NULL;
+    }
+    dg_layer *l = calloc(1, sizeof *l);
+    if (l) l->type = dup_str(type);
+    if (!l || !l->type) {
+        free(l);
+        if (free_user) free_user(user);
+        DG_ERR(DG_ENOMEM, "layer_new: out of memory making a %s", type);
+        return NULL;
+    }
+    l->refcount = 1;
+    l->user = user;
+    l->free_user = free_user;
+    l->training = true;
+    return l;
+}
+
+dg_layer *dg_layer_new(const char *type, dg_layer_forward_fn fn, void *user, void (*free_user)(void *)) {
+    dg_layer *l = layer_new(type, user, free_user);
+    if (l) l->forward = fn;
+    return l;
+}
+
+dg_layer *dg_loss_layer_new(const char *type, dg_loss_forward_fn fn, void *user, void (*free_user)(void *)) {
+    dg_layer *l = layer_new(type, user, free_user);
+    if (l) l->loss_forward = fn;
+    return l;
+}
+
+dg_layer *dg_layer_ref(dg_layer *l) {
+    if (l) l->refcount++;
+    return l;
+}
+
+void dg_layer_free(dg_layer *l) {
+    if (!l || --l->refcount > 0) return;
+    for (int i = 0; i < l->n_params; i++) { dg_tensor_free(l->params[i].t); free(l->params[i].name); }
+    for (int i = 0; i < l->n_buffers; i++) { dg_tensor_free(l->buffers[i].t); free(l->buffers[i].name); }
+    for (int i = 0; i < l->n_children; i++) {
+        dg_layer *c = l->children[i].l;
+        if (c->parent == l) c->parent = NULL;   /* a shared child outlives its first parent */
+        dg_layer_free(c);
+        free(l->children[i].name);
+    }
+    if (l->free_user) l->free_user(l->user);
+    free(l->params);
+    free(l->buffers);
+    free(l->children);
+    free(l->type);
+    free(l->name);
+    free(l->extra_repr);
+    free(l);
+}
+
+/* ---- registration ---- */
+
+static bool name_taken(const dg_layer *l, const char *name) {
+    for (int i = 0; i < l->n_params; i++) if (!strcmp(l->params[i].name, name)) return true;
+    for (int i = 0; i < l->n_buffers; i++) if (!strcmp(l->buffers[i].name, name)) return true;
+    for (int i = 0; i < l->n_children; i++) if (!strcmp(l->children[i].name, name)) return true;
+    return false;
+}
+
+static int check_name(const dg_layer *l, const char *name, const char *what) {
+    if (!name || !name[0]) { LERR(l, DG_EINVAL, "%s name is NULL or empty", what); return DG_EINVAL; }
+    if (strchr(name, '.')) { LERR(l, DG_EINVAL, "%s name '%s' contains '.'", what, name); return DG_EINVAL; }
+    if (strlen(name) > 200) { LERR(l, DG_EINVAL, "%s name '%.40s...' is longer than 200 bytes", what, name); return DG_EINVAL; }
+    if (name_taken(l, name)) { LERR(l, DG_EINVAL, "%s name '%s' is already used by this layer", what, name); return DG_EINVAL; }
+    return 0;
+}
+
+static int grow(void **arr, int *cap, int n, size_t elem) {
+    if (n < *cap) return 0;
+    int nc = *cap ? *cap * 2 : 4;
+    void *p = realloc(*arr, elem * (size_t)nc);
+    if (!p) return DG_ENOMEM;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static int add_tensor(dg_layer *l, const char *name, dg_tensor *t, bool param) {
+    const char *what = param ? "parameter" : "buffer";
+    if (!l) {
+        dg_tensor_free(t);
+        if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_add_%s: layer is NULL (adding '%s')", what, name ? name : "(null)");
+        return DG_EINVAL;
+    }
+    if (!t) { LERR(l, DG_EINVAL, "%s '%s' is NULL", what, name ? name : "(null)"); return DG_EINVAL; }
+    int rc = check_name(l, name, what);
+    char sh[96];
+    if (!rc && t->node) {
+        LERR(l, DG_EINVAL, "%s '%s' %s was made by op '%s'; a %s must be a leaf (pass dg_detach(t) or a fresh tensor)",
+             what, name, dg_shape_str(t, sh, sizeof sh), dg_grad_fn_name(t), what);
+        rc = DG_EINVAL;
+    }
+    if (!rc && param && !dg_dtype_is_float(t->dtype)) {
+        LERR(l, DG_EINVAL, "parameter '%s' %s is %s; parameters must be float", name, dg_shape_str(t, sh, sizeof sh),
+             dg_dtype_name(t->dtype));
+        rc = DG_EINVAL;
+    }
+    char *nm = NULL;
+    if (!rc) {
+        rc = param ? grow((void **)&l->params, &l->cap_params, l->n_params, sizeof(tensor_entry))
+                   : grow((void **)&l->buffers, &l->cap_buffers, l->n_buffers, sizeof(tensor_entry));
+        if (!rc && !(nm = dup_str(name))) rc = DG_ENOMEM;
+        if (rc) LERR(l, DG_ENOMEM, "out of memory adding %s '%s'", what, name);
+    }
+    if (rc) { dg_tensor_free(t); return rc; }
+    dg_keep(t);
+    t->requires_grad = param;
+    if (param) l->params[l->n_params++] = (tensor_entry){ nm, t };
+    else l->buffers[l->n_buffers++] = (tensor_entry){ nm, t };
+    return 0;
+}
+
+int dg_layer_add_parameter(dg_layer *l, const char *name, dg_tensor *t) { return add_tensor(l, name, t, true); }
+int dg_layer_add_buffer(dg_layer *l, const char *name, dg_tensor *t) { return add_tensor(l, name, t, false); }
+
+static bool contains(const dg_layer *root, const dg_layer *l) {
+    if (root == l) return true;
+    for (int i = 0; i < root->n_children; i++) if (contains(root->children[i].l, l)) return true;
+    return false;
+}
+
+int dg_layer_add_sublayer(dg_layer *l, const char *name, dg_layer *sub) {
+    if (!l) {
+        dg_layer_free(sub);
+        if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_add_sublayer: layer is NULL (adding '%s')", name ? name : "(null)");
+        return DG_EINVAL;
+    }
+    if (!sub) { LERR(l, DG_EINVAL, "sublayer '%s' is NULL", name ? name : "(null)"); return DG_EINVAL; }
+    int rc = check_name(l, name, "sublayer");
+    if (!rc && contains(sub, l)) {
+        LERR(l, DG_EINVAL, "sublayer '%s' (%s) contains this layer: a layer tree cannot have cycles", name, sub->type);
+        rc = DG_EINVAL;
+    }
+    char *nm = NULL;
+    if (!rc) {
+        rc = grow((void **)&l->children, &l->cap_children, l->n_children, sizeof(layer_entry));
+        if (!rc && !(nm = dup_str(name))) rc = DG_ENOMEM;
+        if (!rc && !sub->parent && !(sub->name = dup_str(name))) { free(nm); rc = DG_ENOMEM; }
+        if (rc) LERR(l, DG_ENOMEM, "out of memory adding sublayer '%s'", name);
+    }
+    if (rc) { dg_layer_free(sub); return rc; }
+    if (!sub->parent) sub->parent = l;
+    l->children[l->n_children++] = (layer_entry){ nm, sub };
+    return 0;
+}
+
+/* ---- lookup ---- */
+
+static dg_layer *child_named(const dg_layer *l, const char *name, size_t len) {
+    for (int i = 0; i < l->n_children; i++)
+        if (strlen(l->children[i].name) == len && !strncmp(l->children[i].name, name, len)) return l->children[i].l;
+    return NULL;
+}
+
+/* Walks the dotted prefix of `name`; returns the owner layer and sets *last to the final component. */
+static const dg_layer *walk_path(const dg_layer *l, const char *name, const char **last) {
+    if (!l || !name) return NULL;
+    const char *p = name, *dot;
+    while ((dot = strchr(p, '.'))) {
+        l = child_named(l, p, (size_t)(dot - p));
+        if (!l) return NULL;
+        p = dot + 1;
+    }
+    *last = p;
+    return l;
+}
+
+static dg_tensor *find_tensor(const tensor_entry *e, int n, const char *name) {
+    for (int i = 0; i < n; i++) if (!strcmp(e[i].name, name)) return e[i].t;
+    return NULL;
+}
+
+dg_tensor *dg_layer_parameter(const dg_layer *l, const char *name) {
+    const char *last;
+    const dg_layer *o = walk_path(l, name, &last);
+    return o ? find_tensor(o->params, o->n_params, last) : NULL;
+}
+dg_tensor *dg_layer_buffer(const dg_layer *l, const char *name) {
+    const char *last;
+    const dg_layer *o = walk_path(l, name, &last);
+    return o ? find_tensor(o->buffers, o->n_buffers, last) : NULL;
+}
+dg_layer *dg_layer_sublayer(const dg_layer *l, const char *name) {
+    const char *last;
+    const dg_layer *o = walk_path(l, name, &last);
+    return o ? child_named(o, last, strlen(last)) : NULL;
+}
+
+int dg_layer_num_children(const dg_layer *l) { return l ? l->n_children : 0; }
+dg_layer *dg_layer_child(const dg_layer *l, int i) { return l && i >= 0 && i < l->n_children ? l->children[i].l : NULL; }
+const char *dg_layer_child_name(const dg_layer *l, int i) {
+    return l && i >= 0 && i < l->n_children ? l->children[i].name : NULL;
+}
+const char *dg_layer_type(const dg_layer *l) { return l ? l->type : NULL; }
+void *dg_layer_user(const dg_layer *l) { return l ? l->user : NULL; }
+
+int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
+    if (!l || !fmt) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_set_extra_repr: NULL argument"); return DG_EINVAL; }
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char *s = dup_str(buf);
+    if (!s) { DG_ERR(DG_ENOMEM, "layer_set_extra_repr: out of memory"); return DG_ENOMEM; }
+    free(l->extra_repr);
+    l->extra_repr = s;
+    return 0;
+}
+
+/* ---- forward ---- */
+
+/* Runs fn inside a scope of its own: the result goes to the caller's scope, every other tensor
+ * made during the call dies here. A forward that returns a tensor it did not make in this call
+ * (its input, a parameter) gets a fresh view of it instead, so the caller never owns an alias. */
+#define RUN_SCOPED(l, call)                                                                     \
+    dg_scope *s_ = dg_scope_begin();                                                           \
+    if (!s_) return NULL;                                                                      \
+    dg_tensor *y_ = (call);                                                                    \
+    bool mine_ = y_ && y_->scope == s_;                                                        \
+    if (mine_) dg_keep_in_parent(y_);                                                          \
+    dg_scope_end(s_);                                                                          \
+    if (!y_) return dg_has_error() ? NULL : LERR(l, DG_EINVAL, "forward returned NULL without an error message"); \
+    return mine_ ? y_ : dg_reshape(y_, dg_shape_of(y_))
+
+dg_tensor *dg_forward(dg_layer *l, const dg_tensor *x) {
+    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "forward: layer is NULL"); return NULL; }
+    if (!x) return LERR(l, DG_EINVAL, "forward: input is NULL");
+    if (!l->forward)
+        return LERR(l, DG_EINVAL, l->loss_forward ? "a loss layer takes (input, label): call dg_loss_forward"
+                                                  : "has no forward function (a container layer)");
+    RUN_SCOPED(l, l->forward(l, x));
+}
+
+dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor *label) {
+    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "loss_forward: layer is NULL"); return NULL; }
+    if (!input) return LERR(l, DG_EINVAL, "loss_forward: input is NULL");
+    if (!label) return LERR(l, DG_EINVAL, "loss_forward: label is NULL");
+    if (!l->loss_forward) return LERR(l, DG_EINVAL, "is not a loss layer: call dg_forward(layer, x)");
+    RUN_SCOPED(l, l->loss_forward(l, input, label));
+}
+
+/* ---- mode ---- */
+
+static void set_mode(dg_layer *l, bool training) {
+    l->training = training;
+    for (int i = 0; i < l->n_children; i++) set_mode(l->children[i].l, training);
+}
+int dg_layer_train(dg_layer *l) {
+    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_train: layer is NULL"); return DG_EINVAL; }
+    set_mode(l, true);
+    return 0;
+}
+int dg_layer_eval(dg_layer *l) {
+    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_eval: layer is NULL"); return DG_EINVAL; }
+    set_mode(l, false);
+    return 0;
+}
+bool dg_layer_is_training(const dg_layer *l) { return l && l->training; }
+
+/* ---- iteration ---- */
+
+typedef struct {
+    dg_named_tensor *items;   /* names malloc'd while collecting */
+    int n, cap;
+    size_t name_bytes;
+    bool dedup, failed;
+} collector;
+
+static void collect_one(collector *c, const char *prefix, const char *name, dg_tensor *t) {
+    if (c->failed) return;
+    if (c->dedup)
+        for (int i = 0; i < c->n; i++) if (c->items[i].tensor == t) return;
+    if (grow((void **)&c->items, &c->cap, c->n, sizeof *c->items)) { c->failed = true; return; }
+    size_t lp = strlen(prefix), ln = strlen(name);
+    char *full = malloc(lp + ln + 1);
+    if (!full) { c->failed = true; return; }
+    memcpy(full, prefix, lp);
+    memcpy(full + lp, name, ln + 1);
+    c->items[c->n++] = (dg_named_tensor){ full, t };
+    c->name_bytes += lp + ln + 1;
+}
+
+static void collect(const dg_layer *l, const char *prefix, bool params, bool buffers, collector *c) {
+    if (params) for (int i = 0; i < l->n_params; i++) collect_one(c, prefix, l->params[i].name, l->params[i].t);
+    if (buffers) for (int i = 0; i < l->n_buffers; i++) collect_one(c, prefix, l->buffers[i].name, l->buffers[i].t);
+    for (int i = 0; i < l->n_children && !c->failed; i++) {
+        size_t lp = strlen(prefix), ln = strlen(l->children[i].name);
+        char *sub = malloc(lp + ln + 2);
+        if (!sub) { c->failed = true; return; }
+        memcpy(sub, prefix, lp);
+        memcpy(sub + lp, l->children[i].name, ln);
+        sub[lp + ln] = '.';
+        sub[lp + ln + 1] = 0;
+        collect(l->children[i].l, sub, params, buffers, c);
+        free(sub);
+    }
+}
+
+/* One block: n+1 entries (the last {NULL, NULL}) followed by the names. */
+static dg_named_tensor *named(const dg_layer *l, int *n, bool params, bool buffers, bool dedup, const char *op) {
+    if (n) *n = 0;
+    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "%s: layer is NULL", op); return NULL; }
+    collector c = { .dedup = dedup };
+    collect(l, "", params, buffers, &c);
+    dg_named_tensor *out = NULL;
+    if (!c.failed) out = malloc(sizeof *out * (size_t)(c.n + 1) + c.name_bytes);
+    if (out) {
+        char *names = (char *)(out + c.n + 1);
+        for (int i = 0; i < c.n; i++) {
+            size_t len = strlen(c.items[i].name) + 1;
+            memcpy(names, c.items[i].name, len);
+            out[i] = (dg_named_tensor){ names, c.items[i].tensor };
+            names += len;
+        }
+        out[c.n] = (dg_named_tensor){ NULL, NULL };
+        if (n) *n = c.n;
+    } else {
+        LERR(l, DG_ENOMEM, "%s: out of memory", op);
+    }
+    for (int i = 0; i < c.n; i++) free((char *)c.items[i].name);
+    free(c.items);
+    return out;
+}
+
+dg_named_tensor *dg_layer_named_parameters(const dg_layer *l, int *n) { return named(l, n, true, false, true, "named_parameters"); }
+dg_named_tensor *dg_layer_named_buffers(const dg_layer *l, int *n) { return named(l, n, false, true, true, "named_buffers"); }
+dg_named_tensor *dg_layer_state_dict(const dg_layer *l, int *n) { return named(l, n, true, true, false, "state_dict"); }
+
+dg_tensor **dg_layer_parameters(const dg_layer *l, int *n) {
+    int m = 0;
+    dg_named_tensor *np = named(l, &m, true, false, true, "parameters");
+    if (n) *n = 0;
+    if (!np) return NULL;
+    dg_tensor **out = malloc(sizeof *out * (size_t)(m + 1));
+    if (!out) { free(np); LERR(l, DG_ENOMEM, "parameters: out of memory"); return NULL; }
+    for (int i = 0; i < m; i++) out[i] = np[i].tensor;
+    out[m] = NULL;
+    free(np);
+    if (n) *n = m;
+    return out;
+}
+
+int64_t dg_layer_num_parameters(const dg_layer *l) {
+    int n;
+    dg_tensor **p = dg_layer_parameters(l, &n);
+    if (!p) return -1;
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) total += dg_numel(p[i]);
+    free(p);
+    return total;
+}
+
+static void clear_grads(dg_layer *l) {
+    for (int i = 0; i < l->n_params; i++) dg_clear_grad(l->params[i].t);
+    for (int i = 0; i < l->n_children; i++) clear_grads(l->children[i].l);
+}
+int dg_layer_clear_gradients(dg_layer *l) {
+    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_clear_gradients: layer is NULL"); return DG_EINVAL; }
+    clear_grads(l);
+    return 0;
+}
+
+int dg_layer_apply(dg_layer *l, int (*fn)(dg_layer *, void *), void *user) {
+    if (!l || !fn) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_apply: %s is NULL", l ? "fn" : "layer"); return DG_EINVAL; }
+    for (int i = 0; i < l->n_children; i++) {
+        int rc = dg_layer_apply(l->children[i].l, fn, user);
+        if (rc) return rc;
+    }
+    return fn(l, user);
+}
+
+/* ---- printing (torch's Module.__repr__ layout) ---- */
+
+typedef struct { char *s; size_t n, cap; bool failed; } strbuf;
+
+static void sb_put(strbuf *b, const char *s, size_t len) {
+    if (b->failed) return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + len + 1) cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) { b->failed = true; return; }
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, len);
+    b->n += len;
+    b->s[b->n] = 0;
+}
+static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+static void sb_indent(strbuf *b, int depth) { for (int i = 0; i < depth; i++) sb_str(b, "  "); }
+
+static void repr(const dg_layer *l, strbuf *b, int depth) {
+    sb_str(b, l->type);
+    sb_str(b, "(");
+    const char *extra = l->extra_repr ? l->extra_repr : "";
+    if (!l->n_children) { sb_str(b, extra); sb_str(b, ")"); return; }
+    sb_str(b, "\n");
+    if (extra[0]) { sb_indent(b, depth + 1); sb_str(b, extra); sb_str(b, "\n"); }
+    for (int i = 0; i < l->n_children; i++) {
+        sb_indent(b, depth + 1);
+        sb_str(b, "(");
+        sb_str(b, l->children[i].name);
+        sb_str(b, "): ");
+        repr(l->children[i].l, b, depth + 1);
+        sb_str(b, "\n");
+    }
+    sb_indent(b, depth);
+    sb_str(b, ")");
+}
+
+char *dg_layer_to_string(const dg_layer *l) {
+    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_to_string: layer is NULL"); return NULL; }
+    strbuf b = {0};
+    repr(l, &b, 0);
+    if (b.failed || !b.s) { free(b.s); DG_ERR(DG_ENOMEM, "layer_to_string: out of memory"); return NULL; }
+    return b.s;
+}
+
+int dg_layer_print(const dg_layer *l) {
+    char *s = dg_layer_to_string(l);
+    if (!s) return dg_last_status() ? dg_last_status() : DG_EINVAL;
+    puts(s);
+    free(s);
+    return 0;
+}

@@ -1,0 +1,78 @@
+/* nn/norm.c — BatchNorm1d and BatchNorm2d (torch.nn.BatchNorm*d / paddle.nn.BatchNorm*D).
+ * Parameters weight (ones) and bias (zeros) unless no_affine; buffers running_mean (zeros),
+ * running_var (ones) and num_batches_tracked (i64 scalar) unless no_running_stats — the names,
+ * shapes and update rules of torch, so state dicts load as they are. */
+#include "../eager/internal.h"
+
+typedef struct {
+    int64_t c;
+    int ndim_lo, ndim_hi;               /* accepted input ranks */
+    double momentum, eps;
+    bool cumulative;
+    dg_tensor *weight, *bias, *running_mean, *running_var, *num_batches_tracked;
+} bn_state;
+
+static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x) {
+    bn_state *s = dg_layer_user(self);
+    char sh[96];
+    int nd = dg_ndim(x);
+    if (nd < s->ndim_lo || nd > s->ndim_hi || dg_dim(x, 1) != s->c)
+        return DG_LAYER_ERROR(self, "input %s must be %s", dg_shape_str(x, sh, sizeof sh),
+                              s->ndim_lo == 4 ? "[N, C, H, W] with C = num_features" : "[N, C] or [N, C, L] with C = num_features");
+    const dg_tensor *ref = s->weight ? s->weight : s->running_mean;
+    if (ref && dg_dtype_of(x) != dg_dtype_of(ref))
+        return DG_LAYER_ERROR(self, "input %s is %s but the layer's tensors are %s", dg_shape_str(x, sh, sizeof sh),
+                              dg_dtype_name(dg_dtype_of(x)), dg_dtype_name(dg_dtype_of(ref)));
+    int64_t per_channel = dg_numel(x) / (s->c ? s->c : 1);
+    bool training = dg_layer_is_training(self);
+    /* as torch: batch statistics in training, or always when there are no running stats */
+    bool use_batch = training || !s->running_mean;
+    if (use_batch && per_channel <= 1)
+        return DG_LAYER_ERROR(self, "expected more than 1 value per channel when training, got input %s",
+                              dg_shape_str(x, sh, sizeof sh));
+    double momentum = s->momentum;
+    if (training && s->num_batches_tracked) {
+        double n = dg_item(s->num_batches_tracked) + 1;
+        if (dg_fill_(s->num_batches_tracked, n)) return NULL;
+        if (s->cumulative) momentum = 1.0 / n;
+    }
+    /* the running stats are read in eval and updated in training (when tracked) */
+    return dg_batch_norm(x, s->running_mean, s->running_var, s->weight, s->bias,
+                         (dg_batch_norm_params){ .training = use_batch, .momentum = momentum, .eps = s->eps });
+}
+
+static dg_layer *bn_new(const char *type, int lo, int hi, int64_t c, dg_nn_batch_norm_params p) {
+    bn_state *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", type); return NULL; }
+    dg_layer *l = dg_layer_new(type, bn_forward, s, free);
+    if (!l) return NULL;
+    *s = (bn_state){ .c = c, .ndim_lo = lo, .ndim_hi = hi, .momentum = p.momentum ? p.momentum : 0.1,
+                     .eps = p.eps ? p.eps : 1e-5, .cumulative = p.cumulative_average };
+    if (p.cumulative_average)
+        dg_layer_set_extra_repr(l, "%lld, eps=%g, momentum=None, affine=%s, track_running_stats=%s", (long long)c, s->eps,
+                                p.no_affine ? "False" : "True", p.no_running_stats ? "False" : "True");
+    else
+        dg_layer_set_extra_repr(l, "%lld, eps=%g, momentum=%g, affine=%s, track_running_stats=%s", (long long)c, s->eps,
+                                s->momentum, p.no_affine ? "False" : "True", p.no_running_stats ? "False" : "True");
+    if (c <= 0 || !(s->eps > 0) || !(s->momentum > 0 && s->momentum <= 1) || (p.dtype != DG_F32 && p.dtype != DG_F64)) {
+        DG_LAYER_ERROR(l, "bad configuration: need num_features > 0, eps > 0, momentum in (0, 1] and dtype "
+                          "float32/float64 (dtype %s)", dg_dtype_name(p.dtype));
+        dg_layer_free(l);
+        return NULL;
+    }
+    int rc = 0;
+    if (!p.no_affine) {
+        rc = dg_layer_add_parameter(l, "weight", s->weight = dg_ones(DG_SHAPE(c), p.dtype));
+        if (!rc) rc = dg_layer_add_parameter(l, "bias", s->bias = dg_zeros(DG_SHAPE(c), p.dtype));
+    }
+    if (!rc && !p.no_running_stats) {
+        rc = dg_layer_add_buffer(l, "running_mean", s->running_mean = dg_zeros(DG_SHAPE(c), p.dtype));
+        if (!rc) rc = dg_layer_add_buffer(l, "running_var", s->running_var = dg_ones(DG_SHAPE(c), p.dtype));
+        if (!rc) rc = dg_layer_add_buffer(l, "num_batches_tracked", s->num_batches_tracked = dg_scalar(0, DG_I64));
+    }
+    if (rc) { dg_layer_free(l); return NULL; }
+    return l;
+}
+
+dg_layer *dg_nn_batch_norm1d(int64_t c, dg_nn_batch_norm_params p) { return bn_new("BatchNorm1d", 2, 3, c, p); }
+dg_layer *dg_nn_batch_norm2d(int64_t c, dg_nn_batch_norm_params p) { return bn_new("BatchNorm2d", 4, 4, c, p); }

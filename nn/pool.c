@@ -1,0 +1,71 @@
+/* nn/pool.c — MaxPool2d, AvgPool2d and AdaptiveAvgPool2d layers over NCHW input (no
+ * parameters). Defaults as torch except AvgPool2d's count_include_pad, which defaults to false
+ * (Paddle's exclusive=True), as the functional op does. */
+#include "../eager/internal.h"
+
+typedef struct { bool avg; dg_pool2d_params pool; int out_h, out_w; } pool_state;
+
+static dg_tensor *check_nchw(dg_layer *self, const dg_tensor *x) {
+    char sh[96];
+    if (dg_ndim(x) != 4) return DG_LAYER_ERROR(self, "input %s must be [N, C, H, W]", dg_shape_str(x, sh, sizeof sh));
+    return (dg_tensor *)x;
+}
+
+static dg_tensor *pool_forward(dg_layer *self, const dg_tensor *x) {
+    pool_state *s = dg_layer_user(self);
+    if (!check_nchw(self, x)) return NULL;
+    char sh[96];
+    for (int a = 0; a < 2; a++)
+        if (dg_dim(x, 2 + a) + 2 * s->pool.padding[a] < s->pool.kernel[a])
+            return DG_LAYER_ERROR(self, "input %s is smaller than the kernel (%d) after padding",
+                                  dg_shape_str(x, sh, sizeof sh), s->pool.kernel[a]);
+    return s->avg ? dg_avg_pool2d(x, s->pool) : dg_max_pool2d(x, s->pool);
+}
+
+static dg_tensor *adaptive_forward(dg_layer *self, const dg_tensor *x) {
+    pool_state *s = dg_layer_user(self);
+    if (!check_nchw(self, x)) return NULL;
+    return dg_adaptive_avg_pool2d(x, s->out_h, s->out_w);
+}
+
+static dg_layer *pool_new(const char *type, dg_layer_forward_fn fn, pool_state st) {
+    pool_state *s = malloc(sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", type); return NULL; }
+    *s = st;
+    return dg_layer_new(type, fn, s, free);
+}
+
+static dg_layer *pool2d(bool avg, int k, dg_nn_pool2d_params p) {
+    int stride = p.stride ? p.stride : k;
+    dg_pool2d_params pp = { .kernel = { k, k }, .stride = { stride, stride }, .padding = { p.padding, p.padding },
+                            .ceil_mode = p.ceil_mode, .count_include_pad = p.count_include_pad };
+    dg_layer *l = pool_new(avg ? "AvgPool2d" : "MaxPool2d", pool_forward, (pool_state){ .avg = avg, .pool = pp });
+    if (!l) return NULL;
+    if (avg)
+        dg_layer_set_extra_repr(l, "kernel_size=%d, stride=%d, padding=%d", k, stride, p.padding);   /* as torch prints it */
+    else
+        dg_layer_set_extra_repr(l, "kernel_size=%d, stride=%d, padding=%d, dilation=1, ceil_mode=%s", k, stride, p.padding,
+                                p.ceil_mode ? "True" : "False");
+    /* torch: padding at most half the kernel */
+    if (k <= 0 || stride <= 0 || p.padding < 0 || 2 * p.padding > k) {
+        DG_LAYER_ERROR(l, "bad configuration: need kernel_size > 0, stride > 0 and 0 <= padding <= kernel_size/2");
+        dg_layer_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+dg_layer *dg_nn_max_pool2d(int k, dg_nn_pool2d_params p) { return pool2d(false, k, p); }
+dg_layer *dg_nn_avg_pool2d(int k, dg_nn_pool2d_params p) { return pool2d(true, k, p); }
+
+dg_layer *dg_nn_adaptive_avg_pool2d(int out_h, int out_w) {
+    dg_layer *l = pool_new("AdaptiveAvgPool2d", adaptive_forward, (pool_state){ .out_h = out_h, .out_w = out_w });
+    if (!l) return NULL;
+    dg_layer_set_extra_repr(l, "output_size=(%d, %d)", out_h, out_w);
+    if (out_h <= 0 || out_w <= 0) {
+        DG_LAYER_ERROR(l, "output size must be positive");
+        dg_layer_free(l);
+        return NULL;
+    }
+    return l;
+}

@@ -1,0 +1,74 @@
+/* nn/sequential.c — Sequential: children named "0", "1", ... run in order (torch.nn.Sequential /
+ * paddle.nn.Sequential). */
+#include "../eager/internal.h"
+#include <stdarg.h>
+
+static char seq_marker;   /* the user pointer of every Sequential: marks the type */
+
+static dg_tensor *seq_forward(dg_layer *self, const dg_tensor *x) {
+    int n = dg_layer_num_children(self);
+    const dg_tensor *y = x;
+    for (int i = 0; i < n && y; i++) y = dg_forward(dg_layer_child(self, i), y);   /* temporaries die with the call */
+    return (dg_tensor *)y;
+}
+
+int dg_nn_sequential_append(dg_layer *seq, dg_layer *layer) {
+    if (seq && dg_layer_user(seq) != &seq_marker) {
+        DG_LAYER_ERROR(seq, "sequential_append: not a Sequential");
+        dg_layer_free(layer);
+        return DG_EINVAL;
+    }
+    char name[16];
+    snprintf(name, sizeof name, "%d", dg_layer_num_children(seq));
+    return dg_layer_add_sublayer(seq, name, layer);
+}
+
+static dg_layer *seq_new(void) {
+    return dg_layer_new("Sequential", seq_forward, &seq_marker, NULL);
+}
+
+dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers) {
+    bool bad = n < 0 || (n > 0 && !layers);
+    for (int i = 0; i < n && !bad; i++) bad = !layers[i];
+    dg_layer *seq = bad ? NULL : seq_new();
+    if (!seq) {
+        int missing = -1;
+        for (int i = 0; layers && i < n; i++) {
+            if (!layers[i] && missing < 0) missing = i;
+            dg_layer_free(layers[i]);
+        }
+        if (!dg_has_error()) {
+            if (missing >= 0) DG_ERR(DG_EINVAL, "Sequential: layer %d of %d is NULL", missing, n);
+            else DG_ERR(DG_EINVAL, "Sequential: %s", n < 0 ? "negative layer count" : "layer list is NULL");
+        }
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (dg_nn_sequential_append(seq, layers[i])) {
+            for (int j = i + 1; j < n; j++) dg_layer_free(layers[j]);
+            dg_layer_free(seq);
+            return NULL;
+        }
+    }
+    return seq;
+}
+
+dg_layer *dg_nn_sequential(int n, ...) {
+    if (n < 0 || n > 4096) {
+        if (!dg_has_error()) DG_ERR(DG_EINVAL, "Sequential: bad layer count %d", n);
+        return NULL;
+    }
+    dg_layer **ls = malloc(sizeof *ls * (size_t)(n ? n : 1));
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        dg_layer *l = va_arg(ap, dg_layer *);
+        if (ls) ls[i] = l;
+        else dg_layer_free(l);
+    }
+    va_end(ap);
+    if (!ls) { DG_ERR(DG_ENOMEM, "Sequential: out of memory"); return NULL; }
+    dg_layer *seq = dg_nn_sequential_array(n, ls);
+    free(ls);
+    return seq;
+}

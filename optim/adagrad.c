@@ -1,0 +1,42 @@
+/* optim/adagrad.c — Adagrad, torch.optim.Adagrad (dense gradients): per parameter a running sum
+ * of squared gradients, made at construction as PyTorch does. */
+#include "optim_internal.h"
+#include <math.h>
+
+/* t += 1; d = g + wd p; sum += d^2; p -= lr / (1 + (t-1) lr_decay) * d / (sqrt(sum) + eps) */
+static int adagrad_update(dg_optimizer *o, int i, dg_tensor *p, const dg_tensor *g) {
+    dg_opt_state *s = &o->state[i];
+    dg_tensor *sum = s->buf[0];
+    s->step++;
+    const dg_tensor *d = g;
+    if (o->weight_decay != 0) { d = dg_opt_axpy(g, o->weight_decay, p); DG_OPT_NONNULL(o, d); }
+    double clr = o->lr / (1 + (double)(s->step - 1) * o->lr_decay);
+    dg_tensor *d2 = dg_mul(d, d);
+    DG_OPT_NONNULL(o, d2);
+    DG_OPT_TRY(o, dg_add_(sum, d2));
+    dg_tensor *std = dg_add_scalar(dg_sqrt(sum), o->eps);
+    dg_tensor *upd = dg_div(d, std);
+    DG_OPT_NONNULL(o, upd);
+    DG_OPT_TRY(o, dg_axpy_(p, -clr, upd));
+    return 0;
+}
+
+static const dg_opt_kind_info adagrad_info = {
+    .name = "adagrad", .n_slots = 1, .slot = { "sum" }, .has_step = true, .update = adagrad_update,
+};
+
+dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p) {
+    DG_CHECK(p.lr_decay >= 0 && isfinite(p.lr_decay), "adagrad: lr_decay must be >= 0, got %g", p.lr_decay);
+    DG_CHECK(p.eps >= 0 && isfinite(p.eps), "adagrad: eps must be >= 0, got %g", p.eps);
+    DG_CHECK(p.initial_accumulator_value >= 0 && isfinite(p.initial_accumulator_value),
+             "adagrad: initial_accumulator_value must be >= 0, got %g", p.initial_accumulator_value);
+    dg_optimizer *o = dg_opt_new(DG_OPT_ADAGRAD, &adagrad_info, params, n, p.lr == 0 ? 1e-2 : p.lr,
+                                 p.weight_decay, p.grad_clip_norm);
+    if (!o) return NULL;
+    o->lr_decay = p.lr_decay;
+    o->eps = p.eps == 0 ? 1e-10 : p.eps;
+    o->init_acc = p.initial_accumulator_value;
+    for (int i = 0; i < n; i++)
+        if (dg_opt_ensure_state(o, i) != 0) { dg_optimizer_free(o); return NULL; }
+    return o;
+}

@@ -1,0 +1,64 @@
+/* optim/adam.c — Adam (L2 weight decay added to the gradient) and AdamW (decoupled decay),
+ * torch.optim.Adam / AdamW without amsgrad, step for step as PyTorch 1.13's single-tensor path. */
+#include "optim_internal.h"
+#include <math.h>
+
+/* t += 1; (AdamW: p *= 1 - lr wd) (Adam: d = g + wd p);
+ * m = b1 m + (1-b1) d; v = b2 v + (1-b2) d^2;
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
+static int adam_update(dg_optimizer *o, int i, dg_tensor *p, const dg_tensor *g) {
+    dg_opt_state *s = &o->state[i];
+    dg_tensor *m = s->buf[0], *v = s->buf[1];
+    s->step++;
+    const dg_tensor *d = g;
+    if (o->kind == DG_OPT_ADAMW) {
+        if (o->weight_decay != 0) DG_OPT_TRY(o, dg_scale_(p, 1 - o->lr * o->weight_decay));
+    } else if (o->weight_decay != 0) {
+        d = dg_opt_axpy(g, o->weight_decay, p);
+        DG_OPT_NONNULL(o, d);
+    }
+    DG_OPT_TRY(o, dg_scale_(m, o->beta1));
+    DG_OPT_TRY(o, dg_axpy_(m, 1 - o->beta1, d));
+    dg_tensor *d2 = dg_mul(d, d);
+    DG_OPT_NONNULL(o, d2);
+    DG_OPT_TRY(o, dg_scale_(v, o->beta2));
+    DG_OPT_TRY(o, dg_axpy_(v, 1 - o->beta2, d2));
+    double t = (double)s->step;
+    double bc1 = 1 - pow(o->beta1, t), bc2 = 1 - pow(o->beta2, t);
+    double step_size = o->lr / bc1, bc2_sqrt = sqrt(bc2);
+    dg_tensor *denom = dg_add_scalar(dg_div_scalar(dg_sqrt(v), bc2_sqrt), o->eps);
+    dg_tensor *upd = dg_div(m, denom);
+    DG_OPT_NONNULL(o, upd);
+    DG_OPT_TRY(o, dg_axpy_(p, -step_size, upd));
+    return 0;
+}
+
+static const dg_opt_kind_info adam_info = {
+    .name = "adam", .n_slots = 2, .slot = { "exp_avg", "exp_avg_sq" }, .has_step = true, .update = adam_update,
+};
+static const dg_opt_kind_info adamw_info = {
+    .name = "adamw", .n_slots = 2, .slot = { "exp_avg", "exp_avg_sq" }, .has_step = true, .update = adam_update,
+};
+
+static dg_optimizer *adam_common(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tensor *const *params, int n,
+                                 double lr, double beta1, double beta2, double eps, double wd, double clip) {
+    const char *nm = info->name;
+    DG_CHECK(beta1 >= 0 && beta1 < 1, "%s: beta1 must be in [0, 1), got %g", nm, beta1);
+    DG_CHECK(beta2 >= 0 && beta2 < 1, "%s: beta2 must be in [0, 1), got %g", nm, beta2);
+    DG_CHECK(eps >= 0 && isfinite(eps), "%s: eps must be >= 0, got %g", nm, eps);
+    dg_optimizer *o = dg_opt_new(kind, info, params, n, lr == 0 ? 1e-3 : lr, wd, clip);
+    if (!o) return NULL;
+    o->beta1 = beta1 == 0 ? 0.9 : beta1;
+    o->beta2 = beta2 == 0 ? 0.999 : beta2;
+    o->eps = eps == 0 ? 1e-8 : eps;
+    return o;
+}
+
+dg_optimizer *dg_adam(dg_tensor *const *params, int n, dg_adam_params p) {
+    return adam_common(DG_OPT_ADAM, &adam_info, params, n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_clip_norm);
+}
+
+dg_optimizer *dg_adamw(dg_tensor *const *params, int n, dg_adamw_params p) {
+    double wd = p.no_weight_decay ? 0 : p.weight_decay == 0 ? 0.01 : p.weight_decay;
+    return adam_common(DG_OPT_ADAMW, &adamw_info, params, n, p.lr, p.beta1, p.beta2, p.eps, wd, p.grad_clip_norm);
+}

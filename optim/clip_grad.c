@@ -1,0 +1,44 @@
+/* optim/clip_grad.c — global L2-norm gradient clipping, torch.nn.utils.clip_grad_norm_ (also
+ * what an optimizer's grad_clip_norm runs before its step). */
+#include "optim_internal.h"
+#include <math.h>
+
+double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm) {
+    if (n < 0 || (n > 0 && !params)) {
+        DG_ERR(DG_EINVAL, "clip_grad_norm: %s", n < 0 ? "negative parameter count" : "params is NULL");
+        return DG_EINVAL;
+    }
+    if (!(max_norm >= 0) || isinf(max_norm)) {
+        DG_ERR(DG_EINVAL, "clip_grad_norm: max_norm must be finite and >= 0, got %g", max_norm);
+        return DG_EINVAL;
+    }
+    for (int i = 0; i < n; i++)
+        if (!params[i]) { DG_ERR(DG_EINVAL, "clip_grad_norm: parameter %d is NULL", i); return DG_EINVAL; }
+
+    /* Sum of squares in float64, whatever the gradients' dtype. */
+    double sumsq = 0;
+    bool any = false;
+    int rc = 0;
+    dg_no_grad_begin();
+    dg_scope *sc = dg_scope_begin();
+    for (int i = 0; i < n; i++) {
+        const dg_tensor *g = dg_grad(params[i]);
+        if (!g) continue;
+        any = true;
+        dg_tensor *g64 = dg_cast(g, DG_F64);
+        dg_tensor *ss = dg_sum_all(dg_mul(g64, g64));
+        if (!ss) { rc = dg_last_status() ? dg_last_status() : DG_EINVAL; break; }
+        sumsq += dg_item(ss);
+    }
+    dg_scope_end(sc);
+    double total = any ? sqrt(sumsq) : 0.0;
+    /* As PyTorch: coef = max_norm / (total + 1e-6), clamped to 1; a NaN coef propagates. */
+    double coef = max_norm / (total + 1e-6);
+    if (rc == 0 && any && !(coef >= 1.0))
+        for (int i = 0; i < n && rc == 0; i++) {
+            dg_tensor *g = dg_grad(params[i]);
+            if (g) rc = dg_scale_(g, coef);
+        }
+    dg_no_grad_end();
+    return rc ? rc : total;
+}

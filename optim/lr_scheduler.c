@@ -1,0 +1,194 @@
+/* optim/lr_scheduler.c — learning-rate schedulers: StepLR, MultiStepLR, ExponentialLR,
+ * CosineAnnealingLR (PyTorch's closed forms), Paddle's LinearWarmup and PiecewiseDecay. Each is
+ * lr(epoch) in closed form; the scheduler keeps the epoch and pushes lr into its optimizer. */
+#include "optim_internal.h"
+#include <math.h>
+
+typedef enum { LR_STEP, LR_MULTI_STEP, LR_EXPONENTIAL, LR_COSINE, LR_WARMUP, LR_PIECEWISE } lr_kind;
+
+struct dg_lr_scheduler {
+    lr_kind kind;
+    const char *name;
+    dg_optimizer *opt;            /* borrowed; NULL: free-standing */
+    int64_t epoch;
+    double lr;                    /* lr(epoch) */
+    double base_lr, gamma, eta_min;
+    int step_size, t_max;
+    int *ints; int n_ints;        /* milestones (sorted) or boundaries */
+    double *values;               /* piecewise: n_ints + 1 */
+    int warmup_steps;
+    double start_lr, end_lr, const_lr;
+    dg_lr_scheduler *after;       /* owned */
+};
+
+static double lr_at(dg_lr_scheduler *s, int64_t e);
+
+/* Moves s (and what it wraps) to epoch e and sets the optimizer's lr. */
+static int set_epoch(dg_lr_scheduler *s, int64_t e) {
+    s->epoch = e;
+    s->lr = lr_at(s, e);
+    return s->opt ? dg_optimizer_set_lr(s->opt, s->lr) : 0;
+}
+
+static double lr_at(dg_lr_scheduler *s, int64_t e) {
+    switch (s->kind) {
+    case LR_STEP: return s->base_lr * pow(s->gamma, (double)(e / s->step_size));
+    case LR_MULTI_STEP: {
+        int k = 0;   /* bisect_right: milestones <= e */
+        while (k < s->n_ints && s->ints[k] <= e) k++;
+        return s->base_lr * pow(s->gamma, (double)k);
+    }
+    case LR_EXPONENTIAL: return s->base_lr * pow(s->gamma, (double)e);
+    case LR_COSINE:
+        return s->eta_min + (s->base_lr - s->eta_min) * (1 + cos(M_PI * (double)e / s->t_max)) / 2;
+    case LR_WARMUP:
+        if (e < s->warmup_steps) return (s->end_lr - s->start_lr) * (double)e / (double)s->warmup_steps + s->start_lr;
+        if (!s->after) return s->const_lr;
+        set_epoch(s->after, e - s->warmup_steps);   /* as Paddle: after.step(epoch - warmup_steps) */
+        return s->after->lr;
+    case LR_PIECEWISE:
+        for (int i = 0; i < s->n_ints; i++)
+            if (e < s->ints[i]) return s->values[i];
+        return s->values[s->n_ints];
+    }
+    return NAN;
+}
+
+/* Common construction: base_lr 0 takes the optimizer's lr; lr(0) is applied at once. */
+static dg_lr_scheduler *sched_new(lr_kind kind, const char *name, dg_optimizer *opt, double base_lr, bool needs_base) {
+    DG_CHECK(base_lr >= 0 && isfinite(base_lr), "%s: base_lr must be >= 0, got %g", name, base_lr);
+    if (needs_base && base_lr == 0) {
+        DG_CHECK(opt, "%s: needs base_lr or an optimizer to take it from", name);
+        base_lr = dg_optimizer_get_lr(opt);
+    }
+    dg_lr_scheduler *s = calloc(1, sizeof *s);
+    DG_CHECK(s, "%s: out of memory", name);
+    s->kind = kind;
+    s->name = name;
+    s->opt = opt;
+    s->base_lr = base_lr;
+    return s;
+}
+
+static dg_lr_scheduler *sched_start(dg_lr_scheduler *s) {
+    if (set_epoch(s, 0) != 0) { dg_lr_scheduler_free(s); return NULL; }
+    return s;
+}
+
+static int cmp_int(const void *a, const void *b) { int x = *(const int *)a, y = *(const int *)b; return (x > y) - (x < y); }
+
+dg_lr_scheduler *dg_step_lr(dg_optimizer *opt, dg_step_lr_params p) {
+    DG_CHECK(p.step_size > 0, "step_lr: step_size must be > 0, got %d", p.step_size);
+    DG_CHECK(p.gamma >= 0 && isfinite(p.gamma), "step_lr: gamma must be >= 0, got %g", p.gamma);
+    dg_lr_scheduler *s = sched_new(LR_STEP, "step_lr", opt, p.base_lr, true);
+    if (!s) return NULL;
+    s->step_size = p.step_size;
+    s->gamma = p.gamma == 0 ? 0.1 : p.gamma;
+    return sched_start(s);
+}
+
+dg_lr_scheduler *dg_multi_step_lr(dg_optimizer *opt, dg_multi_step_lr_params p) {
+    DG_CHECK(p.n_milestones >= 0 && (p.n_milestones == 0 || p.milestones), "multi_step_lr: %s",
+             p.n_milestones < 0 ? "negative n_milestones" : "milestones is NULL");
+    DG_CHECK(p.gamma >= 0 && isfinite(p.gamma), "multi_step_lr: gamma must be >= 0, got %g", p.gamma);
+    dg_lr_scheduler *s = sched_new(LR_MULTI_STEP, "multi_step_lr", opt, p.base_lr, true);
+    if (!s) return NULL;
+    s->gamma = p.gamma == 0 ? 0.1 : p.gamma;
+    s->n_ints = p.n_milestones;
+    s->ints = malloc(sizeof(int) * (size_t)(p.n_milestones ? p.n_milestones : 1));
+    if (!s->ints) { dg_lr_scheduler_free(s); DG_ERR(DG_ENOMEM, "multi_step_lr: out of memory"); return NULL; }
+    if (p.n_milestones) memcpy(s->ints, p.milestones, sizeof(int) * (size_t)p.n_milestones);
+    qsort(s->ints, (size_t)s->n_ints, sizeof(int), cmp_int);
+    return sched_start(s);
+}
+
+dg_lr_scheduler *dg_exponential_lr(dg_optimizer *opt, dg_exponential_lr_params p) {
+    DG_CHECK(p.gamma > 0 && isfinite(p.gamma), "exponential_lr: gamma must be > 0, got %g", p.gamma);
+    dg_lr_scheduler *s = sched_new(LR_EXPONENTIAL, "exponential_lr", opt, p.base_lr, true);
+    if (!s) return NULL;
+    s->gamma = p.gamma;
+    return sched_start(s);
+}
+
+dg_lr_scheduler *dg_cosine_annealing_lr(dg_optimizer *opt, dg_cosine_annealing_lr_params p) {
+    DG_CHECK(p.t_max > 0, "cosine_annealing_lr: t_max must be > 0, got %d", p.t_max);
+    DG_CHECK(p.eta_min >= 0 && isfinite(p.eta_min), "cosine_annealing_lr: eta_min must be >= 0, got %g", p.eta_min);
+    dg_lr_scheduler *s = sched_new(LR_COSINE, "cosine_annealing_lr", opt, p.base_lr, true);
+    if (!s) return NULL;
+    s->t_max = p.t_max;
+    s->eta_min = p.eta_min;
+    return sched_start(s);
+}
+
+dg_lr_scheduler *dg_linear_warmup_lr(dg_optimizer *opt, dg_lr_scheduler *after, dg_linear_warmup_lr_params p) {
+    if (after) {   /* owned from here on, also on failure */
+        if (!opt) opt = after->opt;
+        after->opt = NULL;
+    }
+    const char *nm = "linear_warmup_lr";
+    const char *why = p.warmup_steps <= 0 ? "warmup_steps must be > 0"
+                    : !(p.start_lr >= 0 && isfinite(p.start_lr)) ? "start_lr must be >= 0"
+                    : !(p.end_lr >= 0 && isfinite(p.end_lr)) ? "end_lr must be >= 0"
+                    : !(p.lr >= 0 && isfinite(p.lr)) ? "lr must be >= 0"
+                    : (p.end_lr == 0 && !opt) ? "needs end_lr or an optimizer to take it from" : NULL;
+    if (why) {
+        DG_ERR(DG_EINVAL, "%s: %s (warmup_steps %d, start_lr %g, end_lr %g, lr %g)", nm, why, p.warmup_steps, p.start_lr,
+               p.end_lr, p.lr);
+        dg_lr_scheduler_free(after);
+        return NULL;
+    }
+    dg_lr_scheduler *s = sched_new(LR_WARMUP, nm, opt, 0, false);
+    if (!s) { dg_lr_scheduler_free(after); return NULL; }
+    s->warmup_steps = p.warmup_steps;
+    s->start_lr = p.start_lr;
+    s->end_lr = p.end_lr == 0 ? dg_optimizer_get_lr(opt) : p.end_lr;
+    s->const_lr = p.lr == 0 ? s->end_lr : p.lr;
+    s->after = after;
+    return sched_start(s);
+}
+
+dg_lr_scheduler *dg_piecewise_lr(dg_optimizer *opt, dg_piecewise_lr_params p) {
+    const char *nm = "piecewise_lr";
+    DG_CHECK(p.n_boundaries >= 0 && (p.n_boundaries == 0 || p.boundaries) && p.values, "%s: %s", nm,
+             p.n_boundaries < 0 ? "negative n_boundaries" : !p.values ? "values is NULL" : "boundaries is NULL");
+    for (int i = 1; i < p.n_boundaries; i++)
+        DG_CHECK(p.boundaries[i] > p.boundaries[i - 1], "%s: boundaries must be ascending (boundaries[%d] = %d after %d)",
+                 nm, i, p.boundaries[i], p.boundaries[i - 1]);
+    for (int i = 0; i <= p.n_boundaries; i++)
+        DG_CHECK(p.values[i] >= 0 && isfinite(p.values[i]), "%s: values[%d] must be >= 0, got %g", nm, i, p.values[i]);
+    dg_lr_scheduler *s = sched_new(LR_PIECEWISE, nm, opt, 0, false);
+    if (!s) return NULL;
+    s->n_ints = p.n_boundaries;
+    s->ints = malloc(sizeof(int) * (size_t)(p.n_boundaries ? p.n_boundaries : 1));
+    s->values = malloc(sizeof(double) * (size_t)(p.n_boundaries + 1));
+    if (!s->ints || !s->values) { dg_lr_scheduler_free(s); DG_ERR(DG_ENOMEM, "%s: out of memory", nm); return NULL; }
+    if (p.n_boundaries) memcpy(s->ints, p.boundaries, sizeof(int) * (size_t)p.n_boundaries);
+    memcpy(s->values, p.values, sizeof(double) * (size_t)(p.n_boundaries + 1));
+    return sched_start(s);
+}
+
+int dg_lr_scheduler_step(dg_lr_scheduler *s) {
+    DG_CHECK_INT(s, "lr_scheduler_step: scheduler is NULL");
+    return set_epoch(s, s->epoch + 1);
+}
+
+int dg_lr_scheduler_set_epoch(dg_lr_scheduler *s, int64_t epoch) {
+    DG_CHECK_INT(s, "lr_scheduler_set_epoch: scheduler is NULL");
+    DG_CHECK_INT(epoch >= 0, "%s: epoch must be >= 0, got %lld", s->name, (long long)epoch);
+    return set_epoch(s, epoch);
+}
+
+double dg_lr_scheduler_get_lr(const dg_lr_scheduler *s) {
+    if (!s) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "lr_scheduler_get_lr: scheduler is NULL"); return NAN; }
+    return s->lr;
+}
+
+int64_t dg_lr_scheduler_epoch(const dg_lr_scheduler *s) { return s ? s->epoch : -1; }
+
+void dg_lr_scheduler_free(dg_lr_scheduler *s) {
+    if (!s) return;
+    dg_lr_scheduler_free(s->after);
+    free(s->ints);
+    free(s->values);
+    free(s);
+}

@@ -1,0 +1,164 @@
+/* optim/optimizer.c — what every optimizer shares: parameter validation, lifetime, the step
+ * driver (clip, then one update per parameter that has a gradient, in no-grad mode), clearing
+ * gradients, the learning rate, and the small tensor helpers the update rules use. */
+#include "optim_internal.h"
+#include <math.h>
+
+dg_tensor *dg_opt_cpu_scalar(double v, dg_dtype dt) {
+    dg_tensor *t = dg_keep(dg_scalar(v, dt));
+    if (t && dg_device_of(t).type != DG_CPU) {
+        dg_tensor *c = dg_keep(dg_to_device(t, dg_cpu()));
+        dg_tensor_free(t);
+        t = c;
+    }
+    return t;
+}
+
+dg_tensor *dg_opt_axpy(const dg_tensor *g, double alpha, const dg_tensor *x) {
+    dg_tensor *y = dg_clone(g);
+    if (y && dg_axpy_(y, alpha, x) != 0) return NULL;   /* y stays in the caller's scope */
+    return y;
+}
+
+dg_optimizer *dg_opt_new(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tensor *const *params, int n,
+                         double lr, double weight_decay, double grad_clip_norm) {
+    const char *nm = info->name;
+    DG_CHECK(params, "%s: params is NULL", nm);
+    DG_CHECK(n > 0, "%s: no parameters (n = %d)", nm, n);
+    DG_CHECK(lr >= 0 && isfinite(lr), "%s: lr must be >= 0, got %g", nm, lr);
+    DG_CHECK(weight_decay >= 0 && isfinite(weight_decay), "%s: weight_decay must be >= 0, got %g", nm, weight_decay);
+    DG_CHECK(grad_clip_norm >= 0 && isfinite(grad_clip_norm), "%s: grad_clip_norm must be >= 0, got %g", nm, grad_clip_norm);
+    for (int i = 0; i < n; i++) {
+        const dg_tensor *p = params[i];
+        DG_CHECK(p, "%s: parameter %d is NULL", nm, i);
+        char sh[96];
+        dg_shape_str(p, sh, sizeof sh);
+        DG_CHECK(dg_is_leaf(p), "%s: parameter %d %s is not a leaf (made by %s); pass the tensors being trained",
+                 nm, i, sh, dg_grad_fn_name(p) ? dg_grad_fn_name(p) : "an op");
+        DG_CHECK(dg_dtype_of(p) == DG_F32 || dg_dtype_of(p) == DG_F64, "%s: parameter %d %s is %s; expects float32/float64",
+                 nm, i, sh, dg_dtype_name(dg_dtype_of(p)));
+        DG_CHECK(dg_requires_grad(p), "%s: parameter %d %s does not require grad", nm, i, sh);
+        for (int j = 0; j < i; j++)
+            DG_CHECK(params[j] != p, "%s: parameter %d is parameter %d again", nm, i, j);
+    }
+    dg_optimizer *o = calloc(1, sizeof *o);
+    DG_CHECK(o, "%s: out of memory", nm);
+    o->kind = kind;
+    o->info = info;
+    o->n = n;
+    o->params = malloc(sizeof *o->params * (size_t)n);
+    o->state = calloc((size_t)n, sizeof *o->state);
+    o->lr = lr;
+    o->lr_t = dg_opt_cpu_scalar(lr, DG_F64);
+    o->weight_decay = weight_decay;
+    o->grad_clip_norm = grad_clip_norm;
+    if (!o->params || !o->state || !o->lr_t) {
+        dg_optimizer_free(o);
+        if (!dg_has_error()) DG_ERR(DG_ENOMEM, "%s: out of memory", nm);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        o->params[i] = params[i];
+        dg_opt_state *s = &o->state[i];
+        int k = 0;
+        for (; k < info->n_slots; k++) snprintf(s->name[k], sizeof s->name[k], "%d.%s", i, info->slot[k]);
+        if (info->has_step) snprintf(s->name[k], sizeof s->name[k], "%d.step", i);
+    }
+    return o;
+}
+
+int dg_opt_ensure_state(dg_optimizer *o, int i) {
+    dg_opt_state *s = &o->state[i];
+    if (s->has) return 0;
+    dg_tensor *buf[DG_OPT_MAX_SLOTS] = { 0 }, *step_t = NULL;
+    bool ok = true;
+    for (int k = 0; k < o->info->n_slots && ok; k++) {
+        buf[k] = dg_keep(dg_zeros_like(o->params[i]));
+        ok = buf[k] && (o->init_acc == 0 || dg_fill_(buf[k], o->init_acc) == 0);
+    }
+    if (ok && o->info->has_step) ok = (step_t = dg_opt_cpu_scalar(0, DG_I64)) != NULL;
+    if (!ok) {
+        for (int k = 0; k < DG_OPT_MAX_SLOTS; k++) dg_tensor_free(buf[k]);
+        dg_tensor_free(step_t);
+        if (!dg_has_error()) DG_ERR(DG_ENOMEM, "%s: cannot make the state of parameter %d", o->info->name, i);
+        return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    }
+    memcpy(s->buf, buf, sizeof buf);
+    s->step_t = step_t;
+    s->step = 0;
+    s->has = true;
+    s->fresh = true;
+    return 0;
+}
+
+void dg_optimizer_free(dg_optimizer *o) {
+    if (!o) return;
+    if (o->state)
+        for (int i = 0; i < o->n; i++) {
+            for (int k = 0; k < DG_OPT_MAX_SLOTS; k++) dg_tensor_free(o->state[i].buf[k]);
+            dg_tensor_free(o->state[i].step_t);
+        }
+    dg_tensor_free(o->lr_t);
+    free(o->state);
+    free(o->params);
+    free(o);
+}
+
+int dg_optimizer_step(dg_optimizer *o) {
+    DG_CHECK_INT(o, "optimizer_step: optimizer is NULL");
+    const char *nm = o->info->name;
+    if (o->grad_clip_norm > 0) {
+        double norm = dg_clip_grad_norm(o->params, o->n, o->grad_clip_norm);
+        if (norm < 0) return (int)norm;
+    }
+    int rc = 0;
+    dg_no_grad_begin();
+    for (int i = 0; i < o->n && rc == 0; i++) {
+        dg_tensor *p = o->params[i], *g = dg_grad(p);
+        if (!g) continue;
+        if (dg_numel(g) != dg_numel(p) || dg_ndim(g) != dg_ndim(p) || dg_dtype_of(g) != dg_dtype_of(p)) {
+            char a[96], b[96];
+            DG_ERR(DG_EINVAL, "%s: gradient %s %s does not match parameter %d %s %s", nm, dg_shape_str(g, a, sizeof a),
+                   dg_dtype_name(dg_dtype_of(g)), i, dg_shape_str(p, b, sizeof b), dg_dtype_name(dg_dtype_of(p)));
+            rc = DG_EINVAL;
+            break;
+        }
+        if (o->info->n_slots > 0 || o->info->has_step) rc = dg_opt_ensure_state(o, i);
+        if (rc) break;
+        dg_opt_state *s = &o->state[i];
+        dg_scope *sc = dg_scope_begin();   /* temporaries of this parameter's update */
+        rc = o->info->update(o, i, p, g);
+        dg_scope_end(sc);
+        if (rc == 0) s->fresh = false;
+        if (rc == 0 && s->step_t) rc = dg_fill_(s->step_t, (double)s->step);
+    }
+    dg_no_grad_end();
+    return rc;
+}
+
+int dg_optimizer_clear_grad(dg_optimizer *o) {
+    DG_CHECK_INT(o, "optimizer_clear_grad: optimizer is NULL");
+    for (int i = 0; i < o->n; i++) dg_clear_grad(o->params[i]);
+    return 0;
+}
+
+int dg_optimizer_set_lr(dg_optimizer *o, double lr) {
+    DG_CHECK_INT(o, "optimizer_set_lr: optimizer is NULL");
+    DG_CHECK_INT(lr >= 0 && isfinite(lr), "%s: lr must be >= 0, got %g", o->info->name, lr);
+    o->lr = lr;
+    return dg_fill_(o->lr_t, lr);
+}
+
+double dg_optimizer_get_lr(const dg_optimizer *o) {
+    if (!o) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "optimizer_get_lr: optimizer is NULL"); return NAN; }
+    return o->lr;
+}
+
+const char *dg_optimizer_name(const dg_optimizer *o) { return o ? o->info->name : NULL; }
+int dg_optimizer_num_params(const dg_optimizer *o) { return o ? o->n : 0; }
+
+dg_tensor *dg_optimizer_param(const dg_optimizer *o, int i) {
+    DG_CHECK(o, "optimizer_param: optimizer is NULL");
+    DG_CHECK(i >= 0 && i < o->n, "%s: parameter index %d out of range [0, %d)", o->info->name, i, o->n);
+    return o->params[i];
+}
