@@ -10,5 +10,6 @@
 #include "dygraph/nn.h"
 #include "dygraph/optim.h"
 #include "dygraph/io.h"
+#include "dygraph/checkpoint.h"
 
 #endif

@@ -1,0 +1,40 @@
+/* dygraph/checkpoint.h — saving and loading a layer's state (parameters + buffers, under the
+ * torchvision/Paddle names) and an optimizer's state as safetensors files, readable and
+ * writable by PyTorch's `safetensors` package. Saves are atomic (temp file, fsync, rename).
+ * Loads validate first and change nothing when they fail. */
+#ifndef DYGRAPH_CHECKPOINT_H
+#define DYGRAPH_CHECKPOINT_H
+
+#include "io.h"
+#include "nn.h"
+#include "optim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dg_load_params {
+    bool non_strict;   /* default strict: any missing/unexpected key or shape/dtype mismatch is an
+                          error and nothing is loaded; non_strict loads every entry that matches */
+} dg_load_params;
+
+typedef struct dg_load_report {
+    int loaded, missing, unexpected, mismatched;
+} dg_load_report;
+
+/* The layer's state_dict (torch order) as a dict of borrowed-by-reference tensors. */
+dg_tensor_dict *dg_layer_state_to_dict(const dg_layer *layer);
+int dg_layer_save(const dg_layer *layer, const char *path);
+/* report may be NULL. The error message lists the offending names. */
+int dg_layer_load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_params p, dg_load_report *report);
+int dg_layer_load(dg_layer *layer, const char *path, dg_load_params p, dg_load_report *report);
+
+int dg_optimizer_save(const dg_optimizer *opt, const char *path);
+/* Every entry is checked against the optimizer's kind and parameters before any is loaded. */
+int dg_optimizer_load(dg_optimizer *opt, const char *path);
+int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *state);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,141 @@
+/* test/test_checkpoint.c — layer and optimizer checkpoints: save -> load -> continue is
+ * bit-identical to training without the break; strict loads report missing/unexpected/
+ * mismatched names and load nothing; non-strict loads what matches. */
+#include "test_util.h"
+#include <unistd.h>
+
+static dg_layer *small_net(uint64_t seed) {
+    dg_manual_seed(seed);
+    return dg_nn_sequential(5, dg_nn_linear(6, 8), dg_nn_batch_norm1d(8, (dg_nn_batch_norm_params){0}), dg_nn_relu(),
+                            dg_nn_dropout(0.2), dg_nn_linear(8, 3));
+}
+
+/* One step whose data and dropout mask depend only on the step number. */
+static void train_step(dg_layer *net, dg_optimizer *opt, int step) {
+    dg_scope *s = dg_scope_begin();
+    dg_manual_seed(1000 + (uint64_t)step);
+    dg_tensor *x = dg_randn(DG_SHAPE(16, 6), DG_F32);
+    dg_tensor *y = dg_from_data(DG_SHAPE(16), DG_I64, (int64_t[]){0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0});
+    dg_tensor *loss = dg_cross_entropy(dg_forward(net, x), y);
+    cr_assert_eq(dg_backward(loss), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_optimizer_step(opt), 0, "%s", dg_last_error());
+    dg_optimizer_clear_grad(opt);
+    dg_scope_end(s);
+}
+
+static dg_optimizer *adam_for(dg_layer *net) {
+    int n;
+    dg_tensor **p = dg_layer_parameters(net, &n);
+    dg_optimizer *o = dg_adam(p, n, (dg_adam_params){ .lr = 0.01, .weight_decay = 1e-4 });
+    free(p);
+    return o;
+}
+
+static bool states_identical(const dg_layer *a, const dg_layer *b) {
+    int na, nb;
+    dg_named_tensor *sa = dg_layer_state_dict(a, &na), *sb = dg_layer_state_dict(b, &nb);
+    bool same = na == nb;
+    for (int i = 0; same && i < na; i++) {
+        size_t bytes = (size_t)dg_numel(sa[i].tensor) * dg_dtype_size(dg_dtype_of(sa[i].tensor));
+        same = strcmp(sa[i].name, sb[i].name) == 0 && memcmp(dg_data(sa[i].tensor), dg_data(sb[i].tensor), bytes) == 0;
+    }
+    free(sa); free(sb);
+    return same;
+}
+
+Test(checkpoint, resume_is_bit_identical) {
+    char mp[] = "/tmp/dg_ck_model_XXXXXX", op[] = "/tmp/dg_ck_opt_XXXXXX";
+    close(mkstemp(mp)); close(mkstemp(op));
+    dg_layer *a = small_net(1);
+    dg_optimizer *oa = adam_for(a);
+    for (int step = 0; step < 5; step++) train_step(a, oa, step);
+    cr_assert_eq(dg_layer_save(a, mp), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_optimizer_save(oa, op), 0, "%s", dg_last_error());
+    for (int step = 5; step < 10; step++) train_step(a, oa, step);
+
+    dg_layer *b = small_net(99);                       /* different init */
+    dg_optimizer *ob = adam_for(b);
+    cr_assert(!states_identical(a, b));
+    dg_load_report r;
+    cr_assert_eq(dg_layer_load(b, mp, (dg_load_params){0}, &r), 0, "%s", dg_last_error());
+    cr_assert_eq(r.loaded, 9, "4 params + BN's weight/bias/running stats/count: %d", r.loaded);
+    cr_assert_eq(dg_optimizer_load(ob, op), 0, "%s", dg_last_error());
+    for (int step = 5; step < 10; step++) train_step(b, ob, step);
+    cr_assert(states_identical(a, b), "resumed training differs from uninterrupted training");
+
+    dg_optimizer_free(oa); dg_optimizer_free(ob);
+    dg_layer_free(a); dg_layer_free(b);
+    unlink(mp); unlink(op);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+Test(checkpoint, strict_load_reports_and_loads_nothing) {
+    char path[] = "/tmp/dg_ck_strict_XXXXXX";
+    close(mkstemp(path));
+    dg_layer *a = small_net(1);
+    /* a file with one key missing, one unexpected and one wrong shape */
+    dg_tensor_dict *d = dg_layer_state_to_dict(a);
+    dg_tensor_dict *bad = dg_tensor_dict_new();
+    dg_scope *s = dg_scope_begin();
+    for (int i = 0; i < dg_tensor_dict_size(d); i++) {
+        const char *name = dg_tensor_dict_name(d, i);
+        if (strcmp(name, "1.running_var") == 0) continue;
+        if (strcmp(name, "4.bias") == 0) { dg_tensor_dict_set(bad, name, dg_zeros(DG_SHAPE(4), DG_F32)); continue; }
+        dg_tensor_dict_set(bad, name, dg_tensor_dict_tensor(d, i));
+    }
+    dg_tensor_dict_set(bad, "head.weight", dg_zeros(DG_SHAPE(2), DG_F32));
+    dg_scope_end(s);
+    cr_assert_eq(dg_save_safetensors(path, bad), 0);
+
+    dg_layer *b = small_net(7);
+    dg_layer *b_copy = small_net(7);
+    dg_clear_error();
+    dg_load_report r;
+    cr_assert_neq(dg_layer_load(b, path, (dg_load_params){0}, &r), 0);
+    const char *m = dg_last_error();
+    cr_assert(strstr(m, path) && strstr(m, "1.running_var") && strstr(m, "head.weight") && strstr(m, "4.bias"), "%s", m);
+    cr_assert(strstr(m, "[4]") && strstr(m, "[3]"), "both shapes named: %s", m);
+    cr_assert_eq(r.missing, 1);
+    cr_assert_eq(r.unexpected, 1);
+    cr_assert_eq(r.mismatched, 1);
+    cr_assert(states_identical(b, b_copy), "a failed strict load changes nothing");
+    dg_clear_error();
+
+    cr_assert_eq(dg_layer_load(b, path, (dg_load_params){ .non_strict = true }, &r), 0, "%s", dg_last_error());
+    cr_assert_eq(r.loaded, 7);
+    cr_assert(max_rel_err(dg_layer_parameter(b, "0.weight"), dg_layer_parameter(a, "0.weight"), 1) == 0);
+    cr_assert(max_rel_err(dg_layer_parameter(b, "4.bias"), dg_layer_parameter(b_copy, "4.bias"), 1) == 0, "mismatched entry untouched");
+
+    dg_tensor_dict_free(d); dg_tensor_dict_free(bad);
+    dg_layer_free(a); dg_layer_free(b); dg_layer_free(b_copy);
+    unlink(path);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+Test(checkpoint, optimizer_bad_entries_load_nothing) {
+    dg_layer *net = small_net(3);
+    dg_optimizer *o = adam_for(net);
+    train_step(net, o, 0);
+    dg_tensor_dict *d = dg_tensor_dict_new();
+    dg_scope *s = dg_scope_begin();
+    dg_tensor_dict_set(d, "lr", dg_scalar(0.5, DG_F64));
+    dg_tensor_dict_set(d, "0.momentum_buffer", dg_zeros(DG_SHAPE(8, 6), DG_F32));
+    dg_scope_end(s);
+    dg_clear_error();
+    cr_assert_neq(dg_optimizer_load_dict(o, d), 0);
+    cr_assert(strstr(dg_last_error(), "momentum_buffer") && strstr(dg_last_error(), "adam"), "%s", dg_last_error());
+    cr_assert_float_eq(dg_optimizer_get_lr(o), 0.01, 1e-12, "lr unchanged: nothing loaded");
+    dg_clear_error();
+    dg_tensor_dict_free(d);
+    d = dg_tensor_dict_new();
+    s = dg_scope_begin();
+    dg_tensor_dict_set(d, "0.exp_avg", dg_zeros(DG_SHAPE(6, 8), DG_F32));
+    dg_scope_end(s);
+    cr_assert_neq(dg_optimizer_load_dict(o, d), 0);
+    cr_assert(strstr(dg_last_error(), "[6, 8]"), "%s", dg_last_error());
+    dg_clear_error();
+    dg_tensor_dict_free(d);
+    dg_optimizer_free(o);
+    dg_layer_free(net);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
