@@ -28,7 +28,7 @@ STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
-.PHONY: all lib test test-run run deps bench asan-test install clean goldens fuzz-safetensors
+.PHONY: all lib test test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES)
 lib: $(STATIC) $(SHARED)
 
@@ -65,13 +65,22 @@ deps:
 # address/undefined/leak sanitizers (about half a minute).
 test: deps
 	@$(MAKE) --no-print-directory -j2 all
+	@$(MAKE) --no-print-directory interop-files
 	@$(MAKE) --no-print-directory test-run
+	/usr/bin/python3 test/goldens/resnet_interop.py check build/interop
 	@$(MAKE) --no-print-directory asan-test
+
+# torchvision's resnet18 state, a batch, its logits and its state after one step (90 MB, so made
+# here rather than committed); test/test_interop.c reads them.
+interop-files: build/interop/resnet18_io.safetensors
+build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
+	@mkdir -p build/interop
+	/usr/bin/python3 test/goldens/resnet_interop.py make build/interop
 
 test-run: $(TESTBIN)
 	$(TESTBIN) --jobs 2
 
-asan-test: deps
+asan-test: deps interop-files
 	@$(MAKE) --no-print-directory -j2 BUILD=build/asan OPT=-O1 \
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" build/asan/bin/dygraph_tests

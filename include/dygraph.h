@@ -10,6 +10,7 @@
 #include "dygraph/nn.h"
 #include "dygraph/optim.h"
 #include "dygraph/io.h"
+#include "dygraph/models.h"
 #include "dygraph/checkpoint.h"
 
 #endif

@@ -6,9 +6,10 @@ set -e
 # side-by-side benches and for regenerating the goldens, with OpenBLAS so that PyTorch runs on
 # its best BLAS here rather than the reference one it falls back to; `deps.sh fuzz` adds clang
 # and libFuzzer.
-PKGS="gcc make pkg-config libdnnl-dev libcriterion-dev zlib1g-dev"
+# The tests use PyTorch too: the torchvision interop test generates its reference on the spot.
+PKGS="gcc make pkg-config libdnnl-dev libcriterion-dev zlib1g-dev python3-torch python3-torchvision"
 [ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-14-dev libomp-14-dev"
-[ "${1:-}" = bench ] && PKGS="$PKGS python3-torch python3-numpy libopenblas0-pthread"
+[ "${1:-}" = bench ] && PKGS="$PKGS python3-numpy libopenblas0-pthread"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

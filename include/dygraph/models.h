@@ -1,0 +1,103 @@
+/* dygraph/models.h — the model zoo: torchvision's ResNets and the seeds' networks, built on
+ * the layer API of nn.h.
+ *
+ * Every model is an ordinary dg_layer: run it with dg_forward, list its parameters with
+ * dg_layer_parameters / dg_layer_named_parameters, switch modes with dg_layer_train/_eval,
+ * release it with dg_layer_free. Names, order and shapes of parameters and buffers are those of
+ * the PyTorch module the comment names (state_dict() entry for entry), and every weight uses
+ * PyTorch's layout (Linear [out, in], Conv2d [OC, C, KH, KW]), so a torch state dict maps onto
+ * the model with no renaming. A Paddle checkpoint maps too, except that Paddle stores Linear
+ * weights transposed ([in, out]): transpose them when loading one.
+ *
+ * Random initialisation is drawn from dygraph's seeded Philox stream (dg_manual_seed): the
+ * distributions are PyTorch's, the values are not (a different generator).
+ *
+ * Constructors return NULL with a message (dg_last_error) on a bad configuration or when
+ * memory runs out; nothing is leaked then. */
+#ifndef DYGRAPH_MODELS_H
+#define DYGRAPH_MODELS_H
+
+#include "nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================= ResNet (torchvision.models.resnet) =======================
+ * Structure, names and init exactly as torchvision 0.14:
+ *   conv1 (7x7, stride 2, padding 3, no bias), bn1, relu, maxpool (3, stride 2, padding 1),
+ *   layer1..layer4 (Sequential of blocks "0", "1", ...; layer2..4 start with stride 2),
+ *   avgpool (adaptive to 1x1), flatten, fc (Linear(512 * expansion, num_classes)).
+ * A block holds conv1, bn1, relu, conv2, bn2 (BasicBlock) or conv1, bn1, conv2, bn2, conv3,
+ * bn3, relu (Bottleneck, stride on the 3x3 conv: "ResNet v1.5"), and "downsample" =
+ * Sequential(Conv2d 1x1 with the block's stride and no bias, BatchNorm2d) when the stride is
+ * not 1 or the channel count changes. Its forward is
+ *   out = relu(bn_last(...relu(bn1(conv1(x)))...) + (downsample ? downsample(x) : x)).
+ * Init: every Conv2d kaiming_normal_(mode fan_out, relu); every BatchNorm2d weight 1, bias 0;
+ * fc keeps Linear's default (kaiming_uniform a=sqrt(5), bias U(+-1/sqrt(in))).
+ * Input [N, 3, H, W] with H, W >= 32 gives [N, num_classes] logits (any size works thanks to
+ * the adaptive pool; 224x224 is ImageNet's). Type strings: "ResNet", "BasicBlock", "Bottleneck".
+ * resnet18 with 1000 classes has 11,689,512 parameters, resnet34 21,797,672, resnet50
+ * 25,557,032 (as torchvision). */
+typedef struct dg_resnet_params {
+    int64_t num_classes;       /* 0 means 1000 */
+    bool zero_init_residual;   /* torchvision's option: the last BN weight of each block starts at 0 */
+    dg_dtype dtype;            /* default DG_F32; DG_F64 for gradient checks */
+} dg_resnet_params;
+
+typedef enum dg_resnet_block_kind {
+    DG_RESNET_BASIC = 0,       /* BasicBlock, expansion 1 (resnet18/34) */
+    DG_RESNET_BOTTLENECK = 1,  /* Bottleneck, expansion 4 (resnet50/101/152) */
+} dg_resnet_block_kind;
+
+dg_layer *dg_resnet18(dg_resnet_params p);   /* BasicBlock, [2, 2, 2, 2] */
+dg_layer *dg_resnet34(dg_resnet_params p);   /* BasicBlock, [3, 4, 6, 3] */
+dg_layer *dg_resnet50(dg_resnet_params p);   /* Bottleneck, [3, 4, 6, 3] (seed 003's model) */
+/* Any depth: torchvision's ResNet(block, layers, num_classes); layers[i] >= 1 blocks per stage
+ * (resnet101 is Bottleneck [3, 4, 23, 3], resnet152 Bottleneck [3, 8, 36, 3]). */
+dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_params p);
+
+/* One residual block as torchvision builds it inside _make_layer: output channels
+ * planes * expansion; a "downsample" branch is added when stride != 1 or inplanes differs from
+ * planes * expansion. Init as in the full model (kaiming_normal_ fan_out for convs, BN 1/0).
+ * dtype 0 means DG_F32. */
+dg_layer *dg_resnet_basic_block(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
+dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
+
+/* ======================= the seeds' networks ======================= */
+
+/* Seed 004's MNIST network (type "MNIST"): x [N, 1, 28, 28] -> [N, 10] LOGITS.
+ *   conv1  Conv2d(1, 20, 5, stride 1, padding 2), then ReLU
+ *   pool1  MaxPool2d(2, stride 2)
+ *   conv2  Conv2d(20, 20, 5, stride 1, padding 2), then ReLU
+ *   pool2  MaxPool2d(2, stride 2)
+ *   fc     Linear(980, 10) on the input flattened from axis 1 (20 * 7 * 7 = 980)
+ * The seed's FC applies softmax (act='softmax'); this model returns the logits instead and the
+ * softmax belongs in the loss: dg_cross_entropy(logits, label) equals the seed's
+ * cross_entropy(softmax(...)) and is numerically safer. Apply dg_softmax(out, -1) for the
+ * probabilities. fc.weight is [10, 980] (torch layout; the seed's FC stores [980, 10]).
+ * Default init is PyTorch's for Conv2d/Linear (not fluid's). */
+dg_layer *dg_mnist_cnn(void);
+
+/* Seed 000's CIFAR-10 network MyNet (type "MyNet"): x [N, 3, 32, 32] -> [N, num_classes].
+ *   conv1 Conv2d(3, 32, 3) + ReLU, pool1 MaxPool2d(2, 2), conv2 Conv2d(32, 64, 3) + ReLU,
+ *   pool2 MaxPool2d(2, 2), conv3 Conv2d(64, 64, 3) + ReLU, flatten (axes 1..-1),
+ *   linear1 Linear(1024, 64) + ReLU, linear2 Linear(64, num_classes)
+ * (no padding: 32 -> 30 -> 15 -> 13 -> 6 -> 4, and 64 * 4 * 4 = 1024). The sublayer names are
+ * the seed's. Paddle's Linear stores its weight as [in, out]; ours follow torch's [out, in]
+ * (linear1.weight is [64, 1024]). num_classes must be >= 1 (the seed trains with 10). */
+dg_layer *dg_cifar_mynet(int64_t num_classes);
+
+/* Seed 000's face-keypoint network FaceNet (type "FaceNet"): x [N, 3, H, W] (the seed uses
+ * 96x96) -> [N, num_keypoints * 2] (the seed: 15 keypoints -> 30 coordinates).
+ *   backbone  = dg_resnet18 with 1000 classes ("backbone.conv1.weight", ...)
+ *   outLayer1 = Sequential(Linear(1000, 512), ReLU, Dropout(0.1))  ("outLayer1.0.weight", ...)
+ *   outLayer2 = Linear(512, num_keypoints * 2)
+ * The seed's pretrained=False is the only variant: load pretrained weights into "backbone.*"
+ * from a checkpoint instead. num_keypoints must be >= 1. */
+dg_layer *dg_facenet(int64_t num_keypoints);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,120 @@
+/* nn/models/seed_nets.c — the seeds' networks: seed 004's MNIST CNN, seed 000's CIFAR-10 MyNet
+ * and face-keypoint FaceNet (a resnet18 backbone with two Linear heads). Sublayer names are the
+ * seeds' attribute names, so parameters are "conv1.weight", "linear1.bias", "backbone.fc.weight",
+ * "outLayer1.0.weight", ... Weights use torch's layout (Linear [out, in]). */
+#include "../../eager/internal.h"
+#include <dygraph/models.h>
+
+#define ADD(rc, parent, name, ctor, slot)                                                    \
+    do {                                                                                     \
+        if (!(rc)) {                                                                         \
+            dg_layer *sub_ = (ctor);                                                         \
+            (rc) = dg_layer_add_sublayer((parent), (name), sub_);                            \
+            if (!(rc)) (slot) = sub_;                                                        \
+        }                                                                                    \
+    } while (0)
+
+static dg_layer *conv(int64_t in, int64_t out, int k, int padding) {
+    return dg_nn_conv2d(in, out, k, (dg_nn_conv2d_params){ .padding = padding });
+}
+static dg_layer *pool2(void) { return dg_nn_max_pool2d(2, (dg_nn_pool2d_params){ .stride = 2 }); }
+
+/* Checks x is [N, c, h, w] (h, w < 0: any) and names the model in the message. */
+static bool check_input(dg_layer *self, const dg_tensor *x, int64_t c, int64_t h, int64_t w) {
+    char sh[96];
+    if (dg_ndim(x) == 4 && dg_dim(x, 1) == c && (h < 0 || dg_dim(x, 2) == h) && (w < 0 || dg_dim(x, 3) == w)) return true;
+    if (h < 0) DG_LAYER_ERROR(self, "input %s must be [N, %lld, H, W]", dg_shape_str(x, sh, sizeof sh), (long long)c);
+    else DG_LAYER_ERROR(self, "input %s must be [N, %lld, %lld, %lld]", dg_shape_str(x, sh, sizeof sh), (long long)c,
+                        (long long)h, (long long)w);
+    return false;
+}
+
+/* ---- seed 004: MNIST ---- */
+
+typedef struct { dg_layer *conv1, *pool1, *conv2, *pool2, *fc; } mnist_state;
+
+static dg_tensor *mnist_forward(dg_layer *self, const dg_tensor *x) {
+    mnist_state *s = dg_layer_user(self);
+    if (!check_input(self, x, 1, 28, 28)) return NULL;
+    dg_tensor *y = dg_forward(s->pool1, dg_relu(dg_forward(s->conv1, x)));
+    y = dg_forward(s->pool2, dg_relu(dg_forward(s->conv2, y)));
+    return dg_forward(s->fc, dg_flatten(y, 1, -1));   /* logits: the seed's softmax goes into the loss */
+}
+
+dg_layer *dg_mnist_cnn(void) {
+    mnist_state *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "MNIST: out of memory"); return NULL; }
+    dg_layer *l = dg_layer_new("MNIST", mnist_forward, s, free);
+    if (!l) return NULL;
+    int rc = 0;
+    ADD(rc, l, "conv1", conv(1, 20, 5, 2), s->conv1);
+    ADD(rc, l, "pool1", pool2(), s->pool1);
+    ADD(rc, l, "conv2", conv(20, 20, 5, 2), s->conv2);
+    ADD(rc, l, "pool2", pool2(), s->pool2);
+    ADD(rc, l, "fc", dg_nn_linear(20 * 7 * 7, 10), s->fc);
+    if (rc) { dg_layer_free(l); return NULL; }
+    return l;
+}
+
+/* ---- seed 000: CIFAR-10 MyNet ---- */
+
+typedef struct { dg_layer *conv1, *pool1, *conv2, *pool2, *conv3, *flatten, *linear1, *linear2; } mynet_state;
+
+static dg_tensor *mynet_forward(dg_layer *self, const dg_tensor *x) {
+    mynet_state *s = dg_layer_user(self);
+    if (!check_input(self, x, 3, 32, 32)) return NULL;
+    dg_tensor *y = dg_forward(s->pool1, dg_relu(dg_forward(s->conv1, x)));
+    y = dg_forward(s->pool2, dg_relu(dg_forward(s->conv2, y)));
+    y = dg_relu(dg_forward(s->conv3, y));
+    y = dg_relu(dg_forward(s->linear1, dg_forward(s->flatten, y)));
+    return dg_forward(s->linear2, y);
+}
+
+dg_layer *dg_cifar_mynet(int64_t num_classes) {
+    if (num_classes < 1) {
+        if (!dg_has_error()) DG_ERR(DG_EINVAL, "MyNet: num_classes must be >= 1, got %lld", (long long)num_classes);
+        return NULL;
+    }
+    mynet_state *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "MyNet: out of memory"); return NULL; }
+    dg_layer *l = dg_layer_new("MyNet", mynet_forward, s, free);
+    if (!l) return NULL;
+    int rc = 0;
+    ADD(rc, l, "conv1", conv(3, 32, 3, 0), s->conv1);
+    ADD(rc, l, "pool1", pool2(), s->pool1);
+    ADD(rc, l, "conv2", conv(32, 64, 3, 0), s->conv2);
+    ADD(rc, l, "pool2", pool2(), s->pool2);
+    ADD(rc, l, "conv3", conv(64, 64, 3, 0), s->conv3);
+    ADD(rc, l, "flatten", dg_nn_flatten(1, -1), s->flatten);
+    ADD(rc, l, "linear1", dg_nn_linear(1024, 64), s->linear1);
+    ADD(rc, l, "linear2", dg_nn_linear(64, num_classes), s->linear2);
+    if (rc) { dg_layer_free(l); return NULL; }
+    return l;
+}
+
+/* ---- seed 000: FaceNet ---- */
+
+typedef struct { dg_layer *backbone, *out1, *out2; } facenet_state;
+
+static dg_tensor *facenet_forward(dg_layer *self, const dg_tensor *x) {
+    facenet_state *s = dg_layer_user(self);
+    if (!check_input(self, x, 3, -1, -1)) return NULL;
+    return dg_forward(s->out2, dg_forward(s->out1, dg_forward(s->backbone, x)));
+}
+
+dg_layer *dg_facenet(int64_t num_keypoints) {
+    if (num_keypoints < 1 || num_keypoints > (INT64_C(1) << 40)) {
+        if (!dg_has_error()) DG_ERR(DG_EINVAL, "FaceNet: num_keypoints must be >= 1, got %lld", (long long)num_keypoints);
+        return NULL;
+    }
+    facenet_state *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "FaceNet: out of memory"); return NULL; }
+    dg_layer *l = dg_layer_new("FaceNet", facenet_forward, s, free);
+    if (!l) return NULL;
+    int rc = 0;
+    ADD(rc, l, "backbone", dg_resnet18((dg_resnet_params){ .num_classes = 1000 }), s->backbone);
+    ADD(rc, l, "outLayer1", dg_nn_sequential(3, dg_nn_linear(1000, 512), dg_nn_relu(), dg_nn_dropout(0.1)), s->out1);
+    ADD(rc, l, "outLayer2", dg_nn_linear(512, num_keypoints * 2), s->out2);
+    if (rc) { dg_layer_free(l); return NULL; }
+    return l;
+}
