@@ -100,6 +100,7 @@ run: deps $(BUILD)/bin/linear_single
 bench: $(BENCHES)
 	@sh scripts/deps.sh bench
 	sh bench/run_ops.sh $(BUILD)/bin/bench_ops
+	sh bench/run_models.sh $(BUILD)/bin/bench_models
 
 # Regenerates the PyTorch reference files (needs python3-torch, installed by deps).
 goldens:

@@ -1,0 +1,92 @@
+/* bench/models.c — training and inference throughput of the seeds' models on the CPU, one
+ * workload per process so peak RSS belongs to it:
+ *   bench_models <workload> <threads>
+ * workloads: mnist (seed 004 CNN, batch 100, SGD 0.01), cifar (seed 000 MyNet, batch 32, Adam),
+ * face (seed 000 FaceNet = ResNet18 + keypoint head, batch 32 at 96x96, MSE, Adam),
+ * resnet18_infer (ResNet18 eval, batch 32 at 224x224). Prints
+ *   <workload>_t<threads> <images/s> img/s <peak RSS MB> MB
+ * bench/run_models.sh alternates it with bench/models_torch.py. */
+#include <dygraph.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/resource.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct work {
+    dg_layer *net;
+    dg_optimizer *opt;
+    dg_tensor *x, *y;
+    int batch;
+    bool train, mse;
+} work;
+
+static void step(work *w) {
+    dg_scope *s = dg_scope_begin();
+    if (w->train) {
+        dg_tensor *out = dg_forward(w->net, w->x);
+        dg_tensor *loss = w->mse ? dg_mse_loss(out, w->y) : dg_cross_entropy(out, w->y);
+        if (!loss || dg_backward(loss) || dg_optimizer_step(w->opt)) { fprintf(stderr, "step: %s\n", dg_last_error()); exit(1); }
+        dg_optimizer_clear_grad(w->opt);
+    } else {
+        dg_no_grad_begin();
+        if (!dg_forward(w->net, w->x)) { fprintf(stderr, "forward: %s\n", dg_last_error()); exit(1); }
+        dg_no_grad_end();
+    }
+    dg_scope_end(s);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) { fprintf(stderr, "usage: %s mnist|cifar|face|resnet18_infer THREADS\n", argv[0]); return 2; }
+    const char *name = argv[1];
+    int threads = atoi(argv[2]);
+    dg_init(&(dg_init_params){ .num_threads = threads });
+    dg_manual_seed(1);
+    work w = { .train = true };
+    if (strcmp(name, "mnist") == 0) {
+        w.net = dg_mnist_cnn(); w.batch = 100;
+        w.x = dg_randn(DG_SHAPE(100, 1, 28, 28), DG_F32);
+        w.y = dg_keep(dg_cast(dg_mul_scalar(dg_rand(DG_SHAPE(100), DG_F32), 9.99), DG_I64));
+    } else if (strcmp(name, "cifar") == 0) {
+        w.net = dg_cifar_mynet(10); w.batch = 32;
+        w.x = dg_randn(DG_SHAPE(32, 3, 32, 32), DG_F32);
+        w.y = dg_keep(dg_cast(dg_mul_scalar(dg_rand(DG_SHAPE(32), DG_F32), 9.99), DG_I64));
+    } else if (strcmp(name, "face") == 0) {
+        w.net = dg_facenet(15); w.batch = 32; w.mse = true;
+        w.x = dg_randn(DG_SHAPE(32, 3, 96, 96), DG_F32);
+        w.y = dg_rand(DG_SHAPE(32, 30), DG_F32);
+    } else if (strcmp(name, "resnet18_infer") == 0) {
+        w.net = dg_resnet18((dg_resnet_params){0}); w.batch = 32; w.train = false;
+        dg_layer_eval(w.net);
+        w.x = dg_randn(DG_SHAPE(32, 3, 224, 224), DG_F32);
+    } else {
+        fprintf(stderr, "unknown workload %s\n", name);
+        return 2;
+    }
+    if (!w.net || !w.x) { fprintf(stderr, "setup: %s\n", dg_last_error()); return 1; }
+    if (w.train) {
+        int n;
+        dg_tensor **p = dg_layer_parameters(w.net, &n);
+        w.opt = strcmp(name, "mnist") == 0 ? dg_sgd(p, n, (dg_sgd_params){ .lr = 0.01 }) : dg_adam(p, n, (dg_adam_params){ .lr = 1e-3 });
+        free(p);
+    }
+    step(&w);  /* warm-up: first-touch allocations */
+    step(&w);
+    int steps = 0;
+    double t0 = now(), t;
+    do { step(&w); steps++; t = now() - t0; } while (t < 4.0 || steps < 3);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("%s_t%d %.1f img/s %.0f MB\n", name, threads, steps * w.batch / t, ru.ru_maxrss / 1024.0);
+    dg_optimizer_free(w.opt);
+    dg_layer_free(w.net);
+    dg_tensor_free(w.x);
+    dg_tensor_free(w.y);
+    return 0;
+}

@@ -1,0 +1,102 @@
+"""bench/models_torch.py — the same workloads as bench/models.c in PyTorch 1.13 (Debian),
+same batch sizes, optimizers and losses, one workload per process:
+    /usr/bin/python3 bench/models_torch.py <workload> <threads>
+prints `<workload>_t<threads> <images/s> img/s <peak RSS MB> MB`."""
+import resource
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+
+name, threads = sys.argv[1], int(sys.argv[2])
+torch.set_num_threads(threads)
+torch.manual_seed(1)
+
+
+class MnistCNN(nn.Module):  # seed 004 (softmax folded into the loss)
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 5, 1, 2)
+        self.conv2 = nn.Conv2d(20, 20, 5, 1, 2)
+        self.fc = nn.Linear(980, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        return self.fc(torch.flatten(x, 1))
+
+
+class MyNet(nn.Module):  # seed 000 CIFAR
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 32, 3)
+        self.conv2 = nn.Conv2d(32, 64, 3)
+        self.conv3 = nn.Conv2d(64, 64, 3)
+        self.linear1 = nn.Linear(1024, 64)
+        self.linear2 = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        x = torch.flatten(F.relu(self.conv3(x)), 1)
+        return self.linear2(F.relu(self.linear1(x)))
+
+
+class FaceNet(nn.Module):  # seed 000 keypoints
+    def __init__(self, num_keypoints=15):
+        super().__init__()
+        self.backbone = torchvision.models.resnet18()
+        self.outLayer1 = nn.Sequential(nn.Linear(1000, 512), nn.ReLU(), nn.Dropout(0.1))
+        self.outLayer2 = nn.Linear(512, num_keypoints * 2)
+
+    def forward(self, x):
+        return self.outLayer2(self.outLayer1(self.backbone(x)))
+
+
+train, mse = True, False
+if name == "mnist":
+    net, batch = MnistCNN(), 100
+    x, y = torch.randn(100, 1, 28, 28), torch.randint(0, 10, (100,))
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+elif name == "cifar":
+    net, batch = MyNet(10), 32
+    x, y = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+elif name == "face":
+    net, batch, mse = FaceNet(15), 32, True
+    x, y = torch.randn(32, 3, 96, 96), torch.rand(32, 30)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+elif name == "resnet18_infer":
+    net, batch, train = torchvision.models.resnet18(), 32, False
+    net.eval()
+    x = torch.randn(32, 3, 224, 224)
+else:
+    sys.exit(f"unknown workload {name}")
+
+
+def step():
+    if train:
+        out = net(x)
+        loss = F.mse_loss(out, y) if mse else F.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    else:
+        with torch.no_grad():
+            net(x)
+
+
+step()
+step()
+steps, t0 = 0, time.perf_counter()
+while True:
+    step()
+    steps += 1
+    t = time.perf_counter() - t0
+    if t >= 4.0 and steps >= 3:
+        break
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+print(f"{name}_t{threads} {steps * batch / t:.1f} img/s {rss:.0f} MB", flush=True)

@@ -1,0 +1,41 @@
+#!/bin/sh
+# bench/run_models.sh — bench/models (dygraph) and bench/models_torch.py (PyTorch) alternately,
+# ROUNDS rounds (default 3), every workload at 1 and 2 threads; prints medians of images/s and
+# peak RSS side by side with the ratio. PyTorch gets OpenBLAS's best (OPENBLAS_CORETYPE=SkylakeX,
+# its pool held to the thread count); dygraph gets no variable.
+# Usage: sh bench/run_models.sh build/bin/bench_models [workload ...]
+set -e
+BIN=${1:-build/bin/bench_models}
+shift || true
+WORKLOADS=${*:-mnist cifar face resnet18_infer}
+ROUNDS=${ROUNDS:-3}
+DIR=$(mktemp -d)
+i=1
+while [ $i -le "$ROUNDS" ]; do
+    for w in $WORKLOADS; do
+        for t in 1 2; do
+            echo "round $i/$ROUNDS: $w, $t thread(s)" >&2
+            env -u OPENBLAS_CORETYPE "$BIN" "$w" "$t" >> "$DIR/dg.$i"
+            OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$t /usr/bin/python3 bench/models_torch.py "$w" "$t" >> "$DIR/pt.$i"
+        done
+    done
+    i=$((i + 1))
+done
+/usr/bin/python3 - "$DIR" "$ROUNDS" <<'PY'
+import os, statistics, sys
+d, rounds = sys.argv[1], int(sys.argv[2])
+def load(p):
+    out = {}
+    for line in open(p):
+        k, ips, _, rss, _ = line.split()
+        out[k] = (float(ips), float(rss))
+    return out
+dg = [load(os.path.join(d, f"dg.{i}")) for i in range(1, rounds + 1)]
+pt = [load(os.path.join(d, f"pt.{i}")) for i in range(1, rounds + 1)]
+print(f"{'workload (median of %d)' % rounds:28s} {'dygraph img/s':>14s} {'pytorch img/s':>14s} {'ratio':>7s} {'dg RSS MB':>10s} {'pt RSS MB':>10s}")
+for k in dg[0]:
+    a = statistics.median(r[k][0] for r in dg); b = statistics.median(r[k][0] for r in pt)
+    ra = statistics.median(r[k][1] for r in dg); rb = statistics.median(r[k][1] for r in pt)
+    print(f"{k:28s} {a:14.1f} {b:14.1f} {a / b:6.2f}x {ra:10.0f} {rb:10.0f}")
+PY
+rm -rf "$DIR"
