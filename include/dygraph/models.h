@@ -35,8 +35,10 @@ extern "C" {
  *   out = relu(bn_last(...relu(bn1(conv1(x)))...) + (downsample ? downsample(x) : x)).
  * Init: every Conv2d kaiming_normal_(mode fan_out, relu); every BatchNorm2d weight 1, bias 0;
  * fc keeps Linear's default (kaiming_uniform a=sqrt(5), bias U(+-1/sqrt(in))).
- * Input [N, 3, H, W] with H, W >= 32 gives [N, num_classes] logits (any size works thanks to
- * the adaptive pool; 224x224 is ImageNet's). Type strings: "ResNet", "BasicBlock", "Bottleneck".
+ * Input [N, 3, H, W] gives [N, num_classes] logits for any H, W >= 32 thanks to the adaptive
+ * pool (224x224 is ImageNet's, the seeds' face keypoints use 96x96); in training mode BatchNorm
+ * needs more than one value per channel, so N * ceil(H/32) * ceil(W/32) must exceed 1.
+ * Type strings: "ResNet", "BasicBlock", "Bottleneck".
  * resnet18 with 1000 classes has 11,689,512 parameters, resnet34 21,797,672, resnet50
  * 25,557,032 (as torchvision). */
 typedef struct dg_resnet_params {

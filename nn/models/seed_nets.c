@@ -112,7 +112,7 @@ dg_layer *dg_facenet(int64_t num_keypoints) {
     dg_layer *l = dg_layer_new("FaceNet", facenet_forward, s, free);
     if (!l) return NULL;
     int rc = 0;
-    ADD(rc, l, "backbone", dg_resnet18((dg_resnet_params){ .num_classes = 1000 }), s->backbone);
+    ADD(rc, l, "backbone", dg_resnet18((dg_resnet_params){0}), s->backbone);   /* 1000 classes */
     ADD(rc, l, "outLayer1", dg_nn_sequential(3, dg_nn_linear(1000, 512), dg_nn_relu(), dg_nn_dropout(0.1)), s->out1);
     ADD(rc, l, "outLayer2", dg_nn_linear(512, num_keypoints * 2), s->out2);
     if (rc) { dg_layer_free(l); return NULL; }

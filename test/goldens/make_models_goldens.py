@@ -119,7 +119,6 @@ def names_file():
         ("resnet18_10", torchvision.models.resnet18(num_classes=10)),
         ("resnet34_10", torchvision.models.resnet34(num_classes=10)),
         ("resnet50_10", torchvision.models.resnet50(num_classes=10)),
-        ("resnet18_1000", torchvision.models.resnet18()),
         ("mnist_cnn", MNIST()),
         ("cifar_mynet_10", MyNet(num_classes=10)),
         ("facenet_15", FaceNet(num_keypoints=15)),
