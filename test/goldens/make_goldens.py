@@ -28,27 +28,13 @@ import os
 import sys
 
 import torch
+from golden_text import fmt_tensor  # noqa: E402  (test/goldens is the script folder)
 import torch.nn.functional as F
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
 
 OUT_DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.join("test", "goldens")
-PER_LINE = 8
-
-
-def fmt_tensor(name, t):
-    t = t.detach().cpu().contiguous()
-    if t.dtype in (torch.int64, torch.int32):
-        kind, vals = "i64", ["%d" % v for v in t.reshape(-1).tolist()]
-    else:
-        kind = "f32"
-        vals = ["%.9g" % v for v in t.to(torch.float32).reshape(-1).tolist()]
-    head = "tensor %s %s %d%s" % (name, kind, t.dim(), "".join(" %d" % d for d in t.shape))
-    lines = [head]
-    for i in range(0, len(vals), PER_LINE):
-        lines.append(" ".join(vals[i:i + PER_LINE]))
-    return "\n".join(lines) + "\n"
 
 
 def write(fname, tensors):
