@@ -15,10 +15,10 @@ SOMAJOR     := 0
 
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fPIC -fopenmp -Wall -Wextra -Wno-unused-parameter \
            -Wno-missing-field-initializers -Iinclude $(EXTRA_CFLAGS)
-LDLIBS  := -ldnnl -lm -lpthread
+LDLIBS  := -ldnnl -lz -ljpeg -lpng -lm -lpthread
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
-LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c)
+LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -118,7 +118,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fopenmp -Ii
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB_SRC)
 	@sh scripts/deps.sh fuzz
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) $(LIB_SRC) $< -fsanitize=fuzzer -o $@ -ldnnl -lm -lpthread
+	clang $(FUZZ_FLAGS) $(LIB_SRC) $< -fsanitize=fuzzer -o $@ $(LDLIBS)
 
 # $(call fuzz_run,target)
 fuzz_run = mkdir -p build/fuzz/corpus_$(1) && ASAN_OPTIONS=detect_leaks=1 \

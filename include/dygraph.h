@@ -12,5 +12,6 @@
 #include "dygraph/io.h"
 #include "dygraph/models.h"
 #include "dygraph/checkpoint.h"
+#include "dygraph/data.h"
 
 #endif
