@@ -50,7 +50,7 @@ $(TESTBIN): $(TEST_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS)
 
-$(BUILD)/bin/%: samples/%.c $(STATIC)
+$(BUILD)/bin/%: samples/%.c samples/sample_util.h $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 

@@ -1,0 +1,152 @@
+/* samples/sample_util.h — what every sample program shares: flag parsing, a progress bar on a
+ * TTY (plain lines otherwise), a metrics CSV, the classification/regression evaluation loop,
+ * and --save / --resume of model + optimizer + epoch. Header-only so each sample stays one
+ * file to read next to this one. */
+#ifndef DG_SAMPLE_UTIL_H
+#define DG_SAMPLE_UTIL_H
+
+#include <dygraph.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double su_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* ---- flags: --name value ---- */
+static const char *su_flag(int argc, char **argv, const char *name, const char *def) {
+    for (int i = 1; i < argc - 1; i++) if (strcmp(argv[i], name) == 0) return argv[i + 1];
+    return def;
+}
+static double su_flag_num(int argc, char **argv, const char *name, double def) {
+    const char *v = su_flag(argc, argv, name, NULL);
+    return v ? atof(v) : def;
+}
+static int su_die(const char *what) {
+    fprintf(stderr, "error: %s: %s\n", what, dg_last_error());
+    return 1;
+}
+
+/* ---- progress: a bar on a TTY, a line every `every` steps otherwise ---- */
+typedef struct su_progress {
+    int epoch, epochs;
+    int64_t total, done, images;
+    double t0, loss_sum;
+    int64_t loss_n;
+    bool tty;
+    int every;
+} su_progress;
+
+static void su_progress_start(su_progress *p, int epoch, int epochs, int64_t total) {
+    memset(p, 0, sizeof *p);
+    p->epoch = epoch; p->epochs = epochs; p->total = total;
+    p->t0 = su_now();
+    p->tty = isatty(fileno(stdout));
+    p->every = total >= 10 ? (int)(total / 10) : 1;
+}
+
+static void su_progress_step(su_progress *p, double loss, int64_t batch_images) {
+    p->done++;
+    p->images += batch_images;
+    p->loss_sum += loss;
+    p->loss_n++;
+    double el = su_now() - p->t0, ips = p->images / (el > 0 ? el : 1e-9);
+    double eta = p->done ? el / p->done * (p->total - p->done) : 0;
+    if (p->tty) {
+        int w = 24, fill = (int)(w * p->done / (p->total ? p->total : 1));
+        printf("\repoch %d/%d [%.*s>%*s] %lld/%lld loss %.4f %.0f img/s ETA %.0fs ", p->epoch, p->epochs, fill,
+               "========================", w - fill, "", (long long)p->done, (long long)p->total, p->loss_sum / p->loss_n, ips, eta);
+        if (p->done == p->total) printf("\n");
+        fflush(stdout);
+    } else if (p->done % p->every == 0 || p->done == p->total) {
+        printf("epoch %d/%d step %lld/%lld loss %.4f %.0f img/s ETA %.0fs\n", p->epoch, p->epochs, (long long)p->done,
+               (long long)p->total, p->loss_sum / p->loss_n, ips, eta);
+        fflush(stdout);
+    }
+}
+
+/* ---- metrics CSV: step,epoch,loss,accuracy,img_per_s ---- */
+static FILE *su_metrics_open(const char *path) {
+    if (!path) return NULL;
+    FILE *f = fopen(path, "w");
+    if (f) fprintf(f, "step,epoch,loss,accuracy,img_per_s\n");
+    else fprintf(stderr, "warning: cannot write metrics to %s\n", path);
+    return f;
+}
+static void su_metrics_row(FILE *f, int64_t step, int epoch, double loss, double acc, double ips) {
+    if (!f) return;
+    fprintf(f, "%lld,%d,%.6g,%.6g,%.1f\n", (long long)step, epoch, loss, acc, ips);
+    fflush(f);
+}
+
+/* ---- evaluation: mean loss and accuracy (classification) over a loader, in eval mode ---- */
+typedef struct su_eval { double loss, accuracy; int64_t n; } su_eval;
+
+static int su_evaluate(dg_layer *net, dg_dataloader *dl, bool classification, su_eval *out) {
+    memset(out, 0, sizeof *out);
+    dg_layer_eval(net);
+    int rc = dg_dataloader_start_epoch(dl, 0);
+    double loss_sum = 0, hits = 0;
+    while (!rc) {
+        dg_scope *s = dg_scope_begin();
+        dg_sample b;
+        int got = dg_dataloader_next(dl, &b);
+        if (got <= 0) { dg_scope_end(s); rc = got; break; }
+        dg_no_grad_begin();
+        dg_tensor *y = dg_forward(net, b.t[0]);
+        int64_t n = dg_dim(b.t[0], 0);
+        dg_tensor *loss = classification ? dg_cross_entropy(y, b.t[1]) : dg_mse_loss(y, b.t[1]);
+        double l = dg_item(loss);
+        if (classification) hits += dg_item(dg_accuracy(y, b.t[1], 1)) * (double)n;
+        dg_no_grad_end();
+        dg_scope_end(s);
+        if (l != l) { rc = -1; break; }
+        loss_sum += l * (double)n;
+        out->n += n;
+    }
+    dg_layer_train(net);
+    if (rc < 0) return rc;
+    out->loss = out->n ? loss_sum / (double)out->n : 0;
+    out->accuracy = out->n ? hits / (double)out->n : 0;
+    return 0;
+}
+
+/* ---- checkpoints: PREFIX.model.safetensors, PREFIX.optim.safetensors, PREFIX.meta.safetensors ---- */
+static int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t epochs_done) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s.model.safetensors", prefix);
+    if (dg_layer_save(net, path)) return -1;
+    snprintf(path, sizeof path, "%s.optim.safetensors", prefix);
+    if (opt && dg_optimizer_save(opt, path)) return -1;
+    snprintf(path, sizeof path, "%s.meta.safetensors", prefix);
+    dg_tensor_dict *m = dg_tensor_dict_new();
+    dg_scope *s = dg_scope_begin();
+    dg_tensor_dict_set(m, "epochs_done", dg_scalar((double)epochs_done, DG_I64));
+    dg_scope_end(s);
+    int rc = dg_save_safetensors(path, m);
+    dg_tensor_dict_free(m);
+    return rc;
+}
+
+/* Returns the number of epochs already done, or -1 on error. */
+static int64_t su_resume(const char *prefix, dg_layer *net, dg_optimizer *opt) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s.model.safetensors", prefix);
+    if (dg_layer_load(net, path, (dg_load_params){0}, NULL)) return -1;
+    snprintf(path, sizeof path, "%s.optim.safetensors", prefix);
+    if (opt && dg_optimizer_load(opt, path)) return -1;
+    snprintf(path, sizeof path, "%s.meta.safetensors", prefix);
+    dg_tensor_dict *m = dg_load_safetensors(path);
+    if (!m) return -1;
+    dg_tensor *e = dg_tensor_dict_get(m, "epochs_done");
+    int64_t done = e ? (int64_t)dg_item(e) : -1;
+    dg_tensor_dict_free(m);
+    return done;
+}
+
+#endif
