@@ -12,22 +12,22 @@
 #include <time.h>
 #include <unistd.h>
 
-static double su_now(void) {
+static inline double su_now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* ---- flags: --name value ---- */
-static const char *su_flag(int argc, char **argv, const char *name, const char *def) {
+static inline const char *su_flag(int argc, char **argv, const char *name, const char *def) {
     for (int i = 1; i < argc - 1; i++) if (strcmp(argv[i], name) == 0) return argv[i + 1];
     return def;
 }
-static double su_flag_num(int argc, char **argv, const char *name, double def) {
+static inline double su_flag_num(int argc, char **argv, const char *name, double def) {
     const char *v = su_flag(argc, argv, name, NULL);
     return v ? atof(v) : def;
 }
-static int su_die(const char *what) {
+static inline int su_die(const char *what) {
     fprintf(stderr, "error: %s: %s\n", what, dg_last_error());
     return 1;
 }
@@ -42,7 +42,7 @@ typedef struct su_progress {
     int every;
 } su_progress;
 
-static void su_progress_start(su_progress *p, int epoch, int epochs, int64_t total) {
+static inline void su_progress_start(su_progress *p, int epoch, int epochs, int64_t total) {
     memset(p, 0, sizeof *p);
     p->epoch = epoch; p->epochs = epochs; p->total = total;
     p->t0 = su_now();
@@ -50,7 +50,7 @@ static void su_progress_start(su_progress *p, int epoch, int epochs, int64_t tot
     p->every = total >= 10 ? (int)(total / 10) : 1;
 }
 
-static void su_progress_step(su_progress *p, double loss, int64_t batch_images) {
+static inline void su_progress_step(su_progress *p, double loss, int64_t batch_images) {
     p->done++;
     p->images += batch_images;
     p->loss_sum += loss;
@@ -71,14 +71,14 @@ static void su_progress_step(su_progress *p, double loss, int64_t batch_images) 
 }
 
 /* ---- metrics CSV: step,epoch,loss,accuracy,img_per_s ---- */
-static FILE *su_metrics_open(const char *path) {
+static inline FILE *su_metrics_open(const char *path) {
     if (!path) return NULL;
     FILE *f = fopen(path, "w");
     if (f) fprintf(f, "step,epoch,loss,accuracy,img_per_s\n");
     else fprintf(stderr, "warning: cannot write metrics to %s\n", path);
     return f;
 }
-static void su_metrics_row(FILE *f, int64_t step, int epoch, double loss, double acc, double ips) {
+static inline void su_metrics_row(FILE *f, int64_t step, int epoch, double loss, double acc, double ips) {
     if (!f) return;
     fprintf(f, "%lld,%d,%.6g,%.6g,%.1f\n", (long long)step, epoch, loss, acc, ips);
     fflush(f);
@@ -87,7 +87,7 @@ static void su_metrics_row(FILE *f, int64_t step, int epoch, double loss, double
 /* ---- evaluation: mean loss and accuracy (classification) over a loader, in eval mode ---- */
 typedef struct su_eval { double loss, accuracy; int64_t n; } su_eval;
 
-static int su_evaluate(dg_layer *net, dg_dataloader *dl, bool classification, su_eval *out) {
+static inline int su_evaluate(dg_layer *net, dg_dataloader *dl, bool classification, su_eval *out) {
     memset(out, 0, sizeof *out);
     dg_layer_eval(net);
     int rc = dg_dataloader_start_epoch(dl, 0);
@@ -117,7 +117,7 @@ static int su_evaluate(dg_layer *net, dg_dataloader *dl, bool classification, su
 }
 
 /* ---- checkpoints: PREFIX.model.safetensors, PREFIX.optim.safetensors, PREFIX.meta.safetensors ---- */
-static int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t epochs_done) {
+static inline int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t epochs_done) {
     char path[1024];
     snprintf(path, sizeof path, "%s.model.safetensors", prefix);
     if (dg_layer_save(net, path)) return -1;
@@ -134,7 +134,7 @@ static int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t
 }
 
 /* Returns the number of epochs already done, or -1 on error. */
-static int64_t su_resume(const char *prefix, dg_layer *net, dg_optimizer *opt) {
+static inline int64_t su_resume(const char *prefix, dg_layer *net, dg_optimizer *opt) {
     char path[1024];
     snprintf(path, sizeof path, "%s.model.safetensors", prefix);
     if (dg_layer_load(net, path, (dg_load_params){0}, NULL)) return -1;

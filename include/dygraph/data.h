@@ -23,9 +23,18 @@ extern "C" {
 #endif
 
 #define DG_MAX_SAMPLE_FIELDS 4
+/* t[0..n-1] are distinct tensor references (the same tensor twice in one sample is not allowed). */
 typedef struct dg_sample { int n; dg_tensor *t[DG_MAX_SAMPLE_FIELDS]; } dg_sample;
 /* Releases the tensors of a sample and sets n to 0 (for samples got outside any scope). */
 void dg_sample_clear(dg_sample *s);
+/* Stacks field f of samples[0..n-1] along a new axis 0 into batch->t[f] (CPU tensors, like
+ * torch's default_collate). Every sample must have the same field count and, per field, the same
+ * shape and dtype: otherwise an error naming the sample positions and both shapes. The new
+ * tensors follow the usual ownership rule (the open scope, else the caller). */
+int dg_collate(const dg_sample *samples, int64_t n, dg_sample *batch);
+/* The seed the DataLoader passes to get() for `index` in `epoch`: Philox keyed by the loader
+ * seed, so a sample's random transforms do not depend on worker count or batch position. */
+uint64_t dg_sample_seed(uint64_t loader_seed, int64_t epoch, int64_t index);
 
 /* ---- datasets ---- */
 typedef struct dg_dataset dg_dataset;
@@ -34,36 +43,54 @@ typedef struct dg_dataset_vtable {
     /* Fill out with new tensors for sample `index`. Called from worker threads concurrently: it
      * must be thread-safe. `seed` is fixed by (loader seed, epoch, index): use it, not global
      * state, for any randomness. Return 0, or a negative dg_status after setting a message
-     * (dg_dataset_error). */
+     * (dg_dataset_error); tensors counted in out->n when it fails are released for it.
+     * Temporaries it makes inside the DataLoader are freed after it returns (it runs inside a
+     * scope there); the tensors it puts in `out` are kept. */
     int (*get)(void *self, int64_t index, uint64_t seed, dg_sample *out);
     void (*free)(void *self);           /* may be NULL */
 } dg_dataset_vtable;
 
+/* Datasets are refcounted: new returns one reference (the caller's); subset, map, transform and
+ * the DataLoader take their own, so the caller may free its handle at once. vt is copied; self
+ * is released with vt->free when the last reference goes (from whichever thread drops it). */
 dg_dataset *dg_dataset_new(const dg_dataset_vtable *vt, void *self, const char *name);
+dg_dataset *dg_dataset_ref(dg_dataset *ds);      /* another reference, released by dg_dataset_free */
 void dg_dataset_free(dg_dataset *ds);
 int64_t dg_dataset_len(const dg_dataset *ds);
 const char *dg_dataset_name(const dg_dataset *ds);
+/* Sample `index` (0 <= index < len) into out; its tensors follow the usual ownership rule (the
+ * open scope, else the caller: dg_sample_clear). On failure out->n is 0 and the message names
+ * the dataset and the index: "dataset 'NAME' index I: ...". */
 int dg_dataset_get(dg_dataset *ds, int64_t index, uint64_t seed, dg_sample *out);
 /* Sets the thread's error message from inside a get (printf-style); returns DG_EFORMAT. */
 int dg_dataset_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A view of base through an index list (train/val splits). Takes a reference to base. */
 dg_dataset *dg_dataset_subset(dg_dataset *base, const int64_t *indices, int64_t n);
-/* Deterministic split: shuffles 0..len-1 with seed, first round(len*fraction) go to *first. */
+/* Deterministic split: Fisher-Yates over 0..len-1 with the Philox stream keyed by seed (not the
+ * global RNG); the first round(len*fraction) go to *first, the rest to *second. */
 int dg_dataset_random_split(dg_dataset *base, double fraction, uint64_t seed, dg_dataset **first, dg_dataset **second);
 
 /* ---- transforms: a dataset that applies fn to each sample of base (takes a reference) ---- */
+/* fn edits s in place: to replace a field it frees the old tensor (dg_tensor_free) and stores a
+ * new one. seed is derived from the sample's seed (base gets the sample's own seed). Called
+ * concurrently from worker threads. free_user (may be NULL) runs when the dataset dies. */
 typedef int (*dg_transform_fn)(dg_sample *s, uint64_t seed, void *user);
 dg_dataset *dg_dataset_map(dg_dataset *base, dg_transform_fn fn, void *user, void (*free_user)(void *));
-/* Built-in transforms on field 0, an f32 image [C, H, W] (or [H, W, C] where said). */
+/* Built-in transforms on field 0, an f32 image [C, H, W] (or [H, W, C] where said); the other
+ * fields pass through. Each makes a new contiguous f32 CPU tensor. */
 typedef enum dg_transform_kind {
-    DG_TF_NORMALIZE,        /* (x - mean[c]) / std[c]; values: mean[0..C-1], std[0..C-1] */
+    DG_TF_NORMALIZE,        /* (x - mean[c]) / std[c]; values: mean[0..C-1], std[0..C-1];
+                             * `channels` entries given (0 means C; 1 applies entry 0 to every channel) */
     DG_TF_HWC_TO_CHW,       /* [H, W, C] -> [C, H, W] */
-    DG_TF_GRAY_TO_RGB,      /* [1, H, W] -> [3, H, W] */
-    DG_TF_RESIZE,           /* bilinear to size[0] x size[1] (H, W) */
-    DG_TF_CENTER_CROP,      /* size[0] x size[1] */
-    DG_TF_RANDOM_CROP,      /* size[0] x size[1], with `padding` zeros around first */
-    DG_TF_RANDOM_HFLIP,     /* with probability p (0 means 0.5) */
+    DG_TF_GRAY_TO_RGB,      /* [1, H, W] -> [3, H, W]; a 3-channel image passes unchanged */
+    DG_TF_RESIZE,           /* bilinear to size[0] x size[1] (H, W; size[1] 0 means size[0]):
+                             * torch interpolate(mode='bilinear', align_corners=False), no antialias */
+    DG_TF_CENTER_CROP,      /* size[0] x size[1]; torchvision's offsets (round half to even), zero
+                             * padding when the crop is larger than the image */
+    DG_TF_RANDOM_CROP,      /* size[0] x size[1], with `padding` zeros around first; the offset is
+                             * drawn from the sample seed */
+    DG_TF_RANDOM_HFLIP,     /* with probability p (0 means 0.5), drawn from the sample seed */
     DG_TF_SCALE,            /* x * scale (e.g. 1/255 for to-tensor scaling) */
 } dg_transform_kind;
 typedef struct dg_transform {
@@ -92,6 +119,19 @@ dg_dataset *dg_face_keypoints_dataset(const char *csv_path);
 /* Image list (seed 003): lines `relative/path label` under root; JPEG or PNG decoded to
  * f32 [3, H, W] in [0, 1] (gray expanded to 3 channels); label int64 0-d. */
 dg_dataset *dg_image_list_dataset(const char *root, const char *list_path);
+/* The same parsers over bytes in memory (gzip data is inflated first), with the same checks;
+ * `name` stands for the file in messages. The data is copied: buf may be freed afterwards.
+ * For IDX both files are given; for CIFAR-10 one batch. */
+dg_dataset *dg_mnist_idx_dataset_buffer(const void *images, size_t images_len, const void *labels, size_t labels_len,
+                                        const char *name);
+dg_dataset *dg_mnist_json_dataset_buffer(const void *buf, size_t len, int split, const char *name);
+dg_dataset *dg_cifar10_dataset_buffer(const void *buf, size_t len, const char *name);
+dg_dataset *dg_face_keypoints_dataset_buffer(const void *buf, size_t len, const char *name);
+dg_dataset *dg_image_list_dataset_buffer(const char *root, const void *list, size_t len, const char *name);
+/* A JPEG or PNG (sniffed from its bytes) to f32 [3, H, W] in [0, 1] on the CPU, as the image list
+ * decodes it (gray repeated to 3 channels, alpha dropped); NULL and a message naming `name` if the
+ * bytes are not a whole, valid image. */
+dg_tensor *dg_decode_image(const void *buf, size_t len, const char *name);
 
 /* ---- samplers ---- */
 typedef struct dg_batch_sampler dg_batch_sampler;
@@ -103,21 +143,30 @@ typedef struct dg_batch_sampler_params {
 } dg_batch_sampler_params;
 dg_batch_sampler *dg_batch_sampler_new(int64_t dataset_len, dg_batch_sampler_params p);
 
-/* paddle.io.DistributedBatchSampler: every rank gets the same number of batches; the index list
- * is padded by repeating its head up to a multiple of num_replicas, then rank r takes every
- * num_replicas-th index starting at r (Paddle's layout), then batches. */
+/* paddle.io.DistributedBatchSampler (Paddle 2.x __iter__, index for index): every rank gets the
+ * same number of batches. indices = 0..n-1 padded by repeating its head up to
+ * total = ceil(n / num_replicas) * num_replicas; with shuffle, the padded list is shuffled as
+ * numpy.random.RandomState(seed + epoch).shuffle does (MT19937, so seed 0 gives Paddle's own
+ * order, which seeds with the epoch); then, with more than one replica, rank r takes the
+ * batch_size blocks starting at r*batch_size, r*batch_size + batch_size*num_replicas, ... and,
+ * of the last total % (batch_size*num_replicas) indices, the r-th of num_replicas equal chunks;
+ * then batches of batch_size (a last partial one unless drop_last). */
 typedef struct dg_distributed_batch_sampler_params {
     int64_t batch_size;    /* 0 means 1 */
     int num_replicas;      /* 0: PADDLE_TRAINERS_NUM (or OMPI_COMM_WORLD_SIZE), else 1 */
     int rank;              /* used when num_replicas is given; else PADDLE_TRAINER_ID / OMPI_COMM_WORLD_RANK, else 0 */
     bool shuffle;
     bool drop_last;
-    uint64_t seed;
+    uint64_t seed;         /* 0: Paddle's order (RandomState(epoch)) */
 } dg_distributed_batch_sampler_params;
+/* Bad values (negative sizes, rank outside [0, num_replicas), a non-numeric or out-of-range
+ * environment variable) give NULL and a message naming the value. */
 dg_batch_sampler *dg_distributed_batch_sampler_new(int64_t dataset_len, dg_distributed_batch_sampler_params p);
 
+/* The order of an epoch is a pure function of (seed, epoch); the sampler starts at epoch 0. */
 int dg_batch_sampler_set_epoch(dg_batch_sampler *s, int64_t epoch);
 int64_t dg_batch_sampler_num_batches(const dg_batch_sampler *s);
+int64_t dg_batch_sampler_dataset_len(const dg_batch_sampler *s);   /* the length it was made for */
 /* Indices of batch b of the current epoch; returns their count (<= cap) or a negative status. */
 int64_t dg_batch_sampler_batch(const dg_batch_sampler *s, int64_t b, int64_t *indices, int64_t cap);
 void dg_batch_sampler_free(dg_batch_sampler *s);
@@ -132,17 +181,25 @@ typedef struct dg_dataloader_params {
     uint64_t seed;
     dg_batch_sampler *sampler; /* optional, borrowed (e.g. a DistributedBatchSampler) */
     /* Optional hook for a device backend: allocate/release host memory for collated batches
-     * (pinned memory under CUDA). NULL: ordinary memory. */
+     * (pinned memory under CUDA). NULL: ordinary memory. Both or neither. The collated tensors'
+     * storage comes from host_alloc (called on worker threads: it must be thread-safe) and goes
+     * back through host_free when the last reference to the batch tensor dies, which may be after
+     * dg_dataloader_free: host_user must outlive the batches. */
     void *(*host_alloc)(size_t bytes, void *user);
     void (*host_free)(void *p, void *user);
     void *host_user;
 } dg_dataloader_params;
 
-/* Takes a reference to ds. */
+/* Takes a reference to ds. A given sampler must have been made for len(ds). */
 dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p);
-/* Starts (or restarts) an epoch: stops any batches in flight, reshuffles for this epoch. */
+/* Starts (or restarts) an epoch: stops any batches in flight (joining the workers), sets the
+ * sampler's epoch (a given sampler too) and starts the workers on it. dg_dataloader_next without
+ * a start_epoch starts epoch 0. */
 int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch);
-/* 1 and a batch, 0 at the end of the epoch, or a negative status with the worker's message. */
+/* 1 and a batch, 0 at the end of the epoch, or a negative status with the worker's message
+ * ("dataloader: batch B: dataset 'NAME' index I: ..."). Batches come in sampler order. The first
+ * error ends the epoch (the workers stop; later calls return DG_ESTATE until start_epoch). The
+ * thread's error slot is cleared on entry, so the message is the loader's own. */
 int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch);
 int64_t dg_dataloader_num_batches(const dg_dataloader *dl);
 void dg_dataloader_free(dg_dataloader *dl);   /* joins the workers, even mid-epoch */

@@ -1,0 +1,442 @@
+/* data/dataloader.c — collate and the DataLoader.
+ *
+ * An epoch's batches are snapshotted from the batch sampler at start_epoch. With num_workers > 0,
+ * worker threads claim whole batches in order (batch b only while b < next + slots, so at most
+ * `prefetch` batches are in flight or waiting), make each sample with the seed
+ * dg_sample_seed(seed, epoch, index), collate, and park the batch in slot b % slots; the caller
+ * takes slot `next` when it holds batch `next`, so batches arrive in sampler order whatever the
+ * timing. A failed batch parks its status and message instead; workers stop claiming, the
+ * caller reaches it in order and re-raises the message on its own thread (error messages are
+ * thread-local). Worker tensors belong to no scope; dg_dataloader_next registers the batch with
+ * the caller's innermost scope (dg_scope_adopt). With num_workers = 0 the same batch function
+ * runs on the caller's thread, so messages and bytes are the same. */
+#include "../eager/backend.h"
+#include <pthread.h>
+#include <stdint.h>
+
+/* ---- collated tensors in host_alloc memory ----
+ * A tensor's storage is released through its backend's free(p), which has no user pointer, so
+ * the memory carries its own header: host_alloc(bytes + HOOK_PAD) returns base; the data starts
+ * at the first 64-byte boundary after a hook_hdr that records how to give base back. The
+ * backend is the CPU backend with that alloc/free pair, so every kernel treats these tensors as
+ * ordinary CPU tensors. */
+typedef struct hook_hdr { void (*host_free)(void *, void *); void *user; void *base; } hook_hdr;
+#define HOOK_PAD (sizeof(hook_hdr) + 64)
+
+static void *hook_place(void *base, void (*host_free)(void *, void *), void *user) {
+    uintptr_t p = ((uintptr_t)base + sizeof(hook_hdr) + 63) & ~(uintptr_t)63;
+    hook_hdr *h = (hook_hdr *)p - 1;
+    h->host_free = host_free;
+    h->user = user;
+    h->base = base;
+    return (void *)p;
+}
+static void *hook_backend_alloc(size_t n) {   /* plain memory in the same layout */
+    void *base = malloc(n + HOOK_PAD);
+    return base ? hook_place(base, NULL, NULL) : NULL;
+}
+static void hook_backend_free(void *p) {
+    if (!p) return;
+    hook_hdr *h = (hook_hdr *)p - 1;
+    if (h->host_free) h->host_free(h->base, h->user);
+    else free(h->base);
+}
+static dg_backend hook_backend;
+static pthread_once_t hook_once = PTHREAD_ONCE_INIT;
+static void hook_backend_init(void) {
+    hook_backend = *dg_backend_for(dg_cpu());
+    hook_backend.name = "cpu (host_alloc)";
+    hook_backend.alloc = hook_backend_alloc;
+    hook_backend.free = hook_backend_free;
+}
+
+typedef struct host_hooks {
+    void *(*alloc)(size_t bytes, void *user);
+    void (*free)(void *p, void *user);
+    void *user;
+} host_hooks;
+
+/* A contiguous CPU tensor whose storage comes from hooks->alloc. */
+static dg_tensor *hooked_tensor(const int64_t *shape, int ndim, dg_dtype dt, const host_hooks *hk) {
+    pthread_once(&hook_once, hook_backend_init);
+    size_t nbytes = (size_t)dg_shape_numel(shape, ndim) * dg_dtype_size(dt);
+    void *base = hk->alloc(nbytes + HOOK_PAD, hk->user);
+    if (!base) { DG_ERR(DG_ENOMEM, "dataloader: host_alloc(%zu) returned NULL", nbytes + HOOK_PAD); return NULL; }
+    /* Made as an empty tensor, then given the hooked block as its storage. */
+    int64_t zero = 0;
+    dg_tensor *t = dg_tensor_alloc(&zero, 1, dt, dg_cpu());
+    if (!t) { hk->free(base, hk->user); return NULL; }
+    dg_storage *st = t->storage;
+    st->backend->free(st->data);
+    st->data = hook_place(base, hk->free, hk->user);
+    st->nbytes = nbytes;
+    st->backend = &hook_backend;
+    t->ndim = ndim;
+    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    dg_compute_strides(shape, ndim, t->stride);
+    t->numel = dg_shape_numel(shape, ndim);
+    return t;
+}
+
+/* ---- collate ---- */
+static const char *sample_label(char *buf, size_t len, int64_t k, const int64_t *idx) {
+    if (idx) snprintf(buf, len, "sample %lld (index %lld)", (long long)k, (long long)idx[k]);
+    else snprintf(buf, len, "sample %lld", (long long)k);
+    return buf;
+}
+
+static int collate_impl(const dg_sample *s, int64_t n, const int64_t *idx, dg_sample *out, const host_hooks *hk) {
+    memset(out, 0, sizeof *out);
+    DG_CHECK_INT(s && n >= 1, "collate: %s", s ? "no samples" : "samples is NULL");
+    int nf = s[0].n;
+    char la[64], lb[64], sa[96], sb[96];
+    DG_CHECK_INT(nf >= 1 && nf <= DG_MAX_SAMPLE_FIELDS, "collate: %s has %d fields", sample_label(la, sizeof la, 0, idx), nf);
+    for (int64_t k = 0; k < n; k++) {
+        DG_CHECK_INT(s[k].n == nf, "collate: %s has %d fields but %s has %d", sample_label(la, sizeof la, k, idx), s[k].n,
+                     sample_label(lb, sizeof lb, 0, idx), nf);
+        for (int f = 0; f < nf; f++) {
+            const dg_tensor *a = s[k].t[f], *b = s[0].t[f];
+            DG_CHECK_INT(a, "collate: %s field %d is NULL", sample_label(la, sizeof la, k, idx), f);
+            bool same = a->ndim == b->ndim && a->dtype == b->dtype;
+            for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+            DG_CHECK_INT(same, "collate: %s field %d is %s %s but %s is %s %s", sample_label(la, sizeof la, k, idx), f,
+                         dg_dtype_name(a->dtype), dg_shape_str(a, sa, sizeof sa), sample_label(lb, sizeof lb, 0, idx),
+                         dg_dtype_name(b->dtype), dg_shape_str(b, sb, sizeof sb));
+        }
+    }
+    for (int f = 0; f < nf; f++) {
+        const dg_tensor *t0 = s[0].t[f];
+        DG_CHECK_INT(t0->ndim < DG_MAX_DIMS, "collate: field %d already has %d dims (at most %d after stacking)", f, t0->ndim, DG_MAX_DIMS);
+        int64_t shape[DG_MAX_DIMS];
+        shape[0] = n;
+        memcpy(shape + 1, t0->shape, sizeof(int64_t) * (size_t)t0->ndim);
+        dg_tensor *y = hk && hk->alloc ? hooked_tensor(shape, t0->ndim + 1, t0->dtype, hk)
+                                       : dg_tensor_alloc(shape, t0->ndim + 1, t0->dtype, dg_cpu());
+        int rc = y ? 0 : DG_ENOMEM;
+        size_t each = (size_t)t0->numel * dg_dtype_size(t0->dtype);
+        char *dst = y ? dg_tensor_ptr(y) : NULL;
+        for (int64_t k = 0; !rc && k < n; k++) {
+            const dg_tensor *a = s[k].t[f];
+            if (dg_is_contiguous(a) && a->storage->device.type == DG_CPU) { if (each) memcpy(dst + (size_t)k * each, dg_tensor_ptr(a), each); }
+            else rc = dg_to_host(a, dst + (size_t)k * each, each);
+        }
+        if (rc) {
+            dg_tensor_free(y);
+            for (int g = 0; g < f; g++) dg_tensor_free(out->t[g]);
+            memset(out, 0, sizeof *out);
+            return rc;
+        }
+        out->t[f] = y;
+    }
+    out->n = nf;
+    return 0;
+}
+
+int dg_collate(const dg_sample *samples, int64_t n, dg_sample *batch) {
+    DG_CHECK_INT(batch, "collate: batch is NULL");
+    return collate_impl(samples, n, NULL, batch, NULL);
+}
+
+/* Splits a trailing " (file:line)" that DG_ERR appended off msg, so a message re-raised with more
+ * context keeps one location, the innermost. Returns false when there is none. */
+static bool split_location(char *msg, const char **file, int *line) {
+    size_t n = strlen(msg);
+    if (n < 5 || msg[n - 1] != ')') return false;
+    char *open = NULL;
+    for (char *p = msg + n - 1; p > msg; p--)
+        if (p[0] == '(' && p[-1] == ' ') { open = p; break; }
+    if (!open) return false;
+    char *colon = strrchr(open, ':');
+    if (!colon || colon == open + 1 || colon[1] == ')') return false;
+    for (char *d = colon + 1; d < msg + n - 1; d++) if (*d < '0' || *d > '9') return false;
+    *line = atoi(colon + 1);
+    *colon = 0;
+    *file = open + 1;
+    open[-1] = 0;
+    return true;
+}
+
+/* ---- the loader ---- */
+typedef struct slot {
+    int64_t b;
+    int state;                 /* SLOT_EMPTY, SLOT_READY, SLOT_FAILED */
+    dg_sample batch;
+    int status;
+    char msg[1024];
+} slot;
+enum { SLOT_EMPTY = 0, SLOT_READY, SLOT_FAILED };
+#define BATCH_STOPPED 1        /* make_batch gave up because the epoch is being stopped */
+
+struct dg_dataloader {
+    dg_dataset *ds;
+    dg_batch_sampler *sampler;
+    bool own_sampler;
+    int nw;
+    uint64_t seed;
+    host_hooks hooks;
+    /* the epoch */
+    bool started, failed;
+    int64_t epoch;
+    int64_t nb, *boff, *bidx;  /* batch b: bidx[boff[b] .. boff[b+1]) */
+    int64_t next;              /* next batch to hand out (written under mu) */
+    /* workers */
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, ready_cv;
+    pthread_t *th;
+    int nth;
+    int64_t claim;             /* next batch to claim */
+    int stop;                  /* read without the lock between samples (atomic) */
+    bool halt;                 /* a batch failed: claim no more */
+    slot *slots;
+    int nslots;
+};
+
+/* Makes batch b: 0 and *out, BATCH_STOPPED, or a negative status with msg. Runs on any thread. */
+static int make_batch(dg_dataloader *dl, int64_t b, dg_sample *out, char *msg, size_t msglen) {
+    memset(out, 0, sizeof *out);
+    dg_clear_error();
+    int64_t cnt = dl->boff[b + 1] - dl->boff[b];
+    const int64_t *idx = dl->bidx + dl->boff[b];
+    dg_sample *smp = calloc((size_t)(cnt ? cnt : 1), sizeof *smp);
+    if (!smp) { snprintf(msg, msglen, "batch %lld: out of memory", (long long)b); return DG_ENOMEM; }
+    /* The dataset's temporaries die with this scope; the samples and the batch are kept. */
+    dg_scope *sc = dg_scope_begin();
+    int rc = sc ? 0 : DG_ENOMEM;
+    int64_t got = 0;
+    for (int64_t k = 0; !rc && k < cnt; k++) {
+        if (__atomic_load_n(&dl->stop, __ATOMIC_ACQUIRE)) { rc = BATCH_STOPPED; break; }
+        rc = dg_dataset_get(dl->ds, idx[k], dg_sample_seed(dl->seed, dl->epoch, idx[k]), &smp[k]);
+        if (rc) break;
+        for (int f = 0; f < smp[k].n; f++) dg_keep(smp[k].t[f]);
+        got++;
+    }
+    if (!rc) {
+        rc = collate_impl(smp, cnt, idx, out, dl->hooks.alloc ? &dl->hooks : NULL);
+        if (!rc) for (int f = 0; f < out->n; f++) dg_keep(out->t[f]);
+    }
+    for (int64_t k = 0; k < got; k++) dg_sample_clear(&smp[k]);
+    free(smp);
+    dg_scope_end(sc);
+    if (rc < 0) {
+        snprintf(msg, msglen, "batch %lld: %s", (long long)b, dg_has_error() ? dg_last_error() : "failed without a message");
+        dg_clear_error();
+    }
+    return rc;
+}
+
+static void *worker_main(void *arg) {
+    dg_dataloader *dl = arg;
+    char msg[1024];
+    pthread_mutex_lock(&dl->mu);
+    for (;;) {
+        while (!dl->stop && !dl->halt && dl->claim < dl->nb && dl->claim >= dl->next + dl->nslots)
+            pthread_cond_wait(&dl->work_cv, &dl->mu);
+        if (dl->stop || dl->halt || dl->claim >= dl->nb) break;
+        int64_t b = dl->claim++;
+        pthread_mutex_unlock(&dl->mu);
+        dg_sample batch;
+        msg[0] = 0;
+        int rc = make_batch(dl, b, &batch, msg, sizeof msg);
+        pthread_mutex_lock(&dl->mu);
+        if (rc == BATCH_STOPPED) continue;
+        slot *s = &dl->slots[b % dl->nslots];
+        s->b = b;
+        s->batch = batch;
+        s->status = rc;
+        s->state = rc ? SLOT_FAILED : SLOT_READY;
+        if (rc) {
+            snprintf(s->msg, sizeof s->msg, "%s", msg);
+            dl->halt = true;
+            pthread_cond_broadcast(&dl->work_cv);
+        }
+        pthread_cond_broadcast(&dl->ready_cv);
+    }
+    pthread_mutex_unlock(&dl->mu);
+    return NULL;
+}
+
+/* Stops and joins the workers, then frees every batch still parked. */
+static void stop_workers(dg_dataloader *dl) {
+    if (dl->nth) {
+        pthread_mutex_lock(&dl->mu);
+        __atomic_store_n(&dl->stop, 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&dl->work_cv);
+        pthread_mutex_unlock(&dl->mu);
+        for (int i = 0; i < dl->nth; i++) pthread_join(dl->th[i], NULL);
+        dl->nth = 0;
+    }
+    free(dl->th);
+    dl->th = NULL;
+    for (int i = 0; i < dl->nslots; i++) {
+        if (dl->slots[i].state == SLOT_READY) dg_sample_clear(&dl->slots[i].batch);
+        dl->slots[i].state = SLOT_EMPTY;
+    }
+}
+
+dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
+    DG_CHECK(ds, "dataloader_new: dataset is NULL");
+    int64_t len = dg_dataset_len(ds);
+    DG_CHECK(len >= 0, "dataloader_new('%s'): dataset length %lld", dg_dataset_name(ds), (long long)len);
+    DG_CHECK(p.batch_size >= 0, "dataloader_new('%s'): batch_size %lld is negative", dg_dataset_name(ds), (long long)p.batch_size);
+    DG_CHECK(p.num_workers >= 0 && p.num_workers <= 1024, "dataloader_new('%s'): num_workers %d (0..1024)", dg_dataset_name(ds), p.num_workers);
+    DG_CHECK(p.prefetch >= 0, "dataloader_new('%s'): prefetch %d is negative", dg_dataset_name(ds), p.prefetch);
+    DG_CHECK(!p.host_alloc == !p.host_free, "dataloader_new('%s'): host_alloc and host_free go together", dg_dataset_name(ds));
+    if (p.sampler)
+        DG_CHECK(dg_batch_sampler_dataset_len(p.sampler) == len, "dataloader_new('%s'): the sampler was made for %lld samples, the dataset has %lld",
+                 dg_dataset_name(ds), (long long)dg_batch_sampler_dataset_len(p.sampler), (long long)len);
+    dg_dataloader *dl = calloc(1, sizeof *dl);
+    DG_CHECK(dl, "dataloader_new: out of memory");
+    dl->sampler = p.sampler;
+    if (!dl->sampler) {
+        dl->sampler = dg_batch_sampler_new(len, (dg_batch_sampler_params){ .batch_size = p.batch_size, .shuffle = p.shuffle,
+                                                                            .drop_last = p.drop_last, .seed = p.seed });
+        if (!dl->sampler) { free(dl); return NULL; }
+        dl->own_sampler = true;
+    }
+    dl->nw = p.num_workers;
+    dl->seed = p.seed;
+    dl->hooks = (host_hooks){ p.host_alloc, p.host_free, p.host_user };
+    dl->nslots = p.num_workers ? (p.prefetch ? p.prefetch : 2 * p.num_workers) : 0;
+    if (dl->nslots) {
+        dl->slots = calloc((size_t)dl->nslots, sizeof *dl->slots);
+        if (!dl->slots) {
+            if (dl->own_sampler) dg_batch_sampler_free(dl->sampler);
+            free(dl);
+            DG_ERR(DG_ENOMEM, "dataloader_new: out of memory");
+            return NULL;
+        }
+    }
+    pthread_mutex_init(&dl->mu, NULL);
+    pthread_cond_init(&dl->work_cv, NULL);
+    pthread_cond_init(&dl->ready_cv, NULL);
+    dl->ds = dg_dataset_ref(ds);
+    return dl;
+}
+
+int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch) {
+    DG_CHECK_INT(dl, "dataloader_start_epoch: loader is NULL");
+    stop_workers(dl);
+    dl->started = false;
+    int rc = dg_batch_sampler_set_epoch(dl->sampler, epoch);
+    if (rc) return rc;
+    int64_t nb = dg_batch_sampler_num_batches(dl->sampler);
+    /* a batch holds at most min(batch size, dataset length) indices */
+    int64_t cap = dg_batch_sampler_dataset_len(dl->sampler);
+    if (cap < 1) cap = 1;
+    int64_t total = 0, size = 0;
+    int64_t *boff = malloc(sizeof *boff * (size_t)(nb + 1)), *buf = NULL;
+    rc = boff ? 0 : DG_ENOMEM;
+    for (int64_t b = 0; !rc && b < nb; b++) {
+        if (size - total < cap) {
+            int64_t nsize = size * 2 > total + cap ? size * 2 : total + cap;
+            int64_t *nbuf = realloc(buf, sizeof *buf * (size_t)nsize);
+            if (!nbuf) { rc = DG_ENOMEM; break; }
+            buf = nbuf;
+            size = nsize;
+        }
+        int64_t c = dg_batch_sampler_batch(dl->sampler, b, buf + total, size - total);
+        if (c < 0) { rc = (int)c; break; }
+        boff[b] = total;
+        total += c;
+    }
+    if (rc) {
+        free(boff);
+        free(buf);
+        if (rc == DG_ENOMEM) DG_ERR(DG_ENOMEM, "dataloader_start_epoch: out of memory for %lld batches", (long long)nb);
+        return rc;
+    }
+    boff[nb] = total;
+    free(dl->boff);
+    free(dl->bidx);
+    dl->boff = boff;
+    dl->bidx = buf;
+    dl->nb = nb;
+    dl->epoch = epoch;
+    dl->next = dl->claim = 0;
+    dl->stop = 0;
+    dl->halt = dl->failed = false;
+    if (dl->nw > 0 && nb > 0) {
+        int want = dl->nw < nb ? dl->nw : (int)nb;
+        dl->th = calloc((size_t)want, sizeof *dl->th);
+        if (!dl->th) { DG_ERR(DG_ENOMEM, "dataloader_start_epoch: out of memory"); return DG_ENOMEM; }
+        for (int i = 0; i < want; i++) {
+            if (pthread_create(&dl->th[i], NULL, worker_main, dl) != 0) break;
+            dl->nth++;
+        }
+        if (dl->nth == 0) {   /* fewer workers than asked still load correctly; none cannot */
+            free(dl->th);
+            dl->th = NULL;
+            DG_ERR(DG_ENOMEM, "dataloader_start_epoch: could not start a worker thread");
+            return DG_ENOMEM;
+        }
+    }
+    dl->started = true;
+    return 0;
+}
+
+int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
+    dg_clear_error();
+    DG_CHECK_INT(dl && batch, "dataloader_next: %s is NULL", dl ? "batch" : "loader");
+    memset(batch, 0, sizeof *batch);
+    if (!dl->started) {
+        int rc = dg_dataloader_start_epoch(dl, dl->epoch);
+        if (rc) return rc;
+    }
+    if (dl->failed) {
+        DG_ERR(DG_ESTATE, "dataloader('%s'): this epoch stopped at an error; call dg_dataloader_start_epoch", dg_dataset_name(dl->ds));
+        return DG_ESTATE;
+    }
+    if (dl->next >= dl->nb) { stop_workers(dl); return 0; }
+    dg_sample out;
+    char msg[1024];
+    msg[0] = 0;
+    int rc;
+    if (dl->nth == 0) {
+        rc = make_batch(dl, dl->next, &out, msg, sizeof msg);
+        dl->next++;
+    } else {
+        pthread_mutex_lock(&dl->mu);
+        slot *s = &dl->slots[dl->next % dl->nslots];
+        while (!(s->state != SLOT_EMPTY && s->b == dl->next)) pthread_cond_wait(&dl->ready_cv, &dl->mu);
+        out = s->batch;
+        rc = s->state == SLOT_FAILED ? s->status : 0;
+        if (rc) snprintf(msg, sizeof msg, "%s", s->msg);
+        memset(&s->batch, 0, sizeof s->batch);
+        s->state = SLOT_EMPTY;
+        dl->next++;
+        pthread_cond_broadcast(&dl->work_cv);
+        pthread_mutex_unlock(&dl->mu);
+    }
+    if (rc) {
+        dl->failed = true;
+        stop_workers(dl);
+        const char *file = __FILE__;
+        int line = __LINE__;
+        split_location(msg, &file, &line);
+        dg_set_error_at(rc < 0 ? rc : DG_EINVAL, file, line, "dataloader: %s", msg);
+        return rc < 0 ? rc : DG_EINVAL;
+    }
+    if (dl->next >= dl->nb) stop_workers(dl);   /* every batch is out: the workers have finished */
+    for (int f = 0; f < out.n; f++) dg_scope_adopt(out.t[f]);
+    *batch = out;
+    return 1;
+}
+
+int64_t dg_dataloader_num_batches(const dg_dataloader *dl) {
+    if (!dl) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "dataloader_num_batches: loader is NULL"); return DG_EINVAL; }
+    return dg_batch_sampler_num_batches(dl->sampler);
+}
+
+void dg_dataloader_free(dg_dataloader *dl) {
+    if (!dl) return;
+    stop_workers(dl);
+    pthread_mutex_destroy(&dl->mu);
+    pthread_cond_destroy(&dl->work_cv);
+    pthread_cond_destroy(&dl->ready_cv);
+    free(dl->slots);
+    free(dl->boff);
+    free(dl->bidx);
+    if (dl->own_sampler) dg_batch_sampler_free(dl->sampler);
+    dg_dataset_free(dl->ds);
+    free(dl);
+}

@@ -1,0 +1,69 @@
+/* data/formats/formats.h — shared helpers of the built-in dataset parsers (not public API):
+ * whole-file reads with transparent gzip, a buffered byte source for the streaming parsers
+ * (JSON, CSV), locale-independent number parsing, JPEG/PNG decoding, and the parsers' internal
+ * entry points with a configurable image size (the fuzz targets use small images so that a
+ * complete valid record fits in a few kilobytes). */
+#ifndef DG_DATA_FORMATS_H
+#define DG_DATA_FORMATS_H
+
+#include "../../eager/internal.h"
+#include <zlib.h>
+
+/* Largest decompressed size accepted from a gzip file or buffer (a zip bomb guard). */
+#define DGF_MAX_INFLATE ((size_t)4 << 30)
+
+/* ---- whole-file / whole-buffer reads ---- */
+/* Reads path into a malloc'd buffer; a gzip file (magic 1f 8b) is inflated. On failure sets an
+ * error "<what> '<path>': ..." and returns a negative status. *gz tells whether it was gzip. */
+int dgf_read_file(const char *path, const char *what, unsigned char **buf, size_t *len, bool *gz);
+/* If buf starts with the gzip magic, inflates it into *out (malloc'd, *owned = true); otherwise
+ * *out = buf, *owned = false. max bounds the inflated size. */
+int dgf_maybe_gunzip(const unsigned char *buf, size_t len, size_t max, const char *what, const char *name,
+                     const unsigned char **out, size_t *out_len, bool *owned);
+bool dgf_is_gzip(const unsigned char *buf, size_t len);
+
+/* ---- a buffered byte source over a memory buffer or a (maybe gzip) file ---- */
+typedef struct dgf_src {
+    const unsigned char *p, *end;   /* current window */
+    uint64_t base;                  /* stream offset of the window start */
+    const unsigned char *win;       /* window start */
+    gzFile gz;                      /* NULL for a memory source */
+    unsigned char *buf;
+    size_t cap;
+    bool is_gz;                     /* the file is gzip-compressed (offsets are of the inflated stream) */
+    int io_error;                   /* a read error happened (message already set) */
+    const char *what, *name;
+} dgf_src;
+int dgf_src_open_file(dgf_src *s, const char *path, const char *what);
+void dgf_src_open_mem(dgf_src *s, const void *buf, size_t len, const char *what, const char *name);
+void dgf_src_close(dgf_src *s);
+int dgf_src_fill(dgf_src *s);  /* refills the window; 0 at end of stream or error */
+static inline int dgf_peek(dgf_src *s) { return s->p < s->end || dgf_src_fill(s) ? *s->p : -1; }
+static inline int dgf_next(dgf_src *s) { return s->p < s->end || dgf_src_fill(s) ? *s->p++ : -1; }
+static inline uint64_t dgf_pos(const dgf_src *s) { return s->base + (uint64_t)(s->p - s->win); }
+
+/* ---- numbers: locale-independent strtod over a token (NUL-terminated) ---- */
+/* Parses all of tok as a finite decimal number. Returns 0 or -1. */
+int dgf_parse_double(const char *tok, double *out);
+
+/* ---- images ---- */
+/* Largest image (width * height) a decoder accepts; the fuzz targets lower it. */
+extern int64_t dgf_max_image_pixels;
+/* Decodes a JPEG or PNG (sniffed from its bytes) to f32 [3, H, W] in [0, 1] on the CPU; gray is
+ * expanded to three channels and alpha dropped (like PIL's convert('RGB')). On failure writes
+ * why into err and returns NULL without touching the thread's error. */
+dg_tensor *dgf_decode_image(const unsigned char *buf, size_t len, char *err, size_t errlen);
+
+/* dg_dataset_new, and on failure vt->free(self) (dg_dataset_new leaves self to its caller). */
+dg_dataset *dgf_dataset_wrap(const dg_dataset_vtable *vt, void *self, const char *name);
+/* Tensors for get(): allocated on the CPU whatever the current device (the loader moves batches). */
+dg_tensor *dgf_cpu_tensor(int ndim, const int64_t *shape, dg_dtype dtype);
+dg_tensor *dgf_label_i64(int64_t v);
+/* "what '<name>'" buffers: dataset names are copied into the dataset's own struct. */
+char *dgf_strdup(const char *s);
+
+/* ---- parsers with a configurable image size (side x side) ---- */
+dg_dataset *dgf_mnist_json_parse(dgf_src *s, int split, int side);
+dg_dataset *dgf_face_csv_parse(dgf_src *s, int side);
+
+#endif

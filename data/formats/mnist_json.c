@@ -1,0 +1,334 @@
+/* data/formats/mnist_json.c — the seed-004 mnist.json(.gz): a JSON array [train, valid, eval],
+ * each [images, labels] with images a list of 784-number lists and labels a list of integers.
+ *
+ * The file is parsed as a stream (the seed's file inflates to a few hundred megabytes) by a small
+ * strict parser that accepts exactly that shape: JSON numbers per RFC 8259, whitespace anywhere,
+ * nothing else. All three splits are checked (784 values per image, integer labels >= 0, as many
+ * labels as images, nothing after the array) before the dataset exists; only the requested split
+ * is kept. Pixels are stored as one byte per value with a palette when the split has at most 256
+ * distinct values (as 8-bit MNIST in any affine scaling does), else as float. */
+#include "formats.h"
+#include <math.h>
+
+static const char *split_names[3] = { "train", "valid", "eval" };
+
+typedef struct json_ds {
+    int64_t n;
+    int side;
+    unsigned char *u8;    /* n * side * side palette indices, or NULL */
+    float pal[256];
+    float *f32;           /* n * side * side values when there were more than 256 distinct */
+    int64_t *labels;
+    char *name;
+} json_ds;
+
+static int64_t json_len(void *self) { return ((json_ds *)self)->n; }
+
+static int json_get(void *self, int64_t i, uint64_t seed, dg_sample *out) {
+    json_ds *d = self;
+    if (i < 0 || i >= d->n) return dg_dataset_error("%s: index %lld out of range [0, %lld)", d->name, (long long)i, (long long)d->n);
+    int64_t shape[3] = { 1, d->side, d->side }, px = (int64_t)d->side * d->side;
+    dg_tensor *img = dgf_cpu_tensor(3, shape, DG_F32);
+    dg_tensor *lab = img ? dgf_label_i64(d->labels[i]) : NULL;
+    if (!lab) { dg_tensor_free(img); return dg_last_status() ? dg_last_status() : DG_ENOMEM; }
+    float *x = dg_tensor_ptr(img);
+    if (d->u8) for (int64_t k = 0; k < px; k++) x[k] = d->pal[d->u8[i * px + k]];
+    else memcpy(x, d->f32 + i * px, sizeof(float) * (size_t)px);
+    out->n = 2;
+    out->t[0] = img;
+    out->t[1] = lab;
+    return 0;
+}
+
+static void json_free(void *self) {
+    json_ds *d = self;
+    if (!d) return;
+    free(d->u8);
+    free(d->f32);
+    free(d->labels);
+    free(d->name);
+    free(d);
+}
+
+static const dg_dataset_vtable json_vt = { json_len, json_get, json_free };
+
+/* ---- the kept split's storage ---- */
+typedef struct store {
+    int64_t n_vals, cap_vals, n_labels, cap_labels;
+    unsigned char *u8;
+    float *f32;
+    float pal[256];
+    int npal;
+    int16_t slot[1024];   /* hash of float bits -> palette index, -1 empty */
+    int64_t *labels;
+} store;
+
+static int store_value(store *st, float v) {
+    if (st->n_vals == st->cap_vals) {
+        int64_t nc = st->cap_vals ? st->cap_vals * 2 : 1 << 16;
+        if (st->f32) {
+            float *b = realloc(st->f32, sizeof(float) * (size_t)nc);
+            if (!b) return DG_ENOMEM;
+            st->f32 = b;
+        } else {
+            unsigned char *b = realloc(st->u8, (size_t)nc);
+            if (!b) return DG_ENOMEM;
+            st->u8 = b;
+        }
+        st->cap_vals = nc;
+    }
+    if (st->f32) { st->f32[st->n_vals++] = v; return 0; }
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    uint32_t h = (bits * 2654435761u) >> 22;
+    while (st->slot[h] >= 0 && memcmp(&st->pal[st->slot[h]], &v, 4) != 0) h = (h + 1) & 1023;
+    if (st->slot[h] < 0) {
+        if (st->npal == 256) {
+            /* a 257th distinct value: switch to float storage */
+            float *f = malloc(sizeof(float) * (size_t)st->cap_vals);
+            if (!f) return DG_ENOMEM;
+            for (int64_t k = 0; k < st->n_vals; k++) f[k] = st->pal[st->u8[k]];
+            free(st->u8);
+            st->u8 = NULL;
+            st->f32 = f;
+            st->f32[st->n_vals++] = v;
+            return 0;
+        }
+        st->pal[st->npal] = v;
+        st->slot[h] = (int16_t)st->npal++;
+    }
+    st->u8[st->n_vals++] = (unsigned char)st->slot[h];
+    return 0;
+}
+
+static int store_label(store *st, int64_t v) {
+    if (st->n_labels == st->cap_labels) {
+        int64_t nc = st->cap_labels ? st->cap_labels * 2 : 1024;
+        int64_t *b = realloc(st->labels, sizeof(int64_t) * (size_t)nc);
+        if (!b) return DG_ENOMEM;
+        st->labels = b;
+        st->cap_labels = nc;
+    }
+    st->labels[st->n_labels++] = v;
+    return 0;
+}
+
+/* ---- the parser ---- */
+typedef struct jp {
+    dgf_src *s;
+    int side, keep;
+    int failed;
+    int split;              /* context for messages: split being parsed (-1: top level) */
+    int64_t image, value;   /* image index and value index within it (-1: not inside) */
+    int64_t label;
+} jp;
+
+static int jfail(jp *j, uint64_t at, const char *what) {
+    if (j->failed) return DG_EFORMAT;
+    j->failed = 1;
+    char ctx[160] = "";
+    if (j->split >= 0) {
+        int k = snprintf(ctx, sizeof ctx, " (split %d '%s'", j->split, split_names[j->split]);
+        if (j->image >= 0) k += snprintf(ctx + k, sizeof ctx - (size_t)k, ", image %lld", (long long)j->image);
+        if (j->value >= 0) k += snprintf(ctx + k, sizeof ctx - (size_t)k, ", value %lld", (long long)j->value);
+        if (j->label >= 0) k += snprintf(ctx + k, sizeof ctx - (size_t)k, ", label %lld", (long long)j->label);
+        snprintf(ctx + k, sizeof ctx - (size_t)k, ")");
+    }
+    DG_ERR(DG_EFORMAT, "mnist_json '%s': %s at %sbyte %llu%s", j->s->name, what, j->s->is_gz ? "uncompressed " : "",
+           (unsigned long long)at, ctx);
+    return DG_EFORMAT;
+}
+
+static void jws(jp *j) {
+    for (;;) {
+        int c = dgf_peek(j->s);
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') j->s->p++;
+        else return;
+    }
+}
+
+static int jexpect(jp *j, char c, const char *what) {
+    jws(j);
+    if (dgf_peek(j->s) != c) return jfail(j, dgf_pos(j->s), what);
+    j->s->p++;
+    return 0;
+}
+
+/* ',' -> 1, close -> 0, anything else -> error */
+static int jsep(jp *j, char close, const char *what) {
+    jws(j);
+    int c = dgf_peek(j->s);
+    if (c == ',') { j->s->p++; return 1; }
+    if (c == close) { j->s->p++; return 0; }
+    jfail(j, dgf_pos(j->s), what);
+    return -1;
+}
+
+static int jnumber(jp *j, double *v, uint64_t *at) {
+    jws(j);
+    *at = dgf_pos(j->s);
+    char tok[72];
+    int n = 0;
+    for (;;) {
+        int c = dgf_peek(j->s);
+        if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E')) break;
+        if (n == 64) return jfail(j, *at, "number longer than 64 characters");
+        tok[n++] = (char)c;
+        j->s->p++;
+    }
+    tok[n] = 0;
+    if (!n) return jfail(j, *at, "expected a number");
+    /* RFC 8259: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+    const char *c = tok;
+    if (*c == '-') c++;
+    if (*c == '0') c++;
+    else if (*c >= '1' && *c <= '9') while (*c >= '0' && *c <= '9') c++;
+    else return jfail(j, *at, "malformed number");
+    if (*c == '.') {
+        c++;
+        if (!(*c >= '0' && *c <= '9')) return jfail(j, *at, "malformed number");
+        while (*c >= '0' && *c <= '9') c++;
+    }
+    if (*c == 'e' || *c == 'E') {
+        c++;
+        if (*c == '+' || *c == '-') c++;
+        if (!(*c >= '0' && *c <= '9')) return jfail(j, *at, "malformed number");
+        while (*c >= '0' && *c <= '9') c++;
+    }
+    if (*c) return jfail(j, *at, "malformed number");
+    if (dgf_parse_double(tok, v)) return jfail(j, *at, "number out of range");
+    return 0;
+}
+
+static int parse_split(jp *j, store *st) {
+    bool keep = j->split == j->keep;
+    int64_t px = (int64_t)j->side * j->side, n_images = 0, n_labels = 0;
+    if (jexpect(j, '[', "expected '[' opening a split [images, labels]")) return DG_EFORMAT;
+    if (jexpect(j, '[', "expected '[' opening the image list")) return DG_EFORMAT;
+    jws(j);
+    if (dgf_peek(j->s) == ']') j->s->p++;
+    else for (;;) {
+        j->image = n_images;
+        if (jexpect(j, '[', "expected '[' opening an image")) return DG_EFORMAT;
+        for (int64_t k = 0; k < px; k++) {
+            j->value = k;
+            double v;
+            uint64_t at;
+            if (jnumber(j, &v, &at)) return DG_EFORMAT;
+            if (keep && store_value(st, (float)v)) { DG_ERR(DG_ENOMEM, "mnist_json '%s': out of memory", j->s->name); return (j->failed = 1, DG_ENOMEM); }
+            jws(j);
+            int c = dgf_peek(j->s);
+            if (k + 1 < px && c != ',') return jfail(j, dgf_pos(j->s), c == ']' ? "image has too few values" : "expected ',' between values");
+            if (k + 1 == px && c != ']') return jfail(j, dgf_pos(j->s), c == ',' ? "image has too many values" : "expected ']' closing an image");
+            j->s->p++;
+        }
+        j->value = -1;
+        n_images++;
+        int r = jsep(j, ']', "expected ',' or ']' after an image");
+        if (r < 0) return DG_EFORMAT;
+        if (!r) break;
+    }
+    j->image = -1;
+    if (jexpect(j, ',', "expected ',' between the image list and the label list")) return DG_EFORMAT;
+    jws(j);
+    uint64_t labels_at = dgf_pos(j->s);
+    if (jexpect(j, '[', "expected '[' opening the label list")) return DG_EFORMAT;
+    jws(j);
+    if (dgf_peek(j->s) == ']') j->s->p++;
+    else for (;;) {
+        j->label = n_labels;
+        double v;
+        uint64_t at;
+        if (jnumber(j, &v, &at)) return DG_EFORMAT;
+        if (v != floor(v) || v < 0 || v > 2147483647.0) return jfail(j, at, "label is not an integer in 0..2^31-1");
+        if (keep && store_label(st, (int64_t)v)) { DG_ERR(DG_ENOMEM, "mnist_json '%s': out of memory", j->s->name); return (j->failed = 1, DG_ENOMEM); }
+        n_labels++;
+        int r = jsep(j, ']', "expected ',' or ']' after a label");
+        if (r < 0) return DG_EFORMAT;
+        if (!r) break;
+    }
+    j->label = -1;
+    if (n_labels != n_images) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%lld labels for %lld images in the label list starting", (long long)n_labels, (long long)n_images);
+        return jfail(j, labels_at, msg);
+    }
+    return jexpect(j, ']', "expected ']' closing the split after its label list");
+}
+
+dg_dataset *dgf_mnist_json_parse(dgf_src *s, int split, int side) {
+    jp j = { .s = s, .side = side, .keep = split, .split = -1, .image = -1, .value = -1, .label = -1 };
+    store st;
+    memset(&st, 0, sizeof st);
+    memset(st.slot, 0xff, sizeof st.slot);
+    int rc = jexpect(&j, '[', "expected '[' opening [train, valid, eval]");
+    for (int k = 0; k < 3 && !rc; k++) {
+        j.split = k;
+        rc = parse_split(&j, &st);
+        j.split = -1;
+        if (!rc && k < 2) rc = jexpect(&j, ',', k == 0 ? "expected ',' after split 0 (train); the file needs 3 splits"
+                                                        : "expected ',' after split 1 (valid); the file needs 3 splits");
+    }
+    if (!rc) rc = jexpect(&j, ']', "expected ']' closing the top-level array after 3 splits");
+    if (!rc) {
+        jws(&j);
+        if (dgf_peek(s) != -1) rc = jfail(&j, dgf_pos(s), "trailing data after the top-level array");
+    }
+    if (!rc && s->io_error) rc = DG_EIO;
+    json_ds *d = NULL;
+    if (!rc) {
+        d = calloc(1, sizeof *d);
+        size_t nl = strlen(s->name) + 40;
+        char *name = d ? malloc(nl) : NULL;
+        if (!name) { free(d); d = NULL; DG_ERR(DG_ENOMEM, "mnist_json: out of memory"); rc = DG_ENOMEM; }
+        else {
+            snprintf(name, nl, "mnist_json:%s[%s]", s->name, split_names[split]);
+            d->name = name;
+            d->n = st.n_labels;
+            d->side = side;
+            d->u8 = st.u8;
+            d->f32 = st.f32;
+            memcpy(d->pal, st.pal, sizeof d->pal);
+            d->labels = st.labels;
+            if (!d->u8 && !d->f32) d->u8 = malloc(1);   /* an empty split */
+            if (!d->labels) d->labels = malloc(sizeof(int64_t));
+            if ((!d->u8 && !d->f32) || !d->labels) {
+                json_free(d);
+                DG_ERR(DG_ENOMEM, "mnist_json: out of memory");
+                return NULL;
+            }
+            return dgf_dataset_wrap(&json_vt, d, d->name);
+        }
+    }
+    free(st.u8);
+    free(st.f32);
+    free(st.labels);
+    return NULL;
+}
+
+dg_dataset *dg_mnist_json_dataset(const char *path, int split) {
+    DG_CHECK(path, "mnist_json_dataset: path is NULL");
+    DG_CHECK(split >= 0 && split <= 2, "mnist_json_dataset: split %d is not 0 (train), 1 (valid) or 2 (eval)", split);
+    dgf_src s;
+    if (dgf_src_open_file(&s, path, "mnist_json")) return NULL;
+    dg_dataset *ds = dgf_mnist_json_parse(&s, split, 28);
+    dgf_src_close(&s);
+    return ds;
+}
+
+dg_dataset *dg_mnist_json_dataset_buffer(const void *buf, size_t len, int split, const char *name) {
+    DG_CHECK(buf || !len, "mnist_json_dataset_buffer: buffer is NULL");
+    DG_CHECK(split >= 0 && split <= 2, "mnist_json_dataset_buffer: split %d is not 0 (train), 1 (valid) or 2 (eval)", split);
+    if (!name) name = "(buffer)";
+    static const unsigned char empty[1];
+    const unsigned char *b;
+    size_t n;
+    bool owned;
+    if (dgf_maybe_gunzip(buf ? buf : empty, len, DGF_MAX_INFLATE, "mnist_json", name, &b, &n, &owned)) return NULL;
+    dgf_src s;
+    dgf_src_open_mem(&s, b, n, "mnist_json", name);
+    s.is_gz = owned;
+    dg_dataset *ds = dgf_mnist_json_parse(&s, split, 28);
+    if (owned) free((void *)b);
+    return ds;
+}
