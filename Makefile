@@ -33,7 +33,7 @@ TESTBIN  := $(BUILD)/bin/dygraph_tests
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES)
 lib: $(STATIC) $(SHARED)
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h test/*.h)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/formats/*.h test/*.h test/fuzz/*.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -649,7 +649,7 @@ Test(formats, image_list_bad_entries) {
         dg_clear_error();
         cr_assert_neq(dg_dataset_get(ds, i + 1, 0, &s), 0, "entry %d decoded", i + 1);
         cr_assert_eq(s.n, 0);
-        char line[16];
+        char line[32];
         snprintf(line, sizeof line, "line %d", i + 2);
         expect_error(tpath(bad[i].file), line, bad[i].why);
     }
