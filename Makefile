@@ -112,6 +112,7 @@ bench: $(BENCHES)
 	@sh scripts/deps.sh bench
 	sh bench/run_ops.sh $(BUILD)/bin/bench_ops
 	sh bench/run_models.sh $(BUILD)/bin/bench_models
+	$(BUILD)/bin/bench_dataloader
 
 # Regenerates the PyTorch reference files (needs python3-torch, installed by deps).
 goldens:
