@@ -20,6 +20,31 @@ LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
 LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+
+# CUDA backend: CUDA=auto (default) builds it whenever nvcc is found, CUDA=0 never, CUDA=1 always.
+# Without a GPU at run time the library runs on the CPU backend.
+CUDA        ?= 0
+CUDA_HOME   ?= /usr/local/cuda
+CUDNN_HOME  ?= $(CUDA_HOME)
+NCCL_HOME   ?= $(CUDA_HOME)
+NVCC        := $(CUDA_HOME)/bin/nvcc
+ifeq ($(CUDA),auto)
+  CUDA_ON := $(if $(wildcard $(NVCC)),1,0)
+else
+  CUDA_ON := $(CUDA)
+endif
+ifeq ($(CUDA_ON),1)
+  CUDA_C_SRC := $(wildcard eager/cuda/*.c)
+  CUDA_CU_SRC := $(wildcard eager/cuda/*.cu)
+  LIB_OBJ += $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+  CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDNN_HOME)/include
+  CUDA_LIBDIRS := $(sort $(CUDA_HOME)/lib64 $(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib)
+  LDLIBS += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart -lstdc++
+  NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC -Iinclude $(CUDA_INC) \
+               -gencode arch=compute_90,code=[sm_90,compute_90] -gencode arch=compute_75,code=compute_75
+else
+  LIB_OBJ += $(BUILD)/obj/eager/cuda/absent/no_cuda.o
+endif
 TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/bin/%,$(wildcard samples/*.c))
@@ -36,6 +61,18 @@ lib: $(STATIC) $(SHARED)
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/formats/*.h test/*.h test/fuzz/*.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/eager/cuda/absent/%.o: eager/cuda/absent/%.c $(wildcard eager/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/eager/cuda/%.o: eager/cuda/%.c $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CUDA_INC) -c $< -o $@
+
+$(BUILD)/obj/eager/cuda/%.cu.o: eager/cuda/%.cu $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(STATIC): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -130,7 +167,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fopenmp -Ii
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB_SRC)
 	@sh scripts/deps.sh fuzz
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) $(LIB_SRC) $< -fsanitize=fuzzer -o $@ $(LDLIBS)
+	clang $(FUZZ_FLAGS) $(LIB_SRC) eager/cuda/absent/no_cuda.c $< -fsanitize=fuzzer -o $@ $(LDLIBS)
 
 # $(call fuzz_run,target)
 fuzz_run = mkdir -p build/fuzz/corpus_$(1) && ASAN_OPTIONS=detect_leaks=1 \

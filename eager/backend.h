@@ -60,6 +60,9 @@ typedef struct dg_backend {
     int (*upload)(void *dst, const void *host_src, size_t nbytes);
     int (*download)(void *host_dst, const void *src, size_t nbytes);
     int (*synchronize)(void);
+    /* optional (NULL where meaningless): caching-allocator statistics and release */
+    int (*memory_stats)(dg_memory_stats *out);
+    int (*empty_cache)(void);
 
     /* elementwise; x/a/b may be strided (stride 0 = broadcast) with y's shape */
     int (*fill)(dg_tensor *y, double value);
@@ -119,6 +122,9 @@ typedef struct dg_backend {
 } dg_backend;
 
 extern const dg_backend dg_cpu_backend;
+/* The CUDA table for device `index`, or NULL with a message (eager/cuda/cuda_backend.c, or
+ * eager/cuda/absent/no_cuda.c in builds without CUDA). */
+const dg_backend *dg_cuda_backend_get(int index);
 /* The backend for a device type, or NULL when that backend is not built/available. */
 const dg_backend *dg_backend_for(dg_device d);
 

@@ -61,8 +61,35 @@ int dg_init(const dg_init_params *p) {
     if (!threads && getenv("DG_NUM_THREADS")) threads = atoi(getenv("DG_NUM_THREADS"));
     if (threads > 0) dg_set_num_threads(threads);
     if (d.seed) dg_manual_seed(d.seed);
-    if (dev) return dg_set_device(dev);
-    return 0;
+    if (!dev) return 0;
+    int rc = dg_set_device(dev);
+    if (rc && dev == buf) {
+        /* FLAGS_selected_gpus comes from a launcher, not from the program: fall back to the
+         * CPU with a one-line notice instead of failing */
+        if (!d.quiet) fprintf(stderr, "dygraph: FLAGS_selected_gpus=%s but %s; running on the CPU backend\n",
+                              getenv("FLAGS_selected_gpus"), dg_last_error());
+        dg_clear_error();
+        return 0;
+    }
+    return rc;
 }
 
 void dg_shutdown(void) {}
+
+int dg_memory_stats_get(dg_device d, dg_memory_stats *out) {
+    DG_CHECK_INT(out, "memory_stats: out is NULL");
+    memset(out, 0, sizeof *out);
+    const dg_backend *be = dg_backend_for(d);
+    if (!be) return DG_EDEVICE;
+    return be->memory_stats ? be->memory_stats(out) : 0;
+}
+int dg_empty_cache(dg_device d) {
+    const dg_backend *be = dg_backend_for(d);
+    if (!be) return DG_EDEVICE;
+    return be->empty_cache ? be->empty_cache() : 0;
+}
+int dg_synchronize(dg_device d) {
+    const dg_backend *be = dg_backend_for(d);
+    if (!be) return DG_EDEVICE;
+    return be->synchronize();
+}

@@ -183,9 +183,6 @@ const dg_backend dg_cpu_backend = {
     .batch_norm_backward = dg_cpu_batch_norm_backward,
 };
 
-/* The CUDA backend, when built, provides a strong definition of this lookup. */
-__attribute__((weak)) const dg_backend *dg_cuda_backend_get(int index) { (void)index; return NULL; }
-
 const dg_backend *dg_backend_for(dg_device d) {
     if (d.type == DG_CPU) return &dg_cpu_backend;
     if (d.type == DG_CUDA) return dg_cuda_backend_get(d.index);

@@ -67,6 +67,17 @@ int dg_set_device(const char *name);  /* like paddle.set_device("cpu" | "gpu" | 
 dg_device dg_get_device(void);
 const char *dg_device_name(dg_device d, char *buf, size_t len);
 
+/* Device memory of the caching allocator (CUDA); zeros on the CPU. */
+typedef struct dg_memory_stats {
+    size_t allocated;        /* bytes in live tensors */
+    size_t reserved;         /* allocated + cached for reuse */
+    size_t peak_allocated;
+    uint64_t device_mallocs; /* calls to the device's malloc so far: flat in a steady loop */
+} dg_memory_stats;
+int dg_memory_stats_get(dg_device d, dg_memory_stats *out);
+int dg_empty_cache(dg_device d);      /* return cached blocks to the device */
+int dg_synchronize(dg_device d);      /* wait for queued work on the device */
+
 /* Threads used by CPU kernels (OpenMP and the GEMM library). */
 void dg_set_num_threads(int n);
 int dg_get_num_threads(void);

@@ -1,0 +1,46 @@
+/* eager/cuda/cuda_internal.h — what the CUDA backend's files share: the current stream and
+ * cuBLAS handle, error translation, and the kernel entry points behind the vtable (same
+ * contracts as eager/backend.h; tensors here live in device memory). C and CUDA C++ include it. */
+#ifndef DG_CUDA_INTERNAL_H
+#define DG_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+cudaStream_t dg_cuda_stream(void);        /* the compute stream of the current device */
+cublasHandle_t dg_cuda_cublas(void);      /* bound to dg_cuda_stream() */
+/* Turn a CUDA/cuBLAS status into a dg error naming what failed; returns 0 or DG_EDEVICE. */
+int dg_cuda_check(cudaError_t e, const char *what, const char *file, int line);
+int dg_cuda_check_blas(cublasStatus_t s, const char *what, const char *file, int line);
+#define DG_CUDA(call) dg_cuda_check((call), #call, __FILE__, __LINE__)
+#define DG_CUBLAS(call) dg_cuda_check_blas((call), #call, __FILE__, __LINE__)
+
+/* kernels (the .cu files of eager/cuda) */
+int dg_cuda_fill(dg_tensor *y, double value);
+int dg_cuda_copy(const dg_tensor *x, dg_tensor *y);
+int dg_cuda_unary(dg_unary_op op, const dg_tensor *x, dg_tensor *y, double p0, double p1);
+int dg_cuda_binary(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_tensor *y, double p0, double p1);
+int dg_cuda_where(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b, dg_tensor *y);
+int dg_cuda_reduce(dg_reduce_op op, const dg_tensor *x, dg_tensor *y);
+int dg_cuda_random(dg_random_kind kind, dg_tensor *y, double p0, double p1, uint64_t seed, uint64_t counter);
+int dg_cuda_gemm(dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                 const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
+                 double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
+int dg_cuda_softmax(const dg_tensor *x, dg_tensor *y, int64_t rows, int64_t cols, bool log);
+int dg_cuda_softmax_backward(const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx, int64_t rows, int64_t cols, bool log);
+int dg_cuda_index_select(const dg_tensor *x, const dg_tensor *index, dg_tensor *y, int64_t outer, int64_t dim, int64_t inner);
+int dg_cuda_index_add(const dg_tensor *gy, const dg_tensor *index, dg_tensor *gx, int64_t outer, int64_t dim, int64_t inner);
+int dg_cuda_gather(const dg_tensor *x, const dg_tensor *index, dg_tensor *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
+int dg_cuda_scatter_add(const dg_tensor *gy, const dg_tensor *index, dg_tensor *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
+int dg_cuda_nll(const dg_tensor *logp, const dg_tensor *label, dg_tensor *loss_rows, int64_t rows, int64_t cols, int64_t ignore_index);
+int dg_cuda_nll_backward(const dg_tensor *g_rows, const dg_tensor *label, dg_tensor *glogp, int64_t rows, int64_t cols, int64_t ignore_index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

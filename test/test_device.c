@@ -1,0 +1,41 @@
+/* test/test_device.c — device selection on a machine without a usable GPU: asking for one is an
+ * error with a message, never a crash; a launcher's FLAGS_selected_gpus falls back to the CPU
+ * with a notice. (On a GPU machine `make test-gpu` covers the CUDA backend.) */
+#include "test_util.h"
+
+static bool gpu_usable(void) {
+    bool ok = dg_set_device("gpu:0") == 0;
+    dg_set_device("cpu");
+    dg_clear_error();
+    return ok;
+}
+
+Test(device, explicit_gpu_request_is_an_error_without_a_gpu) {
+    if (gpu_usable()) { cr_log_warn("a GPU is usable here: nothing to check"); return; }
+    dg_clear_error();
+    cr_assert_eq(dg_set_device("gpu"), DG_EDEVICE);
+    cr_assert(strstr(dg_last_error(), "gpu:0"), "%s", dg_last_error());
+    dg_clear_error();
+    cr_assert_eq(dg_set_device("gpu:3"), DG_EDEVICE);
+    dg_clear_error();
+    cr_assert_eq(dg_get_device().type, DG_CPU, "the device stays the CPU");
+    cr_assert_null(dg_to_device(dg_ones(DG_SHAPE(2), DG_F32), (dg_device){ DG_CUDA, 0 }));
+    cr_assert(strstr(dg_last_error(), "gpu"), "%s", dg_last_error());
+    dg_clear_error();
+    cr_assert_eq(dg_init(&(dg_init_params){ .device = "gpu" }), DG_EDEVICE);
+    dg_clear_error();
+}
+
+Test(device, launcher_flag_falls_back_to_cpu) {
+    if (gpu_usable()) { cr_log_warn("a GPU is usable here: nothing to check"); return; }
+    setenv("FLAGS_selected_gpus", "0", 1);
+    unsetenv("DG_DEVICE");
+    cr_assert_eq(dg_init(&(dg_init_params){ .quiet = true }), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_get_device().type, DG_CPU);
+    cr_assert_str_eq(dg_last_error(), "", "no error left behind");
+    unsetenv("FLAGS_selected_gpus");
+    dg_memory_stats st;
+    cr_assert_eq(dg_memory_stats_get(dg_cpu(), &st), 0);
+    cr_assert_eq(st.allocated, 0);
+    cr_assert_eq(dg_synchronize(dg_cpu()), 0);
+}
