@@ -23,7 +23,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 
 # CUDA backend: CUDA=auto (default) builds it whenever nvcc is found, CUDA=0 never, CUDA=1 always.
 # Without a GPU at run time the library runs on the CPU backend.
-CUDA        ?= 0
+CUDA        ?= auto
 CUDA_HOME   ?= /usr/local/cuda
 CUDNN_HOME  ?= $(CUDA_HOME)
 NCCL_HOME   ?= $(CUDA_HOME)
@@ -70,7 +70,7 @@ $(BUILD)/obj/eager/cuda/%.o: eager/cuda/%.c $(wildcard include/dygraph/*.h eager
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CUDA_INC) -c $< -o $@
 
-$(BUILD)/obj/eager/cuda/%.cu.o: eager/cuda/%.cu $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h)
+$(BUILD)/obj/eager/cuda/%.cu.o: eager/cuda/%.cu $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h eager/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

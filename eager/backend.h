@@ -8,6 +8,10 @@
 
 #include "internal.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum dg_unary_op {
     DG_UN_NEG, DG_UN_EXP, DG_UN_LOG, DG_UN_SQRT, DG_UN_ABS, DG_UN_SIGN,
     DG_UN_RELU, DG_UN_SIGMOID, DG_UN_TANH, DG_UN_GELU, DG_UN_GELU_TANH,
@@ -127,5 +131,9 @@ extern const dg_backend dg_cpu_backend;
 const dg_backend *dg_cuda_backend_get(int index);
 /* The backend for a device type, or NULL when that backend is not built/available. */
 const dg_backend *dg_backend_for(dg_device d);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -8,6 +8,10 @@
 #include <string.h>
 #include <stdlib.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct dg_backend;
 
 /* Refcounted block of device memory. Views of one storage share it. */
@@ -107,5 +111,9 @@ void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 
 /* ---- threads ---- */
 int dg_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

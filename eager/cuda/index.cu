@@ -1,0 +1,267 @@
+/* eager/cuda/index.cu — index_select / index_add, gather / scatter_add and the NLL rows behind
+ * cross entropy (the GPU twin of eager/cpu/index.c). As on the CPU every index is range-checked
+ * before anything is written: a check kernel records the first bad position with atomicMin in
+ * a device flag, the host reads it back (one stream sync per call) and fails with the CPU's
+ * message, naming the op, the value and its position. The op kernels also skip bad indices, so
+ * no path reads or writes out of bounds. The adds use atomicAdd (f32 and f64): accumulation
+ * order then varies between runs, which only moves float rounding. */
+#include "kernel_util.cuh"
+
+#define NO_BAD 0xffffffffffffffffull
+
+/* first out-of-range position, NO_BAD when none; per device, used only on the one compute
+ * stream, reset by every check */
+__device__ unsigned long long g_bad_pos;
+
+template <typename IT>
+__global__ void check_kernel(const IT *ix, int64_t n, int64_t limit, bool use_ignore, long long ignore) {
+    DGK_FOR(i, n) {
+        long long v = (long long)ix[i];
+        if (use_ignore && v == ignore) continue;
+        if (v < 0 || v >= limit) atomicMin(&g_bad_pos, (unsigned long long)i);
+    }
+}
+
+/* 0 when every index of ix is in [0, limit) (or equals ignore, for labels); else DG_EINVAL
+ * with the message dg_cpu_* would give. Synchronizes the stream. */
+static int check_indices(const dg_tensor *ix, int64_t limit, const char *op, bool labels, int64_t ignore) {
+    int64_t n = ix->numel;
+    if (n == 0) return 0;
+    cudaStream_t st = dg_cuda_stream();
+    void *flag = NULL;
+    int rc = DG_CUDA(cudaGetSymbolAddress(&flag, g_bad_pos));
+    if (!rc) rc = DG_CUDA(cudaMemsetAsync(flag, 0xff, sizeof(unsigned long long), st));
+    if (rc) return rc;
+    const void *p = dg_tensor_ptr(ix);
+    if (ix->dtype == DG_I64)
+        check_kernel<long long><<<dgk_blocks(n), DGK_THREADS, 0, st>>>((const long long *)p, n, limit, labels, (long long)ignore);
+    else
+        check_kernel<int32_t><<<dgk_blocks(n), DGK_THREADS, 0, st>>>((const int32_t *)p, n, limit, labels, (long long)ignore);
+    unsigned long long pos = NO_BAD;
+    rc = DG_CUDA(cudaGetLastError());
+    if (!rc) rc = DG_CUDA(cudaMemcpyAsync(&pos, flag, sizeof pos, cudaMemcpyDeviceToHost, st));
+    if (!rc) rc = DG_CUDA(cudaStreamSynchronize(st));
+    if (rc || pos == NO_BAD) return rc;
+    /* error path only: fetch the offending value for the message */
+    long long v = 0;
+    int32_t v32 = 0;
+    size_t es = ix->dtype == DG_I64 ? 8 : 4;
+    rc = DG_CUDA(cudaMemcpyAsync(es == 8 ? (void *)&v : (void *)&v32, (const char *)p + pos * es, es, cudaMemcpyDeviceToHost, st));
+    if (!rc) rc = DG_CUDA(cudaStreamSynchronize(st));
+    if (rc) return rc;
+    if (es == 4) v = v32;
+    if (labels)
+        DG_ERR(DG_EINVAL, "cross_entropy: label %lld at row %lld is out of range [0, %lld)", v, (long long)pos, (long long)limit);
+    else
+        DG_ERR(DG_EINVAL, "%s: index %lld at position %lld is out of range [0, %lld)", op, v, (long long)pos, (long long)limit);
+    return DG_EINVAL;
+}
+
+static int index_dtype_ok(const dg_tensor *ix, const char *op) {
+    if (ix->dtype == DG_I64 || ix->dtype == DG_I32) return 0;
+    DG_ERR(DG_EINVAL, "cuda %s: index dtype must be int64 or int32, got %s", op, dg_dtype_name(ix->dtype));
+    return DG_EINVAL;
+}
+
+template <int ES> struct raw_t;
+template <> struct raw_t<1> { typedef uint8_t T; };
+template <> struct raw_t<2> { typedef uint16_t T; };
+template <> struct raw_t<4> { typedef uint32_t T; };
+template <> struct raw_t<8> { typedef unsigned long long T; };
+
+/* ---- index_select / index_add: x as [outer, dim, inner], n = index entries ---- */
+template <typename R, typename IT>
+__global__ void index_select_kernel(const R *x, const IT *ix, R *y, int64_t outer, int64_t dim, int64_t inner, int64_t n) {
+    DGK_FOR(t, outer * n * inner) {
+        int64_t q = t, i = dgk_divmod(q, inner), j = dgk_divmod(q, n), o = q;
+        int64_t k = (int64_t)ix[j];
+        if (k >= 0 && k < dim) y[t] = x[(o * dim + k) * inner + i];
+    }
+}
+
+template <typename T, typename IT>
+__global__ void index_add_kernel(const T *gy, const IT *ix, T *gx, int64_t outer, int64_t dim, int64_t inner, int64_t n) {
+    DGK_FOR(t, outer * n * inner) {
+        int64_t q = t, i = dgk_divmod(q, inner), j = dgk_divmod(q, n), o = q;
+        int64_t k = (int64_t)ix[j];
+        if (k >= 0 && k < dim) atomicAdd(gx + (o * dim + k) * inner + i, gy[t]);
+    }
+}
+
+/* ---- gather / scatter_add: index and y as [outer, idim, inner], x as [outer, xdim, inner] ---- */
+template <typename R, typename IT>
+__global__ void gather_kernel(const R *x, const IT *ix, R *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
+    DGK_FOR(t, outer * idim * inner) {
+        int64_t q = t, i = dgk_divmod(q, inner), o = q / idim;
+        int64_t k = (int64_t)ix[t];
+        if (k >= 0 && k < xdim) y[t] = x[(o * xdim + k) * inner + i];
+    }
+}
+
+template <typename T, typename IT>
+__global__ void scatter_add_kernel(const T *gy, const IT *ix, T *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
+    DGK_FOR(t, outer * idim * inner) {
+        int64_t q = t, i = dgk_divmod(q, inner), o = q / idim;
+        int64_t k = (int64_t)ix[t];
+        if (k >= 0 && k < xdim) atomicAdd(gx + (o * xdim + k) * inner + i, gy[t]);
+    }
+}
+
+/* Launch KERNEL<VT, IT> with IT the index dtype's C type; IXP in the arguments is the typed
+ * index pointer. Needs `ix` and `int rc` in scope. */
+#define LAUNCH_IT(KERNEL, VT, total, ...)                                                            \
+    do {                                                                                             \
+        if ((total) <= 0) break;                                                                     \
+        if (ix->dtype == DG_I64) {                                                                   \
+            typedef long long IT;                                                                    \
+            KERNEL<VT, IT><<<dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream()>>>(__VA_ARGS__);    \
+        } else {                                                                                     \
+            typedef int32_t IT;                                                                      \
+            KERNEL<VT, IT><<<dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream()>>>(__VA_ARGS__);    \
+        }                                                                                            \
+        rc = DG_CUDA(cudaGetLastError());                                                            \
+    } while (0)
+#define IXP ((const IT *)dg_tensor_ptr(ix))
+
+extern "C" int dg_cuda_index_select(const dg_tensor *x, const dg_tensor *ix, dg_tensor *y, int64_t outer, int64_t dim, int64_t inner) {
+    int rc = index_dtype_ok(ix, "index_select");
+    if (!rc) rc = check_indices(ix, dim, "index_select", false, 0);
+    if (rc) return rc;
+    int64_t n = ix->numel, total = outer * n * inner;
+    switch (dg_dtype_size(x->dtype)) {
+#define S(ES)                                                                                         \
+    case ES: {                                                                                        \
+        typedef raw_t<ES>::T R;                                                                       \
+        const R *xp = (const R *)dg_tensor_ptr(x);                                                    \
+        R *yp = (R *)dg_tensor_ptr(y);                                                                \
+        LAUNCH_IT(index_select_kernel, R, total, xp, IXP, yp, outer, dim, inner, n);                   \
+        return rc;                                                                                    \
+    }
+    S(1) S(2) S(4) S(8)
+#undef S
+    }
+    DG_ERR(DG_EUNSUPPORTED, "cuda index_select: dtype %s not supported", dg_dtype_name(x->dtype));
+    return DG_EUNSUPPORTED;
+}
+
+/* gx/gy dtype must be f32 or f64 (atomicAdd) */
+static int add_dtype_ok(const dg_tensor *gx, const char *op) {
+    if (gx->dtype == DG_F32 || gx->dtype == DG_F64) return 0;
+    DG_ERR(DG_EUNSUPPORTED, "cuda %s: dtype %s not supported", op, dg_dtype_name(gx->dtype));
+    return DG_EUNSUPPORTED;
+}
+
+extern "C" int dg_cuda_index_add(const dg_tensor *gy, const dg_tensor *ix, dg_tensor *gx, int64_t outer, int64_t dim, int64_t inner) {
+    int rc = index_dtype_ok(ix, "index_add");
+    if (!rc) rc = add_dtype_ok(gx, "index_add");
+    if (!rc) rc = check_indices(ix, dim, "index_add", false, 0);
+    if (rc) return rc;
+    int64_t n = ix->numel, total = outer * n * inner;
+    if (gx->dtype == DG_F32) {
+        const float *g = (const float *)dg_tensor_ptr(gy);
+        float *o = (float *)dg_tensor_ptr(gx);
+        LAUNCH_IT(index_add_kernel, float, total, g, IXP, o, outer, dim, inner, n);
+    } else {
+        const double *g = (const double *)dg_tensor_ptr(gy);
+        double *o = (double *)dg_tensor_ptr(gx);
+        LAUNCH_IT(index_add_kernel, double, total, g, IXP, o, outer, dim, inner, n);
+    }
+    return rc;
+}
+
+extern "C" int dg_cuda_gather(const dg_tensor *x, const dg_tensor *ix, dg_tensor *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
+    int rc = index_dtype_ok(ix, "gather");
+    if (!rc) rc = check_indices(ix, xdim, "gather", false, 0);
+    if (rc) return rc;
+    int64_t total = outer * idim * inner;
+    switch (dg_dtype_size(x->dtype)) {
+#define S(ES)                                                                                         \
+    case ES: {                                                                                        \
+        typedef raw_t<ES>::T R;                                                                       \
+        const R *xp = (const R *)dg_tensor_ptr(x);                                                    \
+        R *yp = (R *)dg_tensor_ptr(y);                                                                \
+        LAUNCH_IT(gather_kernel, R, total, xp, IXP, yp, outer, xdim, idim, inner);                     \
+        return rc;                                                                                    \
+    }
+    S(1) S(2) S(4) S(8)
+#undef S
+    }
+    DG_ERR(DG_EUNSUPPORTED, "cuda gather: dtype %s not supported", dg_dtype_name(x->dtype));
+    return DG_EUNSUPPORTED;
+}
+
+extern "C" int dg_cuda_scatter_add(const dg_tensor *gy, const dg_tensor *ix, dg_tensor *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
+    int rc = index_dtype_ok(ix, "scatter_add");
+    if (!rc) rc = add_dtype_ok(gx, "scatter_add");
+    if (!rc) rc = check_indices(ix, xdim, "scatter_add", false, 0);
+    if (rc) return rc;
+    int64_t total = outer * idim * inner;
+    if (gx->dtype == DG_F32) {
+        const float *g = (const float *)dg_tensor_ptr(gy);
+        float *o = (float *)dg_tensor_ptr(gx);
+        LAUNCH_IT(scatter_add_kernel, float, total, g, IXP, o, outer, xdim, idim, inner);
+    } else {
+        const double *g = (const double *)dg_tensor_ptr(gy);
+        double *o = (double *)dg_tensor_ptr(gx);
+        LAUNCH_IT(scatter_add_kernel, double, total, g, IXP, o, outer, xdim, idim, inner);
+    }
+    return rc;
+}
+
+/* ---- NLL rows: loss[r] = -logp[r, label[r]], 0 for ignored rows; backward scatters -g[r] ---- */
+template <typename T, typename IT>
+__global__ void nll_kernel(const T *logp, const IT *label, T *loss, int64_t rows, int64_t cols, long long ignore) {
+    DGK_FOR(r, rows) {
+        long long c = (long long)label[r];
+        loss[r] = (c == ignore || c < 0 || c >= cols) ? (T)0 : -logp[r * cols + c];
+    }
+}
+
+template <typename T, typename IT>
+__global__ void nll_bw_kernel(const T *g, const IT *label, T *glogp, int64_t rows, int64_t cols, long long ignore) {
+    DGK_FOR(r, rows) {
+        long long c = (long long)label[r];
+        if (c != ignore && c >= 0 && c < cols) glogp[r * cols + c] = -g[r];
+    }
+}
+
+extern "C" int dg_cuda_nll(const dg_tensor *logp, const dg_tensor *label, dg_tensor *loss, int64_t rows, int64_t cols, int64_t ignore) {
+    const dg_tensor *ix = label;
+    int rc = index_dtype_ok(ix, "cross_entropy");
+    if (!rc) rc = add_dtype_ok(logp, "cross_entropy");
+    if (!rc) rc = check_indices(ix, cols, "cross_entropy", true, ignore);
+    if (rc) return rc;
+    long long ig = (long long)ignore;
+    if (logp->dtype == DG_F32) {
+        const float *lp = (const float *)dg_tensor_ptr(logp);
+        float *out = (float *)dg_tensor_ptr(loss);
+        LAUNCH_IT(nll_kernel, float, rows, lp, IXP, out, rows, cols, ig);
+    } else {
+        const double *lp = (const double *)dg_tensor_ptr(logp);
+        double *out = (double *)dg_tensor_ptr(loss);
+        LAUNCH_IT(nll_kernel, double, rows, lp, IXP, out, rows, cols, ig);
+    }
+    return rc;
+}
+
+extern "C" int dg_cuda_nll_backward(const dg_tensor *g, const dg_tensor *label, dg_tensor *glogp, int64_t rows, int64_t cols, int64_t ignore) {
+    const dg_tensor *ix = label;
+    int rc = index_dtype_ok(ix, "cross_entropy");
+    if (!rc) rc = add_dtype_ok(glogp, "cross_entropy");
+    if (!rc) rc = check_indices(ix, cols, "cross_entropy", true, ignore);
+    if (rc) return rc;
+    if (rows <= 0 || cols <= 0) return 0;
+    rc = DG_CUDA(cudaMemsetAsync(dg_tensor_ptr(glogp), 0, (size_t)(rows * cols) * dg_dtype_size(glogp->dtype), dg_cuda_stream()));
+    if (rc) return rc;
+    long long ig = (long long)ignore;
+    if (glogp->dtype == DG_F32) {
+        const float *gp = (const float *)dg_tensor_ptr(g);
+        float *out = (float *)dg_tensor_ptr(glogp);
+        LAUNCH_IT(nll_bw_kernel, float, rows, gp, IXP, out, rows, cols, ig);
+    } else {
+        const double *gp = (const double *)dg_tensor_ptr(g);
+        double *out = (double *)dg_tensor_ptr(glogp);
+        LAUNCH_IT(nll_bw_kernel, double, rows, gp, IXP, out, rows, cols, ig);
+    }
+    return rc;
+}
