@@ -19,7 +19,9 @@ Test(device, explicit_gpu_request_is_an_error_without_a_gpu) {
     cr_assert_eq(dg_set_device("gpu:3"), DG_EDEVICE);
     dg_clear_error();
     cr_assert_eq(dg_get_device().type, DG_CPU, "the device stays the CPU");
-    cr_assert_null(dg_to_device(dg_ones(DG_SHAPE(2), DG_F32), (dg_device){ DG_CUDA, 0 }));
+    dg_tensor *host = dg_ones(DG_SHAPE(2), DG_F32);
+    cr_assert_null(dg_to_device(host, (dg_device){ DG_CUDA, 0 }));
+    dg_tensor_free(host);
     cr_assert(strstr(dg_last_error(), "gpu"), "%s", dg_last_error());
     dg_clear_error();
     cr_assert_eq(dg_init(&(dg_init_params){ .device = "gpu" }), DG_EDEVICE);
