@@ -191,14 +191,6 @@ static void expect_forward_backward(dg_layer *m, const dg_tensor_dict *d, const 
     dg_scope_end(s);
 }
 
-static void expect_error_contains(const char *what, const char *s1, const char *s2) {
-    const char *m = dg_last_error();
-    cr_assert(m[0], "%s: no error message", what);
-    cr_assert(strstr(m, s1), "%s: message '%s' lacks '%s'", what, m, s1);
-    if (s2) cr_assert(strstr(m, s2), "%s: message '%s' lacks '%s'", what, m, s2);
-    dg_clear_error();
-}
-
 static void expect_shape(const dg_tensor *t, const char *want, const char *what) {
     cr_assert_not_null(t, "%s: %s", what, dg_last_error());
     char a[96];

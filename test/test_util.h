@@ -55,6 +55,15 @@ static inline void gradcheck(const char *name, gc_fn f, dg_tensor *const *in, in
     dg_scope_end(s);
 }
 
+/* The last error names what failed: it contains s1 (and s2 when given). Clears it. */
+static inline void expect_error_contains(const char *what, const char *s1, const char *s2) {
+    const char *m = dg_last_error();
+    cr_assert(m[0], "%s: no error message", what);
+    cr_assert(strstr(m, s1), "%s: message '%s' lacks '%s'", what, m, s1);
+    if (s2) cr_assert(strstr(m, s2), "%s: message '%s' lacks '%s'", what, m, s2);
+    dg_clear_error();
+}
+
 /* Max relative error between two same-shaped tensors (any float dtype), relative to max(|b|, floor). */
 static inline double max_rel_err(const dg_tensor *a, const dg_tensor *b, double floor_) {
     int64_t n = dg_numel(a);

@@ -3,7 +3,7 @@
  * repeated into three channels, alpha is dropped (not composited), palettes expand, 16-bit samples
  * keep their high byte, Adobe CMYK/YCCK JPEGs are converted the way PIL does.
  *
- * Neither library may exit or print: libjpeg's default error_exit calls exit(), so both get error
+ * Neither library may end the process or print: libjpeg's default error_exit terminates it, so both get error
  * handlers that longjmp back here with the message. A JPEG whose data ends early (libjpeg would
  * pad it with gray and warn) is an error, like PIL without LOAD_TRUNCATED_IMAGES; other libjpeg
  * warnings (e.g. extraneous bytes before a marker) are ignored as PIL ignores them. Every decoder

@@ -3,6 +3,7 @@
  * read out of bounds. Build and run: make fuzz-cifar FUZZ_SECONDS=600. test/test_fuzz_corpus.c
  * includes this file with FUZZ_ENTRY renamed to replay the corpus. */
 #include <dygraph.h>
+#include <assert.h>
 
 #ifndef FUZZ_ENTRY
 #define FUZZ_ENTRY LLVMFuzzerTestOneInput
@@ -11,6 +12,8 @@
 int FUZZ_ENTRY(const unsigned char *data, size_t size);
 int FUZZ_ENTRY(const unsigned char *data, size_t size) {
     dg_dataset *ds = dg_cifar10_dataset_buffer(data, size, "fuzz");
+    /* a parser that refuses an input must say why */
+    assert(ds || dg_last_error()[0]);
     if (ds) {
         double acc = 0;
         for (int64_t i = 0; i < dg_dataset_len(ds) && i < 64; i++) {

@@ -11,6 +11,7 @@
 #endif
 
 static void fuzz_csv_use(dg_dataset *ds) {
+    assert(ds || dg_last_error()[0]);   /* a parser that refuses an input must say why */
     if (!ds) return;
     double acc = 0;
     for (int64_t i = 0; i < dg_dataset_len(ds) && i < 64; i++) {

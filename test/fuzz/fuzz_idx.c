@@ -4,6 +4,7 @@
  * (either may be gzip). Build and run: make fuzz-idx FUZZ_SECONDS=600. test/test_fuzz_corpus.c
  * includes this file with FUZZ_ENTRY renamed to replay the corpus. */
 #include <dygraph.h>
+#include <assert.h>
 
 #ifndef FUZZ_ENTRY
 #define FUZZ_ENTRY LLVMFuzzerTestOneInput
@@ -15,6 +16,8 @@ int FUZZ_ENTRY(const unsigned char *data, size_t size) {
     size_t n = (size_t)data[0] | (size_t)data[1] << 8;
     if (n > size - 2) n = size - 2;
     dg_dataset *ds = dg_mnist_idx_dataset_buffer(data + 2, n, data + 2 + n, size - 2 - n, "fuzz");
+    /* a parser that refuses an input must say why */
+    assert(ds || dg_last_error()[0]);
     if (ds) {
         double acc = 0;
         for (int64_t i = 0; i < dg_dataset_len(ds) && i < 64; i++) {

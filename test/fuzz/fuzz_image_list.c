@@ -17,6 +17,8 @@ int FUZZ_ENTRY(const unsigned char *data, size_t size) {
     dgf_max_image_pixels = 1 << 16;
     if ((data[0] & 1) == 0) {
         dg_dataset *ds = dg_image_list_dataset_buffer("/nonexistent-dygraph-fuzz-root", data + 1, size - 1, "fuzz");
+    /* a parser that refuses an input must say why */
+    assert(ds || dg_last_error()[0]);
         for (int64_t i = 0; ds && i < dg_dataset_len(ds) && i < 4; i++) {
             dg_sample s;
             if (dg_dataset_get(ds, i, 0, &s) == 0) dg_sample_clear(&s);

@@ -2,9 +2,12 @@
  * must load cleanly or fail with a message, never crash, leak or read out of bounds.
  * Build and run: make fuzz-safetensors FUZZ_SECONDS=600 (clang, libFuzzer, ASan/UBSan). */
 #include <dygraph.h>
+#include <assert.h>
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size) {
     dg_tensor_dict *d = dg_load_safetensors_buffer(data, size, "fuzz");
+    /* a parser that refuses an input must say why */
+    assert(d || dg_last_error()[0]);
     if (d) {
         /* touch every loaded value so a wrong offset would be caught by ASan */
         double acc = 0;
