@@ -137,24 +137,6 @@ int dg_collate(const dg_sample *samples, int64_t n, dg_sample *batch) {
     return collate_impl(samples, n, NULL, batch, NULL);
 }
 
-/* Splits a trailing " (file:line)" that DG_ERR appended off msg, so a message re-raised with more
- * context keeps one location, the innermost. Returns false when there is none. */
-static bool split_location(char *msg, const char **file, int *line) {
-    size_t n = strlen(msg);
-    if (n < 5 || msg[n - 1] != ')') return false;
-    char *open = NULL;
-    for (char *p = msg + n - 1; p > msg; p--)
-        if (p[0] == '(' && p[-1] == ' ') { open = p; break; }
-    if (!open) return false;
-    char *colon = strrchr(open, ':');
-    if (!colon || colon == open + 1 || colon[1] == ')') return false;
-    for (char *d = colon + 1; d < msg + n - 1; d++) if (*d < '0' || *d > '9') return false;
-    *line = atoi(colon + 1);
-    *colon = 0;
-    *file = open + 1;
-    open[-1] = 0;
-    return true;
-}
 
 /* ---- the loader ---- */
 typedef struct slot {
@@ -412,7 +394,7 @@ int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
         stop_workers(dl);
         const char *file = __FILE__;
         int line = __LINE__;
-        split_location(msg, &file, &line);
+        dg_error_split_location(msg, &file, &line);
         dg_set_error_at(rc < 0 ? rc : DG_EINVAL, file, line, "dataloader: %s", msg);
         return rc < 0 ? rc : DG_EINVAL;
     }

@@ -73,6 +73,9 @@ struct dg_node {
 void dg_set_error_at(int status, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 bool dg_has_error(void);
+/* Splits the trailing " (file:line)" off a message (in place), for re-raising it with more
+ * context and one location; false when there is none. */
+bool dg_error_split_location(char *msg, const char **file, int *line);
 #define DG_ERR(status, ...) dg_set_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
 /* Fail the current function with NULL and a message unless cond holds. */
 #define DG_CHECK(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return NULL; } } while (0)
