@@ -39,7 +39,7 @@ ifeq ($(CUDA_ON),1)
   LIB_OBJ += $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
   CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDNN_HOME)/include
   CUDA_LIBDIRS := $(sort $(CUDA_HOME)/lib64 $(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib)
-  LDLIBS += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcublas -lcudart -lstdc++
+  LDLIBS += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcudnn -lcublas -lcudart -lstdc++
   NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC -Iinclude $(CUDA_INC) \
                -gencode arch=compute_90,code=[sm_90,compute_90] -gencode arch=compute_75,code=compute_75
 else

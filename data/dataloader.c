@@ -277,6 +277,7 @@ dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
     }
     dl->nw = p.num_workers;
     dl->seed = p.seed;
+    if (p.pin_memory && !p.host_alloc) { p.host_alloc = dg_pinned_alloc; p.host_free = dg_pinned_free; }
     dl->hooks = (host_hooks){ p.host_alloc, p.host_free, p.host_user };
     dl->nslots = p.num_workers ? (p.prefetch ? p.prefetch : 2 * p.num_workers) : 0;
     if (dl->nslots) {

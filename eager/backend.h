@@ -7,6 +7,7 @@
 #define DG_EAGER_BACKEND_H
 
 #include "internal.h"
+#include "update_rule.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,6 +68,9 @@ typedef struct dg_backend {
     /* optional (NULL where meaningless): caching-allocator statistics and release */
     int (*memory_stats)(dg_memory_stats *out);
     int (*empty_cache)(void);
+    /* optional: page-locked host memory that uploads can read without a host wait (thread-safe) */
+    void *(*host_alloc)(size_t nbytes);
+    void (*host_free)(void *p);
 
     /* elementwise; x/a/b may be strided (stride 0 = broadcast) with y's shape */
     int (*fill)(dg_tensor *y, double value);
@@ -123,6 +127,10 @@ typedef struct dg_backend {
     int (*batch_norm_backward)(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *weight,
                                const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
                                dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner);
+
+    /* one optimizer step over n parameters of one dtype (f32/f64) in as few passes as the
+     * device allows (eager/update_rule.h holds the per-element rules) */
+    int (*fused_update)(const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n);
 } dg_backend;
 
 extern const dg_backend dg_cpu_backend;

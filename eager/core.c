@@ -93,3 +93,33 @@ int dg_synchronize(dg_device d) {
     if (!be) return DG_EDEVICE;
     return be->synchronize();
 }
+
+/* Pinned buffers carry a 64-byte header naming the backend that made them, so a free works
+ * whatever the current device is by then (batches can outlive a dg_set_device). */
+#define PIN_HEADER 64
+void *dg_pinned_alloc(size_t bytes, void *user) {
+    (void)user;
+    const dg_backend *be = g_device.type == DG_CPU ? NULL : dg_backend_for(g_device);
+    char *p = be && be->host_alloc ? be->host_alloc(bytes + PIN_HEADER) : NULL;
+    if (!p) {
+        if (be && be->host_alloc) return NULL;   /* the backend said why */
+        be = NULL;
+        p = aligned_alloc(PIN_HEADER, (bytes + 2 * PIN_HEADER - 1) / PIN_HEADER * PIN_HEADER);
+        if (!p) { DG_ERR(DG_ENOMEM, "pinned_alloc: %zu bytes: out of host memory", bytes); return NULL; }
+    }
+    memcpy(p, &be, sizeof be);
+    return p + PIN_HEADER;
+}
+void dg_pinned_free(void *q, void *user) {
+    (void)user;
+    if (!q) return;
+    char *p = (char *)q - PIN_HEADER;
+    const dg_backend *be;
+    memcpy(&be, p, sizeof be);
+    if (be) be->host_free(p);
+    else free(p);
+}
+
+static bool g_allow_tf32 = false;
+void dg_set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
+bool dg_get_allow_tf32(void) { return g_allow_tf32; }

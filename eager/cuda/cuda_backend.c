@@ -1,8 +1,9 @@
 /* eager/cuda/cuda_backend.c — the CUDA backend's table: device selection (a missing GPU is an
  * error for whoever asked for one, never a crash), one compute stream and cuBLAS handle, the
- * caching device allocator (size-rounded blocks reused in stream order, so a steady training
- * loop stops calling cudaMalloc after its first step), host<->device copies, and the entries
- * whose kernels are not written yet, which report themselves as unsupported. */
+ * communication stream with events between the two, the caching device allocator (size-class
+ * bins reused in stream order, so a steady training loop stops calling cudaMalloc after its
+ * first step), pinned host buffers and host<->device copies. Kernels live in the .cu files and
+ * the cuDNN files beside this one. */
 #include "cuda_internal.h"
 #include <pthread.h>
 
@@ -18,58 +19,156 @@ int dg_cuda_check_blas(cublasStatus_t s, const char *what, const char *file, int
     return DG_EDEVICE;
 }
 
-/* ---- device, stream, cuBLAS ---- */
+int dg_cuda_check_dnn(cudnnStatus_t s, const char *what, const char *file, int line) {
+    if (s == CUDNN_STATUS_SUCCESS) return 0;
+    dg_set_error_at(s == CUDNN_STATUS_NOT_SUPPORTED ? DG_EUNSUPPORTED : DG_EDEVICE, file, line,
+                    "cudnn: %s failed: %s (%d)", what, cudnnGetErrorString(s), (int)s);
+    return s == CUDNN_STATUS_NOT_SUPPORTED ? DG_EUNSUPPORTED : DG_EDEVICE;
+}
+
+/* ---- device, streams, library handles ---- */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_count = -1;              /* devices seen; -1 before the first query */
 static cudaError_t g_count_err;
 static int g_current = -1;
-static cudaStream_t g_stream;
+static cudaStream_t g_stream, g_comm;
+static cudaEvent_t g_ev_compute, g_ev_comm;
 static cublasHandle_t g_blas;
+static cudnnHandle_t g_dnn;
 
 cudaStream_t dg_cuda_stream(void) { return g_stream; }
+cudaStream_t dg_cuda_comm_stream(void) { return g_comm; }
 cublasHandle_t dg_cuda_cublas(void) { return g_blas; }
+cudnnHandle_t dg_cuda_cudnn(void) { return g_dnn; }
+
+int dg_cuda_comm_wait_compute(void) {
+    int rc = DG_CUDA(cudaEventRecord(g_ev_compute, g_stream));
+    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(g_comm, g_ev_compute, 0));
+}
+int dg_cuda_compute_wait_comm(void) {
+    int rc = DG_CUDA(cudaEventRecord(g_ev_comm, g_comm));
+    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(g_stream, g_ev_comm, 0));
+}
 
 /* ---- caching allocator ----
- * Requests are rounded (512 B granules below 1 MiB, 2 MiB above) and freed blocks wait in a
- * list for a request of the same rounded size. All work runs on one stream, so a block freed by
- * the host may be reused at once: later kernels are ordered after the ones that used it. */
-typedef struct block { void *p; size_t size; bool used; } block;
-static block *g_blocks;
-static size_t g_nblocks, g_capblocks;
+ * Requests are rounded to a size class (512 B granules below 1 MiB; above, eight classes per
+ * power of two, so rounding wastes at most 1/8) and a freed block waits in its class's bin for
+ * the next request of that class. Tensors are used on the compute stream only (collectives on
+ * the comm stream are ordered back with dg_cuda_compute_wait_comm before their buffers can be
+ * freed), so a block freed by the host may be handed out again at once: later kernels run after
+ * the ones that used it. Live blocks sit in a pointer-keyed table so a free is O(1). */
+typedef struct bin { size_t size; void **ptr; size_t n, cap; } bin;
+typedef struct live { void *p; size_t size; } live;
+static bin *g_bins; static size_t g_nbins, g_capbins;
+static live *g_live; static size_t g_nlive, g_caplive;    /* open addressing, p == NULL empty */
 static dg_memory_stats g_stats;
 
 static size_t round_size(size_t n) {
     if (n < (1u << 20)) return (n + 511) / 512 * 512;
-    return (n + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+    size_t top = (size_t)1 << (63 - __builtin_clzll((unsigned long long)n));   /* 2^floor(log2 n) */
+    size_t step = top / 8;
+    return (n + step - 1) / step * step;
 }
 
-static void *cuda_alloc(size_t n) {
+static bin *find_bin(size_t size, bool make) {
+    for (size_t i = 0; i < g_nbins; i++) if (g_bins[i].size == size) return &g_bins[i];
+    if (!make) return NULL;
+    if (g_nbins == g_capbins) {
+        size_t cap = g_capbins ? g_capbins * 2 : 64;
+        bin *b = realloc(g_bins, sizeof *b * cap);
+        if (!b) return NULL;
+        g_bins = b; g_capbins = cap;
+    }
+    g_bins[g_nbins] = (bin){ size, NULL, 0, 0 };
+    return &g_bins[g_nbins++];
+}
+
+static size_t live_slot(void *p) {
+    size_t h = ((uintptr_t)p >> 9) * 0x9E3779B97F4A7C15ull;
+    return h & (g_caplive - 1);
+}
+static bool live_put(void *p, size_t size);
+static bool live_grow(void) {
+    size_t old = g_caplive;
+    live *o = g_live;
+    live *n = calloc(old ? old * 2 : 1024, sizeof *n);
+    if (!n) return false;
+    g_live = n; g_caplive = old ? old * 2 : 1024; g_nlive = 0;
+    for (size_t i = 0; i < old; i++) if (o[i].p) live_put(o[i].p, o[i].size);
+    free(o);
+    return true;
+}
+static bool live_put(void *p, size_t size) {
+    if ((g_nlive + 1) * 2 > g_caplive && !live_grow()) return false;
+    size_t i = live_slot(p);
+    while (g_live[i].p) i = (i + 1) & (g_caplive - 1);
+    g_live[i] = (live){ p, size };
+    g_nlive++;
+    return true;
+}
+/* Removes p and returns its size, 0 when p is not a live block. */
+static size_t live_take(void *p) {
+    if (!g_caplive) return 0;
+    size_t i = live_slot(p);
+    while (g_live[i].p && g_live[i].p != p) i = (i + 1) & (g_caplive - 1);
+    if (!g_live[i].p) return 0;
+    size_t size = g_live[i].size;
+    g_live[i].p = NULL;
+    g_nlive--;
+    /* re-insert the rest of the cluster so lookups never stop early at the hole */
+    for (size_t j = (i + 1) & (g_caplive - 1); g_live[j].p; j = (j + 1) & (g_caplive - 1)) {
+        live e = g_live[j];
+        g_live[j].p = NULL;
+        g_nlive--;
+        live_put(e.p, e.size);
+    }
+    return size;
+}
+
+/* Frees every cached block; the caller holds g_lock. */
+static void release_cached(void) {
+    for (size_t i = 0; i < g_nbins; i++) {
+        for (size_t k = 0; k < g_bins[i].n; k++) cudaFree(g_bins[i].ptr[k]);
+        g_stats.reserved -= g_bins[i].size * g_bins[i].n;
+        g_bins[i].n = 0;
+    }
+}
+
+void *dg_cuda_alloc(size_t n) {
     size_t sz = round_size(n ? n : 1);
     pthread_mutex_lock(&g_lock);
     void *p = NULL;
-    for (size_t i = 0; i < g_nblocks; i++)
-        if (!g_blocks[i].used && g_blocks[i].size == sz) { g_blocks[i].used = true; p = g_blocks[i].p; break; }
+    bin *b = find_bin(sz, true);
+    if (b && b->n) p = b->ptr[--b->n];
+    if (!p && b && b->cap == 0) {
+        b->ptr = malloc(sizeof *b->ptr * 16);
+        b->cap = b->ptr ? 16 : 0;
+    }
     if (!p) {
-        if (g_nblocks == g_capblocks) {
-            size_t cap = g_capblocks ? g_capblocks * 2 : 256;
-            block *b = realloc(g_blocks, sizeof *b * cap);
-            if (!b) { pthread_mutex_unlock(&g_lock); return NULL; }
-            g_blocks = b;
-            g_capblocks = cap;
-        }
         cudaError_t e = cudaMalloc(&p, sz);
         if (e == cudaErrorMemoryAllocation) {
             /* give the cache back and try once more before failing */
+            cudaGetLastError();
             cudaStreamSynchronize(g_stream);
-            for (size_t i = 0; i < g_nblocks;)
-                if (!g_blocks[i].used) { cudaFree(g_blocks[i].p); g_stats.reserved -= g_blocks[i].size; g_blocks[i] = g_blocks[--g_nblocks]; }
-                else i++;
+            release_cached();
             e = cudaMalloc(&p, sz);
         }
-        if (e != cudaSuccess) { DG_CUDA(e); pthread_mutex_unlock(&g_lock); return NULL; }
+        if (e != cudaSuccess) {
+            cudaGetLastError();
+            dg_set_error_at(DG_ENOMEM, __FILE__, __LINE__, "cuda alloc: %zu bytes (%zu allocated, %zu reserved): %s",
+                            n, g_stats.allocated, g_stats.reserved, cudaGetErrorString(e));
+            pthread_mutex_unlock(&g_lock);
+            return NULL;
+        }
         g_stats.device_mallocs++;
         g_stats.reserved += sz;
-        g_blocks[g_nblocks++] = (block){ p, sz, true };
+    }
+    if (!live_put(p, sz)) {   /* host out of memory for the table: keep the block cached */
+        if (b && b->n < b->cap) b->ptr[b->n++] = p;
+        else { cudaFree(p); g_stats.reserved -= sz; }
+        pthread_mutex_unlock(&g_lock);
+        DG_ERR(DG_ENOMEM, "cuda alloc: host memory for the block table ran out");
+        return NULL;
     }
     g_stats.allocated += sz;
     if (g_stats.allocated > g_stats.peak_allocated) g_stats.peak_allocated = g_stats.allocated;
@@ -77,15 +176,21 @@ static void *cuda_alloc(size_t n) {
     return p;
 }
 
-static void cuda_free(void *p) {
+void dg_cuda_free(void *p) {
     if (!p) return;
     pthread_mutex_lock(&g_lock);
-    for (size_t i = 0; i < g_nblocks; i++)
-        if (g_blocks[i].p == p && g_blocks[i].used) {
-            g_blocks[i].used = false;
-            g_stats.allocated -= g_blocks[i].size;
-            break;
+    size_t sz = live_take(p);
+    if (sz) {
+        g_stats.allocated -= sz;
+        bin *b = find_bin(sz, true);
+        if (b && b->n == b->cap) {
+            size_t cap = b->cap ? b->cap * 2 : 16;
+            void **q = realloc(b->ptr, sizeof *q * cap);
+            if (q) { b->ptr = q; b->cap = cap; }
         }
+        if (b && b->n < b->cap) b->ptr[b->n++] = p;
+        else { cudaFree(p); g_stats.reserved -= sz; }   /* no host memory for the bin: release */
+    }
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -98,20 +203,84 @@ static int cuda_memory_stats(dg_memory_stats *out) {
 
 static int cuda_empty_cache(void) {
     int rc = DG_CUDA(cudaStreamSynchronize(g_stream));
+    if (!rc) rc = DG_CUDA(cudaStreamSynchronize(g_comm));
     pthread_mutex_lock(&g_lock);
-    for (size_t i = 0; i < g_nblocks;)
-        if (!g_blocks[i].used) { cudaFree(g_blocks[i].p); g_stats.reserved -= g_blocks[i].size; g_blocks[i] = g_blocks[--g_nblocks]; }
-        else i++;
+    release_cached();
     pthread_mutex_unlock(&g_lock);
     return rc;
+}
+
+/* ---- pinned host memory ----
+ * Page-locked buffers for the DataLoader's collated batches. An upload from one of them is
+ * queued without waiting (the DMA reads it later); so that the buffer is not refilled while a
+ * copy still reads it, its release records an event on the compute stream and the next hand-out
+ * of that buffer waits for the event. Buffers are cached by exact size (a DataLoader asks for
+ * the same few sizes every batch). */
+typedef struct pinned { void *p; size_t size; bool used; cudaEvent_t done; } pinned;
+static pthread_mutex_t g_pin_lock = PTHREAD_MUTEX_INITIALIZER;
+static pinned *g_pin; static size_t g_npin, g_cappin;
+
+static void *cuda_host_alloc(size_t n) {
+    if (!n) n = 1;
+    cudaSetDevice(g_current);   /* DataLoader workers are threads of their own: events belong to our device */
+    pthread_mutex_lock(&g_pin_lock);
+    for (size_t i = 0; i < g_npin; i++)
+        if (!g_pin[i].used && g_pin[i].size == n) {
+            g_pin[i].used = true;
+            pthread_mutex_unlock(&g_pin_lock);
+            DG_CUDA(cudaEventSynchronize(g_pin[i].done));
+            return g_pin[i].p;
+        }
+    if (g_npin == g_cappin) {
+        size_t cap = g_cappin ? g_cappin * 2 : 32;
+        pinned *q = realloc(g_pin, sizeof *q * cap);
+        if (!q) { pthread_mutex_unlock(&g_pin_lock); DG_ERR(DG_ENOMEM, "pinned alloc: out of host memory"); return NULL; }
+        g_pin = q; g_cappin = cap;
+    }
+    void *p = NULL;
+    cudaEvent_t ev;
+    if (DG_CUDA(cudaHostAlloc(&p, n, cudaHostAllocPortable))) { pthread_mutex_unlock(&g_pin_lock); return NULL; }
+    if (DG_CUDA(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming))) {
+        cudaFreeHost(p);
+        pthread_mutex_unlock(&g_pin_lock);
+        return NULL;
+    }
+    g_pin[g_npin++] = (pinned){ p, n, true, ev };
+    pthread_mutex_unlock(&g_pin_lock);
+    return p;
+}
+
+static void cuda_host_free(void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&g_pin_lock);
+    for (size_t i = 0; i < g_npin; i++)
+        if (g_pin[i].p == p) {
+            cudaEventRecord(g_pin[i].done, g_stream);
+            g_pin[i].used = false;
+            break;
+        }
+    pthread_mutex_unlock(&g_pin_lock);
+}
+
+/* True when [p, p+n) lies in one of our pinned buffers. */
+static bool is_pinned(const void *p, size_t n) {
+    bool yes = false;
+    pthread_mutex_lock(&g_pin_lock);
+    for (size_t i = 0; i < g_npin && !yes; i++)
+        yes = g_pin[i].used && (const char *)p >= (const char *)g_pin[i].p &&
+              (const char *)p + n <= (const char *)g_pin[i].p + g_pin[i].size;
+    pthread_mutex_unlock(&g_pin_lock);
+    return yes;
 }
 
 /* ---- copies ---- */
 static int cuda_upload(void *dst, const void *src, size_t n) {
     if (!n) return 0;
-    /* the host buffer may be pageable and freed right after: finish before returning */
     int rc = DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, g_stream));
-    return rc ? rc : DG_CUDA(cudaStreamSynchronize(g_stream));
+    /* a pageable buffer may be freed right after: finish before returning; a pinned one of
+     * ours is guarded by its release event */
+    if (rc || is_pinned(src, n)) return rc;
+    return DG_CUDA(cudaStreamSynchronize(g_stream));
 }
 static int cuda_download(void *dst, const void *src, size_t n) {
     if (!n) return 0;
@@ -139,8 +308,10 @@ static int cu_bn_b(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *w, 
 static const dg_backend cuda_backend = {
     .name = "cuda",
     .type = DG_CUDA,
-    .alloc = cuda_alloc,
-    .free = cuda_free,
+    .alloc = dg_cuda_alloc,
+    .free = dg_cuda_free,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .upload = cuda_upload,
     .download = cuda_download,
     .synchronize = cuda_sync,
@@ -196,8 +367,12 @@ const dg_backend *dg_cuda_backend_get(int index) {
     } else if (g_current >= 0) {
         DG_ERR(DG_EDEVICE, "gpu:%d requested after gpu:%d: one GPU per process (start one process per GPU)", index, g_current);
     } else if (!DG_CUDA(cudaSetDevice(index)) && !DG_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking)) &&
+               !DG_CUDA(cudaStreamCreateWithFlags(&g_comm, cudaStreamNonBlocking)) &&
+               !DG_CUDA(cudaEventCreateWithFlags(&g_ev_compute, cudaEventDisableTiming)) &&
+               !DG_CUDA(cudaEventCreateWithFlags(&g_ev_comm, cudaEventDisableTiming)) &&
                !DG_CUBLAS(cublasCreate(&g_blas)) && !DG_CUBLAS(cublasSetStream(g_blas, g_stream)) &&
-               !DG_CUBLAS(cublasSetMathMode(g_blas, CUBLAS_DEFAULT_MATH))) {  /* TF32 off by default */
+               !DG_CUBLAS(cublasSetMathMode(g_blas, CUBLAS_DEFAULT_MATH)) &&   /* TF32 off unless allowed */
+               !DG_CUDNN(cudnnCreate(&g_dnn)) && !DG_CUDNN(cudnnSetStream(g_dnn, g_stream))) {
         g_current = index;
         be = &cuda_backend;
     }

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cudnn.h>
 #include "../backend.h"
 
 #ifdef __cplusplus
@@ -14,11 +15,23 @@ extern "C" {
 
 cudaStream_t dg_cuda_stream(void);        /* the compute stream of the current device */
 cublasHandle_t dg_cuda_cublas(void);      /* bound to dg_cuda_stream() */
+cudnnHandle_t dg_cuda_cudnn(void);        /* bound to dg_cuda_stream() */
+/* The communication stream (collectives run there so they overlap with compute) and the two
+ * directions of ordering between the streams: after dg_cuda_comm_wait_compute() the comm
+ * stream's next work sees everything queued on compute so far, and the reverse. */
+cudaStream_t dg_cuda_comm_stream(void);
+int dg_cuda_comm_wait_compute(void);
+int dg_cuda_compute_wait_comm(void);
+/* The caching allocator (device memory for tensors and library workspaces). */
+void *dg_cuda_alloc(size_t nbytes);
+void dg_cuda_free(void *p);
 /* Turn a CUDA/cuBLAS status into a dg error naming what failed; returns 0 or DG_EDEVICE. */
 int dg_cuda_check(cudaError_t e, const char *what, const char *file, int line);
 int dg_cuda_check_blas(cublasStatus_t s, const char *what, const char *file, int line);
 #define DG_CUDA(call) dg_cuda_check((call), #call, __FILE__, __LINE__)
 #define DG_CUBLAS(call) dg_cuda_check_blas((call), #call, __FILE__, __LINE__)
+int dg_cuda_check_dnn(cudnnStatus_t s, const char *what, const char *file, int line);
+#define DG_CUDNN(call) dg_cuda_check_dnn((call), #call, __FILE__, __LINE__)
 
 /* kernels (the .cu files of eager/cuda) */
 int dg_cuda_fill(dg_tensor *y, double value);
@@ -39,6 +52,9 @@ int dg_cuda_gather(const dg_tensor *x, const dg_tensor *index, dg_tensor *y, int
 int dg_cuda_scatter_add(const dg_tensor *gy, const dg_tensor *index, dg_tensor *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
 int dg_cuda_nll(const dg_tensor *logp, const dg_tensor *label, dg_tensor *loss_rows, int64_t rows, int64_t cols, int64_t ignore_index);
 int dg_cuda_nll_backward(const dg_tensor *g_rows, const dg_tensor *label, dg_tensor *glogp, int64_t rows, int64_t cols, int64_t ignore_index);
+int dg_cuda_fused_update(const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n);
+
+/* cuDNN convolution, pooling and batch norm (cudnn_*.c / pool.cu) */
 
 #ifdef __cplusplus
 }

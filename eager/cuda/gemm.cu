@@ -3,8 +3,8 @@
  * column-major, so C^T = op(B)^T op(A)^T is one cuBLAS call with A and B swapped and the same
  * transpose flags. The 64-bit strided-batched API takes the caller's int64 sizes as they are
  * (matmul folds batches into m, which can pass 2^31). The handle is dg_cuda_cublas(), bound
- * to the compute stream with the default math mode: no TF32 tensor-op math is enabled here,
- * so f32 products round like the CPU's sgemm up to summation order. */
+ * to the compute stream; f32 runs in the default math mode (products round like the CPU's sgemm
+ * up to summation order) unless dg_set_allow_tf32(true) asked for TF32 tensor cores. */
 #include "kernel_util.cuh"
 
 /* k == 0: the product is empty, C = beta * C (beta == 0 writes zeros, NaNs in C included),
@@ -51,6 +51,8 @@ extern "C" int dg_cuda_gemm(dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
     int64_t ldo = fix_ld(ldc, n, m);
     cublasHandle_t h = dg_cuda_cublas();
     if (dt == DG_F32) {
+        int rc = DG_CUBLAS(cublasSetMathMode(h, dg_get_allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        if (rc) return rc;
         float al = (float)alpha, be = (float)beta;
         return DG_CUBLAS(cublasSgemmStridedBatched_64(h, op1, op2, n, m, k, &al, (const float *)b, ld1, sb,
                                                       (const float *)a, ld2, sa, &be, (float *)c, ldo, sc, batch));

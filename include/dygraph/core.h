@@ -78,6 +78,17 @@ int dg_memory_stats_get(dg_device d, dg_memory_stats *out);
 int dg_empty_cache(dg_device d);      /* return cached blocks to the device */
 int dg_synchronize(dg_device d);      /* wait for queued work on the device */
 
+/* Page-locked host memory for batches bound for the current device (plain malloc when the
+ * current device is the CPU). The signatures fit dg_dataloader_params.host_alloc/host_free, and
+ * dg_dataloader_params.pin_memory uses them. */
+void *dg_pinned_alloc(size_t bytes, void *user);
+void dg_pinned_free(void *p, void *user);
+
+/* TF32 tensor-core math for f32 matmul and convolution on GPUs (torch.backends.*.allow_tf32):
+ * off by default, so GPU f32 results round like the CPU's. */
+void dg_set_allow_tf32(bool allow);
+bool dg_get_allow_tf32(void);
+
 /* Threads used by CPU kernels (OpenMP and the GEMM library). */
 void dg_set_num_threads(int n);
 int dg_get_num_threads(void);

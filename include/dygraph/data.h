@@ -188,6 +188,7 @@ typedef struct dg_dataloader_params {
     void *(*host_alloc)(size_t bytes, void *user);
     void (*host_free)(void *p, void *user);
     void *host_user;
+    bool pin_memory;           /* no hooks given: use dg_pinned_alloc/dg_pinned_free (torch's pin_memory) */
 } dg_dataloader_params;
 
 /* Takes a reference to ds. A given sampler must have been made for len(ds). */
