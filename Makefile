@@ -70,6 +70,8 @@ $(BUILD)/obj/eager/cuda/%.o: eager/cuda/%.c $(wildcard include/dygraph/*.h eager
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CUDA_INC) -c $< -o $@
 
+# the optimizer step must round like the CPU's, which does not fuse multiply-adds
+$(BUILD)/obj/eager/cuda/update.cu.o: NVCCFLAGS += -fmad=false
 $(BUILD)/obj/eager/cuda/%.cu.o: eager/cuda/%.cu $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h eager/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@

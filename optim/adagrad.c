@@ -3,26 +3,16 @@
 #include "optim_internal.h"
 #include <math.h>
 
-/* t += 1; d = g + wd p; sum += d^2; p -= lr / (1 + (t-1) lr_decay) * d / (sqrt(sum) + eps) */
-static int adagrad_update(dg_optimizer *o, int i, dg_tensor *p, const dg_tensor *g) {
+/* t += 1; d = g + wd p; sum += d^2; p -= lr / (1 + (t-1) lr_decay) * d / (sqrt(sum) + eps)
+ * Here the per-parameter scalars; the element rule is in eager/update_rule.h. */
+static void adagrad_prepare(dg_optimizer *o, int i, dg_update_tensor *u) {
     dg_opt_state *s = &o->state[i];
-    dg_tensor *sum = s->buf[0];
     s->step++;
-    const dg_tensor *d = g;
-    if (o->weight_decay != 0) { d = dg_opt_axpy(g, o->weight_decay, p); DG_OPT_NONNULL(o, d); }
-    double clr = o->lr / (1 + (double)(s->step - 1) * o->lr_decay);
-    dg_tensor *d2 = dg_mul(d, d);
-    DG_OPT_NONNULL(o, d2);
-    DG_OPT_TRY(o, dg_add_(sum, d2));
-    dg_tensor *std = dg_add_scalar(dg_sqrt(sum), o->eps);
-    dg_tensor *upd = dg_div(d, std);
-    DG_OPT_NONNULL(o, upd);
-    DG_OPT_TRY(o, dg_axpy_(p, -clr, upd));
-    return 0;
+    u->step_size = o->lr / (1 + (double)(s->step - 1) * o->lr_decay);
 }
 
 static const dg_opt_kind_info adagrad_info = {
-    .name = "adagrad", .n_slots = 1, .slot = { "sum" }, .has_step = true, .update = adagrad_update,
+    .name = "adagrad", .n_slots = 1, .slot = { "sum" }, .has_step = true, .rule = DG_UPD_ADAGRAD, .prepare = adagrad_prepare,
 };
 
 dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p) {

@@ -5,39 +5,21 @@
 
 /* t += 1; (AdamW: p *= 1 - lr wd) (Adam: d = g + wd p);
  * m = b1 m + (1-b1) d; v = b2 v + (1-b2) d^2;
- * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) */
-static int adam_update(dg_optimizer *o, int i, dg_tensor *p, const dg_tensor *g) {
+ * p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * Here the per-parameter scalars; the element rule is in eager/update_rule.h. */
+static void adam_prepare(dg_optimizer *o, int i, dg_update_tensor *u) {
     dg_opt_state *s = &o->state[i];
-    dg_tensor *m = s->buf[0], *v = s->buf[1];
     s->step++;
-    const dg_tensor *d = g;
-    if (o->kind == DG_OPT_ADAMW) {
-        if (o->weight_decay != 0) DG_OPT_TRY(o, dg_scale_(p, 1 - o->lr * o->weight_decay));
-    } else if (o->weight_decay != 0) {
-        d = dg_opt_axpy(g, o->weight_decay, p);
-        DG_OPT_NONNULL(o, d);
-    }
-    DG_OPT_TRY(o, dg_scale_(m, o->beta1));
-    DG_OPT_TRY(o, dg_axpy_(m, 1 - o->beta1, d));
-    dg_tensor *d2 = dg_mul(d, d);
-    DG_OPT_NONNULL(o, d2);
-    DG_OPT_TRY(o, dg_scale_(v, o->beta2));
-    DG_OPT_TRY(o, dg_axpy_(v, 1 - o->beta2, d2));
     double t = (double)s->step;
-    double bc1 = 1 - pow(o->beta1, t), bc2 = 1 - pow(o->beta2, t);
-    double step_size = o->lr / bc1, bc2_sqrt = sqrt(bc2);
-    dg_tensor *denom = dg_add_scalar(dg_div_scalar(dg_sqrt(v), bc2_sqrt), o->eps);
-    dg_tensor *upd = dg_div(m, denom);
-    DG_OPT_NONNULL(o, upd);
-    DG_OPT_TRY(o, dg_axpy_(p, -step_size, upd));
-    return 0;
+    u->step_size = o->lr / (1 - pow(o->beta1, t));
+    u->bc2_sqrt = sqrt(1 - pow(o->beta2, t));
 }
 
 static const dg_opt_kind_info adam_info = {
-    .name = "adam", .n_slots = 2, .slot = { "exp_avg", "exp_avg_sq" }, .has_step = true, .update = adam_update,
+    .name = "adam", .n_slots = 2, .slot = { "exp_avg", "exp_avg_sq" }, .has_step = true, .rule = DG_UPD_ADAM, .prepare = adam_prepare,
 };
 static const dg_opt_kind_info adamw_info = {
-    .name = "adamw", .n_slots = 2, .slot = { "exp_avg", "exp_avg_sq" }, .has_step = true, .update = adam_update,
+    .name = "adamw", .n_slots = 2, .slot = { "exp_avg", "exp_avg_sq" }, .has_step = true, .rule = DG_UPD_ADAMW, .prepare = adam_prepare,
 };
 
 static dg_optimizer *adam_common(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tensor *const *params, int n,

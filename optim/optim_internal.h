@@ -3,7 +3,7 @@
 #ifndef DG_OPTIM_INTERNAL_H
 #define DG_OPTIM_INTERNAL_H
 
-#include "../eager/internal.h"   /* DG_ERR / DG_CHECK and the error slot; tensors via the public API only */
+#include "../eager/backend.h"    /* DG_ERR / DG_CHECK, tensors, and the backends' fused_update */
 
 #define DG_OPT_MAX_SLOTS 2        /* buffers shaped like a parameter */
 
@@ -22,14 +22,16 @@ typedef struct dg_opt_state {
 
 typedef struct dg_optimizer dg_optimizer;
 
-/* Per-kind description. update(o, i, p, g) applies one step to parameter i (whose state exists
- * when the kind has slots) and runs in no-grad mode inside a scope that frees temporaries. */
+/* Per-kind description. The element rule runs on the parameters' backend (fused_update);
+ * prepare(o, i, t) advances parameter i's step count and fills its per-step scalars in t
+ * (its state exists when the kind has slots). */
 typedef struct dg_opt_kind_info {
     const char *name;
+    dg_update_kind rule;
     int n_slots;
     const char *slot[DG_OPT_MAX_SLOTS];
     bool has_step;
-    int (*update)(dg_optimizer *o, int i, dg_tensor *p, const dg_tensor *g);
+    void (*prepare)(dg_optimizer *o, int i, dg_update_tensor *t);
 } dg_opt_kind_info;
 
 struct dg_optimizer {
@@ -53,17 +55,7 @@ dg_optimizer *dg_opt_new(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tens
                          double lr, double weight_decay, double grad_clip_norm);
 /* Makes parameter i's state (buffers at o->init_acc, step 0) if it has none. */
 int dg_opt_ensure_state(dg_optimizer *o, int i);
-/* g + alpha * x as a new tensor (the gradient is never modified). */
-dg_tensor *dg_opt_axpy(const dg_tensor *g, double alpha, const dg_tensor *x);
 /* A caller-owned 0-d CPU tensor. */
 dg_tensor *dg_opt_cpu_scalar(double v, dg_dtype dt);
-
-/* A negative status from an in-place op or a NULL temporary: report and return it. */
-#define DG_OPT_TRY(o, expr) do { int rc_ = (expr); if (rc_) {                                    \
-        if (!dg_has_error()) DG_ERR(rc_, "%s: update failed in %s", (o)->info->name, __func__);   \
-        return rc_; } } while (0)
-#define DG_OPT_NONNULL(o, t) do { if (!(t)) {                                                      \
-        if (!dg_has_error()) DG_ERR(DG_ENOMEM, "%s: temporary failed in %s", (o)->info->name, __func__); \
-        return dg_last_status() ? dg_last_status() : DG_ENOMEM; } } while (0)
 
 #endif

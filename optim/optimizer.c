@@ -14,12 +14,6 @@ dg_tensor *dg_opt_cpu_scalar(double v, dg_dtype dt) {
     return t;
 }
 
-dg_tensor *dg_opt_axpy(const dg_tensor *g, double alpha, const dg_tensor *x) {
-    dg_tensor *y = dg_clone(g);
-    if (y && dg_axpy_(y, alpha, x) != 0) return NULL;   /* y stays in the caller's scope */
-    return y;
-}
-
 dg_optimizer *dg_opt_new(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tensor *const *params, int n,
                          double lr, double weight_decay, double grad_clip_norm) {
     const char *nm = info->name;
@@ -104,6 +98,18 @@ void dg_optimizer_free(dg_optimizer *o) {
     free(o);
 }
 
+/* Parameters of one backend and dtype go to that backend's fused_update in one call; a
+ * gradient that is not contiguous is copied first (the copy lives until the call is done). */
+static int run_group(dg_optimizer *o, const dg_update_params *u, const dg_backend *be, dg_dtype dt,
+                     dg_update_tensor *t, int n) {
+    if (n == 0) return 0;
+    if (!be->fused_update) {
+        DG_ERR(DG_EUNSUPPORTED, "%s: the %s backend has no fused_update", o->info->name, be->name);
+        return DG_EUNSUPPORTED;
+    }
+    return be->fused_update(u, dt, t, n);
+}
+
 int dg_optimizer_step(dg_optimizer *o) {
     DG_CHECK_INT(o, "optimizer_step: optimizer is NULL");
     const char *nm = o->info->name;
@@ -111,28 +117,73 @@ int dg_optimizer_step(dg_optimizer *o) {
         double norm = dg_clip_grad_norm(o->params, o->n, o->grad_clip_norm);
         if (norm < 0) return (int)norm;
     }
-    int rc = 0;
+    dg_update_params u = {
+        .kind = o->info->rule, .lr = o->lr, .weight_decay = o->weight_decay, .momentum = o->momentum,
+        .nesterov = o->nesterov, .beta1 = o->beta1, .beta2 = o->beta2, .eps = o->eps,
+    };
+    dg_update_tensor *t = malloc(sizeof *t * (size_t)o->n);
+    int *idx = malloc(sizeof *idx * (size_t)o->n);
+    if (!t || !idx) {
+        free(t); free(idx);
+        DG_ERR(DG_ENOMEM, "%s: step: out of memory", nm);
+        return DG_ENOMEM;
+    }
+    int rc = 0, n = 0;
     dg_no_grad_begin();
+    dg_scope *sc = dg_scope_begin();   /* contiguous copies of gradients */
+    /* validate and collect every parameter with a gradient before touching any, so a bad one
+     * leaves all parameters and states as they were */
     for (int i = 0; i < o->n && rc == 0; i++) {
         dg_tensor *p = o->params[i], *g = dg_grad(p);
         if (!g) continue;
+        char a[96], b[96], da[16], db[16];
         if (dg_numel(g) != dg_numel(p) || dg_ndim(g) != dg_ndim(p) || dg_dtype_of(g) != dg_dtype_of(p)) {
-            char a[96], b[96];
             DG_ERR(DG_EINVAL, "%s: gradient %s %s does not match parameter %d %s %s", nm, dg_shape_str(g, a, sizeof a),
                    dg_dtype_name(dg_dtype_of(g)), i, dg_shape_str(p, b, sizeof b), dg_dtype_name(dg_dtype_of(p)));
             rc = DG_EINVAL;
             break;
         }
+        if (g->storage->backend != p->storage->backend || g->storage->device.index != p->storage->device.index) {
+            DG_ERR(DG_EDEVICE, "%s: parameter %d %s is on %s but its gradient is on %s", nm, i, dg_shape_str(p, a, sizeof a),
+                   dg_device_name(p->storage->device, da, sizeof da), dg_device_name(g->storage->device, db, sizeof db));
+            rc = DG_EDEVICE;
+            break;
+        }
+        if (!dg_is_contiguous(p)) {
+            DG_ERR(DG_EINVAL, "%s: parameter %d %s is a non-contiguous view; optimizers update whole tensors",
+                   nm, i, dg_shape_str(p, a, sizeof a));
+            rc = DG_EINVAL;
+            break;
+        }
+        if (!dg_is_contiguous(g) && !(g = dg_contiguous(g))) { rc = dg_last_status() ? dg_last_status() : DG_ENOMEM; break; }
         if (o->info->n_slots > 0 || o->info->has_step) rc = dg_opt_ensure_state(o, i);
         if (rc) break;
         dg_opt_state *s = &o->state[i];
-        dg_scope *sc = dg_scope_begin();   /* temporaries of this parameter's update */
-        rc = o->info->update(o, i, p, g);
-        dg_scope_end(sc);
-        if (rc == 0) s->fresh = false;
-        if (rc == 0 && s->step_t) rc = dg_fill_(s->step_t, (double)s->step);
+        t[n] = (dg_update_tensor){
+            .p = dg_tensor_ptr(p), .g = dg_tensor_ptr(g), .n = dg_numel(p),
+            .s0 = s->buf[0] ? dg_tensor_ptr(s->buf[0]) : NULL, .s1 = s->buf[1] ? dg_tensor_ptr(s->buf[1]) : NULL,
+        };
+        idx[n++] = i;
     }
+    /* per-step scalars (this advances step counts), then one fused call per backend and dtype */
+    for (int k = 0; k < n && rc == 0; k++) o->info->prepare(o, idx[k], &t[k]);
+    int start = 0;
+    for (int k = 1; k <= n && rc == 0; k++) {
+        const dg_tensor *a = o->params[idx[start]];
+        if (k < n && o->params[idx[k]]->storage->backend == a->storage->backend &&
+            dg_dtype_of(o->params[idx[k]]) == dg_dtype_of(a)) continue;
+        rc = run_group(o, &u, a->storage->backend, dg_dtype_of(a), t + start, k - start);
+        start = k;
+    }
+    for (int k = 0; k < n && rc == 0; k++) {
+        dg_opt_state *s = &o->state[idx[k]];
+        s->fresh = false;
+        if (s->step_t) rc = dg_fill_(s->step_t, (double)s->step);
+    }
+    dg_scope_end(sc);
     dg_no_grad_end();
+    free(t);
+    free(idx);
     return rc;
 }
 

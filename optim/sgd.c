@@ -3,40 +3,16 @@
 #include "optim_internal.h"
 #include <math.h>
 
-/* p -= lr * (g + wd p) */
-static int sgd_update(dg_optimizer *o, int i, dg_tensor *p, const dg_tensor *g) {
-    const dg_tensor *d = g;
-    if (o->weight_decay != 0) { d = dg_opt_axpy(g, o->weight_decay, p); DG_OPT_NONNULL(o, d); }
-    DG_OPT_TRY(o, dg_axpy_(p, -o->lr, d));
-    return 0;
+/* d = g + wd p; p -= lr d (sgd). Momentum: buf = d on the first step, else momentum buf + d;
+ * p -= lr * (nesterov ? d + momentum buf : buf). The element rules are in eager/update_rule.h. */
+static void sgd_prepare(dg_optimizer *o, int i, dg_update_tensor *t) {
+    t->step_size = o->lr;
+    t->fresh = o->state[i].has && o->state[i].fresh;
 }
 
-/* d = g + wd p; buf = d on the first step, else momentum buf + d;
- * p -= lr * (nesterov ? d + momentum buf : buf) */
-static int momentum_update(dg_optimizer *o, int i, dg_tensor *p, const dg_tensor *g) {
-    dg_opt_state *s = &o->state[i];
-    dg_tensor *buf = s->buf[0];
-    const dg_tensor *d = g;
-    if (o->weight_decay != 0) { d = dg_opt_axpy(g, o->weight_decay, p); DG_OPT_NONNULL(o, d); }
-    if (s->fresh) {
-        DG_OPT_TRY(o, dg_copy_(buf, d));
-    } else {
-        DG_OPT_TRY(o, dg_scale_(buf, o->momentum));
-        DG_OPT_TRY(o, dg_add_(buf, d));
-    }
-    if (o->nesterov) {
-        d = dg_opt_axpy(d, o->momentum, buf);
-        DG_OPT_NONNULL(o, d);
-    } else {
-        d = buf;
-    }
-    DG_OPT_TRY(o, dg_axpy_(p, -o->lr, d));
-    return 0;
-}
-
-static const dg_opt_kind_info sgd_info = { .name = "sgd", .update = sgd_update };
+static const dg_opt_kind_info sgd_info = { .name = "sgd", .rule = DG_UPD_SGD, .prepare = sgd_prepare };
 static const dg_opt_kind_info momentum_info = {
-    .name = "momentum", .n_slots = 1, .slot = { "momentum_buffer" }, .update = momentum_update,
+    .name = "momentum", .rule = DG_UPD_MOMENTUM, .n_slots = 1, .slot = { "momentum_buffer" }, .prepare = sgd_prepare,
 };
 
 dg_optimizer *dg_sgd(dg_tensor *const *params, int n, dg_sgd_params p) {

@@ -31,6 +31,8 @@ int dg_cpu_batch_norm(const dg_tensor *, const dg_tensor *, const dg_tensor *, d
 int dg_cpu_batch_norm_backward(const dg_tensor *, const dg_tensor *, const dg_tensor *, const dg_tensor *,
                                const dg_tensor *, bool, dg_tensor *, dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
 
+int dg_cpu_fused_update(const dg_update_params *, dg_dtype, const dg_update_tensor *, int);
+
 #define CPU_ALIGN 64
 
 static void *cpu_alloc(size_t n) {
@@ -181,6 +183,7 @@ const dg_backend dg_cpu_backend = {
     .adaptive_avg_pool2d_backward = dg_cpu_adaptive_avg_pool2d_backward,
     .batch_norm = dg_cpu_batch_norm,
     .batch_norm_backward = dg_cpu_batch_norm_backward,
+    .fused_update = dg_cpu_fused_update,
 };
 
 const dg_backend *dg_backend_for(dg_device d) {

@@ -333,6 +333,7 @@ static const dg_backend cuda_backend = {
     .scatter_add = dg_cuda_scatter_add,
     .nll = dg_cuda_nll,
     .nll_backward = dg_cuda_nll_backward,
+    .fused_update = dg_cuda_fused_update,
     .conv2d = cu_conv,
     .conv2d_backward_data = cu_conv_bd,
     .conv2d_backward_filter = cu_conv_bf,
