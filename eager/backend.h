@@ -137,6 +137,8 @@ extern const dg_backend dg_cpu_backend;
 /* The CUDA table for device `index`, or NULL with a message (eager/cuda/cuda_backend.c, or
  * eager/cuda/absent/no_cuda.c in builds without CUDA). */
 const dg_backend *dg_cuda_backend_get(int index);
+/* Whether this build has the CUDA backend (it may still find no usable GPU at run time). */
+bool dg_cuda_built(void);
 /* The backend for a device type, or NULL when that backend is not built/available. */
 const dg_backend *dg_backend_for(dg_device d);
 

@@ -61,7 +61,15 @@ int dg_init(const dg_init_params *p) {
     if (!threads && getenv("DG_NUM_THREADS")) threads = atoi(getenv("DG_NUM_THREADS"));
     if (threads > 0) dg_set_num_threads(threads);
     if (d.seed) dg_manual_seed(d.seed);
-    if (!dev) return 0;
+    if (!dev) {
+        /* a CUDA build on a machine without a usable GPU says once that it runs on the CPU */
+        if (dg_cuda_built() && !d.quiet) {
+            const dg_backend *gpu = dg_cuda_backend_get(0);
+            if (!gpu) fprintf(stderr, "dygraph: running on the CPU backend; GPU check: %s\n", dg_last_error());
+            dg_clear_error();
+        }
+        return 0;
+    }
     int rc = dg_set_device(dev);
     if (rc && dev == buf) {
         /* FLAGS_selected_gpus comes from a launcher, not from the program: fall back to the

@@ -393,8 +393,15 @@ Test(dataloader, workers_give_identical_batches, .timeout = 120) {
     dg_dataloader_params p = { .batch_size = 5, .shuffle = true, .seed = 42 };
     buf ref = run_epochs(ds, p, 2);
     cr_assert_gt(ref.n, 0);
+    /* pin_memory changes where batches live, never what they hold */
+    p.pin_memory = true;
+    buf pinned = run_epochs(ds, p, 2);
+    cr_assert(pinned.n == ref.n && memcmp(pinned.p, ref.p, ref.n) == 0, "pin_memory changed the batches");
+    free(pinned.p);
+    p.pin_memory = false;
     for (int w = 1; w <= 3; w++) {
         p.num_workers = w;
+        p.pin_memory = w == 2;
         p.prefetch = w == 3 ? 1 : 0;
         buf got = run_epochs(ds, p, 2);
         cr_assert_eq(got.n, ref.n, "%d workers: %zu bytes, 0 workers: %zu", w, got.n, ref.n);

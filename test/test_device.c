@@ -41,3 +41,20 @@ Test(device, launcher_flag_falls_back_to_cpu) {
     cr_assert_eq(st.allocated, 0);
     cr_assert_eq(dg_synchronize(dg_cpu()), 0);
 }
+
+Test(device, pinned_memory_falls_back_to_host_memory_on_the_cpu) {
+    dg_set_device("cpu");
+    char *p = dg_pinned_alloc(1000, NULL);
+    cr_assert_not_null(p, "%s", dg_last_error());
+    cr_assert_eq((uintptr_t)p % 64, 0, "64-byte aligned");
+    memset(p, 7, 1000);   /* ASan checks the whole range is ours */
+    dg_pinned_free(p, NULL);
+    dg_pinned_free(NULL, NULL);
+}
+
+Test(device, tf32_switch_defaults_off) {
+    cr_assert_not(dg_get_allow_tf32());
+    dg_set_allow_tf32(true);
+    cr_assert(dg_get_allow_tf32());
+    dg_set_allow_tf32(false);
+}

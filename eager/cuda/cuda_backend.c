@@ -380,3 +380,5 @@ const dg_backend *dg_cuda_backend_get(int index) {
     pthread_mutex_unlock(&g_lock);
     return be;
 }
+
+bool dg_cuda_built(void) { return true; }

@@ -55,6 +55,35 @@ int dg_cuda_nll_backward(const dg_tensor *g_rows, const dg_tensor *label, dg_ten
 int dg_cuda_fused_update(const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n);
 
 /* cuDNN convolution, pooling and batch norm (cudnn_*.c / pool.cu) */
+/* vtable entries (cudnn_conv.c, cudnn_norm_pool.c, pool.cu) */
+int dg_cuda_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y);
+int dg_cuda_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx);
+int dg_cuda_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb);
+int dg_cuda_max_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y);
+int dg_cuda_max_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *x, const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx);
+int dg_cuda_avg_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y);
+int dg_cuda_avg_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *gy, dg_tensor *gx);
+int dg_cuda_adaptive_avg_pool2d(const dg_tensor *x, dg_tensor *y);
+int dg_cuda_adaptive_avg_pool2d_backward(const dg_tensor *gy, dg_tensor *gx);
+int dg_cuda_batch_norm(const dg_tensor *x, const dg_tensor *weight, const dg_tensor *bias, dg_tensor *y,
+                       dg_tensor *save_mean, dg_tensor *save_invstd, bool training, double eps,
+                       int64_t n, int64_t c, int64_t inner);
+int dg_cuda_batch_norm_backward(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *weight,
+                                const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
+                                dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner);
+/* pool.cu kernels the cuDNN files fall back on (same contracts as the entries above) */
+int dg_cuda_avg_pool2d_kernel(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y);
+int dg_cuda_batch_norm_kernel(const dg_tensor *x, const dg_tensor *weight, const dg_tensor *bias, dg_tensor *y,
+                              dg_tensor *save_mean, dg_tensor *save_invstd, bool training, double eps,
+                              int64_t n, int64_t c, int64_t inner);
+int dg_cuda_batch_norm_backward_kernel(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *weight,
+                                       const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
+                                       dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner);
+/* raw-buffer helpers (dt is DG_F32 or DG_F64, pointers are device memory, all on the compute stream):
+ * p[0..n) = v; y[n, oc, l] = b[oc] (b NULL: zeros); out[ch] = sum of x[:, ch, :] over [n, c, inner] */
+int dg_cuda_fill_raw(void *p, dg_dtype dt, int64_t n, double v);
+int dg_cuda_bias_fill_raw(void *y, const void *b, dg_dtype dt, int64_t n, int64_t oc, int64_t l);
+int dg_cuda_channel_sum_raw(const void *x, void *out, dg_dtype dt, int64_t n, int64_t c, int64_t inner);
 
 #ifdef __cplusplus
 }

@@ -302,6 +302,14 @@ int dg_copy_(dg_tensor *dst, const dg_tensor *src) {
     int64_t shp[DG_MAX_DIMS]; int nd;
     DG_CHECK_INT(dg_broadcast_shape(dst, src, shp, &nd) && nd == dst->ndim && dg_shape_numel(shp, nd) == dst->numel,
                  "copy_: source %s does not broadcast to destination %s", DG_SHAPE_STR(src), DG_SHAPE_STR(dst));
+    if (src->storage->device.type != dst->storage->device.type || src->storage->device.index != dst->storage->device.index) {
+        /* across devices (loading a CPU checkpoint into GPU parameters): move, then copy there */
+        dg_tensor *moved = dg_to_device(src, dst->storage->device);
+        if (!moved) return dg_last_status() ? dg_last_status() : DG_EDEVICE;
+        rc = dg_copy_(dst, moved);
+        dg_tensor_free(moved);
+        return rc;
+    }
     dg_tensor sv;
     bcast_local(src, dst->shape, dst->ndim, &sv);
     return dg_backend_of(dst)->copy(&sv, dst);

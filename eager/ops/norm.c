@@ -54,7 +54,9 @@ static bool check_param(const dg_tensor *x, const dg_tensor *t, const char *name
         return false;
     }
     if (t->storage->device.type != x->storage->device.type || t->storage->device.index != x->storage->device.index) {
-        DG_ERR(DG_EINVAL, OP ": %s is on another device than input %s", name, xs);
+        char dt[16], dx[16];
+        DG_ERR(DG_EDEVICE, OP ": %s is on %s but input %s is on %s", name, dg_device_name(t->storage->device, dt, sizeof dt),
+               xs, dg_device_name(x->storage->device, dx, sizeof dx));
         return false;
     }
     return true;

@@ -7,3 +7,5 @@ const dg_backend *dg_cuda_backend_get(int index) {
     DG_ERR(DG_EDEVICE, "gpu:%d requested but this build has no CUDA backend (built with CUDA=0 or without nvcc)", index);
     return NULL;
 }
+
+bool dg_cuda_built(void) { return false; }
