@@ -54,7 +54,7 @@ SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
 .PHONY: all lib test test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
-        fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list
+        fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES)
 lib: $(STATIC) $(SHARED)
 
@@ -109,6 +109,7 @@ test: deps data
 	@$(MAKE) --no-print-directory test-run
 	/usr/bin/python3 test/goldens/resnet_interop.py check build/interop
 	@$(MAKE) --no-print-directory asan-test
+	@$(MAKE) --no-print-directory test-gpu
 
 # torchvision's resnet18 state, a batch, its logits and its state after one step (90 MB, so made
 # here rather than committed); test/test_interop.c reads them.
@@ -202,3 +203,53 @@ install: lib
 
 clean:
 	rm -rf build
+
+# ---- the GPU suite and benches (test/gpu/, bench/gpu_models*, bench/run_gpu.sh) ----
+# dygraph_gpu_tests runs every op, layer, optimizer and a ResNet18 step on gpu:0 and on the CPU
+# and compares them (test/gpu/gpu_compare.h). Without a usable GPU it prints one line saying so
+# and exits 0 (--probe exits 77 instead, for the steps below), so every target here passes on a
+# CPU-only machine with the skip line in the log. GPU_TEST_JOBS workers share the one GPU.
+GPU_TEST_SRC  := $(wildcard test/gpu/*.c)
+GPU_TEST_OBJ  := $(GPU_TEST_SRC:%.c=$(BUILD)/obj/%.o)
+GPU_TESTBIN   := $(BUILD)/bin/dygraph_gpu_tests
+GPU_TEST_JOBS ?= 4
+COMPUTE_SANITIZER := $(CUDA_HOME)/bin/compute-sanitizer
+
+# A rule's prerequisites are expanded as it is read, before GPU_TESTBIN existed above, so `all`
+# gets the suite here.
+all: $(GPU_TESTBIN)
+
+# more specific than the generic object rule (make prefers the shorter stem) so that the
+# suite's own headers are prerequisites
+$(BUILD)/obj/test/gpu/%.o: test/gpu/%.c $(wildcard include/*.h include/dygraph/*.h test/gpu/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(GPU_TESTBIN): $(GPU_TEST_OBJ) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(GPU_TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS)
+
+# The suite, then seed 004's sample for one epoch on the GPU (it needs `make data`'s
+# Fashion-MNIST, as `make run` does).
+test-gpu: $(GPU_TESTBIN) $(BUILD)/bin/mnist
+	$(GPU_TESTBIN) --jobs $(GPU_TEST_JOBS)
+	@$(GPU_TESTBIN) --probe >/dev/null; rc=$$?; \
+	if [ $$rc -eq 77 ]; then echo "test-gpu: mnist --device gpu --epochs 1: no usable GPU: skipped"; \
+	elif [ $$rc -ne 0 ]; then echo "test-gpu: the GPU probe failed (exit $$rc)"; exit $$rc; \
+	else echo "$(BUILD)/bin/mnist --device gpu --epochs 1" && $(BUILD)/bin/mnist --device gpu --epochs 1; fi
+
+# The suite under compute-sanitizer's memcheck, one worker at a time (each worker is a process of
+# its own, which the sanitizer follows). The log is searched too, as asan-test does, in case a
+# worker's report does not reach the exit status.
+test-gpu-memcheck: $(GPU_TESTBIN)
+	@$(GPU_TESTBIN) --probe; rc=$$?; \
+	if [ $$rc -eq 77 ]; then exit 0; elif [ $$rc -ne 0 ]; then exit $$rc; fi; \
+	if [ ! -x "$(COMPUTE_SANITIZER)" ]; then echo "test-gpu-memcheck: $(COMPUTE_SANITIZER) not found: skipped"; exit 0; fi; \
+	{ "$(COMPUTE_SANITIZER)" --tool memcheck --error-exitcode 1 $(GPU_TESTBIN) --jobs 1; echo $$? > $(BUILD)/gpu-memcheck.rc; } 2>&1 \
+	  | tee $(BUILD)/gpu-memcheck.log; \
+	if grep -qE "ERROR SUMMARY: [1-9]" $(BUILD)/gpu-memcheck.log; then echo "test-gpu-memcheck: memcheck reports above"; exit 1; fi; \
+	rc=$$(cat $(BUILD)/gpu-memcheck.rc); [ "$$rc" -eq 0 ] || exit $$rc; echo "test-gpu-memcheck: no memcheck errors"
+
+# dygraph against PyTorch on the GPU (bench/run_gpu.sh; PYTHON=... picks the interpreter).
+bench-gpu: $(BUILD)/bin/bench_gpu_models
+	bash bench/run_gpu.sh $(BUILD)/bin/bench_gpu_models

@@ -289,22 +289,6 @@ static int cuda_download(void *dst, const void *src, size_t n) {
 }
 static int cuda_sync(void) { return DG_CUDA(cudaStreamSynchronize(g_stream)); }
 
-/* ---- entries without CUDA kernels yet (cuDNN convolution, pooling, batch norm) ---- */
-#define NOT_YET(name) DG_ERR(DG_EUNSUPPORTED, "%s: not implemented on the CUDA backend yet", name); return DG_EUNSUPPORTED
-static int cu_conv(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) { NOT_YET("conv2d"); }
-static int cu_conv_bd(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx) { NOT_YET("conv2d backward"); }
-static int cu_conv_bf(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb) { NOT_YET("conv2d backward"); }
-static int cu_maxp(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) { NOT_YET("max_pool2d"); }
-static int cu_maxp_b(const dg_pool2d_geom *g, const dg_tensor *x, const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx) { NOT_YET("max_pool2d backward"); }
-static int cu_avgp(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) { NOT_YET("avg_pool2d"); }
-static int cu_avgp_b(const dg_pool2d_geom *g, const dg_tensor *gy, dg_tensor *gx) { NOT_YET("avg_pool2d backward"); }
-static int cu_aap(const dg_tensor *x, dg_tensor *y) { NOT_YET("adaptive_avg_pool2d"); }
-static int cu_aap_b(const dg_tensor *gy, dg_tensor *gx) { NOT_YET("adaptive_avg_pool2d backward"); }
-static int cu_bn(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y, dg_tensor *m, dg_tensor *v,
-                 bool tr, double eps, int64_t n, int64_t c, int64_t inner) { NOT_YET("batch_norm"); }
-static int cu_bn_b(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *w, const dg_tensor *m, const dg_tensor *v,
-                   bool tr, dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner) { NOT_YET("batch_norm backward"); }
-
 static const dg_backend cuda_backend = {
     .name = "cuda",
     .type = DG_CUDA,
@@ -334,17 +318,17 @@ static const dg_backend cuda_backend = {
     .nll = dg_cuda_nll,
     .nll_backward = dg_cuda_nll_backward,
     .fused_update = dg_cuda_fused_update,
-    .conv2d = cu_conv,
-    .conv2d_backward_data = cu_conv_bd,
-    .conv2d_backward_filter = cu_conv_bf,
-    .max_pool2d = cu_maxp,
-    .max_pool2d_backward = cu_maxp_b,
-    .avg_pool2d = cu_avgp,
-    .avg_pool2d_backward = cu_avgp_b,
-    .adaptive_avg_pool2d = cu_aap,
-    .adaptive_avg_pool2d_backward = cu_aap_b,
-    .batch_norm = cu_bn,
-    .batch_norm_backward = cu_bn_b,
+    .conv2d = dg_cuda_conv2d,
+    .conv2d_backward_data = dg_cuda_conv2d_backward_data,
+    .conv2d_backward_filter = dg_cuda_conv2d_backward_filter,
+    .max_pool2d = dg_cuda_max_pool2d,
+    .max_pool2d_backward = dg_cuda_max_pool2d_backward,
+    .avg_pool2d = dg_cuda_avg_pool2d,
+    .avg_pool2d_backward = dg_cuda_avg_pool2d_backward,
+    .adaptive_avg_pool2d = dg_cuda_adaptive_avg_pool2d,
+    .adaptive_avg_pool2d_backward = dg_cuda_adaptive_avg_pool2d_backward,
+    .batch_norm = dg_cuda_batch_norm,
+    .batch_norm_backward = dg_cuda_batch_norm_backward,
 };
 
 /* The strong definition of the lookup eager/cpu/cpu_backend.c declares weak: NULL with a message

@@ -15,7 +15,7 @@ static void outer_inner(const dg_tensor *x, int a, int64_t *outer, int64_t *inne
 static int index_select_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     int a = ((ix_attr *)dg_node_attr(n))->axis;
     const dg_tensor *ix = dg_node_saved(n, 0);
-    dg_tensor *gx = dg_zeros(dg_node_input_shape(n, 0), g->dtype), *gc = dg_contiguous(g);
+    dg_tensor *gx = dg_full_on(g, dg_node_input_shape(n, 0), 0.0, g->dtype), *gc = dg_contiguous(g);
     if (!gx || !gc) return DG_ENOMEM;
     int64_t outer, inner;
     outer_inner(gx, a, &outer, &inner);
@@ -59,7 +59,7 @@ dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis)
 static int gather_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     int a = ((ix_attr *)dg_node_attr(n))->axis;
     const dg_tensor *ix = dg_node_saved(n, 0);
-    dg_tensor *gx = dg_zeros(dg_node_input_shape(n, 0), g->dtype), *gc = dg_contiguous(g);
+    dg_tensor *gx = dg_full_on(g, dg_node_input_shape(n, 0), 0.0, g->dtype), *gc = dg_contiguous(g);
     if (!gx || !gc) return DG_ENOMEM;
     int64_t outer, inner;
     outer_inner(gx, a, &outer, &inner);
@@ -103,7 +103,7 @@ dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes) {
     DG_CHECK(is_index(labels) && num_classes > 0 && labels->ndim < DG_MAX_DIMS, "one_hot: labels must be int64/int32, got %s, classes %lld",
              dg_dtype_name(labels->dtype), (long long)num_classes);
     dg_scope *s = dg_scope_begin();
-    dg_tensor *eye = dg_zeros(DG_SHAPE(num_classes, num_classes), DG_F32);
+    dg_tensor *eye = dg_full_on(labels, DG_SHAPE(num_classes, num_classes), 0.0, DG_F32);
     dg_tensor *flat = dg_reshape(labels, DG_SHAPE(-1));
     if (eye) for (int64_t i = 0; i < num_classes; i++) { dg_tensor *d = dg_slice(dg_slice(eye, 0, i, i + 1, 1), 1, i, i + 1, 1); dg_no_grad_begin(); dg_fill_(d, 1.0); dg_no_grad_end(); }
     dg_tensor *rows = dg_index_select(eye, flat, 0);

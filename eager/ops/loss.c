@@ -48,7 +48,7 @@ static int nll_rows_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     nll_attr *a = dg_node_attr(n);
     const dg_tensor *label = dg_node_saved(n, 0);
     dg_tensor *gc = dg_contiguous(g);
-    dg_tensor *gx = dg_empty(dg_node_input_shape(n, 0), g->dtype);
+    dg_tensor *gx = dg_empty_on(g, dg_node_input_shape(n, 0), g->dtype);
     if (!gc || !gx) return DG_ENOMEM;
     gi[0] = gx;
     return dg_backend_of(gx)->nll_backward(gc, label, gx, a->rows, a->cols, a->ignore);
@@ -83,8 +83,8 @@ static dg_tensor *nll_rows(const dg_tensor *logp, const dg_tensor *label, int64_
 
 /* Count of labels not equal to ignore_index, as a scalar of dtype dt (mean divides by it). */
 static dg_tensor *valid_count(const dg_tensor *label, int64_t ignore, dg_dtype dt) {
-    if (ignore == INT64_MIN) return dg_full(DG_SCALAR_SHAPE, (double)label->numel, dt);
-    dg_tensor *ig = dg_full(DG_SCALAR_SHAPE, (double)ignore, label->dtype);
+    if (ignore == INT64_MIN) return dg_full_on(label, DG_SCALAR_SHAPE, (double)label->numel, dt);
+    dg_tensor *ig = dg_full_on(label, DG_SCALAR_SHAPE, (double)ignore, label->dtype);
     dg_tensor *is_ig = dg_cast(dg_equal(label, ig), dt);
     return dg_rsub_scalar(dg_sum_all(is_ig), (double)label->numel);
 }
@@ -213,7 +213,7 @@ dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k) {
     dg_tensor *mine = dg_gather(scores, lab, 1);
     int one = 1;
     dg_tensor *higher = dg_sum(dg_cast(dg_greater(scores, mine), scores->dtype), &one, 1, false);
-    dg_tensor *hit = dg_cast(dg_greater(dg_full(DG_SCALAR_SHAPE, k - 0.5, scores->dtype), higher), scores->dtype);
+    dg_tensor *hit = dg_cast(dg_greater(dg_full_on(scores, DG_SCALAR_SHAPE, k - 0.5, scores->dtype), higher), scores->dtype);
     dg_tensor *acc = dg_mean_all(hit);
     dg_no_grad_end();
     acc = dg_keep_in_parent(acc);

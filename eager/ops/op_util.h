@@ -25,6 +25,16 @@
 static inline dg_tensor *dg_new_on(const dg_tensor *like, const int64_t *shape, int ndim, dg_dtype dt) {
     return dg_tensor_alloc(shape, ndim, dt, like->storage->device);
 }
+/* dg_full / dg_empty on like's device (not the current one: backward runs wherever the
+ * forward ran, whatever dg_set_device says by then). */
+static inline dg_tensor *dg_full_on(const dg_tensor *like, dg_shape s, double v, dg_dtype dt) {
+    dg_tensor *t = dg_tensor_alloc(s.d, s.ndim, dt, like->storage->device);
+    if (t && dg_backend_of(t)->fill(t, v) != 0) { dg_tensor_free(t); return NULL; }
+    return t;
+}
+static inline dg_tensor *dg_empty_on(const dg_tensor *like, dg_shape s, dg_dtype dt) {
+    return dg_tensor_alloc(s.d, s.ndim, dt, like->storage->device);
+}
 static inline dg_tensor *dg_new_like(const dg_tensor *like) {
     return dg_tensor_alloc(like->shape, like->ndim, like->dtype, like->storage->device);
 }

@@ -220,7 +220,7 @@ dg_tensor *dg_expand(const dg_tensor *x, dg_shape s) {
 /* ---- slice ---- */
 static int slice_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     dg_shape in = dg_node_input_shape(n, 0);
-    dg_tensor *z = dg_zeros(in, g->dtype);
+    dg_tensor *z = dg_full_on(g, in, 0.0, g->dtype);
     if (!z) return DG_ENOMEM;
     shape_attr *a = SATTR(n);
     /* write g into the sliced window of a zero tensor through a view */
