@@ -18,8 +18,24 @@ CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fPIC -fopenmp -Wall -Wextra
 LDLIBS  := -ldnnl -lz -ljpeg -lpng -lm -lpthread
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
-LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c)
+LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c dist/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+
+# MPI transport (CPU data parallelism): MPI=auto (default) builds it whenever Open MPI's mpicc
+# is found (`make deps` installs it), MPI=0 never, MPI=1 always.
+MPI         ?= auto
+ifeq ($(MPI),auto)
+  MPI_ON := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+else
+  MPI_ON := $(MPI)
+endif
+ifeq ($(MPI_ON),1)
+  MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+  LIB_OBJ += $(BUILD)/obj/dist/mpi/comm_mpi.o
+  LDLIBS += $(shell mpicc --showme:link 2>/dev/null)
+else
+  LIB_OBJ += $(BUILD)/obj/dist/mpi/absent/no_mpi.o
+endif
 
 # CUDA backend: CUDA=auto (default) builds it whenever nvcc is found, CUDA=0 never, CUDA=1 always.
 # Without a GPU at run time the library runs on the CPU backend.
@@ -39,28 +55,41 @@ ifeq ($(CUDA_ON),1)
   LIB_OBJ += $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
   CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDNN_HOME)/include
   CUDA_LIBDIRS := $(sort $(CUDA_HOME)/lib64 $(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib)
-  LDLIBS += $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d)) -lcudnn -lcublas -lcudart -lstdc++
+  LIB_OBJ += $(BUILD)/obj/dist/nccl/comm_nccl.o
+  CUDA_LIBDIRS += $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib
+  CUDA_INC += -I$(NCCL_HOME)/include
+  LDLIBS += $(foreach d,$(sort $(CUDA_LIBDIRS)),-L$(d) -Wl,-rpath,$(d)) -lnccl -lcudnn -lcublas -lcudart -lstdc++
   NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC -Iinclude $(CUDA_INC) \
                -gencode arch=compute_90,code=[sm_90,compute_90] -gencode arch=compute_75,code=compute_75
 else
-  LIB_OBJ += $(BUILD)/obj/eager/cuda/absent/no_cuda.o
+  LIB_OBJ += $(BUILD)/obj/eager/cuda/absent/no_cuda.o $(BUILD)/obj/dist/nccl/absent/no_nccl.o
 endif
 TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/bin/%,$(wildcard samples/*.c))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bin/bench_%,$(wildcard bench/*.c))
+DIST_TESTS := $(patsubst test/dist/%.c,$(BUILD)/bin/%,$(wildcard test/dist/*.c))
+DGRUN    := $(BUILD)/bin/dgrun
 STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
 .PHONY: all lib test test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list test-gpu test-gpu-memcheck bench-gpu
-all: lib $(TESTBIN) $(SAMPLES) $(BENCHES)
+all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS)
 lib: $(STATIC) $(SHARED)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/formats/*.h test/*.h test/fuzz/*.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/dist/mpi/comm_mpi.o: dist/mpi/comm_mpi.c $(wildcard include/dygraph/*.h eager/*.h dist/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/dist/nccl/comm_nccl.o: dist/nccl/comm_nccl.c $(wildcard include/dygraph/*.h eager/*.h dist/*.h eager/cuda/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CUDA_INC) -c $< -o $@
 
 $(BUILD)/obj/eager/cuda/absent/%.o: eager/cuda/absent/%.c $(wildcard eager/*.h)
 	@mkdir -p $(dir $@)
@@ -97,6 +126,15 @@ $(BUILD)/bin/%: samples/%.c samples/sample_util.h $(STATIC)
 $(BUILD)/bin/bench_%: bench/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+
+$(BUILD)/bin/%: test/dist/%.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+
+# the launcher is plain POSIX: it does not link the library
+$(DGRUN): dist/launcher/dgrun.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -o $@ $<
 
 deps:
 	@sh scripts/deps.sh
@@ -170,7 +208,8 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fopenmp -Ii
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB_SRC)
 	@sh scripts/deps.sh fuzz
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) $(LIB_SRC) eager/cuda/absent/no_cuda.c $< -fsanitize=fuzzer -o $@ $(LDLIBS)
+	clang $(FUZZ_FLAGS) $(LIB_SRC) eager/cuda/absent/no_cuda.c dist/mpi/absent/no_mpi.c dist/nccl/absent/no_nccl.c \
+	  $< -fsanitize=fuzzer -o $@ $(filter-out -lmpi -L%openmpi/lib,$(LDLIBS))
 
 # $(call fuzz_run,target)
 fuzz_run = mkdir -p build/fuzz/corpus_$(1) && ASAN_OPTIONS=detect_leaks=1 \

@@ -13,5 +13,6 @@
 #include "dygraph/models.h"
 #include "dygraph/checkpoint.h"
 #include "dygraph/data.h"
+#include "dygraph/dist.h"
 
 #endif

@@ -41,7 +41,9 @@ typedef enum dg_status {
     DG_EFORMAT = -4,     /* file content is malformed */
     DG_EDEVICE = -5,     /* device missing or device mismatch */
     DG_ESTATE = -6,      /* call out of order (e.g. backward through a freed graph) */
-    DG_EUNSUPPORTED = -7 /* op or dtype not implemented on this backend */
+    DG_EUNSUPPORTED = -7, /* op or dtype not implemented on this backend */
+    DG_ETIMEOUT = -8,    /* a peer (another rank, the rendezvous store) did not answer in time */
+    DG_ECOMM = -9        /* a collective failed (peer gone, transport error) */
 } dg_status;
 
 typedef struct dg_init_params {

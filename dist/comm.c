@@ -1,0 +1,220 @@
+/* dist/comm.c — the communicator: picks a transport for the world the environment describes
+ * (local for a world of one, NCCL for GPU tensors, MPI otherwise), runs the rendezvous, and
+ * turns tensor collectives into transport calls, staging GPU tensors through pinned host
+ * memory for transports that take host buffers. */
+#include "dist_internal.h"
+
+/* ---- local transport: a world of one, every collective is the identity ---- */
+static int local_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) { return 0; }
+static int local_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root) { return 0; }
+static int local_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt) {
+    if (send != recv) memmove(recv, send, (size_t)n * dg_dtype_size(dt));
+    return 0;
+}
+static int local_barrier(dg_comm *c) { return 0; }
+static void local_destroy(dg_comm *c) {}
+const dg_comm_backend dg_comm_local_backend = {
+    .name = "local", .all_reduce = local_all_reduce, .broadcast = local_broadcast,
+    .all_gather = local_all_gather, .barrier = local_barrier, .destroy = local_destroy,
+};
+
+/* ---- rendezvous ---- */
+dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s) {
+    char ep0[DG_DIST_MAX_ENDPOINT], host[DG_DIST_MAX_ENDPOINT];
+    int port;
+    if (dg_dist_env_endpoint(env, 0, ep0, sizeof ep0) || dg_dist_split_endpoint(ep0, host, sizeof host, &port)) return NULL;
+    dg_store *st = dg_store_new((dg_store_params){ .host = host, .port = port, .is_server = env->rank == 0, .timeout_s = timeout_s });
+    if (!st) return NULL;
+    /* every rank checks in once: a rank started twice is caught by its second arrival, a
+     * missing one by the bounded wait below (on every rank that did arrive) */
+    char key[64];
+    snprintf(key, sizeof key, "rank/%d", env->rank);
+    int64_t seen = 0, joined = 0;
+    int rc = dg_store_add(st, key, 1, &seen);
+    if (!rc && seen != 1) {
+        DG_ERR(DG_EINVAL, "rendezvous at %s: rank %d joined twice (PADDLE_TRAINER_ID repeated?)", ep0, env->rank);
+        rc = DG_EINVAL;
+    }
+    if (!rc) rc = dg_store_add(st, "joined", 1, &joined);
+    if (!rc && joined > env->world_size) {
+        DG_ERR(DG_EINVAL, "rendezvous at %s: %lld ranks joined a world of %d", ep0, (long long)joined, env->world_size);
+        rc = DG_EINVAL;
+    }
+    if (!rc && dg_store_wait_at_least(st, "joined", env->world_size) != 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", dg_last_error());
+        dg_clear_error();
+        DG_ERR(DG_ETIMEOUT, "rendezvous: rank %d of %d waited %.0f s at %s but not every rank arrived (%s)", env->rank,
+               env->world_size, dg_dist_timeout(timeout_s), ep0, msg);
+        rc = DG_ETIMEOUT;
+    }
+    if (rc) { dg_store_free(st); return NULL; }
+    return st;
+}
+
+/* ---- communicator ---- */
+dg_comm *dg_comm_new(dg_comm_params p) {
+    dg_dist_env env;
+    if (dg_dist_env_read(&env) != 0) return NULL;
+    dg_comm *c = calloc(1, sizeof *c);
+    if (!c) { dg_dist_env_clear(&env); DG_ERR(DG_ENOMEM, "comm_new: out of memory"); return NULL; }
+    pthread_mutex_init(&c->lock, NULL);
+    c->rank = env.rank;
+    c->size = env.world_size;
+    c->timeout_s = dg_dist_timeout(p.timeout_s);
+    dg_comm_kind kind = p.kind;
+    if (kind == DG_COMM_AUTO) {
+        if (env.world_size == 1) kind = DG_COMM_LOCAL;
+        else if (dg_get_device().type == DG_CUDA && dg_comm_nccl_built()) kind = DG_COMM_NCCL;
+        else kind = DG_COMM_MPI;
+    }
+    int rc = 0;
+    if (env.world_size > 1 && env.endpoints && kind != DG_COMM_LOCAL) {
+        c->store = dg_dist_rendezvous(&env, c->timeout_s);
+        if (!c->store) rc = dg_last_status() ? dg_last_status() : DG_ECOMM;
+    }
+    if (!rc) {
+        switch (kind) {
+        case DG_COMM_LOCAL:
+            if (env.world_size != 1) {
+                DG_ERR(DG_EINVAL, "comm_new: the local transport serves a world of 1, not %d", env.world_size);
+                rc = DG_EINVAL;
+            } else c->be = &dg_comm_local_backend;
+            break;
+        case DG_COMM_MPI:
+            if (!env.under_mpirun && env.world_size > 1) {
+                DG_ERR(DG_EINVAL, "comm_new: rank %d of %d on CPUs uses MPI but was not started by mpirun: start CPU workers "
+                       "with `dgrun --nproc_per_node N prog` (which runs mpirun) or `mpirun -np N prog`", env.rank, env.world_size);
+                rc = DG_EINVAL;
+            } else rc = dg_comm_mpi_make(c, &env);
+            break;
+        case DG_COMM_NCCL: rc = dg_comm_nccl_make(c, &env); break;
+        default: DG_ERR(DG_EINVAL, "comm_new: unknown transport %d", (int)kind); rc = DG_EINVAL;
+        }
+    }
+    dg_dist_env_clear(&env);
+    if (rc) {
+        dg_store_free(c->store);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void dg_comm_free(dg_comm *c) {
+    if (!c) return;
+    if (c->be && c->be->destroy) c->be->destroy(c);
+    dg_store_free(c->store);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+int dg_comm_rank(const dg_comm *c) { return c ? c->rank : -1; }
+int dg_comm_size(const dg_comm *c) { return c ? c->size : -1; }
+const char *dg_comm_backend_name(const dg_comm *c) { return c && c->be ? c->be->name : NULL; }
+
+static int check_buffer(const char *op, const dg_comm *c, const dg_tensor *t, bool need_float) {
+    DG_CHECK_INT(c && t, "%s: %s is NULL", op, c ? "tensor" : "communicator");
+    char sh[96];
+    dg_shape_str(t, sh, sizeof sh);
+    DG_CHECK_INT(dg_is_contiguous(t), "%s: tensor %s must be contiguous", op, sh);
+    DG_CHECK_INT(!need_float || t->dtype == DG_F32 || t->dtype == DG_F64 || t->dtype == DG_I64 || t->dtype == DG_I32,
+                 "%s: tensor %s of dtype %s: collectives take f32/f64/i32/i64", op, sh, dg_dtype_name(t->dtype));
+    if (c->be->device_buffers) {
+        char d[16];
+        DG_CHECK_INT(t->storage->device.type == DG_CUDA, "%s: the %s transport takes GPU tensors; %s is on %s", op,
+                     c->be->name, sh, dg_device_name(t->storage->device, d, sizeof d));
+    }
+    return 0;
+}
+
+/* For a host transport and a GPU tensor: a pinned host copy, else the tensor's own memory. */
+typedef struct staged { void *host; bool copied; } staged;
+static int stage_in(const dg_comm *c, const dg_tensor *t, staged *s, bool fill) {
+    size_t nb = (size_t)t->numel * dg_dtype_size(t->dtype);
+    s->copied = !c->be->device_buffers && t->storage->device.type != DG_CPU;
+    if (!s->copied) { s->host = dg_tensor_ptr(t); return 0; }
+    s->host = dg_backend_of(t)->host_alloc ? dg_backend_of(t)->host_alloc(nb ? nb : 1) : malloc(nb ? nb : 1);
+    if (!s->host) { if (!dg_has_error()) DG_ERR(DG_ENOMEM, "comm: staging %zu bytes", nb); return DG_ENOMEM; }
+    return fill ? dg_backend_of(t)->download(s->host, dg_tensor_ptr(t), nb) : 0;
+}
+static int stage_out(const dg_tensor *t, staged *s, bool write_back) {
+    if (!s->copied) return 0;
+    size_t nb = (size_t)t->numel * dg_dtype_size(t->dtype);
+    int rc = write_back ? dg_backend_of(t)->upload(dg_tensor_ptr((dg_tensor *)t), s->host, nb) : 0;
+    /* the upload is ordered on the stream; a pinned buffer's release waits for it */
+    if (dg_backend_of(t)->host_free) { dg_synchronize(t->storage->device); dg_backend_of(t)->host_free(s->host); }
+    else free(s->host);
+    return rc;
+}
+
+static void scale_host(void *buf, int64_t n, dg_dtype dt, double f) {
+    if (dt == DG_F32) { float *p = buf; for (int64_t i = 0; i < n; i++) p[i] = (float)(p[i] * f); }
+    else if (dt == DG_F64) { double *p = buf; for (int64_t i = 0; i < n; i++) p[i] *= f; }
+}
+
+int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+    pthread_mutex_lock(&c->lock);
+    /* AVG is a sum and a scale on transports without a native average */
+    int rc = c->be->all_reduce(c, buf, n, dt, op == DG_COMM_AVG && !c->be->device_buffers ? DG_COMM_SUM : op);
+    pthread_mutex_unlock(&c->lock);
+    if (!rc && op == DG_COMM_AVG && !c->be->device_buffers && c->size > 1) scale_host(buf, n, dt, 1.0 / c->size);
+    return rc;
+}
+
+int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op) {
+    int rc = check_buffer("all_reduce", c, t, true);
+    if (rc) return rc;
+    DG_CHECK_INT(op != DG_COMM_AVG || dg_dtype_is_float(t->dtype), "all_reduce: AVG needs a float tensor, got %s", dg_dtype_name(t->dtype));
+    staged s;
+    if ((rc = stage_in(c, t, &s, true))) return rc;
+    rc = dg_comm_all_reduce_raw(c, s.host, t->numel, t->dtype, op);
+    int rc2 = stage_out(t, &s, rc == 0);
+    if (!rc && c->be->wait) rc = c->be->wait(c);
+    return rc ? rc : rc2;
+}
+
+int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root) {
+    int rc = check_buffer("broadcast", c, t, false);
+    if (rc) return rc;
+    DG_CHECK_INT(root >= 0 && root < c->size, "broadcast: root %d outside the world of %d", root, c->size);
+    staged s;
+    if ((rc = stage_in(c, t, &s, c->rank == root))) return rc;
+    pthread_mutex_lock(&c->lock);
+    rc = c->be->broadcast(c, s.host, (int64_t)(t->numel * (int64_t)dg_dtype_size(t->dtype)), DG_BOOL, root);  /* as bytes */
+    pthread_mutex_unlock(&c->lock);
+    int rc2 = stage_out(t, &s, rc == 0);
+    if (!rc && c->be->wait) rc = c->be->wait(c);
+    return rc ? rc : rc2;
+}
+
+dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
+    if (check_buffer("all_gather", c, t, false)) return NULL;
+    int64_t shape[DG_MAX_DIMS];
+    DG_CHECK(t->ndim < DG_MAX_DIMS, "all_gather: tensor has %d dims; the result needs one more", t->ndim);
+    shape[0] = c->size;
+    memcpy(shape + 1, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    dg_tensor *y = dg_tensor_alloc(shape, t->ndim + 1, t->dtype, t->storage->device);
+    if (!y) return NULL;
+    staged si, so;
+    int rc = stage_in(c, t, &si, true);
+    if (!rc && (rc = stage_in(c, y, &so, false))) stage_out(t, &si, false);
+    if (rc) { dg_tensor_free(y); return NULL; }
+    pthread_mutex_lock(&c->lock);
+    rc = c->be->all_gather(c, si.host, so.host, (int64_t)(t->numel * (int64_t)dg_dtype_size(t->dtype)), DG_BOOL);
+    pthread_mutex_unlock(&c->lock);
+    stage_out(t, &si, false);
+    int rc2 = stage_out(y, &so, rc == 0);
+    if (!rc && c->be->wait) rc = c->be->wait(c);
+    if (rc || rc2) { dg_tensor_free(y); return NULL; }
+    return y;
+}
+
+int dg_comm_barrier(dg_comm *c) {
+    DG_CHECK_INT(c, "barrier: communicator is NULL");
+    pthread_mutex_lock(&c->lock);
+    int rc = c->be->barrier(c);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}

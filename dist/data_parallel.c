@@ -1,0 +1,113 @@
+/* dist/data_parallel.c — the DataParallel layer (paddle.DataParallel): a layer whose only
+ * sublayer is the wrapped net ("_layers", Paddle's attribute name), which at wrap time makes
+ * every rank start from rank 0's parameters and buffers, and owns the gradient reducer that
+ * scale_loss / apply_collective_grads drive. */
+#include "dist_internal.h"
+#include "reducer.h"
+
+typedef struct dp_state {
+    dg_layer *net;                /* borrowed: the sublayer */
+    dg_comm *comm;                /* borrowed */
+    dg_reducer *reducer;
+} dp_state;
+
+static void dp_state_free(void *u) {
+    dp_state *s = u;
+    if (!s) return;
+    dg_reducer_free(s->reducer);
+    free(s);
+}
+
+static dg_tensor *dp_forward(dg_layer *self, const dg_tensor *x) {
+    dp_state *s = dg_layer_user(self);
+    return dg_forward(s->net, x);
+}
+
+static dp_state *state_of(const dg_layer *dp, const char *op) {
+    if (!dp) { DG_ERR(DG_EINVAL, "%s: layer is NULL", op); return NULL; }
+    if (strcmp(dg_layer_type(dp), "DataParallel") != 0) {
+        DG_ERR(DG_EINVAL, "%s: layer is a %s, not a DataParallel (wrap it with dg_data_parallel)", op, dg_layer_type(dp));
+        return NULL;
+    }
+    return dg_layer_user(dp);
+}
+
+/* Every rank starts from rank 0's parameters and buffers. */
+static int broadcast_state(dg_layer *net, dg_comm *comm) {
+    if (comm->size == 1) return 0;
+    int n = 0, rc = 0;
+    dg_named_tensor *sd = dg_layer_state_dict(net, &n);
+    if (!sd) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    dg_no_grad_begin();
+    for (int i = 0; i < n && !rc; i++) {
+        dg_tensor *t = sd[i].tensor;
+        if (!dg_is_contiguous(t)) {
+            DG_ERR(DG_EINVAL, "data_parallel: '%s' is a non-contiguous view; cannot broadcast it in place", sd[i].name);
+            rc = DG_EINVAL;
+        } else if ((rc = dg_comm_broadcast(comm, t, 0)) != 0) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", dg_last_error());
+            dg_clear_error();
+            DG_ERR(rc, "data_parallel: broadcasting '%s' from rank 0: %s", sd[i].name, msg);
+        }
+    }
+    dg_no_grad_end();
+    free(sd);
+    return rc;
+}
+
+dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
+    DG_CHECK(net, "data_parallel: net is NULL");
+    if (!comm) { dg_layer_free(net); DG_ERR(DG_EINVAL, "data_parallel: communicator is NULL (dg_fleet_init or dg_comm_new first)"); return NULL; }
+    dp_state *s = calloc(1, sizeof *s);
+    if (!s) { dg_layer_free(net); DG_ERR(DG_ENOMEM, "data_parallel: out of memory"); return NULL; }
+    s->net = net;
+    s->comm = comm;
+    dg_layer *dp = dg_layer_new("DataParallel", dp_forward, s, dp_state_free);
+    if (!dp) { dg_layer_free(net); return NULL; }
+    if (dg_layer_add_sublayer(dp, "_layers", net) != 0) { dg_layer_free(dp); return NULL; }
+    int rc = broadcast_state(net, comm);
+    int np = 0;
+    dg_named_tensor *named = rc ? NULL : dg_layer_named_parameters(net, &np);
+    if (!rc && !named) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    if (!rc) {
+        dg_tensor **params = malloc(sizeof *params * (size_t)(np ? np : 1));
+        char **names = malloc(sizeof *names * (size_t)(np ? np : 1));
+        if (params && names) {
+            for (int i = 0; i < np; i++) { params[i] = named[i].tensor; names[i] = (char *)named[i].name; }
+            s->reducer = dg_reducer_new(comm, params, names, np, p);
+        }
+        if (!s->reducer) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+        free(params);
+        free(names);
+    }
+    free(named);
+    if (rc) { dg_layer_free(dp); return NULL; }
+    dg_layer_set_extra_repr(dp, "world_size=%d, backend=%s, buckets=%d, overlap=%s", comm->size, comm->be->name,
+                            dg_reducer_num_buckets(s->reducer), p.overlap ? "True" : "False");
+    return dp;
+}
+
+dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss) {
+    dp_state *s = state_of(dp, "scale_loss");
+    if (!s) return NULL;
+    DG_CHECK(loss, "scale_loss: loss is NULL");
+    /* Paddle divides by the number of ranks so that summed gradients are the mean's */
+    return s->comm->size == 1 ? dg_mul_scalar(loss, 1.0) : dg_div_scalar(loss, (double)s->comm->size);
+}
+
+int dg_dp_apply_collective_grads(dg_layer *dp) {
+    dp_state *s = state_of(dp, "apply_collective_grads");
+    if (!s) return dg_last_status();
+    return dg_reducer_apply(s->reducer);
+}
+
+int dg_dp_no_sync(dg_layer *dp, bool on) {
+    dp_state *s = state_of(dp, "no_sync");
+    if (!s) return dg_last_status();
+    s->reducer->no_sync = on;
+    return 0;
+}
+
+dg_comm *dg_dp_comm(const dg_layer *dp) { dp_state *s = state_of(dp, "dp_comm"); return s ? s->comm : NULL; }
+dg_layer *dg_dp_module(const dg_layer *dp) { dp_state *s = state_of(dp, "dp_module"); return s ? s->net : NULL; }

@@ -1,0 +1,51 @@
+/* dist/dist_internal.h — what the files of dist/ share: the communicator's backend table (one
+ * per transport: local, MPI, NCCL), the timeout rule and endpoint parsing. */
+#ifndef DG_DIST_INTERNAL_H
+#define DG_DIST_INTERNAL_H
+
+#include "../eager/backend.h"
+#include <dygraph/dist.h>
+#include <pthread.h>
+
+/* One transport. Buffers are contiguous, of n elements of dt, on the device the transport
+ * works on (host for MPI, the GPU for NCCL); staging is done by dist/comm.c. */
+typedef struct dg_comm_backend {
+    const char *name;
+    bool device_buffers;          /* takes GPU memory (NCCL) rather than host memory */
+    int (*all_reduce)(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
+    int (*broadcast)(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root);
+    int (*all_gather)(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt);
+    int (*barrier)(dg_comm *c);
+    /* after a collective queued on the device: make the compute stream wait for it (NULL:
+     * collectives are complete on return) */
+    int (*wait)(dg_comm *c);
+    void (*destroy)(dg_comm *c);
+} dg_comm_backend;
+
+struct dg_comm {
+    const dg_comm_backend *be;
+    int rank, size;
+    double timeout_s;
+    pthread_mutex_t lock;         /* one collective at a time: the transports are not reentrant */
+    void *impl;                   /* the transport's state */
+    dg_store *store;              /* rendezvous store when one was made (kept for the comm's life) */
+};
+
+/* Transports. Each make function fills c->impl and returns 0, or an error with a message. */
+extern const dg_comm_backend dg_comm_local_backend;
+int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env);     /* dist/mpi/ or its absent twin */
+int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env);    /* dist/nccl/ or its absent twin */
+bool dg_comm_mpi_built(void);
+bool dg_comm_nccl_built(void);
+
+/* A collective on a raw buffer of the transport's kind (used by the DataParallel reducer's
+ * comm thread; takes the comm lock). */
+int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
+
+double dg_dist_timeout(double given);
+int dg_dist_split_endpoint(const char *ep, char *host, size_t hlen, int *port);
+/* Rank 0's store from the environment (server on rank 0), and a check-in of every rank so that
+ * a missing or duplicated rank fails on all ranks within the timeout. */
+dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s);
+
+#endif

@@ -1,0 +1,63 @@
+/* dist/fleet.c — the fleet facade (paddle.distributed.fleet, collective mode): one world
+ * communicator per process made by dg_fleet_init, the worker queries, distributed_model /
+ * distributed_optimizer, and saving on the first worker only (seed 003). */
+#include "dist_internal.h"
+
+static dg_comm *g_comm;
+static dg_fleet_strategy g_strategy;
+static char *g_endpoints;
+
+int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
+    DG_CHECK_INT(is_collective, "fleet_init: only collective mode (is_collective=true) is supported; "
+                 "parameter-server mode is not");
+    if (g_comm) return 0;   /* idempotent, like fleet.init */
+    g_strategy = strategy ? *strategy : (dg_fleet_strategy){ 0 };
+    dg_dist_env env;
+    int rc = dg_dist_env_read(&env);
+    if (rc) return rc;
+    free(g_endpoints);
+    g_endpoints = env.endpoints ? strdup(env.endpoints) : NULL;
+    dg_dist_env_clear(&env);
+    g_comm = dg_comm_new((dg_comm_params){ 0 });
+    if (!g_comm) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s", dg_last_error());
+        int st = dg_last_status() ? dg_last_status() : DG_ECOMM;
+        dg_clear_error();
+        DG_ERR(st, "fleet_init: %s", msg);
+        return st;
+    }
+    return 0;
+}
+
+int dg_fleet_worker_index(void) { return g_comm ? g_comm->rank : 0; }
+int dg_fleet_worker_num(void) { return g_comm ? g_comm->size : 1; }
+const char *dg_fleet_worker_endpoints(void) { return g_endpoints ? g_endpoints : ""; }
+bool dg_fleet_is_first_worker(void) { return dg_fleet_worker_index() == 0; }
+dg_comm *dg_fleet_comm(void) { return g_comm; }
+
+dg_layer *dg_fleet_distributed_model(dg_layer *net) {
+    if (!g_comm) { dg_layer_free(net); DG_ERR(DG_ESTATE, "fleet_distributed_model: call dg_fleet_init first"); return NULL; }
+    return dg_data_parallel(net, g_comm, (dg_dp_params){
+        .bucket_mb = g_strategy.fuse_grad_size_in_MB, .first_bucket_mb = g_strategy.first_bucket_mb,
+        .overlap = g_strategy.overlap, .find_unused_parameters = g_strategy.find_unused_parameters });
+}
+
+dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt) {
+    DG_CHECK(opt, "fleet_distributed_optimizer: optimizer is NULL");
+    DG_CHECK(g_comm, "fleet_distributed_optimizer: call dg_fleet_init first");
+    return opt;
+}
+
+int dg_fleet_save(const dg_layer *net, const char *path) {
+    DG_CHECK_INT(net && path, "fleet_save: %s is NULL", net ? "path" : "layer");
+    if (!dg_fleet_is_first_worker()) return 0;
+    return dg_layer_save(net, path);
+}
+
+void dg_fleet_shutdown(void) {
+    dg_comm_free(g_comm);
+    g_comm = NULL;
+    free(g_endpoints);
+    g_endpoints = NULL;
+}

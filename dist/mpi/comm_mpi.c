@@ -1,0 +1,126 @@
+/* dist/mpi/comm_mpi.c — the MPI transport (Open MPI): host buffers, collectives on a private
+ * duplicate of MPI_COMM_WORLD so a program's own MPI traffic never interleaves with ours. MPI
+ * is initialised here when the program has not done so, and then finalised at exit (mpirun
+ * treats a rank that exits without MPI_Finalize as a failure). Counts above INT_MAX are sent in
+ * pieces. MPI has no timeouts: a rank that dies makes mpirun stop the job. */
+#include "../dist_internal.h"
+#include <limits.h>
+#include <mpi.h>
+
+typedef struct mpi_state { MPI_Comm comm; } mpi_state;
+
+static bool g_we_initialised;
+static void finalize_at_exit(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Finalize();
+}
+
+static int mpi_fail(int err, const char *what, const dg_comm *c) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    DG_ERR(DG_ECOMM, "mpi: %s failed on rank %d of %d: %s", what, c->rank, c->size, msg);
+    return DG_ECOMM;
+}
+
+static MPI_Datatype mpi_type(dg_dtype dt) {
+    switch (dt) {
+    case DG_F32: return MPI_FLOAT;
+    case DG_F64: return MPI_DOUBLE;
+    case DG_I64: return MPI_INT64_T;
+    case DG_I32: return MPI_INT32_T;
+    default: return MPI_BYTE;   /* DG_BOOL: raw bytes (broadcast, all_gather) */
+    }
+}
+
+static int mpi_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+    mpi_state *s = c->impl;
+    MPI_Op mop = op == DG_COMM_MAX ? MPI_MAX : MPI_SUM;
+    size_t es = dg_dtype_size(dt);
+    for (int64_t off = 0; off < n; off += INT_MAX) {
+        int cnt = (int)(n - off < INT_MAX ? n - off : INT_MAX);
+        int err = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * es, cnt, mpi_type(dt), mop, s->comm);
+        if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Allreduce", c);
+    }
+    return 0;
+}
+
+static int mpi_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root) {
+    mpi_state *s = c->impl;
+    size_t es = dg_dtype_size(dt);
+    for (int64_t off = 0; off < n; off += INT_MAX) {
+        int cnt = (int)(n - off < INT_MAX ? n - off : INT_MAX);
+        int err = MPI_Bcast((char *)buf + (size_t)off * es, cnt, mpi_type(dt), root, s->comm);
+        if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Bcast", c);
+    }
+    return 0;
+}
+
+static int mpi_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt) {
+    mpi_state *s = c->impl;
+    if (n > INT_MAX) { DG_ERR(DG_EUNSUPPORTED, "mpi: all_gather of %lld elements per rank (limit %d)", (long long)n, INT_MAX); return DG_EUNSUPPORTED; }
+    int err = MPI_Allgather(send, (int)n, mpi_type(dt), recv, (int)n, mpi_type(dt), s->comm);
+    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Allgather", c);
+}
+
+static int mpi_barrier(dg_comm *c) {
+    int err = MPI_Barrier(((mpi_state *)c->impl)->comm);
+    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Barrier", c);
+}
+
+static void mpi_destroy(dg_comm *c) {
+    mpi_state *s = c->impl;
+    if (!s) return;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) MPI_Comm_free(&s->comm);
+    free(s);
+    c->impl = NULL;
+}
+
+static const dg_comm_backend mpi_backend = {
+    .name = "mpi", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast, .all_gather = mpi_all_gather,
+    .barrier = mpi_barrier, .destroy = mpi_destroy,
+};
+
+bool dg_comm_mpi_built(void) { return true; }
+
+int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
+    int inited = 0, fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) { DG_ERR(DG_ESTATE, "mpi: MPI was already finalised in this process"); return DG_ESTATE; }
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        /* SERIALIZED: the DataParallel reducer calls MPI from its comm thread, never at the
+         * same time as another thread (the comm lock orders them) */
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+            DG_ERR(DG_ECOMM, "mpi: MPI_Init_thread failed");
+            return DG_ECOMM;
+        }
+        if (!g_we_initialised) atexit(finalize_at_exit);
+        g_we_initialised = true;
+        if (provided < MPI_THREAD_SERIALIZED) {
+            DG_ERR(DG_EUNSUPPORTED, "mpi: this MPI offers thread level %d, below MPI_THREAD_SERIALIZED", provided);
+            return DG_EUNSUPPORTED;
+        }
+    }
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != env->rank || size != env->world_size) {
+        DG_ERR(DG_EINVAL, "mpi: MPI says rank %d of %d but the environment says rank %d of %d (mixed launchers?)",
+               rank, size, env->rank, env->world_size);
+        return DG_EINVAL;
+    }
+    mpi_state *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "mpi: out of memory"); return DG_ENOMEM; }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int err = MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
+    if (err != MPI_SUCCESS) { free(s); return mpi_fail(err, "MPI_Comm_dup", c); }
+    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    c->impl = s;
+    c->be = &mpi_backend;
+    return 0;
+}

@@ -1,0 +1,180 @@
+/* dist/nccl/comm_nccl.c — the NCCL transport: GPU buffers, collectives on the CUDA backend's
+ * communication stream (ordered after the compute work that produced the buffer, and the
+ * compute stream ordered after them by `wait`). The unique id travels through the rendezvous
+ * store (as Paddle's gen_nccl_id), or through MPI under mpirun without endpoints. Everything
+ * runs in NCCL's non-blocking mode and is polled against the timeout: a peer that never comes
+ * or dies makes this rank abort the communicator and return an error instead of hanging. */
+#include "../dist_internal.h"
+#include "../../eager/cuda/cuda_internal.h"
+#include <nccl.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct nccl_state { ncclComm_t comm; bool aborted; } nccl_state;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int nccl_fail(dg_comm *c, ncclResult_t r, const char *what) {
+    nccl_state *s = c->impl;
+    const char *last = s && s->comm ? ncclGetLastError(s->comm) : "";
+    DG_ERR(DG_ECOMM, "nccl: %s failed on rank %d of %d: %s%s%s", what, c->rank, c->size, ncclGetErrorString(r),
+           last && *last ? ": " : "", last ? last : "");
+    if (s && s->comm && !s->aborted) { ncclCommAbort(s->comm); s->aborted = true; }
+    return DG_ECOMM;
+}
+
+/* Polls the communicator until its pending operation leaves ncclInProgress or the timeout. */
+static int settle(dg_comm *c, ncclResult_t r, const char *what) {
+    nccl_state *s = c->impl;
+    double deadline = now_s() + c->timeout_s;
+    while (r == ncclInProgress) {
+        if (now_s() > deadline) {
+            DG_ERR(DG_ETIMEOUT, "nccl: %s did not complete within %.0f s on rank %d of %d (a peer is gone?); communicator aborted",
+                   what, c->timeout_s, c->rank, c->size);
+            ncclCommAbort(s->comm);
+            s->aborted = true;
+            return DG_ETIMEOUT;
+        }
+        usleep(100);
+        if (ncclCommGetAsyncError(s->comm, &r) != ncclSuccess) break;
+    }
+    return r == ncclSuccess ? 0 : nccl_fail(c, r, what);
+}
+
+static int usable(dg_comm *c) {
+    nccl_state *s = c->impl;
+    if (s->aborted) { DG_ERR(DG_ECOMM, "nccl: the communicator of rank %d was aborted after an earlier failure", c->rank); return DG_ECOMM; }
+    return dg_cuda_comm_wait_compute();
+}
+
+static ncclDataType_t nccl_type(dg_dtype dt) {
+    switch (dt) {
+    case DG_F32: return ncclFloat32;
+    case DG_F64: return ncclFloat64;
+    case DG_I64: return ncclInt64;
+    case DG_I32: return ncclInt32;
+    default: return ncclUint8;
+    }
+}
+
+static int nccl_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+    int rc = usable(c);
+    if (rc) return rc;
+    ncclRedOp_t o = op == DG_COMM_MAX ? ncclMax : op == DG_COMM_AVG ? ncclAvg : ncclSum;
+    return settle(c, ncclAllReduce(buf, buf, (size_t)n, nccl_type(dt), o, ((nccl_state *)c->impl)->comm, dg_cuda_comm_stream()),
+                  "ncclAllReduce");
+}
+static int nccl_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root) {
+    int rc = usable(c);
+    if (rc) return rc;
+    return settle(c, ncclBroadcast(buf, buf, (size_t)n, nccl_type(dt), root, ((nccl_state *)c->impl)->comm, dg_cuda_comm_stream()),
+                  "ncclBroadcast");
+}
+static int nccl_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt) {
+    int rc = usable(c);
+    if (rc) return rc;
+    return settle(c, ncclAllGather(send, recv, (size_t)n, nccl_type(dt), ((nccl_state *)c->impl)->comm, dg_cuda_comm_stream()),
+                  "ncclAllGather");
+}
+
+/* The compute stream waits for the queued collectives; the host polls so that a collective
+ * stuck on a dead peer ends in an error after the timeout instead of a hang. */
+static int nccl_wait(dg_comm *c) {
+    nccl_state *s = c->impl;
+    double deadline = now_s() + c->timeout_s;
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(dg_cuda_comm_stream());
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady) return DG_CUDA(e);
+        ncclResult_t r = ncclSuccess;
+        ncclCommGetAsyncError(s->comm, &r);
+        if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, r, "a queued collective");
+        if (now_s() > deadline) {
+            DG_ERR(DG_ETIMEOUT, "nccl: collectives did not finish within %.0f s on rank %d of %d (a peer is gone?); communicator aborted",
+                   c->timeout_s, c->rank, c->size);
+            ncclCommAbort(s->comm);
+            s->aborted = true;
+            return DG_ETIMEOUT;
+        }
+        usleep(50);
+    }
+    return dg_cuda_compute_wait_comm();
+}
+
+/* A zero-byte broadcast is a barrier on NCCL. */
+static int nccl_barrier(dg_comm *c) {
+    int rc = usable(c);
+    if (rc) return rc;
+    void *one = dg_cuda_alloc(1);
+    if (!one) return DG_ENOMEM;
+    rc = settle(c, ncclAllReduce(one, one, 1, ncclUint8, ncclSum, ((nccl_state *)c->impl)->comm, dg_cuda_comm_stream()), "barrier");
+    if (!rc) rc = nccl_wait(c);
+    dg_cuda_free(one);
+    return rc;
+}
+
+static void nccl_destroy(dg_comm *c) {
+    nccl_state *s = c->impl;
+    if (!s) return;
+    if (!s->aborted && s->comm) {
+        ncclResult_t r = ncclCommFinalize(s->comm);
+        if (settle(c, r, "ncclCommFinalize") == 0) ncclCommDestroy(s->comm);
+        else dg_clear_error();
+    }
+    free(s);
+    c->impl = NULL;
+}
+
+static const dg_comm_backend nccl_backend = {
+    .name = "nccl", .device_buffers = true, .all_reduce = nccl_all_reduce, .broadcast = nccl_broadcast,
+    .all_gather = nccl_all_gather, .barrier = nccl_barrier, .wait = nccl_wait, .destroy = nccl_destroy,
+};
+
+bool dg_comm_nccl_built(void) { return true; }
+
+int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env) {
+    dg_device d = dg_get_device();
+    if (d.type != DG_CUDA) {
+        DG_ERR(DG_EDEVICE, "nccl: rank %d has no GPU selected (dg_set_device(\"gpu\") or FLAGS_selected_gpus first)", env->rank);
+        return DG_EDEVICE;
+    }
+    ncclUniqueId id;
+    if (env->world_size > 1) {
+        if (!c->store) {
+            DG_ERR(DG_EINVAL, "nccl: rank %d of %d has no rendezvous endpoint (PADDLE_TRAINER_ENDPOINTS) to share the NCCL id",
+                   env->rank, env->world_size);
+            return DG_EINVAL;
+        }
+        if (env->rank == 0) {
+            ncclResult_t r = ncclGetUniqueId(&id);
+            if (r != ncclSuccess) { DG_ERR(DG_ECOMM, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r)); return DG_ECOMM; }
+            int rc = dg_store_set(c->store, "nccl_id", &id, sizeof id);
+            if (rc) return rc;
+        } else {
+            void *v = NULL;
+            size_t len = 0;
+            int rc = dg_store_get(c->store, "nccl_id", &v, &len);
+            if (rc) return rc;
+            if (len != sizeof id) { free(v); DG_ERR(DG_EFORMAT, "nccl: the store's nccl_id has %zu bytes, want %zu", len, sizeof id); return DG_EFORMAT; }
+            memcpy(&id, v, sizeof id);
+            free(v);
+        }
+    } else {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) { DG_ERR(DG_ECOMM, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r)); return DG_ECOMM; }
+    }
+    nccl_state *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "nccl: out of memory"); return DG_ENOMEM; }
+    c->impl = s;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = ncclCommInitRankConfig(&s->comm, env->world_size, id, env->rank, &cfg);
+    int rc = r == ncclSuccess || r == ncclInProgress ? settle(c, r, "ncclCommInitRankConfig") : nccl_fail(c, r, "ncclCommInitRankConfig");
+    if (rc) { free(s); c->impl = NULL; return rc; }
+    c->be = &nccl_backend;
+    return 0;
+}

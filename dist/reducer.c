@@ -1,0 +1,265 @@
+/* dist/reducer.c — the gradient reducer behind DataParallel: parameters grouped into
+ * dtype-uniform buckets in reverse order (the order backward produces gradients; the first
+ * bucket small so communication starts early), each bucket a persistent flat buffer on the
+ * parameters' device. A step packs every bucket's gradients into its buffer, sums it over the
+ * ranks and unpacks it back into the gradients.
+ *
+ * With overlap on, grad-ready hooks pack a bucket as soon as its last gradient is final and hand
+ * it to a comm thread, which reduces buckets strictly in bucket order (every rank must issue the
+ * same collectives in the same order) while backward goes on; apply then only waits and
+ * unpacks. Parameters that got no gradient are reported by name, or with find_unused_parameters
+ * count as zero gradients (and receive the others' sum). */
+#include "dist_internal.h"
+#include "reducer.h"
+
+static void bucket_free(dg_bucket *b) {
+    free(b->params);
+    free(b->offsets);
+    dg_tensor_free(b->flat);
+}
+
+void dg_reducer_free(dg_reducer *r) {
+    if (!r) return;
+    if (r->thread_started) {
+        pthread_mutex_lock(&r->lock);
+        r->stop = true;
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->lock);
+        pthread_join(r->thread, NULL);
+    }
+    for (int i = 0; i < r->np; i++) dg_clear_grad_hooks(r->params[i]);
+    for (int b = 0; b < r->nb; b++) bucket_free(&r->buckets[b]);
+    free(r->buckets);
+    free(r->bucket_of);
+    free(r->ready);
+    free(r->params);
+    for (int i = 0; i < r->np; i++) free(r->names[i]);
+    free(r->names);
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* ---- the comm thread: reduces buckets in order as they become packed ---- */
+static void *comm_loop(void *arg) {
+    dg_reducer *r = arg;
+    pthread_mutex_lock(&r->lock);
+    for (;;) {
+        while (!r->stop && !(r->next_launch < r->nb && r->buckets[r->next_launch].state == DG_BUCKET_PACKED))
+            pthread_cond_wait(&r->cv, &r->lock);
+        if (r->stop) break;
+        dg_bucket *b = &r->buckets[r->next_launch];
+        b->state = DG_BUCKET_REDUCING;
+        pthread_mutex_unlock(&r->lock);
+        int rc = dg_comm_all_reduce_raw(r->comm, b->host, b->numel, b->dtype, DG_COMM_SUM);
+        char msg[512] = "";
+        if (rc) { snprintf(msg, sizeof msg, "%s", dg_last_error()); dg_clear_error(); }
+        pthread_mutex_lock(&r->lock);
+        b->state = DG_BUCKET_DONE;
+        if (rc && !r->error) { r->error = rc; snprintf(r->error_msg, sizeof r->error_msg, "%s", msg); }
+        r->next_launch++;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+/* ---- packing ---- */
+/* Copies parameter k's gradient (zeros when it has none) into the bucket's flat buffer. */
+static int pack_one(dg_reducer *r, dg_bucket *b, int k) {
+    dg_tensor *p = r->params[b->params[k]], *g = dg_grad(p);
+    int64_t n = dg_numel(p);
+    dg_tensor *dst = dg_reshape(dg_slice(b->flat, 0, b->offsets[k], b->offsets[k] + n, 1), dg_shape_of(p));
+    if (!dst) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    return g ? dg_copy_(dst, g) : dg_fill_(dst, 0.0);
+}
+
+static int pack_bucket(dg_reducer *r, dg_bucket *b) {
+    int rc = 0;
+    dg_no_grad_begin();
+    dg_scope *sc = dg_scope_begin();
+    for (int k = 0; k < b->n && !rc; k++) rc = pack_one(r, b, k);
+    dg_scope_end(sc);
+    dg_no_grad_end();
+    /* a host transport reads the buffer from the comm thread: the device copy must be done */
+    if (!rc && b->flat->storage->device.type != DG_CPU && !r->comm->be->device_buffers) rc = dg_synchronize(b->flat->storage->device);
+    return rc;
+}
+
+/* Flat buffer back into the gradients; a parameter without one gets the buffer's slice. */
+static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
+    int rc = 0;
+    dg_no_grad_begin();
+    dg_scope *sc = dg_scope_begin();
+    for (int k = 0; k < b->n && !rc; k++) {
+        dg_tensor *p = r->params[b->params[k]];
+        int64_t n = dg_numel(p);
+        dg_tensor *src = dg_reshape(dg_slice(b->flat, 0, b->offsets[k], b->offsets[k] + n, 1), dg_shape_of(p));
+        if (!src) { rc = dg_last_status() ? dg_last_status() : DG_ENOMEM; break; }
+        if (p->grad) rc = dg_copy_(p->grad, src);
+        else if (!(p->grad = dg_keep(dg_clone(src)))) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    }
+    dg_scope_end(sc);
+    dg_no_grad_end();
+    return rc;
+}
+
+/* ---- hooks (overlap) ---- */
+static void grad_ready(dg_tensor *leaf, void *user) {
+    dg_reducer *r = user;
+    if (r->no_sync || r->error) return;
+    int i = 0;
+    while (i < r->np && r->params[i] != leaf) i++;
+    if (i == r->np || r->ready[i]) return;
+    r->ready[i] = true;
+    dg_bucket *b = &r->buckets[r->bucket_of[i]];
+    if (++b->nready < b->n) return;
+    int rc = pack_bucket(r, b);
+    pthread_mutex_lock(&r->lock);
+    if (rc && !r->error) { r->error = rc; snprintf(r->error_msg, sizeof r->error_msg, "%s", dg_last_error()); }
+    b->state = rc ? DG_BUCKET_DONE : DG_BUCKET_PACKED;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- construction ---- */
+dg_reducer *dg_reducer_new(dg_comm *comm, dg_tensor *const *params, char *const *names, int np, dg_dp_params p) {
+    dg_reducer *r = calloc(1, sizeof *r);
+    DG_CHECK(r, "data_parallel: out of memory");
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->comm = comm;
+    r->np = np;
+    r->p = p;
+    r->params = malloc(sizeof *r->params * (size_t)(np ? np : 1));
+    r->names = calloc((size_t)(np ? np : 1), sizeof *r->names);
+    r->bucket_of = malloc(sizeof *r->bucket_of * (size_t)(np ? np : 1));
+    r->ready = calloc((size_t)(np ? np : 1), sizeof *r->ready);
+    r->buckets = calloc((size_t)(np ? np : 1), sizeof *r->buckets);
+    if (!r->params || !r->names || !r->bucket_of || !r->ready || !r->buckets) { dg_reducer_free(r); DG_ERR(DG_ENOMEM, "data_parallel: out of memory"); return NULL; }
+    for (int i = 0; i < np; i++) {
+        r->params[i] = params[i];
+        r->names[i] = strdup(names[i] ? names[i] : "?");
+    }
+    double cap = (p.bucket_mb > 0 ? p.bucket_mb : 25) * 1048576.0;
+    double first = (p.first_bucket_mb > 0 ? p.first_bucket_mb : 1) * 1048576.0;
+    /* reverse order; a bucket closes when full or when the dtype or device changes */
+    for (int i = np - 1; i >= 0; i--) {
+        dg_tensor *t = params[i];
+        dg_bucket *b = r->nb ? &r->buckets[r->nb - 1] : NULL;
+        double limit = r->nb == 1 ? first : cap;   /* the current bucket is index nb-1 */
+        size_t es = dg_dtype_size(t->dtype);
+        bool fits = b && b->dtype == t->dtype && b->device.type == t->storage->device.type &&
+                    b->device.index == t->storage->device.index && (double)(b->numel + t->numel) * (double)es <= limit;
+        if (!fits) {
+            b = &r->buckets[r->nb++];
+            b->dtype = t->dtype;
+            b->device = t->storage->device;
+            b->params = malloc(sizeof *b->params * (size_t)np);
+            b->offsets = malloc(sizeof *b->offsets * (size_t)np);
+            if (!b->params || !b->offsets) { dg_reducer_free(r); DG_ERR(DG_ENOMEM, "data_parallel: out of memory"); return NULL; }
+        }
+        b->params[b->n] = i;
+        b->offsets[b->n] = b->numel;
+        b->n++;
+        b->numel += t->numel;
+        r->bucket_of[i] = r->nb - 1;
+    }
+    for (int k = 0; k < r->nb; k++) {
+        dg_bucket *b = &r->buckets[k];
+        b->flat = dg_tensor_alloc(&b->numel, 1, b->dtype, b->device);
+        if (!b->flat) { dg_reducer_free(r); return NULL; }
+        b->host = dg_tensor_ptr(b->flat);
+    }
+    if (p.overlap && comm->size > 1) {
+        for (int i = 0; i < np; i++)
+            if (dg_register_grad_hook(params[i], grad_ready, r) != 0) { dg_reducer_free(r); return NULL; }
+        /* a device transport (NCCL) queues on the comm stream from the hook itself */
+        if (!comm->be->device_buffers) {
+            if (pthread_create(&r->thread, NULL, comm_loop, r) != 0) { dg_reducer_free(r); DG_ERR(DG_ECOMM, "data_parallel: cannot start the comm thread"); return NULL; }
+            r->thread_started = true;
+        }
+    }
+    return r;
+}
+
+int dg_reducer_num_buckets(const dg_reducer *r) { return r ? r->nb : 0; }
+
+/* ---- the step ---- */
+static void reset(dg_reducer *r) {
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < r->np; i++) r->ready[i] = false;
+    for (int k = 0; k < r->nb; k++) { r->buckets[k].nready = 0; r->buckets[k].state = DG_BUCKET_IDLE; }
+    r->next_launch = 0;
+    r->error = 0;
+    r->error_msg[0] = 0;
+    pthread_mutex_unlock(&r->lock);
+}
+
+static int check_unused(dg_reducer *r) {
+    if (r->p.find_unused_parameters) return 0;
+    for (int i = 0; i < r->np; i++)
+        if (!dg_grad(r->params[i])) {
+            DG_ERR(DG_ESTATE, "data_parallel: parameter '%s' got no gradient in this backward pass on rank %d; "
+                   "every rank must reduce the same gradients (set find_unused_parameters if parts of the model "
+                   "are skipped on purpose)", r->names[i], r->comm->rank);
+            return DG_ESTATE;
+        }
+    return 0;
+}
+
+int dg_reducer_apply(dg_reducer *r) {
+    int rc = 0;
+    if (r->no_sync) return 0;
+    if (r->comm->size == 1) {       /* nothing to sum, but unused parameters are still an error */
+        rc = check_unused(r);
+        reset(r);
+        return rc;
+    }
+    if (!r->p.overlap) {
+        if ((rc = check_unused(r))) { reset(r); return rc; }
+        for (int k = 0; k < r->nb && !rc; k++) {
+            dg_bucket *b = &r->buckets[k];
+            rc = pack_bucket(r, b);
+            if (!rc) rc = dg_comm_all_reduce_raw(r->comm, b->host, b->numel, b->dtype, DG_COMM_SUM);
+        }
+        if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
+        for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);
+        reset(r);
+        return rc;
+    }
+    /* overlap: buckets whose gradients never all arrived (unused parameters) are packed now */
+    rc = check_unused(r);
+    for (int k = 0; k < r->nb && !rc; k++) {
+        dg_bucket *b = &r->buckets[k];
+        pthread_mutex_lock(&r->lock);
+        bool idle = b->state == DG_BUCKET_IDLE;
+        pthread_mutex_unlock(&r->lock);
+        if (!idle) continue;
+        rc = pack_bucket(r, b);
+        pthread_mutex_lock(&r->lock);
+        b->state = rc ? DG_BUCKET_DONE : DG_BUCKET_PACKED;
+        pthread_cond_broadcast(&r->cv);
+        pthread_mutex_unlock(&r->lock);
+    }
+    if (r->comm->be->device_buffers) {
+        /* device transport: queue the packed buckets in order on the comm stream */
+        for (int k = 0; k < r->nb && !rc; k++)
+            rc = dg_comm_all_reduce_raw(r->comm, r->buckets[k].host, r->buckets[k].numel, r->buckets[k].dtype, DG_COMM_SUM);
+        if (!rc) rc = r->comm->be->wait(r->comm);
+    } else if (!rc) {
+        pthread_mutex_lock(&r->lock);
+        while (r->next_launch < r->nb && !r->error) pthread_cond_wait(&r->cv, &r->lock);
+        if (r->error) { rc = r->error; DG_ERR(rc, "%s", r->error_msg); }
+        pthread_mutex_unlock(&r->lock);
+    } else {
+        /* an error before every bucket was handed over: let the comm thread finish what it
+         * started so it does not touch buffers mid-reduction later */
+        pthread_mutex_lock(&r->lock);
+        while (r->next_launch < r->nb && r->buckets[r->next_launch].state != DG_BUCKET_IDLE) pthread_cond_wait(&r->cv, &r->lock);
+        pthread_mutex_unlock(&r->lock);
+    }
+    for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);
+    reset(r);
+    return rc;
+}

@@ -1,0 +1,48 @@
+/* dist/reducer.h — the gradient reducer (dist/reducer.c) that DataParallel drives. */
+#ifndef DG_DIST_REDUCER_H
+#define DG_DIST_REDUCER_H
+
+#include "dist_internal.h"
+
+typedef enum { DG_BUCKET_IDLE, DG_BUCKET_PACKED, DG_BUCKET_REDUCING, DG_BUCKET_DONE } dg_bucket_state;
+
+typedef struct dg_bucket {
+    dg_dtype dtype;
+    dg_device device;
+    int n;                        /* parameters in the bucket */
+    int *params;                  /* their indices, in bucket order (reverse registration) */
+    int64_t *offsets;             /* element offset of each in flat */
+    int64_t numel;
+    dg_tensor *flat;              /* persistent buffer */
+    void *host;                   /* flat's data pointer */
+    int nready;                   /* overlap: gradients final so far */
+    dg_bucket_state state;        /* overlap: guarded by the reducer's lock */
+} dg_bucket;
+
+typedef struct dg_reducer {
+    dg_comm *comm;
+    dg_dp_params p;
+    int np;
+    dg_tensor **params;           /* borrowed (the wrapped layer owns them) */
+    char **names;
+    int nb;
+    dg_bucket *buckets;
+    int *bucket_of;
+    bool *ready;
+    bool no_sync;
+    /* overlap */
+    pthread_t thread;
+    bool thread_started, stop;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int next_launch;              /* first bucket not yet reduced */
+    int error;
+    char error_msg[512];
+} dg_reducer;
+
+dg_reducer *dg_reducer_new(dg_comm *comm, dg_tensor *const *params, char *const *names, int np, dg_dp_params p);
+int dg_reducer_apply(dg_reducer *r);
+int dg_reducer_num_buckets(const dg_reducer *r);
+void dg_reducer_free(dg_reducer *r);
+
+#endif
