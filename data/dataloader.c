@@ -400,6 +400,23 @@ int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
         return rc < 0 ? rc : DG_EINVAL;
     }
     if (dl->next >= dl->nb) stop_workers(dl);   /* every batch is out: the workers have finished */
+    /* batches go to the current device, as Paddle's DataLoader places them (an upload from a
+     * pinned batch is queued without a host wait) */
+    dg_device dev = dg_get_device();
+    for (int f = 0; f < out.n && dev.type != DG_CPU; f++) {
+        dg_tensor *moved = dg_keep(dg_to_device(out.t[f], dev));
+        if (!moved) {
+            for (int k = 0; k < out.n; k++) dg_tensor_free(out.t[k]);
+            char m[512];
+            snprintf(m, sizeof m, "%s", dg_last_error());
+            dg_clear_error();
+            DG_ERR(DG_EDEVICE, "dataloader('%s'): moving field %d of batch %lld to the device: %s", dg_dataset_name(dl->ds), f,
+                   (long long)(dl->next - 1), m);
+            return DG_EDEVICE;
+        }
+        dg_tensor_free(out.t[f]);
+        out.t[f] = moved;
+    }
     for (int f = 0; f < out.n; f++) dg_scope_adopt(out.t[f]);
     *batch = out;
     return 1;

@@ -200,7 +200,8 @@ int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch);
 /* 1 and a batch, 0 at the end of the epoch, or a negative status with the worker's message
  * ("dataloader: batch B: dataset 'NAME' index I: ..."). Batches come in sampler order. The first
  * error ends the epoch (the workers stop; later calls return DG_ESTATE until start_epoch). The
- * thread's error slot is cleared on entry, so the message is the loader's own. */
+ * thread's error slot is cleared on entry, so the message is the loader's own. The batch's
+ * tensors are on the current device (dg_set_device), as Paddle's DataLoader places them. */
 int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch);
 int64_t dg_dataloader_num_batches(const dg_dataloader *dl);
 void dg_dataloader_free(dg_dataloader *dl);   /* joins the workers, even mid-epoch */

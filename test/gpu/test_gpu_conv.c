@@ -10,6 +10,9 @@
 #define C(lo, hi, ...) { GT_CONST, GT_SHAPE(__VA_ARGS__), lo, hi }
 #define G64(...) { GT_GRAD64, GT_SHAPE(__VA_ARGS__), 0, 0 }
 #define TOL_F64 { 1e-10, 1e-12, false }
+/* cuDNN may pick Winograd or FFT algorithms, whose f32 error follows the size of the inputs
+ * rather than of each output: an output that cancels toward 0 needs 1e-4 absolute */
+#define TOL_CONV { 1e-4, 1e-4, false }
 
 /* ---- conv2d: in[0] x, in[1] w, in[2] b (when given) ---- */
 #define CONV(name, bias, ...) static dg_tensor *name(dg_tensor *const *in) { \
@@ -70,16 +73,16 @@ static dg_tensor *f_bn_eval(dg_tensor *const *in) {
 #define BN_IN(c, ...) IN(G(__VA_ARGS__), { GT_GRAD, GT_SHAPE(c), 0.5, 1.5 }, G(c), C(-0.5, 0.5, c), C(0.5, 2, c))
 
 static const gt_op_case cases[] = {
-    { "conv2d 3x3 bias", f_conv_basic, 3, IN(G(2, 3, 8, 8), G(4, 3, 3, 3), G(4)), GT_RED, GT_RED_LOOSE },
-    { "conv2d stride 2 padding 1", f_conv_s2p1, 3, IN(G(2, 3, 9, 9), G(5, 3, 3, 3), G(5)), GT_RED, GT_RED_LOOSE },
-    { "conv2d dilation 2 padding 2", f_conv_dil2, 3, IN(G(1, 2, 10, 10), G(3, 2, 3, 3), G(3)), GT_RED, GT_RED_LOOSE },
-    { "conv2d groups 2", f_conv_groups2, 3, IN(G(2, 4, 7, 7), G(6, 2, 3, 3), G(6)), GT_RED, GT_RED_LOOSE },
-    { "conv2d depthwise (groups = C)", f_conv_depthwise, 3, IN(G(2, 6, 8, 8), G(6, 1, 3, 3), G(6)), GT_RED, GT_RED_LOOSE },
-    { "conv2d 1x1 no bias", f_conv_1x1_nobias, 2, IN(G(2, 8, 5, 5), G(16, 8, 1, 1)), GT_RED, GT_RED_LOOSE },
-    { "conv2d 1x1 stride 2 no bias (downsample)", f_conv_1x1_s2_nobias, 2, IN(G(2, 8, 6, 6), G(16, 8, 1, 1)), GT_RED, GT_RED_LOOSE },
-    { "conv2d 3x5 kernel stride 2,1 padding 1,2", f_conv_rect, 3, IN(G(1, 3, 9, 11), G(4, 3, 3, 5), G(4)), GT_RED, GT_RED_LOOSE },
-    { "conv2d ResNet block 16->32 3x3", f_conv_block, 3, IN(G(4, 16, 16, 16), G(32, 16, 3, 3), G(32)), GT_RED, GT_RED_LOOSE },
-    { "conv2d ResNet stem 7x7 stride 2", f_conv_stem, 2, IN(G(2, 3, 32, 32), G(8, 3, 7, 7)), GT_RED, GT_RED_LOOSE },
+    { "conv2d 3x3 bias", f_conv_basic, 3, IN(G(2, 3, 8, 8), G(4, 3, 3, 3), G(4)), TOL_CONV, TOL_CONV },
+    { "conv2d stride 2 padding 1", f_conv_s2p1, 3, IN(G(2, 3, 9, 9), G(5, 3, 3, 3), G(5)), TOL_CONV, TOL_CONV },
+    { "conv2d dilation 2 padding 2", f_conv_dil2, 3, IN(G(1, 2, 10, 10), G(3, 2, 3, 3), G(3)), TOL_CONV, TOL_CONV },
+    { "conv2d groups 2", f_conv_groups2, 3, IN(G(2, 4, 7, 7), G(6, 2, 3, 3), G(6)), TOL_CONV, TOL_CONV },
+    { "conv2d depthwise (groups = C)", f_conv_depthwise, 3, IN(G(2, 6, 8, 8), G(6, 1, 3, 3), G(6)), TOL_CONV, TOL_CONV },
+    { "conv2d 1x1 no bias", f_conv_1x1_nobias, 2, IN(G(2, 8, 5, 5), G(16, 8, 1, 1)), TOL_CONV, TOL_CONV },
+    { "conv2d 1x1 stride 2 no bias (downsample)", f_conv_1x1_s2_nobias, 2, IN(G(2, 8, 6, 6), G(16, 8, 1, 1)), TOL_CONV, TOL_CONV },
+    { "conv2d 3x5 kernel stride 2,1 padding 1,2", f_conv_rect, 3, IN(G(1, 3, 9, 11), G(4, 3, 3, 5), G(4)), TOL_CONV, TOL_CONV },
+    { "conv2d ResNet block 16->32 3x3", f_conv_block, 3, IN(G(4, 16, 16, 16), G(32, 16, 3, 3), G(32)), TOL_CONV, TOL_CONV },
+    { "conv2d ResNet stem 7x7 stride 2", f_conv_stem, 2, IN(G(2, 3, 32, 32), G(8, 3, 7, 7)), TOL_CONV, TOL_CONV },
     { "conv2d f64", f_conv_s2p1, 3, IN(G64(2, 3, 9, 9), G64(5, 3, 3, 3), G64(5)), TOL_F64, TOL_F64 },
     { "max_pool2d 2x2", f_max_k2, 1, IN(G(2, 3, 8, 8)), GT_EXACT, GT_EW },
     { "max_pool2d 3x3 stride 2 padding 1", f_max_k3s2p1, 1, IN(G(2, 4, 9, 9)), GT_EXACT, GT_EW },

