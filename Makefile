@@ -68,15 +68,17 @@ TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/bin/%,$(wildcard samples/*.c))
 BENCHES  := $(patsubst bench/%.c,$(BUILD)/bin/bench_%,$(wildcard bench/*.c))
-DIST_TESTS := $(patsubst test/dist/%.c,$(BUILD)/bin/%,$(wildcard test/dist/*.c))
+DIST_TESTS := $(patsubst test/dist/%.c,$(BUILD)/bin/%,$(wildcard test/dist/*.c)) \
+              $(patsubst test/dist/workers/%.c,$(BUILD)/bin/%,$(filter-out %/mpi_worker.c,$(wildcard test/dist/workers/*.c))) \
+              $(if $(filter 1,$(MPI_ON)),$(BUILD)/bin/mpi_worker)
 DGRUN    := $(BUILD)/bin/dgrun
 STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
-.PHONY: all lib test test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
+.PHONY: all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list test-gpu test-gpu-memcheck bench-gpu
-all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS)
+all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/formats/*.h test/*.h test/fuzz/*.c)
@@ -131,6 +133,15 @@ $(BUILD)/bin/%: test/dist/%.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
+# the launcher's test workers are plain programs (mpi_worker, an optional MPI check, needs mpicc)
+$(BUILD)/bin/%: test/dist/workers/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -o $@ $<
+
+$(BUILD)/bin/mpi_worker: test/dist/workers/mpi_worker.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra $(MPI_CFLAGS) -o $@ $< $(shell mpicc --showme:link 2>/dev/null)
+
 # the launcher is plain POSIX: it does not link the library
 $(DGRUN): dist/launcher/dgrun.c
 	@mkdir -p $(dir $@)
@@ -147,6 +158,7 @@ test: deps data
 	@$(MAKE) --no-print-directory test-run
 	/usr/bin/python3 test/goldens/resnet_interop.py check build/interop
 	@$(MAKE) --no-print-directory asan-test
+	@$(MAKE) --no-print-directory test-dist
 	@$(MAKE) --no-print-directory test-gpu
 
 # torchvision's resnet18 state, a batch, its logits and its state after one step (90 MB, so made
@@ -155,6 +167,13 @@ interop-files: build/interop/resnet18_io.safetensors
 build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 	@mkdir -p build/interop
 	/usr/bin/python3 test/goldens/resnet_interop.py make build/interop
+
+# Multi-process data parallelism on this machine's CPUs: the launcher's own checks, then
+# seed 001's LinearNet and seed 004's MNIST CNN trained 20 steps by 2 ranks (batch B each, dgrun
+# over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on.
+test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet
+	bash test/dist/launcher_test.sh $(BUILD)/bin
+	sh test/dist/equivalence.sh $(BUILD)/bin
 
 test-run: $(TESTBIN)
 	$(TESTBIN) --jobs 2
@@ -186,11 +205,12 @@ run: deps data
 	$(BUILD)/bin/mnist --dataset fashion --epochs 2 --optimizer adam --lr 1e-3 --batch-size 100 \
 	  --save $(BUILD)/mnist_fashion --metrics $(BUILD)/mnist_fashion_metrics.csv
 
-bench: $(BENCHES)
+bench: $(BENCHES) $(DGRUN)
 	@sh scripts/deps.sh bench
 	sh bench/run_ops.sh $(BUILD)/bin/bench_ops
 	sh bench/run_models.sh $(BUILD)/bin/bench_models
 	$(BUILD)/bin/bench_dataloader
+	sh bench/run_dist.sh $(BUILD)/bin
 
 # Regenerates the PyTorch reference files (needs python3-torch, installed by deps).
 goldens:

@@ -18,6 +18,10 @@ const dg_comm_backend dg_comm_local_backend = {
     .all_gather = local_all_gather, .barrier = local_barrier, .destroy = local_destroy,
 };
 
+static _Thread_local bool t_background;
+void dg_comm_mark_background_thread(void) { t_background = true; }
+bool dg_comm_on_background_thread(void) { return t_background; }
+
 /* ---- rendezvous ---- */
 dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s) {
     char ep0[DG_DIST_MAX_ENDPOINT], host[DG_DIST_MAX_ENDPOINT];

@@ -42,6 +42,11 @@ bool dg_comm_nccl_built(void);
  * comm thread; takes the comm lock). */
 int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
 
+/* The reducer's comm thread marks itself: transports then wait without holding the core
+ * (collectives there overlap the rank's own compute). */
+void dg_comm_mark_background_thread(void);
+bool dg_comm_on_background_thread(void);
+
 double dg_dist_timeout(double given);
 int dg_dist_split_endpoint(const char *ep, char *host, size_t hlen, int *port);
 /* Rank 0's store from the environment (server on rank 0), and a check-in of every rank so that

@@ -43,6 +43,7 @@ void dg_reducer_free(dg_reducer *r) {
 /* ---- the comm thread: reduces buckets in order as they become packed ---- */
 static void *comm_loop(void *arg) {
     dg_reducer *r = arg;
+    dg_comm_mark_background_thread();
     pthread_mutex_lock(&r->lock);
     for (;;) {
         while (!r->stop && !(r->next_launch < r->nb && r->buckets[r->next_launch].state == DG_BUCKET_PACKED))

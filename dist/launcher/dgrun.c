@@ -11,9 +11,11 @@
  * which mpirun starts once per rank in CPU mode: it translates Open MPI's rank variables into the
  * PADDLE_* ones, runs the program as its child and reports how it ended.
  *
- * Plain POSIX + libc (plus Linux's prctl), no dygraph library calls. */
+ * Plain POSIX + libc, plus Linux's prctl (parent-death signal, child subreaper) and /proc (to find
+ * adopted orphans); no dygraph library calls. */
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -213,6 +215,9 @@ static int open_log(const char *log_dir, int rank, char **path_out) {
 /* signals: a self-pipe, so the supervisor's poll() sees signals and child output in one place  */
 
 static int sig_pipe[2] = {-1, -1};
+/* SIGHUP/SIGINT ignored when dgrun started (nohup, `dgrun ... &` in a script) stay ignored, for
+ * dgrun and its workers, as a shell would have it */
+static bool hup_ignored, int_ignored;
 
 static void on_signal(int sig) {
     int saved = errno;
@@ -230,17 +235,30 @@ static void install_signals(void) {
     sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
     if (sigemptyset(&sa.sa_mask) != 0) die(1, "sigemptyset: %s", strerror(errno));
     const int sigs[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction old;
+        if (sigaction(sigs[i], NULL, &old) != 0) die(1, "sigaction(%s): %s", signal_name(sigs[i]), strerror(errno));
+        if (old.sa_handler == SIG_IGN && (sigs[i] == SIGHUP || sigs[i] == SIGINT)) {
+            *(sigs[i] == SIGHUP ? &hup_ignored : &int_ignored) = true;
+            continue;
+        }
         if (sigaction(sigs[i], &sa, NULL) != 0) die(1, "sigaction(%s): %s", signal_name(sigs[i]), strerror(errno));
+    }
     /* a closed terminal must not kill the supervisor while workers still need stopping */
     sa.sa_handler = SIG_IGN;
     if (sigaction(SIGPIPE, &sa, NULL) != 0) die(1, "sigaction(SIGPIPE): %s", strerror(errno));
 }
 
-/* In a freshly forked child, before exec: SIG_IGN would survive exec and make the program ignore
- * SIGPIPE; handled signals are reset by exec itself. */
-static void child_reset_signals(void) {
-    signal(SIGPIPE, SIG_DFL);
+/* In a freshly forked child, with every signal still blocked: until exec, a signal caught by
+ * on_signal would land in the parent's self-pipe (the child shares it) and look like one sent to
+ * the parent. Defaults first, then the old mask, so a SIGTERM already pending acts as it should.
+ * SIG_IGN of SIGPIPE would even survive exec. */
+static void child_reset_signals(const sigset_t *old_mask) {
+    const int sigs[] = {SIGCHLD, SIGTERM, SIGPIPE};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
+    signal(SIGHUP, hup_ignored ? SIG_IGN : SIG_DFL);
+    signal(SIGINT, int_ignored ? SIG_IGN : SIG_DFL);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -268,23 +286,51 @@ typedef struct {
     long long deadline;
     int stop_signal;         /* the signal that stopped the supervisor itself, 0 = none */
     int failed;              /* index of the first failed child, -1 = none */
+    bool has_children;       /* any process left below us: with a subreaper, "no descendants" */
 } supervisor;
 
-static bool group_alive(pid_t pgid) {
-    return kill(-pgid, 0) == 0 || errno == EPERM;
+static void send_signal(pid_t target, int sig) {
+    if (kill(target, sig) != 0 && errno != ESRCH)
+        fprintf(stderr, "dgrun: kill(%d, %s): %s\n", (int)target, signal_name(sig), strerror(errno));
 }
 
-static bool kid_alive(const child *k) {
-    return !k->reaped || group_alive(k->pid);
+/* Signals every direct child and its process group. As a subreaper, the launcher inherits the
+ * orphans of the programs it ran (a background job of a worker that exited, the workers of a
+ * shim that mpirun killed); they have no pid stored anywhere, so /proc is the only list. */
+static void signal_children(int sig) {
+    DIR *d = opendir("/proc");
+    if (!d) {
+        fprintf(stderr, "dgrun: opendir(/proc): %s; orphans of the workers may survive\n", strerror(errno));
+        return;
+    }
+    pid_t self = getpid(), own_group = getpgrp();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long pid = parse_int(e->d_name, 1, INT_MAX);
+        if (pid < 1) continue;
+        char path[64], buf[1024];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f) continue; /* it exited while we looked */
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = 0;
+        char *after_comm = strrchr(buf, ')'), state; /* the command name may hold spaces and ')' */
+        int ppid, pgrp;
+        if (!after_comm || sscanf(after_comm + 1, " %c %d %d", &state, &ppid, &pgrp) != 3 || ppid != self) continue;
+        if (pgrp > 1 && pgrp != own_group) send_signal(-pgrp, sig);
+        send_signal((pid_t)pid, sig);
+    }
+    closedir(d);
 }
 
 static void signal_all(supervisor *S, int sig) {
-    for (int i = 0; i < S->nkids; i++) {
-        child *k = &S->kids[i];
-        if (!kid_alive(k)) continue;
-        if (kill(-k->pid, sig) != 0 && errno != ESRCH)
-            fprintf(stderr, "dgrun: kill(-%d, %s): %s\n", (int)k->pid, signal_name(sig), strerror(errno));
-    }
+    /* whole groups, to reach their children too; not the group of a reaped leader, whose id the
+     * kernel may have handed to someone else once the group emptied (its members that are left
+     * were adopted, and signal_children finds them) */
+    for (int i = 0; i < S->nkids; i++)
+        if (!S->kids[i].reaped) send_signal(-S->kids[i].pid, sig);
+    signal_children(sig);
 }
 
 static void begin_stop(supervisor *S) {
@@ -309,14 +355,15 @@ static bool status_ok(int status) {
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
+/* Collects every child that ended; notes whether any child (ours or adopted) is left. */
 static void reap(supervisor *S) {
     for (;;) {
         int status;
         pid_t pid = waitpid(-1, &status, WNOHANG);
         if (pid < 0 && errno == EINTR) continue;
-        if (pid < 0 && errno == ECHILD) return;
+        if (pid < 0 && errno == ECHILD) { S->has_children = false; return; }
         if (pid < 0) die(1, "waitpid: %s", strerror(errno));
-        if (pid == 0) return;
+        if (pid == 0) { S->has_children = true; return; }
         for (int i = 0; i < S->nkids; i++) {
             child *k = &S->kids[i];
             if (k->pid != pid) continue; /* else an orphan we adopted as subreaper: just reaped */
@@ -387,24 +434,27 @@ static void close_tee(supervisor *S) {
     S->tee_fd = -1;
 }
 
-static bool any_alive(const supervisor *S, bool leaders_only) {
-    for (int i = 0; i < S->nkids; i++) {
-        const child *k = &S->kids[i];
-        if (leaders_only ? !k->reaped : kid_alive(k)) return true;
-    }
+static bool leaders_alive(const supervisor *S) {
+    for (int i = 0; i < S->nkids; i++)
+        if (!S->kids[i].reaped) return true;
     return false;
 }
 
-/* Runs until every child and everything left in its process group is gone. Returns the exit
- * status for the launcher: 0 only when every child exited 0. */
+/* Runs until every child and every process below it is gone; the caller is a subreaper, so that
+ * is when waitpid says there are no children left. Returns the exit status for the launcher:
+ * 0 only when every child exited 0. */
 static int supervise(supervisor *S) {
-    while (any_alive(S, false)) {
-        /* leaders gone but their groups not: grandchildren that would otherwise be orphans */
-        if (!any_alive(S, true)) begin_stop(S);
+    reap(S);
+    while (leaders_alive(S) || S->has_children) {
+        /* the children are done but something they started is not: it would become an orphan */
+        if (!leaders_alive(S) && !S->stopping) {
+            if (S->announce_signals) fprintf(stderr, "dgrun: the workers have exited; stopping what they left running\n");
+            begin_stop(S);
+        }
         int timeout = -1;
         long long now = now_ms();
         if (S->stopping && !S->killed) timeout = (int)(S->deadline > now ? S->deadline - now : 0);
-        if (S->stopping) timeout = timeout < 0 || timeout > 100 ? 100 : timeout; /* re-check groups */
+        if (S->stopping) timeout = timeout < 0 || timeout > 100 ? 100 : timeout; /* orphans send no SIGCHLD yet */
         if (S->watch_ppid) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
 
         struct pollfd fds[2] = {{.fd = sig_pipe[0], .events = POLLIN}, {.fd = S->tee_fd, .events = POLLIN}};
@@ -416,12 +466,13 @@ static int supervise(supervisor *S) {
             S->tee_fd = -1;
         }
         reap(S); /* cheap, and covers a SIGCHLD whose pipe byte was dropped */
-        if (S->stopping && !S->killed && now_ms() >= S->deadline) {
+        /* after the deadline, again on every pass: orphans keep arriving as their parents die */
+        if (S->stopping && (S->killed || now_ms() >= S->deadline) && (leaders_alive(S) || S->has_children)) {
             signal_all(S, SIGKILL);
             S->killed = true;
         }
         if (S->watch_ppid && getppid() != S->watch_ppid && !S->killed) {
-            fprintf(stderr, "dgrun: the launcher (pid %d) is gone; killing the worker\n", (int)S->watch_ppid);
+            fprintf(stderr, "dgrun: mpirun (pid %d) is gone; killing the worker\n", (int)S->watch_ppid);
             S->stopping = true;
             signal_all(S, SIGKILL);
             S->killed = true;
@@ -448,9 +499,12 @@ typedef struct {
 static pid_t spawn(char *const argv[], const env_var *env, int nenv, const char *unset, int out_fd, int pdeath_sig) {
     pid_t parent = getpid();
     fflush(NULL); /* or the child's exit paths could write the parent's buffered text twice */
+    sigset_t all, old;
+    if (sigfillset(&all) != 0 || sigprocmask(SIG_BLOCK, &all, &old) != 0) die(1, "sigprocmask: %s", strerror(errno));
     pid_t pid = fork();
     if (pid < 0) die(1, "fork: %s", strerror(errno));
     if (pid == 0) {
+        child_reset_signals(&old);
         int err_fd = out_fd >= 0 ? out_fd : STDERR_FILENO; /* the worker's log, until dup2 */
         if (setpgid(0, 0) != 0) { dprintf(err_fd, "dgrun: setpgid: %s\n", strerror(errno)); _exit(127); }
         if (pdeath_sig && prctl(PR_SET_PDEATHSIG, pdeath_sig) != 0) {
@@ -458,7 +512,6 @@ static pid_t spawn(char *const argv[], const env_var *env, int nenv, const char 
             _exit(127);
         }
         if (getppid() != parent) _exit(127); /* the launcher died before prctl took effect */
-        child_reset_signals();
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0) {
             dprintf(err_fd, "dgrun: redirecting stdin from /dev/null: %s\n", strerror(errno));
@@ -482,6 +535,7 @@ static pid_t spawn(char *const argv[], const env_var *env, int nenv, const char 
     /* both sides set the group, so it exists before anyone signals it */
     if (setpgid(pid, pid) != 0 && errno != EACCES && errno != ESRCH)
         die(1, "setpgid(%d): %s", (int)pid, strerror(errno));
+    if (sigprocmask(SIG_SETMASK, &old, NULL) != 0) die(1, "sigprocmask: %s", strerror(errno));
     return pid;
 }
 
@@ -591,8 +645,8 @@ static void parse_options(options *o, int argc, char **argv) {
 /* ------------------------------------------------------------------------------------------ */
 /* the job's layout: which node this is and every rank's endpoint                              */
 
-/* Whether ip is one of this machine's addresses; -1 when the interfaces cannot be listed. */
-static int is_local_address(const char *ip, struct ifaddrs *ifs) {
+/* Whether ip, as written in --ips, is one of this machine's interface addresses. */
+static bool is_local_address(const char *ip, struct ifaddrs *ifs) {
     for (struct ifaddrs *a = ifs; a; a = a->ifa_next) {
         if (!a->ifa_addr) continue;
         char buf[INET6_ADDRSTRLEN];
@@ -601,9 +655,9 @@ static int is_local_address(const char *ip, struct ifaddrs *ifs) {
         if (fam == AF_INET) raw = &((struct sockaddr_in *)(void *)a->ifa_addr)->sin_addr;
         else if (fam == AF_INET6) raw = &((struct sockaddr_in6 *)(void *)a->ifa_addr)->sin6_addr;
         else continue;
-        if (inet_ntop(fam, raw, buf, sizeof buf) && !strcmp(buf, ip)) return 1;
+        if (inet_ntop(fam, raw, buf, sizeof buf) && !strcmp(buf, ip)) return true;
     }
-    return 0;
+    return false;
 }
 
 static void choose_node(options *o) {
@@ -671,6 +725,19 @@ static void make_layout(const options *o, layout *L) {
         if (r) strcat(L->endpoints, ",");
         strcat(L->endpoints, L->endpoint[r]);
     }
+}
+
+static void free_layout(layout *L) {
+    for (int r = 0; r < L->world; r++) free(L->endpoint[r]);
+    free(L->endpoint);
+    free(L->endpoints);
+    free(L->ports);
+}
+
+static void free_options(options *o) {
+    for (int i = 0; i < o->nips; i++) free(o->ips[i]);
+    free(o->ips);
+    free(o->gpus);
 }
 
 /* The variables of local worker i; n = how many. */
@@ -744,7 +811,7 @@ static void print_env_row(const char *key, const char *value) {
 }
 
 static void print_log_prefix(void) {
-    struct timespec ts;
+    struct timespec ts = {0, 0};
     struct tm tm;
     char when[32] = "";
     if (clock_gettime(CLOCK_REALTIME, &ts) == 0 && localtime_r(&ts.tv_sec, &tm))
@@ -805,6 +872,11 @@ static int run_gpu_mode(const options *o, const layout *L) {
     free(log_fd);
     int rc = supervise(&S);
     if (S.tee_log >= 0) close(S.tee_log);
+    for (int i = 0; i < S.nkids; i++) {
+        free(S.kids[i].label);
+        free(S.kids[i].log_path);
+    }
+    free(S.kids);
     return rc;
 }
 
@@ -834,7 +906,8 @@ static char *self_path(void) {
     return xstrdup(buf);
 }
 
-static int run_cpu_mode(const options *o, const layout *L) {
+/* Before anything is printed or written: CPU mode cannot start without mpirun. */
+static void check_cpu_mode(const options *o) {
     if (!find_in_path(o->mpirun))
         die(1, "cannot find '%s': CPU mode (--nproc_per_node) runs the workers under Open MPI's mpirun. "
             "Install the Debian package openmpi-bin (apt-get install openmpi-bin) or give its path with --mpirun PATH",
@@ -842,6 +915,9 @@ static int run_cpu_mode(const options *o, const layout *L) {
     if (o->nips > 1 && o->node_index != 0)
         die(1, "in CPU mode with several --ips, run dgrun on the first node (%s) only: its mpirun starts "
             "the workers of every node over ssh", o->ips[0]);
+}
+
+static int run_cpu_mode(const options *o, const layout *L) {
     char *log_dir = realpath(o->log_dir, NULL); /* the shims may start elsewhere (other nodes) */
     if (!log_dir) die(1, "realpath(%s): %s", o->log_dir, strerror(errno));
 
@@ -849,7 +925,8 @@ static int run_cpu_mode(const options *o, const layout *L) {
     int n = 0;
     argv[n++] = (char *)o->mpirun;
     argv[n++] = "-np";
-    argv[n++] = xasprintf("%d", L->world);
+    char *np = xasprintf("%d", L->world), *hosts = NULL, *self = self_path();
+    argv[n++] = np;
     argv[n++] = "--oversubscribe";
     argv[n++] = "--bind-to";
     argv[n++] = "none";
@@ -857,7 +934,7 @@ static int run_cpu_mode(const options *o, const layout *L) {
     if (o->nips > 1) {
         size_t len = 1;
         for (int i = 0; i < o->nips; i++) len += strlen(o->ips[i]) + 16;
-        char *hosts = xmalloc(len);
+        hosts = xmalloc(len);
         hosts[0] = 0;
         for (int i = 0; i < o->nips; i++)
             snprintf(hosts + strlen(hosts), len - strlen(hosts), "%s%s:%d", i ? "," : "", o->ips[i], L->nlocal);
@@ -866,7 +943,7 @@ static int run_cpu_mode(const options *o, const layout *L) {
         argv[n++] = "--map-by"; /* fill node 0 first, so rank r is on node r / nproc like the endpoints */
         argv[n++] = "slot";
     }
-    argv[n++] = self_path();
+    argv[n++] = self;
     argv[n++] = SHIM_FLAG;
     argv[n++] = log_dir;
     argv[n++] = L->endpoints;
@@ -885,6 +962,12 @@ static int run_cpu_mode(const options *o, const layout *L) {
     if (S.failed >= 0)
         fprintf(stderr, "dgrun: the failing worker is named above; every worker's output is in %s/workerlog.<rank>\n",
                 o->log_dir);
+    free(k.label);
+    free(np);
+    free(hosts);
+    free(self);
+    free(log_dir);
+    free(argv);
     return rc;
 }
 
@@ -935,6 +1018,7 @@ static int run_shim(int argc, char **argv) {
     /* no FLAGS_selected_gpus in CPU mode: a stale one from the shell would put the worker on a GPU */
     k.pid = spawn(prog, env, 5, "FLAGS_selected_gpus", out_fd, SIGKILL);
     k.label = xasprintf("worker %d (pid %d)", rank, (int)k.pid);
+    k.log_path = log_path;
     S.kids = &k;
     S.nkids = 1;
     if (rank == 0) {
@@ -952,6 +1036,10 @@ static int run_shim(int argc, char **argv) {
         rc = sig ? 128 + sig : WEXITSTATUS(k.status);
     }
     close(log_fd);
+    free(k.label);
+    free(log_path);
+    for (int i = 0; i < neps; i++) free(eps[i]);
+    free(eps);
     return rc;
 }
 
@@ -963,6 +1051,7 @@ int main(int argc, char **argv) {
     options o;
     parse_options(&o, argc, argv);
     choose_node(&o);
+    if (!o.gpus) check_cpu_mode(&o);
     layout L;
     make_layout(&o, &L);
     mkdir_p(o.log_dir);
@@ -975,5 +1064,7 @@ int main(int argc, char **argv) {
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) die(1, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
     int rc = o.gpus ? run_gpu_mode(&o, &L) : run_cpu_mode(&o, &L);
     fflush(stdout);
+    free_layout(&L);
+    free_options(&o);
     return rc;
 }

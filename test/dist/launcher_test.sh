@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# test/dist/launcher_test.sh — end-to-end checks of the dgrun launcher (dist/launcher/dgrun.c) with
+# the tiny worker programs of test/dist/workers: the trainer environment each rank gets, the logs,
+# and above all that a failing or killed worker stops the whole job quickly and leaves no process
+# behind. Installs nothing; needs Open MPI's mpirun for the CPU-mode checks.
+# usage: test/dist/launcher_test.sh [BIN_DIR]   (default build/bin; holds dgrun and the workers)
+set -euo pipefail
+
+BIN=$(cd "${1:-build/bin}" && pwd)
+DGRUN=$BIN/dgrun
+for b in dgrun env_worker sleeper_worker failing_worker; do
+    [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is not built" >&2; exit 1; }
+done
+command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (install openmpi-bin)" >&2; exit 1; }
+
+# every worker's argv names this directory, so `pgrep -f $TMP` finds exactly this test's processes
+TMP=$(mktemp -d /tmp/dgrun_test.XXXXXX)
+BG=()   # the background launchers this script started, to stop by pid if a check fails midway
+cleanup() {
+    local p f
+    for p in "${BG[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${BG[@]}"; do wait "$p" 2>/dev/null || true; done
+    for f in "$TMP"/pid.*; do [[ -e $f ]] && { kill -KILL "$(cat "$f")" 2>/dev/null || true; }; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+cd "$TMP"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "PASS: $*"; }
+
+now_ms() { date +%s%3N; }
+
+# No process of this test may outlive dgrun: dgrun waits for every descendant before it exits.
+no_orphans() {
+    local what=$1 left
+    left=$(pgrep -af "$TMP" || true)
+    [[ -z $left ]] || fail "$what: processes left behind:"$'\n'"$left"
+    local f
+    for f in "$TMP"/pid.*; do
+        [[ -e $f ]] || continue
+        ! kill -0 "$(cat "$f")" 2>/dev/null || fail "$what: worker pid $(cat "$f") ($f) still runs"
+    done
+}
+
+# runs dgrun with a safety timeout; sets RC and ELAPSED (ms); output in $TMP/out, $TMP/err
+run_dgrun() {
+    local t0
+    t0=$(now_ms)
+    RC=0
+    timeout -k 5 40 "$DGRUN" "$@" >"$TMP/out" 2>"$TMP/err" || RC=$?
+    ELAPSED=$(( $(now_ms) - t0 ))
+}
+
+# waits up to 10 s for a file to appear
+wait_for_file() {
+    local _
+    for _ in $(seq 100); do
+        [[ -s $1 ]] && return 0
+        sleep 0.1
+    done
+    fail "$1 did not appear within 10 s"
+}
+
+field() { sed -n "s/^$2=//p" "$1"; }
+
+# --- 1. CPU mode: two ranks, their environment, their logs, the terminal -----------------------
+run_dgrun --nproc_per_node 2 --log_dir "$TMP/log1" "$BIN/env_worker" first "second arg"
+[[ $RC -eq 0 ]] || fail "CPU mode env_worker: dgrun exited $RC"$'\n'"$(cat "$TMP/err")"
+L=$TMP/log1
+for r in 0 1; do
+    [[ -f $L/workerlog.$r ]] || fail "CPU mode: $L/workerlog.$r missing"
+    [[ $(field "$L/workerlog.$r" PADDLE_TRAINER_ID) == "$r" ]] || fail "CPU mode: workerlog.$r is not rank $r"
+    [[ $(field "$L/workerlog.$r" PADDLE_TRAINERS_NUM) == 2 ]] || fail "CPU mode: workerlog.$r: world is not 2"
+    [[ $(field "$L/workerlog.$r" PADDLE_LOCAL_RANK) == "$r" ]] || fail "CPU mode: workerlog.$r: local rank is not $r"
+    [[ $(field "$L/workerlog.$r" FLAGS_selected_gpus) == "<unset>" ]] || fail "CPU mode: FLAGS_selected_gpus is set"
+    grep -qx "arg2=second arg" "$L/workerlog.$r" || fail "CPU mode: program arguments not passed intact"
+done
+eps0=$(field "$L/workerlog.0" PADDLE_TRAINER_ENDPOINTS)
+eps1=$(field "$L/workerlog.1" PADDLE_TRAINER_ENDPOINTS)
+cur0=$(field "$L/workerlog.0" PADDLE_CURRENT_ENDPOINT)
+cur1=$(field "$L/workerlog.1" PADDLE_CURRENT_ENDPOINT)
+[[ -n $eps0 && $eps0 == "$eps1" ]] || fail "CPU mode: endpoint lists differ: '$eps0' vs '$eps1'"
+[[ $cur0 != "$cur1" ]] || fail "CPU mode: both ranks have PADDLE_CURRENT_ENDPOINT $cur0"
+[[ $eps0 == "$cur0,$cur1" ]] || fail "CPU mode: '$eps0' is not rank 0's then rank 1's endpoint"
+[[ $(tail -n +2 "$L/endpoints.log" | paste -sd,) == "$eps0" ]] || fail "CPU mode: endpoints.log does not list $eps0"
+grep -qx "rank: 0" "$TMP/out" || fail "CPU mode: rank 0's output is not on the terminal"
+! grep -qx "rank: 1" "$TMP/out" || fail "CPU mode: rank 1's output is on the terminal"
+grep -qx -- "-----------  Configuration Arguments -----------" "$TMP/out" || fail "no configuration block"
+grep -qx "training_script_args: \['first', 'second arg'\]" "$TMP/out" || fail "training_script_args line is wrong"
+grep -qx -- "------------------------------------------------" "$TMP/out" || fail "no line of 48 dashes"
+grep -q "|                        Distributed Envs                      Value                    |" "$TMP/out" \
+    || fail "no Distributed Envs header"
+grep -q "|                PADDLE_TRAINER_ENDPOINTS" "$TMP/out" || fail "no PADDLE_TRAINER_ENDPOINTS row"
+bad_width=$(grep -E '^    [|+]' "$TMP/out" | awk 'length($0) != 93' | head -1)
+[[ -z $bad_width ]] || fail "Distributed Envs table is not 89 wide: '$bad_width'"
+no_orphans "CPU mode env_worker"
+pass "1. --nproc_per_node 2: ranks 0/1 of 2, one endpoint list, distinct current endpoints, logs, terminal, table"
+
+# --- 2. a worker killed by SIGKILL mid-run stops the job ----------------------------------------
+kill_one() { # mode args...
+    local label=$1; shift
+    rm -f "$TMP"/pid.*
+    local t0 rc=0
+    t0=$(now_ms)
+    timeout -k 5 40 "$DGRUN" "$@" --log_dir "$TMP/log2" "$BIN/sleeper_worker" "$TMP/pid" >"$TMP/out" 2>"$TMP/err" &
+    local dg=$!
+    BG+=("$dg")
+    wait_for_file "$TMP/pid.0"
+    wait_for_file "$TMP/pid.1"
+    # mid-run: rank 0 is printing steps
+    local _
+    for _ in $(seq 100); do grep -q "^step:2" "$TMP/log2/workerlog.0" 2>/dev/null && break; sleep 0.1; done
+    local victim
+    victim=$(cat "$TMP/pid.1")
+    t0=$(now_ms)
+    kill -9 "$victim"
+    wait "$dg" || rc=$?
+    local elapsed=$(( $(now_ms) - t0 ))
+    [[ $rc -ne 0 ]] || fail "$label: dgrun exited 0 after worker 1 was killed"
+    [[ $rc -ne 124 && $elapsed -lt 30000 ]] || fail "$label: dgrun took ${elapsed} ms to stop (rc $rc)"
+    cat "$TMP/out" "$TMP/err" >"$TMP/all"
+    grep -q "worker 1 (.*pid $victim) was killed by signal 9 (SIGKILL)" "$TMP/all" \
+        || fail "$label: output does not name worker 1 and signal 9:"$'\n'"$(cat "$TMP/err")"
+    grep -q "^step:" "$TMP/out" || fail "$label: rank 0's step lines are not on the terminal"
+    no_orphans "$label"
+    pass "2. $label: kill -9 of worker 1 stops the job in ${elapsed} ms (exit $rc), names signal 9, no orphans"
+}
+kill_one "CPU mode (--nproc_per_node 2)" --nproc_per_node 2
+kill_one "GPU mode (--gpus 0,1)" --gpus 0,1
+
+# --- 3. a worker exiting with status 3 stops the job --------------------------------------------
+fail_one() {
+    local label=$1; shift
+    rm -f "$TMP"/pid.*
+    run_dgrun "$@" --log_dir "$TMP/log3" "$BIN/failing_worker" "$TMP/pid"
+    [[ $RC -ne 0 ]] || fail "$label: dgrun exited 0 though rank 1 failed"
+    [[ $RC -ne 124 && $ELAPSED -lt 30000 ]] || fail "$label: dgrun took ${ELAPSED} ms (rc $RC)"
+    grep -q "worker 1 (.*) exited with status 3" "$TMP/err" \
+        || fail "$label: stderr does not name worker 1 and status 3:"$'\n'"$(cat "$TMP/err")"
+    grep -q "rank 1: failing with status 3" "$TMP/log3/workerlog.1" || fail "$label: workerlog.1 lacks rank 1's output"
+    no_orphans "$label"
+    pass "3. $label: rank 1 exiting 3 stops the job in ${ELAPSED} ms (exit $RC), names rank 1 and status 3, no orphans"
+}
+fail_one "CPU mode (--nproc_per_node 3)" --nproc_per_node 3
+fail_one "GPU mode (--gpus 0,1,2)" --gpus 0,1,2
+
+# --- 4. bad flags: usage and exit 2 -------------------------------------------------------------
+bad_flags() {
+    local rc=0
+    "$DGRUN" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+    [[ $rc -eq 2 ]] || fail "dgrun $*: exit $rc, not 2"
+    grep -q "^usage: dgrun" "$TMP/err" || fail "dgrun $*: no usage message"
+}
+bad_flags --bogus "$BIN/env_worker"
+bad_flags --gpus 0,,1 "$BIN/env_worker"
+bad_flags --gpus=a "$BIN/env_worker"
+bad_flags --gpus= "$BIN/env_worker"
+bad_flags --nproc_per_node 0 "$BIN/env_worker"
+bad_flags --nproc_per_node=x "$BIN/env_worker"
+bad_flags --started_port 70000 "$BIN/env_worker"
+bad_flags --node_ip 10.0.0.9 "$BIN/env_worker"
+bad_flags --nproc_per_node 2
+bad_flags
+[[ ! -e $TMP/log ]] || fail "bad flags still created a log directory"
+"$DGRUN" --help | grep -q "^usage: dgrun" || fail "--help prints no usage"
+pass "4. bad flags (unknown option, bad --gpus, --nproc_per_node 0, no program, ...) exit 2 with usage"
+
+# --- 5. GPU mode sets FLAGS_selected_gpus (no GPU needed: dgrun only sets the variable) ---------
+run_dgrun --gpus 0,1 --log_dir "$TMP/log5" "$BIN/env_worker"
+[[ $RC -eq 0 ]] || fail "GPU mode env_worker: dgrun exited $RC"$'\n'"$(cat "$TMP/err")"
+for r in 0 1; do
+    [[ $(field "$TMP/log5/workerlog.$r" FLAGS_selected_gpus) == "$r" ]] || fail "GPU mode: workerlog.$r: FLAGS_selected_gpus is not $r"
+    [[ $(field "$TMP/log5/workerlog.$r" PADDLE_TRAINER_ID) == "$r" ]] || fail "GPU mode: workerlog.$r is not rank $r"
+    [[ $(field "$TMP/log5/workerlog.$r" PADDLE_TRAINERS_NUM) == 2 ]] || fail "GPU mode: workerlog.$r: world is not 2"
+done
+grep -q "|                     FLAGS_selected_gpus                        0                      |" "$TMP/out" \
+    || fail "GPU mode: the table has no FLAGS_selected_gpus row"
+no_orphans "GPU mode env_worker"
+pass "5. --gpus 0,1: FLAGS_selected_gpus=0/1 in the two logs, world of 2"
+
+# --- 6. SIGTERM to dgrun stops every worker ----------------------------------------------------
+for mode in "--nproc_per_node 2" "--gpus 0,1"; do
+    rm -f "$TMP"/pid.*
+    rc=0
+    # shellcheck disable=SC2086
+    "$DGRUN" $mode --log_dir "$TMP/log6" "$BIN/sleeper_worker" "$TMP/pid" >"$TMP/out" 2>"$TMP/err" &
+    dg=$!
+    BG+=("$dg")
+    # not under timeout(1), which would catch the SIGTERM itself: a watchdog instead
+    ( sleep 40; kill -KILL "$dg" 2>/dev/null ) &
+    watchdog=$!
+    wait_for_file "$TMP/pid.0"
+    wait_for_file "$TMP/pid.1"
+    t0=$(now_ms)
+    kill -TERM "$dg"
+    wait "$dg" || rc=$?
+    elapsed=$(( $(now_ms) - t0 ))
+    kill "$watchdog" 2>/dev/null || true
+    wait "$watchdog" 2>/dev/null || true
+    [[ $rc -eq 143 ]] || fail "$mode: dgrun exited $rc after SIGTERM, not 143"
+    [[ $elapsed -lt 30000 ]] || fail "$mode: dgrun took ${elapsed} ms to stop after SIGTERM"
+    no_orphans "SIGTERM to dgrun ($mode)"
+done
+pass "6. SIGTERM to dgrun stops the workers of both modes (exit 143), no orphans"
+
+# --- 7. a program that cannot be executed -------------------------------------------------------
+for mode in "--nproc_per_node 2" "--gpus 0,1"; do
+    # shellcheck disable=SC2086
+    run_dgrun $mode --log_dir "$TMP/log7" "$TMP/no_such_program"
+    [[ $RC -ne 0 && $RC -ne 124 ]] || fail "$mode: unexecutable program: dgrun exited $RC"
+    grep -q "worker [0-9] (.*) exited with status 127" "$TMP/err" || fail "$mode: stderr does not name the worker"
+    grep -q "cannot execute '$TMP/no_such_program': No such file or directory" "$TMP/log7/workerlog.0" \
+        || fail "$mode: workerlog.0 does not say why"
+    no_orphans "unexecutable program ($mode)"
+done
+pass "7. an unexecutable program: the log says why, dgrun exits non-zero naming the worker"
+
+# --- 8. the CPU-mode workers form one MPI world (needs mpi_worker, built with mpicc) -------------
+if [[ -x $BIN/mpi_worker ]]; then
+    run_dgrun --nproc_per_node 3 --log_dir "$TMP/log8" "$BIN/mpi_worker"
+    [[ $RC -eq 0 ]] || fail "mpi_worker: dgrun exited $RC"$'\n'"$(cat "$TMP/err")"
+    for r in 0 1 2; do
+        grep -q "^mpi rank $r of 3, .* allreduce=6 ok$" "$TMP/log8/workerlog.$r" || fail "mpi_worker: rank $r is not in one world of 3"
+    done
+    no_orphans "mpi_worker"
+    pass "8. --nproc_per_node 3: the workers form one MPI world of 3 whose ranks match PADDLE_TRAINER_ID"
+else
+    echo "SKIP: 8. $BIN/mpi_worker not built (build it with mpicc)"
+fi
