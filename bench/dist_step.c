@@ -5,7 +5,7 @@
  * apply time is the whole communication; with overlap on it is the part left exposed, so
  * 1 - exposed(on) / apply(off) is the fraction of communication hidden behind backward.
  *
- *   bench_dist_step [--batch 64] [--steps 60] [--warmup 10] [--overlap 0|1]
+ *   bench_dist_step [--batch 64] [--steps 60] [--warmup 10] [--overlap 0|1] [--bucket-mb X]
  * prints: "dist_step world W overlap O batch B: step_ms X apply_ms Y" (rank 0) */
 #include <dygraph.h>
 #include <stdio.h>
@@ -22,7 +22,9 @@ static const char *flag(int argc, char **argv, const char *name, const char *def
 int main(int argc, char **argv) {
     int64_t B = atoll(flag(argc, argv, "--batch", "64"));
     int steps = atoi(flag(argc, argv, "--steps", "60")), warm = atoi(flag(argc, argv, "--warmup", "10"));
-    dg_fleet_strategy st = { .overlap = atoi(flag(argc, argv, "--overlap", "0")) != 0 };
+    dg_fleet_strategy st = { .overlap = atoi(flag(argc, argv, "--overlap", "0")) != 0,
+                             .fuse_grad_size_in_MB = atof(flag(argc, argv, "--bucket-mb", "0")),
+                             .first_bucket_mb = atof(flag(argc, argv, "--bucket-mb", "0")) };
     if (dg_init(&(dg_init_params){ .quiet = true, .num_threads = atoi(flag(argc, argv, "--threads", "1")), .seed = 7 }) ||
         dg_fleet_init(true, &st)) {
         fprintf(stderr, "bench_dist_step: %s\n", dg_last_error());
