@@ -221,7 +221,11 @@ int dg_layer_add_sublayer(dg_layer *l, const char *name, dg_layer *sub) {
     if (!rc) {
         rc = grow((void **)&l->children, &l->cap_children, l->n_children, sizeof(layer_entry));
         if (!rc && !(nm = dup_str(name))) rc = DG_ENOMEM;
-        if (!rc && !sub->parent && !(sub->name = dup_str(name))) { free(nm); rc = DG_ENOMEM; }
+        if (!rc && !sub->parent) {   /* first (or again first, after its parent died) parent: its path name */
+            char *own = dup_str(name);
+            if (!own) { free(nm); rc = DG_ENOMEM; }
+            else { free(sub->name); sub->name = own; }
+        }
         if (rc) LERR(l, DG_ENOMEM, "out of memory adding sublayer '%s'", name);
     }
     if (rc) { dg_layer_free(sub); return rc; }

@@ -180,6 +180,7 @@ Test(dist_store, a_missing_rank_fails_every_present_rank) {
 
 Test(dist_comm, local_world_collectives) {
     clear_env();
+    dg_scope *sc = dg_scope_begin();
     dg_comm *c = dg_comm_new((dg_comm_params){ 0 });
     cr_assert(c, "%s", dg_last_error());
     cr_assert_eq(dg_comm_size(c), 1);
@@ -200,6 +201,7 @@ Test(dist_comm, local_world_collectives) {
     dg_clear_error();
     cr_assert_eq(dg_comm_barrier(c), 0);
     dg_comm_free(c);
+    dg_scope_end(sc);
 }
 
 static dg_tensor *first_only(dg_layer *self, const dg_tensor *x) {
