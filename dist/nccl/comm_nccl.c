@@ -105,7 +105,8 @@ static int nccl_wait(dg_comm *c) {
     return dg_cuda_compute_wait_comm();
 }
 
-/* A zero-byte broadcast is a barrier on NCCL. */
+/* A one-byte all-reduce (of a scratch byte whose value does not matter) is a barrier on NCCL:
+ * no rank leaves it before every rank has entered it. */
 static int nccl_barrier(dg_comm *c) {
     int rc = usable(c);
     if (rc) return rc;

@@ -226,10 +226,18 @@ static void *cuda_host_alloc(size_t n) {
     pthread_mutex_lock(&g_pin_lock);
     for (size_t i = 0; i < g_npin; i++)
         if (!g_pin[i].used && g_pin[i].size == n) {
+            /* copied under the lock: another thread's hand-out may realloc g_pin meanwhile */
+            void *p = g_pin[i].p;
+            cudaEvent_t done = g_pin[i].done;
             g_pin[i].used = true;
             pthread_mutex_unlock(&g_pin_lock);
-            DG_CUDA(cudaEventSynchronize(g_pin[i].done));
-            return g_pin[i].p;
+            if (DG_CUDA(cudaEventSynchronize(done))) {   /* a copy may still read it: do not hand it out */
+                pthread_mutex_lock(&g_pin_lock);
+                for (size_t j = 0; j < g_npin; j++) if (g_pin[j].p == p) g_pin[j].used = false;
+                pthread_mutex_unlock(&g_pin_lock);
+                return NULL;
+            }
+            return p;
         }
     if (g_npin == g_cappin) {
         size_t cap = g_cappin ? g_cappin * 2 : 32;
@@ -331,6 +339,38 @@ static const dg_backend cuda_backend = {
     .batch_norm_backward = dg_cuda_batch_norm_backward,
 };
 
+/* Streams, events and library handles on device `index`; on a failure what was made is
+ * destroyed again, so a later request starts clean instead of leaking a set per try. The caller
+ * holds g_lock. */
+static int cuda_init(int index) {
+    cudaStream_t st = NULL, cm = NULL;
+    cudaEvent_t ec = NULL, em = NULL;
+    cublasHandle_t blas = NULL;
+    cudnnHandle_t dnn = NULL;
+    bool have_blas = false, have_dnn = false;
+    int rc = DG_CUDA(cudaSetDevice(index));
+    if (!rc) rc = DG_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    if (!rc) rc = DG_CUDA(cudaStreamCreateWithFlags(&cm, cudaStreamNonBlocking));
+    if (!rc) rc = DG_CUDA(cudaEventCreateWithFlags(&ec, cudaEventDisableTiming));
+    if (!rc) rc = DG_CUDA(cudaEventCreateWithFlags(&em, cudaEventDisableTiming));
+    if (!rc && !(rc = DG_CUBLAS(cublasCreate(&blas)))) have_blas = true;
+    if (!rc) rc = DG_CUBLAS(cublasSetStream(blas, st));
+    if (!rc) rc = DG_CUBLAS(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));   /* TF32 off unless allowed */
+    if (!rc && !(rc = DG_CUDNN(cudnnCreate(&dnn)))) have_dnn = true;
+    if (!rc) rc = DG_CUDNN(cudnnSetStream(dnn, st));
+    if (rc) {
+        if (have_dnn) cudnnDestroy(dnn);
+        if (have_blas) cublasDestroy(blas);
+        if (em) cudaEventDestroy(em);
+        if (ec) cudaEventDestroy(ec);
+        if (cm) cudaStreamDestroy(cm);
+        if (st) cudaStreamDestroy(st);
+        return rc;
+    }
+    g_stream = st; g_comm = cm; g_ev_compute = ec; g_ev_comm = em; g_blas = blas; g_dnn = dnn;
+    return 0;
+}
+
 /* The strong definition of the lookup eager/cpu/cpu_backend.c declares weak: NULL with a message
  * when no usable GPU exists (cudaGetDeviceCount fails, e.g. 35 with only the stub driver, or
  * reports fewer devices than the index). */
@@ -351,13 +391,7 @@ const dg_backend *dg_cuda_backend_get(int index) {
         be = &cuda_backend;
     } else if (g_current >= 0) {
         DG_ERR(DG_EDEVICE, "gpu:%d requested after gpu:%d: one GPU per process (start one process per GPU)", index, g_current);
-    } else if (!DG_CUDA(cudaSetDevice(index)) && !DG_CUDA(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking)) &&
-               !DG_CUDA(cudaStreamCreateWithFlags(&g_comm, cudaStreamNonBlocking)) &&
-               !DG_CUDA(cudaEventCreateWithFlags(&g_ev_compute, cudaEventDisableTiming)) &&
-               !DG_CUDA(cudaEventCreateWithFlags(&g_ev_comm, cudaEventDisableTiming)) &&
-               !DG_CUBLAS(cublasCreate(&g_blas)) && !DG_CUBLAS(cublasSetStream(g_blas, g_stream)) &&
-               !DG_CUBLAS(cublasSetMathMode(g_blas, CUBLAS_DEFAULT_MATH)) &&   /* TF32 off unless allowed */
-               !DG_CUDNN(cudnnCreate(&g_dnn)) && !DG_CUDNN(cudnnSetStream(g_dnn, g_stream))) {
+    } else if (!cuda_init(index)) {
         g_current = index;
         be = &cuda_backend;
     }
