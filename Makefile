@@ -58,7 +58,7 @@ ifeq ($(CUDA_ON),1)
   LIB_OBJ += $(BUILD)/obj/dist/nccl/comm_nccl.o
   CUDA_LIBDIRS += $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib
   CUDA_INC += -I$(NCCL_HOME)/include
-  LDLIBS += $(foreach d,$(sort $(CUDA_LIBDIRS)),-L$(d) -Wl,-rpath,$(d)) -lnccl -lcudnn -lcublas -lcudart -lstdc++
+  LDLIBS += $(foreach d,$(sort $(CUDA_LIBDIRS)),-L$(d) -Wl,-rpath,$(d)) -lnccl -lcudnn -lcudart -ldl -lstdc++
   NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC -Iinclude $(CUDA_INC) \
                -gencode arch=compute_90,code=[sm_90,compute_90] -gencode arch=compute_75,code=compute_75
 else

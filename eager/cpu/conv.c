@@ -148,7 +148,19 @@ static int conv_image(const dg_conv2d_geom *g, dg_dtype dt, const char *x, const
     return 0;
 }
 
+/* oneDNN's primitives first for f32 (eager/cpu/conv_dnnl.c); DG_CPU_CONV=im2col keeps to the
+ * code below (for comparisons). */
+int dg_dnnl_conv2d(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *);
+int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *);
+int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *, dg_tensor *);
+static bool use_dnnl(void) {
+    static int use = -1;
+    if (use < 0) { const char *e = getenv("DG_CPU_CONV"); use = !(e && strcmp(e, "im2col") == 0); }
+    return use;
+}
+
 int dg_cpu_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {
+    if (use_dnnl() && dg_dnnl_conv2d(g, x, w, b, y) == 1) return 0;
     dg_dtype dt = x->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d", dt);
     size_t es = dg_dtype_size(dt);
@@ -191,6 +203,7 @@ static int conv_bwd_data_image(const dg_conv2d_geom *g, dg_dtype dt, const char 
 }
 
 int dg_cpu_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx) {
+    if (use_dnnl() && dg_dnnl_conv2d_backward_data(g, gy, w, gx) == 1) return 0;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d backward", dt);
     size_t es = dg_dtype_size(dt);
@@ -232,6 +245,7 @@ static int conv_bwd_filter_image(const dg_conv2d_geom *g, dg_dtype dt, const cha
 }
 
 int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb) {
+    if (use_dnnl() && dg_dnnl_conv2d_backward_filter(g, gy, x, gw, gb) == 1) return 0;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d backward", dt);
     size_t es = dg_dtype_size(dt);

@@ -353,14 +353,15 @@ static int cuda_init(int index) {
     if (!rc) rc = DG_CUDA(cudaStreamCreateWithFlags(&cm, cudaStreamNonBlocking));
     if (!rc) rc = DG_CUDA(cudaEventCreateWithFlags(&ec, cudaEventDisableTiming));
     if (!rc) rc = DG_CUDA(cudaEventCreateWithFlags(&em, cudaEventDisableTiming));
-    if (!rc && !(rc = DG_CUBLAS(cublasCreate(&blas)))) have_blas = true;
-    if (!rc) rc = DG_CUBLAS(cublasSetStream(blas, st));
-    if (!rc) rc = DG_CUBLAS(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));   /* TF32 off unless allowed */
+    if (!rc) rc = dg_cublas_load();
+    if (!rc && !(rc = DG_CUBLAS(dg_cublas.create(&blas)))) have_blas = true;
+    if (!rc) rc = DG_CUBLAS(dg_cublas.set_stream(blas, st));
+    if (!rc) rc = DG_CUBLAS(dg_cublas.set_math_mode(blas, CUBLAS_DEFAULT_MATH));   /* TF32 off unless allowed */
     if (!rc && !(rc = DG_CUDNN(cudnnCreate(&dnn)))) have_dnn = true;
     if (!rc) rc = DG_CUDNN(cudnnSetStream(dnn, st));
     if (rc) {
         if (have_dnn) cudnnDestroy(dnn);
-        if (have_blas) cublasDestroy(blas);
+        if (have_blas) dg_cublas.destroy(blas);
         if (em) cudaEventDestroy(em);
         if (ec) cudaEventDestroy(ec);
         if (cm) cudaStreamDestroy(cm);

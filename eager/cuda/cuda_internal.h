@@ -13,6 +13,24 @@
 extern "C" {
 #endif
 
+/* cuBLAS through dlopen (eager/cuda/cublas_loader.c): loading it costs ~215 MB of RSS, paid
+ * only by processes that select a GPU. */
+typedef struct dg_cublas_api {
+    bool loaded;
+    cublasStatus_t (*create)(cublasHandle_t *);
+    cublasStatus_t (*destroy)(cublasHandle_t);
+    cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t);
+    cublasStatus_t (*set_math_mode)(cublasHandle_t, cublasMath_t);
+    cublasStatus_t (*sgemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int64_t, int64_t, int64_t,
+                                            const float *, const float *, int64_t, long long, const float *, int64_t,
+                                            long long, const float *, float *, int64_t, long long, int64_t);
+    cublasStatus_t (*dgemm_strided_batched)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int64_t, int64_t, int64_t,
+                                            const double *, const double *, int64_t, long long, const double *, int64_t,
+                                            long long, const double *, double *, int64_t, long long, int64_t);
+} dg_cublas_api;
+extern dg_cublas_api dg_cublas;
+int dg_cublas_load(void);
+
 cudaStream_t dg_cuda_stream(void);        /* the compute stream of the current device */
 cublasHandle_t dg_cuda_cublas(void);      /* bound to dg_cuda_stream() */
 cudnnHandle_t dg_cuda_cudnn(void);        /* bound to dg_cuda_stream() */

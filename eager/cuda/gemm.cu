@@ -51,12 +51,12 @@ extern "C" int dg_cuda_gemm(dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
     int64_t ldo = fix_ld(ldc, n, m);
     cublasHandle_t h = dg_cuda_cublas();
     if (dt == DG_F32) {
-        int rc = DG_CUBLAS(cublasSetMathMode(h, dg_get_allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        int rc = DG_CUBLAS(dg_cublas.set_math_mode(h, dg_get_allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
         if (rc) return rc;
         float al = (float)alpha, be = (float)beta;
-        return DG_CUBLAS(cublasSgemmStridedBatched_64(h, op1, op2, n, m, k, &al, (const float *)b, ld1, sb,
+        return DG_CUBLAS(dg_cublas.sgemm_strided_batched(h, op1, op2, n, m, k, &al, (const float *)b, ld1, sb,
                                                       (const float *)a, ld2, sa, &be, (float *)c, ldo, sc, batch));
     }
-    return DG_CUBLAS(cublasDgemmStridedBatched_64(h, op1, op2, n, m, k, &alpha, (const double *)b, ld1, sb,
+    return DG_CUBLAS(dg_cublas.dgemm_strided_batched(h, op1, op2, n, m, k, &alpha, (const double *)b, ld1, sb,
                                                   (const double *)a, ld2, sa, &beta, (double *)c, ldo, sc, batch));
 }
