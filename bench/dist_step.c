@@ -6,7 +6,7 @@
  * 1 - exposed(on) / apply(off) is the fraction of communication hidden behind backward.
  *
  *   bench_dist_step [--batch 64] [--steps 60] [--warmup 10] [--overlap 0|1] [--bucket-mb X]
- * prints: "dist_step world W overlap O batch B: step_ms X apply_ms Y" (rank 0) */
+ * prints: "dist_step world W overlap O batch B: step_ms X apply_ms Y" (rank 0; medians over steps) */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,8 @@
 #include <time.h>
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+static double median(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp); return v[n / 2]; }
 static const char *flag(int argc, char **argv, const char *name, const char *def) {
     for (int i = 1; i < argc - 1; i++) if (strcmp(argv[i], name) == 0) return argv[i + 1];
     return def;
@@ -39,7 +41,9 @@ int main(int argc, char **argv) {
     if (!dp || !opt) { fprintf(stderr, "bench_dist_step: %s\n", dg_last_error()); return 1; }
     dg_tensor *x = dg_randn(DG_SHAPE(B, 1, 28, 28), DG_F32);
     dg_tensor *y = dg_cast(dg_mul_scalar(dg_rand(DG_SHAPE(B), DG_F32), 9.999), DG_I64);
-    double t_all = 0, t_apply = 0;
+    /* per-step times; medians, since one step stalled by the OS (2 ranks on 2 cores) would
+     * dominate a mean of sub-millisecond apply times */
+    double *t_all = calloc((size_t)steps, sizeof *t_all), *t_apply = calloc((size_t)steps, sizeof *t_apply);
     for (int s = 0; s < warm + steps; s++) {
         dg_scope *sc = dg_scope_begin();
         double t0 = now();
@@ -52,11 +56,13 @@ int main(int argc, char **argv) {
         dg_optimizer_clear_grad(opt);
         dg_scope_end(sc);
         double t3 = now();
-        if (s >= warm) { t_all += t3 - t0; t_apply += t2 - t1; }
+        if (s >= warm) { t_all[s - warm] = t3 - t0; t_apply[s - warm] = t2 - t1; }
     }
     if (dg_fleet_worker_index() == 0)
-        printf("dist_step world %d overlap %d batch %lld: step_ms %.3f apply_ms %.3f\n", dg_fleet_worker_num(), st.overlap,
-               (long long)B, t_all / steps * 1e3, t_apply / steps * 1e3);
+        printf("dist_step world %d overlap %d batch %lld: step_ms %.3f apply_ms %.3f (medians of %d steps)\n", dg_fleet_worker_num(),
+               st.overlap, (long long)B, median(t_all, steps) * 1e3, median(t_apply, steps) * 1e3, steps);
+    free(t_all);
+    free(t_apply);
     dg_tensor_free(x);
     dg_tensor_free(y);
     dg_optimizer_free(opt);
