@@ -3,8 +3,9 @@
  *   bench_models <workload> <threads>
  * workloads: mnist (seed 004 CNN, batch 100, SGD 0.01), cifar (seed 000 MyNet, batch 32, Adam),
  * face (seed 000 FaceNet = ResNet18 + keypoint head, batch 32 at 96x96, MSE, Adam),
- * resnet18_infer (ResNet18 eval, batch 32 at 224x224). Prints
- *   <workload>_t<threads> <images/s> img/s <peak RSS MB> MB
+ * resnet18_infer (ResNet18 eval, batch 32 at 224x224), linear (seed 001 LinearNet, batch 10,
+ * MSE, Adam: an overhead-bound loop, reported in steps/s). Prints
+ *   <workload>_t<threads> <images/s | steps/s> img/s|steps/s <peak RSS MB> MB
  * bench/run_models.sh alternates it with bench/models_torch.py. */
 #include <dygraph.h>
 #include <stdio.h>
@@ -43,13 +44,18 @@ static void step(work *w) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: %s mnist|cifar|face|resnet18_infer THREADS\n", argv[0]); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: %s linear|mnist|cifar|face|resnet18_infer THREADS\n", argv[0]); return 2; }
     const char *name = argv[1];
     int threads = atoi(argv[2]);
     dg_init(&(dg_init_params){ .num_threads = threads });
     dg_manual_seed(1);
     work w = { .train = true };
-    if (strcmp(name, "mnist") == 0) {
+    bool per_step = false;
+    if (strcmp(name, "linear") == 0) {
+        w.net = dg_nn_sequential(2, dg_nn_linear(10, 10), dg_nn_linear(10, 1)); w.batch = 10; w.mse = true; per_step = true;
+        w.x = dg_randn(DG_SHAPE(10, 10), DG_F32);
+        w.y = dg_randn(DG_SHAPE(10, 1), DG_F32);
+    } else if (strcmp(name, "mnist") == 0) {
         w.net = dg_mnist_cnn(); w.batch = 100;
         w.x = dg_randn(DG_SHAPE(100, 1, 28, 28), DG_F32);
         w.y = dg_keep(dg_cast(dg_mul_scalar(dg_rand(DG_SHAPE(100), DG_F32), 9.99), DG_I64));
@@ -83,7 +89,8 @@ int main(int argc, char **argv) {
     do { step(&w); steps++; t = now() - t0; } while (t < 4.0 || steps < 3);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    printf("%s_t%d %.1f img/s %.0f MB\n", name, threads, steps * w.batch / t, ru.ru_maxrss / 1024.0);
+    if (per_step) printf("%s_t%d %.1f steps/s %.0f MB\n", name, threads, steps / t, ru.ru_maxrss / 1024.0);
+    else printf("%s_t%d %.1f img/s %.0f MB\n", name, threads, steps * w.batch / t, ru.ru_maxrss / 1024.0);
     dg_optimizer_free(w.opt);
     dg_layer_free(w.net);
     dg_tensor_free(w.x);

@@ -56,8 +56,12 @@ class FaceNet(nn.Module):  # seed 000 keypoints
         return self.outLayer2(self.outLayer1(self.backbone(x)))
 
 
-train, mse = True, False
-if name == "mnist":
+train, mse, per_step = True, False, False
+if name == "linear":  # seed 001 LinearNet
+    net, batch, mse, per_step = nn.Sequential(nn.Linear(10, 10), nn.Linear(10, 1)), 10, True, True
+    x, y = torch.randn(10, 10), torch.randn(10, 1)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+elif name == "mnist":
     net, batch = MnistCNN(), 100
     x, y = torch.randn(100, 1, 28, 28), torch.randint(0, 10, (100,))
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
@@ -99,4 +103,7 @@ while True:
     if t >= 4.0 and steps >= 3:
         break
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-print(f"{name}_t{threads} {steps * batch / t:.1f} img/s {rss:.0f} MB", flush=True)
+if per_step:
+    print(f"{name}_t{threads} {steps / t:.1f} steps/s {rss:.0f} MB", flush=True)
+else:
+    print(f"{name}_t{threads} {steps * batch / t:.1f} img/s {rss:.0f} MB", flush=True)

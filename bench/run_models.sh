@@ -7,7 +7,7 @@
 set -e
 BIN=${1:-build/bin/bench_models}
 shift || true
-WORKLOADS=${*:-mnist cifar face resnet18_infer}
+WORKLOADS=${*:-linear mnist cifar face resnet18_infer}
 ROUNDS=${ROUNDS:-3}
 DIR=$(mktemp -d)
 i=1
@@ -32,7 +32,7 @@ def load(p):
     return out
 dg = [load(os.path.join(d, f"dg.{i}")) for i in range(1, rounds + 1)]
 pt = [load(os.path.join(d, f"pt.{i}")) for i in range(1, rounds + 1)]
-print(f"{'workload (median of %d)' % rounds:28s} {'dygraph img/s':>14s} {'pytorch img/s':>14s} {'ratio':>7s} {'dg RSS MB':>10s} {'pt RSS MB':>10s}")
+print(f"{'workload (median of %d)' % rounds:28s} {'dygraph /s':>14s} {'pytorch /s':>14s} {'ratio':>7s} {'dg RSS MB':>10s} {'pt RSS MB':>10s}  (img/s; linear: steps/s)")
 for k in dg[0]:
     a = statistics.median(r[k][0] for r in dg); b = statistics.median(r[k][0] for r in pt)
     ra = statistics.median(r[k][1] for r in dg); rb = statistics.median(r[k][1] for r in pt)

@@ -90,6 +90,10 @@ void dg_tensor_retain(dg_tensor *t);
 void dg_tensor_release(dg_tensor *t);
 void dg_compute_strides(const int64_t *shape, int ndim, int64_t *stride);
 int64_t dg_shape_numel(const int64_t *shape, int ndim);
+/* Small-block cache (eager/block_cache.c): 64-byte aligned, freed from any thread. */
+void *dg_block_alloc(size_t n);
+void dg_block_free(void *p);
+
 void *dg_tensor_ptr(const dg_tensor *t);   /* storage data + offset, host address space of its backend */
 const struct dg_backend *dg_backend_of(const dg_tensor *t);
 dg_device dg_current_device(void);

@@ -57,8 +57,9 @@ bool dg_needs_record(dg_tensor *const *in, int n) {
 
 dg_node *dg_record(const char *name, dg_tensor *out, dg_tensor *const *in, int n, dg_backward_fn bw) {
     DG_CHECK(out && !out->node && n <= DG_MAX_NODE_INPUTS, "record(%s): bad output or %d inputs", name, n);
-    dg_node *node = calloc(1, sizeof *node);
+    dg_node *node = dg_block_alloc(sizeof *node);
     DG_CHECK(node, "record(%s): out of memory", name);
+    memset(node, 0, sizeof *node);
     node->refcount = 1;
     node->name = name;
     node->backward = bw;
@@ -126,7 +127,7 @@ void dg_node_release(dg_node *n) {
             }
             stack[sp++] = x->in[i].node;
         }
-        free(x);
+        dg_block_free(x);
     }
     if (stack != stack_buf) free(stack);
 }

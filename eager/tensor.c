@@ -52,8 +52,9 @@ int dg_norm_axis(int axis, int ndim) {
 }
 
 static dg_tensor *tensor_struct(void) {
-    dg_tensor *t = calloc(1, sizeof *t);
+    dg_tensor *t = dg_block_alloc(sizeof *t);
     if (!t) return NULL;
+    memset(t, 0, sizeof *t);
     t->refcount = 1;
     __atomic_add_fetch(&dg_live_tensor_count, 1, __ATOMIC_RELAXED);
     return t;
@@ -68,11 +69,11 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     if (!be) { DG_ERR(DG_EDEVICE, "tensor: no backend for device type %d", (int)device.type); return NULL; }
     int64_t numel = dg_shape_numel(shape, ndim);
     size_t nbytes = (size_t)numel * dg_dtype_size(dtype);
-    dg_storage *st = calloc(1, sizeof *st);
+    dg_storage *st = dg_block_alloc(sizeof *st);
     void *data = be->alloc(nbytes ? nbytes : 1);
     dg_tensor *t = st && data ? tensor_struct() : NULL;
     if (!t) {
-        free(st);
+        dg_block_free(st);
         if (data) be->free(data);
         DG_ERR(DG_ENOMEM, "tensor: out of memory allocating %zu bytes", nbytes);
         return NULL;
@@ -108,7 +109,7 @@ void dg_tensor_retain(dg_tensor *t) { if (t) __atomic_add_fetch(&t->refcount, 1,
 static void storage_release(dg_storage *st) {
     if (__atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
         st->backend->free(st->data);
-        free(st);
+        dg_block_free(st);
     }
 }
 
@@ -119,7 +120,7 @@ void dg_tensor_release(dg_tensor *t) {
     dg_tensor_release(t->grad);       /* grads carry no node: no deep recursion */
     if (t->node) dg_node_release(t->node);
     __atomic_sub_fetch(&dg_live_tensor_count, 1, __ATOMIC_RELAXED);
-    free(t);
+    dg_block_free(t);
 }
 
 void dg_tensor_free(dg_tensor *t) {

@@ -33,13 +33,11 @@ int dg_cpu_batch_norm_backward(const dg_tensor *, const dg_tensor *, const dg_te
 
 int dg_cpu_fused_update(const dg_update_params *, dg_dtype, const dg_update_tensor *, int);
 
-#define CPU_ALIGN 64
 
-static void *cpu_alloc(size_t n) {
-    /* round up so aligned_alloc's size contract holds */
-    return aligned_alloc(CPU_ALIGN, (n + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
-}
-static void cpu_free(void *p) { free(p); }
+/* 64-byte aligned; small buffers come from the per-thread block cache (eager/block_cache.c),
+ * large ones from the system */
+static void *cpu_alloc(size_t n) { return dg_block_alloc(n); }
+static void cpu_free(void *p) { dg_block_free(p); }
 static int cpu_copy_bytes(void *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n); return 0; }
 static int cpu_sync(void) { return 0; }
 

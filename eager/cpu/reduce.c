@@ -27,12 +27,8 @@ static void plan(const dg_tensor *x, const dg_tensor *y, red_plan *p) {
 }
 
 #define REDUCE_KERNEL(T, SUF)                                                                   \
-static void reduce_##SUF(dg_reduce_op op, const dg_tensor *x, dg_tensor *y, const red_plan *p) { \
-    const T *xb = (const T *)dg_tensor_ptr(x);                                                  \
-    char *yb = (char *)dg_tensor_ptr(y);                                                        \
-    bool par = p->nout > 1 && p->nout * p->nred >= DG_PAR_MIN;                                  \
-    _Pragma("omp parallel for if(par) schedule(static)")                                        \
-    for (int64_t o = 0; o < p->nout; o++) {                                                     \
+static void reduce_range_##SUF(dg_reduce_op op, const T *xb, char *yb, const red_plan *p, int64_t lo, int64_t hi) { \
+    for (int64_t o = lo; o < hi; o++) {                                                         \
         int64_t xo = 0, yo = 0, rem = o;                                                        \
         for (int d = p->nk - 1; d >= 0; d--) {                                                  \
             int64_t i = rem % p->kshape[d]; rem /= p->kshape[d];                                \
@@ -63,6 +59,14 @@ static void reduce_##SUF(dg_reduce_op op, const dg_tensor *x, dg_tensor *y, cons
         if (op == DG_RED_ARGMAX || op == DG_RED_ARGMIN) ((int64_t *)yb)[yo] = best;             \
         else ((T *)yb)[yo] = (T)acc;                                                            \
     }                                                                                           \
+}                                                                                               \
+/* small reductions never enter an OpenMP region (about a microsecond even with if(false)) */ \
+static void reduce_##SUF(dg_reduce_op op, const dg_tensor *x, dg_tensor *y, const red_plan *p) { \
+    const T *xb = (const T *)dg_tensor_ptr(x);                                                  \
+    char *yb = (char *)dg_tensor_ptr(y);                                                        \
+    if (!(p->nout > 1 && p->nout * p->nred >= DG_PAR_MIN)) { reduce_range_##SUF(op, xb, yb, p, 0, p->nout); return; } \
+    _Pragma("omp parallel for schedule(static)")                                                \
+    for (int64_t o = 0; o < p->nout; o++) reduce_range_##SUF(op, xb, yb, p, o, o + 1);          \
 }
 REDUCE_KERNEL(float, f32)
 REDUCE_KERNEL(double, f64)
