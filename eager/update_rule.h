@@ -37,41 +37,57 @@ typedef struct dg_update_tensor {
     bool fresh;               /* momentum: the buffer starts as the first d */
 } dg_update_tensor;
 
-/* One element i of one tensor, in T (float or double; SQRT is T's square root). */
-#define DG_UPDATE_RULE(T, SQRT)                                                                        \
+/* Per kind, element i, in T (float or double; SQRT is T's square root). Branches depend only
+ * on per-call scalars, so a CPU loop over i vectorises once they are hoisted. */
+#define DG_UPDATE_RULE(T, SQRT)                                                                    \
+static DG_HOSTDEV inline void dg_upd_sgd_##T(T *p, const T *g, int64_t i, T wd, T neg_step) {    \
+    T w = p[i], d = g[i];                                                                         \
+    if (wd != 0) d = d + wd * w;                                                                  \
+    p[i] = w + neg_step * d;                                                                      \
+}                                                                                                 \
+static DG_HOSTDEV inline void dg_upd_momentum_##T(T *p, const T *g, T *buf, int64_t i, T wd, T mom, \
+                                                  T neg_step, bool fresh, bool nesterov) {        \
+    T w = p[i], d = g[i];                                                                         \
+    if (wd != 0) d = d + wd * w;                                                                  \
+    T b = fresh ? d : buf[i] * mom + d;                                                           \
+    buf[i] = b;                                                                                   \
+    T step = nesterov ? d + mom * b : b;                                                          \
+    p[i] = w + neg_step * step;                                                                   \
+}                                                                                                 \
+static DG_HOSTDEV inline void dg_upd_adagrad_##T(T *p, const T *g, T *sum, int64_t i, T wd, T eps, T neg_step) { \
+    T w = p[i], d = g[i];                                                                         \
+    if (wd != 0) d = d + wd * w;                                                                  \
+    T s = sum[i] + d * d;                                                                         \
+    sum[i] = s;                                                                                   \
+    p[i] = w + neg_step * (d / (SQRT(s) + eps));                                                  \
+}                                                                                                 \
+/* adamw: decoupled decay p *= decay (= 1 - lr wd); else L2 decay d += wd p */                    \
+static DG_HOSTDEV inline void dg_upd_adam_##T(T *p, const T *g, T *m, T *v, int64_t i, T wd, bool adamw, \
+                                              T decay, T b1, T c1, T b2, T c2, T bc2_sqrt, T eps, T neg_step) { \
+    T w = p[i], d = g[i];                                                                         \
+    if (wd != 0) { if (adamw) w = w * decay; else d = d + wd * w; }                               \
+    T mi = m[i] * b1 + c1 * d;                                                                    \
+    T vi = v[i] * b2 + c2 * (d * d);                                                              \
+    m[i] = mi;                                                                                    \
+    v[i] = vi;                                                                                    \
+    T denom = SQRT(vi) / bc2_sqrt + eps;                                                          \
+    p[i] = w + neg_step * (mi / denom);                                                           \
+}                                                                                                 \
+/* One element of one tensor, dispatching on the kind (the CUDA kernel's entry). */               \
 static DG_HOSTDEV inline void dg_update_elem_##T(const dg_update_params *u, const dg_update_tensor *t, int64_t i) { \
     T *p = (T *)t->p, *s0 = (T *)t->s0, *s1 = (T *)t->s1;                                           \
     const T *g = (const T *)t->g;                                                                   \
-    T w = p[i], d = g[i];                                                                           \
-    const T wd = (T)u->weight_decay;                                                                \
-    if (u->kind == DG_UPD_ADAMW) { if (wd != 0) w = w * (T)(1 - u->lr * u->weight_decay); }        \
-    else if (wd != 0) d = d + wd * w;                                                               \
+    T wd = (T)u->weight_decay, ns = (T)(-t->step_size);                                             \
     switch (u->kind) {                                                                              \
-    case DG_UPD_SGD:                                                                                \
-        w = w + (T)(-t->step_size) * d;                                                             \
-        break;                                                                                      \
-    case DG_UPD_MOMENTUM: {                                                                         \
-        T b = t->fresh ? d : s0[i] * (T)u->momentum + d;                                            \
-        s0[i] = b;                                                                                  \
-        T step = u->nesterov ? d + (T)u->momentum * b : b;                                          \
-        w = w + (T)(-t->step_size) * step;                                                          \
-        break; }                                                                                    \
-    case DG_UPD_ADAGRAD: {                                                                          \
-        T sum = s0[i] + d * d;                                                                      \
-        s0[i] = sum;                                                                                \
-        w = w + (T)(-t->step_size) * (d / (SQRT(sum) + (T)u->eps));                                 \
-        break; }                                                                                    \
+    case DG_UPD_SGD: dg_upd_sgd_##T(p, g, i, wd, ns); break;                                        \
+    case DG_UPD_MOMENTUM: dg_upd_momentum_##T(p, g, s0, i, wd, (T)u->momentum, ns, t->fresh, u->nesterov); break; \
+    case DG_UPD_ADAGRAD: dg_upd_adagrad_##T(p, g, s0, i, wd, (T)u->eps, ns); break;                 \
     case DG_UPD_ADAM:                                                                               \
-    case DG_UPD_ADAMW: {                                                                            \
-        T m = s0[i] * (T)u->beta1 + (T)(1 - u->beta1) * d;                                          \
-        T v = s1[i] * (T)u->beta2 + (T)(1 - u->beta2) * (d * d);                                    \
-        s0[i] = m;                                                                                  \
-        s1[i] = v;                                                                                  \
-        T denom = SQRT(v) / (T)t->bc2_sqrt + (T)u->eps;                                             \
-        w = w + (T)(-t->step_size) * (m / denom);                                                   \
-        break; }                                                                                    \
+    case DG_UPD_ADAMW:                                                                              \
+        dg_upd_adam_##T(p, g, s0, s1, i, wd, u->kind == DG_UPD_ADAMW, (T)(1 - u->lr * u->weight_decay), \
+                        (T)u->beta1, (T)(1 - u->beta1), (T)u->beta2, (T)(1 - u->beta2), (T)t->bc2_sqrt, (T)u->eps, ns); \
+        break;                                                                                      \
     }                                                                                               \
-    p[i] = w;                                                                                       \
 }
 
 DG_UPDATE_RULE(float, sqrtf)

@@ -2,9 +2,42 @@
  * applying eager/update_rule.h per element (parameter, gradient and state read and written
  * once, no temporaries), threads splitting the elements of large tensors. */
 #include "../backend.h"
+#include <omp.h>
 
 /* below this many elements a tensor is updated by one thread: waking the team costs more */
 #define PAR_MIN 32768
+
+/* One kind's loop over [lo, hi) with the per-call scalars hoisted and restrict pointers, so
+ * the compiler vectorises it (the rule's branches are loop-invariant). */
+#define UPDATE_LOOPS(T)                                                                             \
+static void update_range_##T(const dg_update_params *u, const dg_update_tensor *t, int64_t lo, int64_t hi) { \
+    T *restrict p = (T *)t->p, *restrict s0 = (T *)t->s0, *restrict s1 = (T *)t->s1;               \
+    const T *restrict g = (const T *)t->g;                                                          \
+    const T wd = (T)u->weight_decay, ns = (T)(-t->step_size);                                       \
+    switch (u->kind) {                                                                              \
+    case DG_UPD_SGD:                                                                                \
+        for (int64_t i = lo; i < hi; i++) dg_upd_sgd_##T(p, g, i, wd, ns);                          \
+        break;                                                                                      \
+    case DG_UPD_MOMENTUM: {                                                                         \
+        const T mom = (T)u->momentum;                                                               \
+        const bool fresh = t->fresh, nest = u->nesterov;                                            \
+        for (int64_t i = lo; i < hi; i++) dg_upd_momentum_##T(p, g, s0, i, wd, mom, ns, fresh, nest); \
+        break; }                                                                                    \
+    case DG_UPD_ADAGRAD: {                                                                          \
+        const T eps = (T)u->eps;                                                                    \
+        for (int64_t i = lo; i < hi; i++) dg_upd_adagrad_##T(p, g, s0, i, wd, eps, ns);             \
+        break; }                                                                                    \
+    case DG_UPD_ADAM:                                                                               \
+    case DG_UPD_ADAMW: {                                                                            \
+        const bool adamw = u->kind == DG_UPD_ADAMW;                                                 \
+        const T decay = (T)(1 - u->lr * u->weight_decay), b1 = (T)u->beta1, c1 = (T)(1 - u->beta1); \
+        const T b2 = (T)u->beta2, c2 = (T)(1 - u->beta2), bc2 = (T)t->bc2_sqrt, eps = (T)u->eps;    \
+        for (int64_t i = lo; i < hi; i++) dg_upd_adam_##T(p, g, s0, s1, i, wd, adamw, decay, b1, c1, b2, c2, bc2, eps, ns); \
+        break; }                                                                                    \
+    }                                                                                               \
+}
+UPDATE_LOOPS(float)
+UPDATE_LOOPS(double)
 
 int dg_cpu_fused_update(const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n) {
     for (int k = 0; k < n; k++) {
@@ -12,15 +45,20 @@ int dg_cpu_fused_update(const dg_update_params *u, dg_dtype dt, const dg_update_
         int64_t m = tk->n;
         /* a small tensor never enters an OpenMP region: even a region with if(false) costs
          * about a microsecond, more than updating a few hundred elements */
-        if (m < PAR_MIN || dg_threads() == 1) {
-            if (dt == DG_F32) for (int64_t i = 0; i < m; i++) dg_update_elem_float(u, tk, i);
-            else for (int64_t i = 0; i < m; i++) dg_update_elem_double(u, tk, i);
-        } else if (dt == DG_F32) {
-            #pragma omp parallel for schedule(static) num_threads(dg_threads())
-            for (int64_t i = 0; i < m; i++) dg_update_elem_float(u, tk, i);
-        } else {
-            #pragma omp parallel for schedule(static) num_threads(dg_threads())
-            for (int64_t i = 0; i < m; i++) dg_update_elem_double(u, tk, i);
+        int nt = m < PAR_MIN ? 1 : dg_threads();
+        if (nt == 1) {
+            if (dt == DG_F32) update_range_float(u, tk, 0, m);
+            else update_range_double(u, tk, 0, m);
+            continue;
+        }
+        #pragma omp parallel num_threads(nt)
+        {
+            int id = omp_get_thread_num(), cnt = omp_get_num_threads();
+            int64_t chunk = (m + cnt - 1) / cnt, lo = id * chunk, hi = lo + chunk < m ? lo + chunk : m;
+            if (lo < hi) {
+                if (dt == DG_F32) update_range_float(u, tk, lo, hi);
+                else update_range_double(u, tk, lo, hi);
+            }
         }
     }
     return 0;
