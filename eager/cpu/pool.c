@@ -31,48 +31,120 @@ static inline int64_t avg_divisor(const dg_pool2d_geom *g, int64_t oy, int64_t o
     if (d > g->w + g->pw) d = g->w + g->pw;
     return (b - a) * (d - c);
 }
+/* Bounds of every window: rows of output row oy at [2*oy, 2*oy+1], columns of output column ox
+ * at [2*(oh+ox), 2*(oh+ox)+1]. NULL when out of memory (callers then compute them per output). */
+/* 2x2, stride 2, no padding, and every output window inside the input (no ceil_mode overhang) */
+static bool is_2x2(const dg_pool2d_geom *g) {
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
+           2 * g->oh <= g->h && 2 * g->ow <= g->w;
+}
+static int64_t *pool_windows(const dg_pool2d_geom *g) {
+    int64_t *w = malloc(sizeof *w * 2 * (size_t)(g->oh + g->ow));
+    if (!w) return NULL;
+    for (int64_t oy = 0; oy < g->oh; oy++) window(oy, g->sh, g->ph, g->kh, g->h, &w[2 * oy], &w[2 * oy + 1]);
+    for (int64_t ox = 0; ox < g->ow; ox++) window(ox, g->sw, g->pw, g->kw, g->w, &w[2 * (g->oh + ox)], &w[2 * (g->oh + ox) + 1]);
+    return w;
+}
 static inline int64_t adapt_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
 static inline int64_t adapt_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 
 #define POOL_KERNELS(T, SUF)                                                                        \
+static inline int64_t argmax_in_##SUF(const T *xp, int64_t w, int64_t ys, int64_t ye, int64_t xs, int64_t xe); \
 /* index (within the plane) of the first maximum of window (oy, ox); -1 for an empty window;     \
  * NaN wins, as in PyTorch, so it propagates */                                                    \
 static inline int64_t argmax_##SUF(const T *xp, const dg_pool2d_geom *g, int64_t oy, int64_t ox) { \
-    int64_t ys, ye, xs, xe, best = -1;                                                             \
+    int64_t ys, ye, xs, xe;                                                                        \
     window(oy, g->sh, g->ph, g->kh, g->h, &ys, &ye);                                               \
     window(ox, g->sw, g->pw, g->kw, g->w, &xs, &xe);                                               \
+    return argmax_in_##SUF(xp, g->w, ys, ye, xs, xe);                                              \
+}                                                                                                  \
+/* the same over a window given by its bounds (rows [ys, ye), columns [xs, xe)) */                \
+static inline int64_t argmax_in_##SUF(const T *xp, int64_t w, int64_t ys, int64_t ye, int64_t xs, int64_t xe) { \
+    int64_t best = -1;                                                                             \
     T m = 0;                                                                                       \
     for (int64_t iy = ys; iy < ye; iy++)                                                           \
         for (int64_t ix = xs; ix < xe; ix++) {                                                     \
-            T v = xp[iy * g->w + ix];                                                              \
-            if (best < 0 || v > m || (isnan(v) && !isnan(m))) { m = v; best = iy * g->w + ix; }   \
+            T v = xp[iy * w + ix];                                                                 \
+            if (best < 0 || v > m || (isnan(v) && !isnan(m))) { m = v; best = iy * w + ix; }       \
         }                                                                                          \
     return best;                                                                                   \
 }                                                                                                  \
+/* 2x2 windows with stride 2 and no padding (the seeds' CNNs): every window is inside the plane  \
+ * and windows do not overlap, so each output looks at exactly its four inputs, in the generic  \
+ * rule's order (first maximum, NaN wins). */                                                      \
+static inline int arg4_##SUF(const T *v) {                                                         \
+    int bi = 0; T m = v[0];                                                                        \
+    for (int k = 1; k < 4; k++) if (v[k] > m || (isnan(v[k]) && !isnan(m))) { m = v[k]; bi = k; } \
+    return bi;                                                                                     \
+}                                                                                                  \
+static void max2x2_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                          \
+    int64_t planes = g->n * g->c, W = g->w, OH = g->oh, OW = g->ow;                                \
+    _Pragma("omp parallel for if(planes * g->h * W >= DG_PAR_MIN) schedule(static)")               \
+    for (int64_t p = 0; p < planes; p++) {                                                         \
+        const T *xp = x + p * g->h * W; T *yp = y + p * OH * OW;                                   \
+        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
+            const T *r0 = xp + 2 * oy * W, *r1 = r0 + W;                                           \
+            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
+                T v[4] = { r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1] };               \
+                yp[oy * OW + ox] = v[arg4_##SUF(v)];                                               \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
+static void max2x2_bwd_##SUF(const dg_pool2d_geom *g, const T *x, const T *gy, T *gx) {            \
+    int64_t planes = g->n * g->c, H = g->h, W = g->w, OH = g->oh, OW = g->ow;                      \
+    _Pragma("omp parallel for if(planes * H * W >= DG_PAR_MIN) schedule(static)")                  \
+    for (int64_t p = 0; p < planes; p++) {                                                         \
+        const T *xp = x + p * H * W, *gp = gy + p * OH * OW; T *gxp = gx + p * H * W;              \
+        /* rows/columns no window covers (odd sizes) get zero */                                   \
+        if (2 * OH < H || 2 * OW < W) memset(gxp, 0, sizeof(T) * (size_t)(H * W));                  \
+        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
+            const T *r0 = xp + 2 * oy * W, *r1 = r0 + W;                                           \
+            T *g0 = gxp + 2 * oy * W, *g1 = g0 + W;                                                \
+            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
+                T v[4] = { r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1] };               \
+                int a = arg4_##SUF(v);                                                             \
+                T gv = gp[oy * OW + ox];                                                           \
+                g0[2 * ox] = a == 0 ? gv : 0; g0[2 * ox + 1] = a == 1 ? gv : 0;                    \
+                g1[2 * ox] = a == 2 ? gv : 0; g1[2 * ox + 1] = a == 3 ? gv : 0;                    \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
 static void max_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                             \
     int64_t planes = g->n * g->c, hw = g->h * g->w, ohw = g->oh * g->ow;                           \
+    if (is_2x2(g)) { max2x2_fwd_##SUF(g, x, y); return; }                                          \
+    int64_t *win = pool_windows(g);   /* window bounds once, not per output and plane */        \
     _Pragma("omp parallel for if(planes * hw >= DG_PAR_MIN) schedule(static)")                     \
     for (int64_t p = 0; p < planes; p++) {                                                         \
         const T *xp = x + p * hw; T *yp = y + p * ohw;                                             \
         for (int64_t oy = 0; oy < g->oh; oy++)                                                     \
             for (int64_t ox = 0; ox < g->ow; ox++) {                                               \
-                int64_t a = argmax_##SUF(xp, g, oy, ox);                                           \
+                int64_t a = win ? argmax_in_##SUF(xp, g->w, win[2 * oy], win[2 * oy + 1],          \
+                                                  win[2 * (g->oh + ox)], win[2 * (g->oh + ox) + 1]) \
+                                : argmax_##SUF(xp, g, oy, ox);                                     \
                 yp[oy * g->ow + ox] = a < 0 ? (T)-INFINITY : xp[a];                                \
             }                                                                                      \
     }                                                                                              \
+    free(win);                                                                                     \
 }                                                                                                  \
 static void max_bwd_##SUF(const dg_pool2d_geom *g, const T *x, const T *gy, T *gx) {               \
     int64_t planes = g->n * g->c, hw = g->h * g->w, ohw = g->oh * g->ow;                           \
+    if (is_2x2(g)) { max2x2_bwd_##SUF(g, x, gy, gx); return; }                                     \
+    int64_t *win = pool_windows(g);                                                                \
     _Pragma("omp parallel for if(planes * hw >= DG_PAR_MIN) schedule(static)")                     \
     for (int64_t p = 0; p < planes; p++) {                                                         \
         const T *xp = x + p * hw, *gp = gy + p * ohw; T *gxp = gx + p * hw;                        \
         memset(gxp, 0, sizeof(T) * (size_t)hw);                                                    \
         for (int64_t oy = 0; oy < g->oh; oy++)                                                     \
             for (int64_t ox = 0; ox < g->ow; ox++) {                                               \
-                int64_t a = argmax_##SUF(xp, g, oy, ox);                                           \
+                int64_t a = win ? argmax_in_##SUF(xp, g->w, win[2 * oy], win[2 * oy + 1],          \
+                                                  win[2 * (g->oh + ox)], win[2 * (g->oh + ox) + 1]) \
+                                : argmax_##SUF(xp, g, oy, ox);                                     \
                 if (a >= 0) gxp[a] += gp[oy * g->ow + ox];                                         \
             }                                                                                      \
     }                                                                                              \
+    free(win);                                                                                     \
 }                                                                                                  \
 static void avg_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                             \
     int64_t planes = g->n * g->c, hw = g->h * g->w, ohw = g->oh * g->ow;                           \
