@@ -36,7 +36,7 @@ static inline int64_t avg_divisor(const dg_pool2d_geom *g, int64_t oy, int64_t o
 /* 2x2, stride 2, no padding, and every output window inside the input (no ceil_mode overhang) */
 static bool is_2x2(const dg_pool2d_geom *g) {
     return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
-           2 * g->oh <= g->h && 2 * g->ow <= g->w;
+           2 * g->oh <= g->h && 2 * g->ow <= g->w && g->ow <= 4096;   /* the row buffer lives on the stack */
 }
 static int64_t *pool_windows(const dg_pool2d_geom *g) {
     int64_t *w = malloc(sizeof *w * 2 * (size_t)(g->oh + g->ow));
@@ -72,43 +72,50 @@ static inline int64_t argmax_in_##SUF(const T *xp, int64_t w, int64_t ys, int64_
 /* 2x2 windows with stride 2 and no padding (the seeds' CNNs): every window is inside the plane  \
  * and windows do not overlap, so each output looks at exactly its four inputs, in the generic  \
  * rule's order (first maximum, NaN wins). */                                                      \
-static inline int arg4_##SUF(const T *v) {                                                         \
-    int bi = 0; T m = v[0];                                                                        \
-    for (int k = 1; k < 4; k++) if (v[k] > m || (isnan(v[k]) && !isnan(m))) { m = v[k]; bi = k; } \
-    return bi;                                                                                     \
+/* 2x2/stride-2 rows written so the compiler vectorises them: a vertical pass (the larger of the \
+ * two input rows, NaN winning) into a row buffer, then pairs of it. The backward pass gives    \
+ * each window's gradient to the first of its four inputs (row-major) equal to the maximum, or  \
+ * the first NaN: the generic rule's winner. */                                                    \
+static inline T nmax_##SUF(T a, T b) { return ((a > b) | (a != a)) ? a : b; }                     \
+static void max2x2_row_##SUF(const T *restrict r0, const T *restrict r1, T *restrict t, T *restrict y, int64_t ow) { \
+    for (int64_t i = 0; i < 2 * ow; i++) t[i] = nmax_##SUF(r0[i], r1[i]);                         \
+    for (int64_t ox = 0; ox < ow; ox++) y[ox] = nmax_##SUF(t[2 * ox], t[2 * ox + 1]);              \
+}                                                                                                  \
+static void max2x2_row_bwd_##SUF(const T *restrict r0, const T *restrict r1, const T *restrict gy, T *restrict t, \
+                                 T *restrict g0, T *restrict g1, int64_t ow) {                     \
+    for (int64_t i = 0; i < 2 * ow; i++) t[i] = nmax_##SUF(r0[i], r1[i]);                         \
+    for (int64_t ox = 0; ox < ow; ox++) {                                                          \
+        T a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox];  /* the fourth wins when these do not */ \
+        T m = nmax_##SUF(t[2 * ox], t[2 * ox + 1]), v = gy[ox];                                    \
+        int e0 = (a == m) | (a != a);                                                              \
+        int e1 = (!e0) & ((b == m) | (b != b));                                                    \
+        int e2 = (!(e0 | e1)) & ((c == m) | (c != c));                                             \
+        int e3 = !(e0 | e1 | e2);                                                                  \
+        g0[2 * ox] = e0 ? v : (T)0; g0[2 * ox + 1] = e1 ? v : (T)0;                                \
+        g1[2 * ox] = e2 ? v : (T)0; g1[2 * ox + 1] = e3 ? v : (T)0;                                \
+    }                                                                                              \
 }                                                                                                  \
 static void max2x2_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                          \
     int64_t planes = g->n * g->c, W = g->w, OH = g->oh, OW = g->ow;                                \
     _Pragma("omp parallel for if(planes * g->h * W >= DG_PAR_MIN) schedule(static)")               \
     for (int64_t p = 0; p < planes; p++) {                                                         \
+        T t[2 * OW];                                                                               \
         const T *xp = x + p * g->h * W; T *yp = y + p * OH * OW;                                   \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
-            const T *r0 = xp + 2 * oy * W, *r1 = r0 + W;                                           \
-            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
-                T v[4] = { r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1] };               \
-                yp[oy * OW + ox] = v[arg4_##SUF(v)];                                               \
-            }                                                                                      \
-        }                                                                                          \
+        for (int64_t oy = 0; oy < OH; oy++)                                                        \
+            max2x2_row_##SUF(xp + 2 * oy * W, xp + (2 * oy + 1) * W, t, yp + oy * OW, OW);          \
     }                                                                                              \
 }                                                                                                  \
 static void max2x2_bwd_##SUF(const dg_pool2d_geom *g, const T *x, const T *gy, T *gx) {            \
     int64_t planes = g->n * g->c, H = g->h, W = g->w, OH = g->oh, OW = g->ow;                      \
     _Pragma("omp parallel for if(planes * H * W >= DG_PAR_MIN) schedule(static)")                  \
     for (int64_t p = 0; p < planes; p++) {                                                         \
+        T t[2 * OW];                                                                               \
         const T *xp = x + p * H * W, *gp = gy + p * OH * OW; T *gxp = gx + p * H * W;              \
         /* rows/columns no window covers (odd sizes) get zero */                                   \
         if (2 * OH < H || 2 * OW < W) memset(gxp, 0, sizeof(T) * (size_t)(H * W));                  \
-        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
-            const T *r0 = xp + 2 * oy * W, *r1 = r0 + W;                                           \
-            T *g0 = gxp + 2 * oy * W, *g1 = g0 + W;                                                \
-            for (int64_t ox = 0; ox < OW; ox++) {                                                  \
-                T v[4] = { r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1] };               \
-                int a = arg4_##SUF(v);                                                             \
-                T gv = gp[oy * OW + ox];                                                           \
-                g0[2 * ox] = a == 0 ? gv : 0; g0[2 * ox + 1] = a == 1 ? gv : 0;                    \
-                g1[2 * ox] = a == 2 ? gv : 0; g1[2 * ox + 1] = a == 3 ? gv : 0;                    \
-            }                                                                                      \
-        }                                                                                          \
+        for (int64_t oy = 0; oy < OH; oy++)                                                        \
+            max2x2_row_bwd_##SUF(xp + 2 * oy * W, xp + (2 * oy + 1) * W, gp + oy * OW, t,           \
+                                 gxp + 2 * oy * W, gxp + (2 * oy + 1) * W, OW);                    \
     }                                                                                              \
 }                                                                                                  \
 static void max_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                             \
