@@ -297,6 +297,37 @@ Test(max_pool, grad_routes_to_argmax) {
     dg_scope_end(s);
 }
 
+/* The 2x2/stride-2 fast path against the rule: ties go to the first element of the window in
+ * row-major order, a NaN wins (the first one), uncovered rows/columns of odd sizes get zero. */
+Test(max_pool, two_by_two_ties_nan_and_odd_sizes) {
+    dg_scope *s = dg_scope_begin();
+    float v[15] = { 1, 1, 2, 5, 7,
+                    1, 0, 5, 2, 7,
+                    NAN, 3, 4, NAN, 9 };     /* [1, 1, 3, 5]: windows over rows 0-1, columns 0-3 */
+    for (int dt = 0; dt < 2; dt++) {
+        dg_tensor *x = dg_from_data(DG_SHAPE(1, 1, 3, 5), DG_F32, v);
+        if (dt) x = dg_cast(x, DG_F64);
+        dg_set_requires_grad(x, true);
+        dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {2, 2} });
+        cr_assert_eq(dg_dim(y, 2), 1);
+        cr_assert_eq(dg_dim(y, 3), 2);
+        expect_values(y, (double[]){ 1, 5 }, 2, 0, "2x2 values");
+        cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y, dg_cast(dg_from_data(DG_SHAPE(1, 1, 1, 2), DG_F32, (float[]){ 10, 20 }), dg_dtype_of(y))))), 0);
+        /* tie 1,1,1 -> first; tie 5,5 -> the first 5 (row 0); row 2 and column 4 uncovered */
+        expect_values(dg_grad(x), (double[]){ 10, 0, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }, 15, 0, "2x2 gradient");
+    }
+    float w[8] = { 1, 2, NAN, 0, 3, NAN, 1, 1 };   /* [1, 1, 2, 4]: the first NaN of each window wins */
+    dg_tensor *x = dg_from_data(DG_SHAPE(1, 1, 2, 4), DG_F32, w);
+    dg_set_requires_grad(x, true);
+    dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {2, 2} });
+    float out[2];
+    dg_to_host(y, out, sizeof out);
+    cr_assert(isnan(out[0]) && isnan(out[1]), "NaN propagates: %g %g", out[0], out[1]);
+    cr_assert_eq(dg_backward(dg_sum_all(y)), 0);
+    expect_values(dg_grad(x), (double[]){ 0, 0, 1, 0, 0, 1, 0, 0 }, 8, 0, "NaN takes the gradient");
+    dg_scope_end(s);
+}
+
 Test(avg_pool, forward_hand_values) {
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_reshape(dg_arange(1, 10, 1, DG_F64), DG_SHAPE(1, 1, 3, 3));
