@@ -129,6 +129,10 @@ void dg_tensor_free(dg_tensor *t) {
     dg_tensor_release(t);
 }
 dg_tensor *dg_tensor_ref(dg_tensor *t) { dg_tensor_retain(t); return t; }
+dg_tensor *dg_advance(dg_tensor *prev, dg_tensor *next) {
+    if (prev != next) dg_tensor_free(prev);
+    return next;
+}
 size_t dg_live_tensors(void) { return __atomic_load_n(&dg_live_tensor_count, __ATOMIC_RELAXED); }
 
 void *dg_tensor_ptr(const dg_tensor *t) {

@@ -8,7 +8,11 @@ static char seq_marker;   /* the user pointer of every Sequential: marks the typ
 static dg_tensor *seq_forward(dg_layer *self, const dg_tensor *x) {
     int n = dg_layer_num_children(self);
     const dg_tensor *y = x;
-    for (int i = 0; i < n && y; i++) y = dg_forward(dg_layer_child(self, i), y);   /* temporaries die with the call */
+    for (int i = 0; i < n && y; i++) {
+        dg_tensor *next = dg_forward(dg_layer_child(self, i), y);
+        if (y != x) dg_tensor_free((dg_tensor *)y);   /* an intermediate: nobody else needs it now */
+        y = next;
+    }
     return (dg_tensor *)y;
 }
 

@@ -73,6 +73,11 @@ dg_tensor *dg_keep(dg_tensor *t);          /* take t out of its scope: the calle
 dg_tensor *dg_keep_in_parent(dg_tensor *t);/* hand t to the enclosing scope (caller if none) */
 void dg_tensor_free(dg_tensor *t);         /* release the owner's reference (also valid inside its scope) */
 dg_tensor *dg_tensor_ref(dg_tensor *t);    /* an extra owned reference, released by dg_tensor_free */
+/* `y = dg_advance(y, dg_relu(y));` in a forward: releases prev (a temporary the forward made,
+ * never its input) once next exists and returns next, so a chain of layers holds one
+ * activation at a time instead of all of them until the forward returns. In training the tape
+ * still keeps what backward needs. prev is released even when next is NULL. */
+dg_tensor *dg_advance(dg_tensor *prev, dg_tensor *next);
 size_t dg_live_tensors(void);              /* tensors alive in this process, for leak tests */
 
 /* In-place updates (not recorded on the tape; for optimizers and initialisers).

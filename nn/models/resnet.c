@@ -47,11 +47,22 @@ static dg_tensor *block_forward(dg_layer *self, const dg_tensor *x) {
     int64_t in_c = dg_dim(dg_layer_parameter(s->conv1, "weight"), 1);
     if (dg_ndim(x) != 4 || dg_dim(x, 1) != in_c)
         return DG_LAYER_ERROR(self, "input %s must be [N, %lld, H, W]", dg_shape_str(x, sh, sizeof sh), (long long)in_c);
-    dg_tensor *out = dg_relu(dg_forward(s->bn1, dg_forward(s->conv1, x)));
-    out = dg_forward(s->bn2, dg_forward(s->conv2, out));
-    if (s->bottleneck) out = dg_forward(s->bn3, dg_forward(s->conv3, dg_relu(out)));
-    const dg_tensor *identity = s->downsample ? dg_forward(s->downsample, x) : x;
-    return dg_relu(dg_add(out, identity));
+    /* each intermediate is released as soon as the next exists: in inference nothing else holds
+     * it, in training the tape keeps what backward needs */
+    dg_tensor *out = dg_forward(s->conv1, x);
+    out = dg_advance(out, dg_forward(s->bn1, out));
+    out = dg_advance(out, dg_relu(out));
+    out = dg_advance(out, dg_forward(s->conv2, out));
+    out = dg_advance(out, dg_forward(s->bn2, out));
+    if (s->bottleneck) {
+        out = dg_advance(out, dg_relu(out));
+        out = dg_advance(out, dg_forward(s->conv3, out));
+        out = dg_advance(out, dg_forward(s->bn3, out));
+    }
+    dg_tensor *down = s->downsample ? dg_forward(s->downsample, x) : NULL;
+    out = dg_advance(out, dg_add(out, down ? down : x));
+    dg_tensor_free(down);
+    return dg_advance(out, dg_relu(out));
 }
 
 static dg_layer *block_new(bool bottleneck, int64_t inplanes, int64_t planes, int stride, dg_dtype dtype) {
@@ -112,10 +123,14 @@ static dg_tensor *resnet_forward(dg_layer *self, const dg_tensor *x) {
     char sh[96];
     if (dg_ndim(x) != 4 || dg_dim(x, 1) != 3)
         return DG_LAYER_ERROR(self, "input %s must be [N, 3, H, W]", dg_shape_str(x, sh, sizeof sh));
-    dg_tensor *y = dg_forward(s->maxpool, dg_relu(dg_forward(s->bn1, dg_forward(s->conv1, x))));
-    for (int i = 0; i < 4; i++) y = dg_forward(s->layer[i], y);
-    y = dg_forward(s->avgpool, y);
-    return dg_forward(s->fc, dg_flatten(y, 1, -1));
+    dg_tensor *y = dg_forward(s->conv1, x);
+    y = dg_advance(y, dg_forward(s->bn1, y));
+    y = dg_advance(y, dg_relu(y));
+    y = dg_advance(y, dg_forward(s->maxpool, y));
+    for (int i = 0; i < 4; i++) y = dg_advance(y, dg_forward(s->layer[i], y));
+    y = dg_advance(y, dg_forward(s->avgpool, y));
+    y = dg_advance(y, dg_flatten(y, 1, -1));
+    return dg_advance(y, dg_forward(s->fc, y));
 }
 
 dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_params p) {
