@@ -2,7 +2,7 @@
  * weight [out_channels, in_channels/groups, k, k], bias [out_channels].
  * Default init as torch: weight kaiming_uniform(a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))
  * with fan_in = in_channels/groups * k * k. */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 #include <math.h>
 
 typedef struct { int64_t in, out; dg_conv2d_params conv; dg_tensor *weight, *bias; } conv_state;
@@ -23,6 +23,15 @@ static dg_tensor *conv_forward(dg_layer *self, const dg_tensor *x) {
                                   dg_shape_str(x, sh, sizeof sh), a ? "width" : "height", (long long)padded, (long long)span);
     }
     return dg_conv2d(x, s->weight, s->bias, s->conv);
+}
+
+bool dg_nn_conv2d_parts(const dg_layer *l, dg_conv2d_params *p, dg_tensor **weight, dg_tensor **bias) {
+    if (!l || strcmp(dg_layer_type(l), "Conv2d") != 0) return false;
+    conv_state *s = dg_layer_user(l);
+    *p = s->conv;
+    *weight = s->weight;
+    *bias = s->bias;
+    return true;
 }
 
 dg_layer *dg_nn_conv2d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {

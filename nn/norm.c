@@ -2,7 +2,7 @@
  * Parameters weight (ones) and bias (zeros) unless no_affine; buffers running_mean (zeros),
  * running_var (ones) and num_batches_tracked (i64 scalar) unless no_running_stats — the names,
  * shapes and update rules of torch, so state dicts load as they are. */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 
 typedef struct {
     int64_t c;
@@ -11,6 +11,20 @@ typedef struct {
     bool cumulative;
     dg_tensor *weight, *bias, *running_mean, *running_var, *num_batches_tracked;
 } bn_state;
+
+static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x);
+
+bool dg_nn_batch_norm_parts(const dg_layer *l, double *eps, dg_tensor **weight, dg_tensor **bias,
+                            dg_tensor **running_mean, dg_tensor **running_var) {
+    if (!l || strncmp(dg_layer_type(l), "BatchNorm", 9) != 0) return false;
+    bn_state *s = dg_layer_user(l);
+    *eps = s->eps;
+    *weight = s->weight;
+    *bias = s->bias;
+    *running_mean = s->running_mean;
+    *running_var = s->running_var;
+    return true;
+}
 
 static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x) {
     bn_state *s = dg_layer_user(self);

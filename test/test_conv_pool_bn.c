@@ -328,6 +328,39 @@ Test(max_pool, two_by_two_ties_nan_and_odd_sizes) {
     dg_scope_end(s);
 }
 
+/* The 3x3/stride-2/padding-1 fast path (ResNet's stem pool) against a direct loop, on odd and
+ * even sizes with a NaN: values, since the gradient goes through the generic path. */
+Test(max_pool, three_by_three_stride_two_matches_a_direct_loop) {
+    dg_scope *s = dg_scope_begin();
+    int sizes[4][2] = { { 7, 6 }, { 6, 7 }, { 2, 2 }, { 9, 9 } };
+    for (int c = 0; c < 4; c++) {
+        int H = sizes[c][0], W = sizes[c][1];
+        dg_tensor *x = dg_randn(DG_SHAPE(2, 3, H, W), DG_F32);
+        float *xv = dg_data(x);
+        if (c == 0) xv[1 * H * W + 2 * W + 3] = NAN;
+        dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} });
+        int OH = (H - 1) / 2 + 1, OW = (W - 1) / 2 + 1;
+        cr_assert(dg_dim(y, 2) == OH && dg_dim(y, 3) == OW);
+        const float *yv = dg_data(y);
+        for (int p = 0; p < 6; p++)
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++) {
+                    float m = -INFINITY;
+                    bool nan = false;
+                    for (int iy = 2 * oy - 1; iy <= 2 * oy + 1; iy++)
+                        for (int ix = 2 * ox - 1; ix <= 2 * ox + 1; ix++) {
+                            if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                            float v = xv[p * H * W + iy * W + ix];
+                            if (isnan(v)) nan = true; else if (v > m) m = v;
+                        }
+                    float got = yv[p * OH * OW + oy * OW + ox];
+                    if (nan) cr_assert(isnan(got), "%dx%d plane %d (%d,%d): NaN expected, got %g", H, W, p, oy, ox, got);
+                    else cr_assert_eq(got, m, "%dx%d plane %d (%d,%d): %g vs %g", H, W, p, oy, ox, got, m);
+                }
+    }
+    dg_scope_end(s);
+}
+
 Test(avg_pool, forward_hand_values) {
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_reshape(dg_arange(1, 10, 1, DG_F64), DG_SHAPE(1, 1, 3, 3));

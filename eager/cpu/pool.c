@@ -38,6 +38,11 @@ static bool is_2x2(const dg_pool2d_geom *g) {
     return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 &&
            2 * g->oh <= g->h && 2 * g->ow <= g->w && g->ow <= 4096;   /* the row buffer lives on the stack */
 }
+/* 3x3, stride 2, padding 1, floor output size (ResNet's stem pool) */
+static bool is_3x3s2(const dg_pool2d_geom *g) {
+    return g->kh == 3 && g->kw == 3 && g->sh == 2 && g->sw == 2 && g->ph == 1 && g->pw == 1 && g->h >= 2 && g->w >= 2 &&
+           g->oh == (g->h - 1) / 2 + 1 && g->ow == (g->w - 1) / 2 + 1 && g->w <= 8192;
+}
 static int64_t *pool_windows(const dg_pool2d_geom *g) {
     int64_t *w = malloc(sizeof *w * 2 * (size_t)(g->oh + g->ow));
     if (!w) return NULL;
@@ -118,9 +123,38 @@ static void max2x2_bwd_##SUF(const dg_pool2d_geom *g, const T *x, const T *gy, T
                                  gxp + 2 * oy * W, gxp + (2 * oy + 1) * W, OW);                    \
     }                                                                                              \
 }                                                                                                  \
+/* 3x3/stride-2/padding-1 forward (ResNet's stem pool): the window's value only, so the         \
+ * vertical max of up to three rows, then of three neighbouring columns, both vectorised;       \
+ * padding is never a candidate (edges take the columns/rows that exist). */                    \
+static void max3x3s2_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                        \
+    int64_t planes = g->n * g->c, H = g->h, W = g->w, OH = g->oh, OW = g->ow;                      \
+    _Pragma("omp parallel for if(planes * H * W >= DG_PAR_MIN) schedule(static)")                  \
+    for (int64_t p = 0; p < planes; p++) {                                                         \
+        T t[W];                                                                                    \
+        const T *xp = x + p * H * W; T *yp = y + p * OH * OW;                                      \
+        for (int64_t oy = 0; oy < OH; oy++) {                                                      \
+            int64_t y0 = 2 * oy - 1 < 0 ? 0 : 2 * oy - 1, y1 = 2 * oy + 1 < H - 1 ? 2 * oy + 1 : H - 1; \
+            const T *ra = xp + y0 * W;                                                             \
+            for (int64_t i = 0; i < W; i++) t[i] = ra[i];                                          \
+            for (int64_t r = y0 + 1; r <= y1; r++) {                                               \
+                const T *rr = xp + r * W;                                                          \
+                for (int64_t i = 0; i < W; i++) t[i] = nmax_##SUF(t[i], rr[i]);                    \
+            }                                                                                      \
+            T *yr = yp + oy * OW;                                                                  \
+            /* ox = 0 sees columns 0..1; the last may lack its right column */                     \
+            yr[0] = W > 1 ? nmax_##SUF(t[0], t[1]) : t[0];                                         \
+            int64_t last = (2 * (OW - 1) + 1 < W) ? OW - 1 : OW - 2;   /* last ox with 3 columns */ \
+            for (int64_t ox = 1; ox <= last; ox++)                                                 \
+                yr[ox] = nmax_##SUF(nmax_##SUF(t[2 * ox - 1], t[2 * ox]), t[2 * ox + 1]);          \
+            for (int64_t ox = last + 1 > 1 ? last + 1 : 1; ox < OW; ox++)                          \
+                yr[ox] = nmax_##SUF(t[2 * ox - 1], t[2 * ox]);                                     \
+        }                                                                                          \
+    }                                                                                              \
+}                                                                                                  \
 static void max_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                             \
     int64_t planes = g->n * g->c, hw = g->h * g->w, ohw = g->oh * g->ow;                           \
     if (is_2x2(g)) { max2x2_fwd_##SUF(g, x, y); return; }                                          \
+    if (is_3x3s2(g)) { max3x3s2_fwd_##SUF(g, x, y); return; }                                      \
     int64_t *win = pool_windows(g);   /* window bounds once, not per output and plane */        \
     _Pragma("omp parallel for if(planes * hw >= DG_PAR_MIN) schedule(static)")                     \
     for (int64_t p = 0; p < planes; p++) {                                                         \

@@ -2,7 +2,7 @@
  * deeper) with its exact module tree, parameter/buffer names and order, and its init
  * (kaiming_normal_ fan_out/relu for every conv, BatchNorm weight 1 / bias 0, Linear default).
  * Written on the public layer API like any user model: the blocks are custom layers. */
-#include "../../eager/internal.h"
+#include "../nn_internal.h"
 #include <dygraph/models.h>
 
 /* ---- helpers ---- */
@@ -49,17 +49,11 @@ static dg_tensor *block_forward(dg_layer *self, const dg_tensor *x) {
         return DG_LAYER_ERROR(self, "input %s must be [N, %lld, H, W]", dg_shape_str(x, sh, sizeof sh), (long long)in_c);
     /* each intermediate is released as soon as the next exists: in inference nothing else holds
      * it, in training the tape keeps what backward needs */
-    dg_tensor *out = dg_forward(s->conv1, x);
-    out = dg_advance(out, dg_forward(s->bn1, out));
-    out = dg_advance(out, dg_relu(out));
-    out = dg_advance(out, dg_forward(s->conv2, out));
-    out = dg_advance(out, dg_forward(s->bn2, out));
-    if (s->bottleneck) {
-        out = dg_advance(out, dg_relu(out));
-        out = dg_advance(out, dg_forward(s->conv3, out));
-        out = dg_advance(out, dg_forward(s->bn3, out));
-    }
-    dg_tensor *down = s->downsample ? dg_forward(s->downsample, x) : NULL;
+    dg_tensor *out = dg_nn_conv_bn(s->conv1, s->bn1, x, true);
+    out = dg_advance(out, dg_nn_conv_bn(s->conv2, s->bn2, out, s->bottleneck));
+    if (s->bottleneck) out = dg_advance(out, dg_nn_conv_bn(s->conv3, s->bn3, out, false));
+    dg_tensor *down = s->downsample ? dg_nn_conv_bn(dg_layer_child(s->downsample, 0), dg_layer_child(s->downsample, 1), x, false)
+                                    : NULL;
     out = dg_advance(out, dg_add(out, down ? down : x));
     dg_tensor_free(down);
     return dg_advance(out, dg_relu(out));
@@ -123,9 +117,7 @@ static dg_tensor *resnet_forward(dg_layer *self, const dg_tensor *x) {
     char sh[96];
     if (dg_ndim(x) != 4 || dg_dim(x, 1) != 3)
         return DG_LAYER_ERROR(self, "input %s must be [N, 3, H, W]", dg_shape_str(x, sh, sizeof sh));
-    dg_tensor *y = dg_forward(s->conv1, x);
-    y = dg_advance(y, dg_forward(s->bn1, y));
-    y = dg_advance(y, dg_relu(y));
+    dg_tensor *y = dg_nn_conv_bn(s->conv1, s->bn1, x, true);
     y = dg_advance(y, dg_forward(s->maxpool, y));
     for (int i = 0; i < 4; i++) y = dg_advance(y, dg_forward(s->layer[i], y));
     y = dg_advance(y, dg_forward(s->avgpool, y));

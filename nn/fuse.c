@@ -1,0 +1,29 @@
+/* nn/fuse.c — inference-time folding of Conv2d + BatchNorm (ResNet's every conv): in eval mode
+ * batch norm is an affine map per channel, so conv(x, w) + b followed by it is one convolution
+ * with w' = w * s and b' = beta + (b - running_mean) * s, s = gamma / sqrt(running_var + eps).
+ * That removes a full pass over every activation and its buffer. Training, or any pass that
+ * records gradients, runs the layers as they are. */
+#include "nn_internal.h"
+
+dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool relu) {
+    dg_conv2d_params cp;
+    dg_tensor *w, *b, *gamma, *beta, *rm, *rv;
+    double eps;
+    bool fold = !dg_is_grad_enabled() && !dg_layer_is_training(bn) && dg_nn_conv2d_parts(conv, &cp, &w, &b) &&
+                dg_nn_batch_norm_parts(bn, &eps, &gamma, &beta, &rm, &rv) && rm && rv;
+    if (!fold) {
+        dg_tensor *y = dg_forward(conv, x);
+        y = dg_advance(y, dg_forward(bn, y));
+        return relu ? dg_advance(y, dg_relu(y)) : y;
+    }
+    int64_t c = dg_numel(rm);
+    dg_scope *sc = dg_scope_begin();   /* the folded weight and shift die here */
+    dg_tensor *s = dg_rdiv_scalar(dg_sqrt(dg_add_scalar(rv, eps)), 1.0);   /* 1 / sqrt(var + eps) */
+    if (gamma) s = dg_mul(s, gamma);
+    dg_tensor *wf = dg_mul(w, dg_reshape(s, DG_SHAPE(c, 1, 1, 1)));
+    dg_tensor *shift = dg_mul(b ? dg_sub(b, rm) : dg_neg(rm), s);
+    if (beta) shift = dg_add(shift, beta);
+    dg_tensor *y = dg_keep_in_parent(dg_conv2d(x, wf, shift, cp));
+    dg_scope_end(sc);
+    return relu ? dg_advance(y, dg_relu(y)) : y;
+}

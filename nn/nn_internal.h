@@ -1,0 +1,18 @@
+/* nn/nn_internal.h — what files of nn/ read from each other's layers (not public): the
+ * settings the inference-time folding of nn/fuse.c needs. */
+#ifndef DG_NN_INTERNAL_H
+#define DG_NN_INTERNAL_H
+
+#include "../eager/internal.h"
+
+/* A Conv2d's convolution settings, weight and bias (NULL when none); false for another layer. */
+bool dg_nn_conv2d_parts(const dg_layer *l, dg_conv2d_params *p, dg_tensor **weight, dg_tensor **bias);
+/* A BatchNorm's eps, affine tensors (NULL when not affine) and running statistics (NULL when
+ * not tracked); false for another layer. */
+bool dg_nn_batch_norm_parts(const dg_layer *l, double *eps, dg_tensor **weight, dg_tensor **bias,
+                            dg_tensor **running_mean, dg_tensor **running_var);
+/* conv then bn (then ReLU when relu): in eval mode with gradients off, one convolution with
+ * the batch norm folded into its weight and bias; otherwise the two layers as they are. */
+dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool relu);
+
+#endif
