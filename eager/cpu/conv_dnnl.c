@@ -113,6 +113,18 @@ typedef struct mds {
     dnnl_dims_t strides, dil, pad_l, pad_r;
 } mds;
 
+/* Activation layout for the primitive: oneDNN's choice (nChw16c) when the channel counts are
+ * multiples of 16; otherwise channels-last, whose kernels handle a channel tail instead of
+ * padding 20 channels to 32 (the MNIST CNN's second conv: fwd+bwd 20.2 -> 13.1 ms per batch of
+ * 100). DG_DNNL_NHWC=0/1 overrides, for comparisons. */
+static dnnl_format_tag_t act_tag(const dg_conv2d_geom *g) {
+    int64_t ic = g->c / g->groups, oc = g->oc / g->groups;
+    const char *e = getenv("DG_DNNL_NHWC");
+    if (e) return atoi(e) ? dnnl_nhwc : dnnl_format_tag_any;
+    if (ic < 4 || (ic % 16 == 0 && oc % 16 == 0)) return dnnl_format_tag_any;   /* the RGB/gray input layer: as chosen */
+    return dnnl_nhwc;
+}
+
 static bool make_mds(const dg_conv2d_geom *g, mds *m) {
     int64_t G = g->groups;
     dnnl_dims_t src = { g->n, g->c, g->h, g->w }, dst = { g->n, g->oc, g->oh, g->ow };
@@ -122,8 +134,8 @@ static bool make_mds(const dg_conv2d_geom *g, mds *m) {
         dnnl_memory_desc_init_by_tag(&m->dst, 4, dst, dnnl_f32, dnnl_nchw) ||
         dnnl_memory_desc_init_by_tag(&m->wei, grouped ? 5 : 4, grouped ? wei5 : wei4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw) ||
         dnnl_memory_desc_init_by_tag(&m->bias, 1, b, dnnl_f32, dnnl_x) ||
-        dnnl_memory_desc_init_by_tag(&m->src_any, 4, src, dnnl_f32, dnnl_format_tag_any) ||
-        dnnl_memory_desc_init_by_tag(&m->dst_any, 4, dst, dnnl_f32, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&m->src_any, 4, src, dnnl_f32, act_tag(g)) ||
+        dnnl_memory_desc_init_by_tag(&m->dst_any, 4, dst, dnnl_f32, act_tag(g)) ||
         dnnl_memory_desc_init_by_tag(&m->wei_any, grouped ? 5 : 4, grouped ? wei5 : wei4, dnnl_f32, dnnl_format_tag_any) ||
         dnnl_memory_desc_init_by_tag(&m->bias_any, 1, b, dnnl_f32, dnnl_format_tag_any))
         return false;
