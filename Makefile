@@ -143,9 +143,9 @@ $(BUILD)/bin/mpi_worker: test/dist/workers/mpi_worker.c
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra $(MPI_CFLAGS) -o $@ $< $(shell mpicc --showme:link 2>/dev/null)
 
 # the launcher is plain POSIX: it does not link the library
-$(DGRUN): dist/launcher/dgrun.c
+$(DGRUN): $(wildcard dist/launcher/*.c dist/launcher/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -o $@ $<
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -o $@ $(wildcard dist/launcher/*.c)
 
 deps:
 	@sh scripts/deps.sh

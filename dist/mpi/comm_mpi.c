@@ -1,6 +1,6 @@
 /* dist/mpi/comm_mpi.c — the MPI transport (Open MPI): host buffers, collectives on a private
  * duplicate of MPI_COMM_WORLD so a program's own MPI traffic never interleaves with ours. MPI
- * is initialised here when the program has not done so, and then finalised at exit (mpirun
+ * is initialised here when the program has not done so, and then finalised when the process ends (mpirun
  * treats a rank that exits without MPI_Finalize as a failure). Counts above INT_MAX are sent in
  * pieces. MPI has no timeouts: a rank that dies makes mpirun stop the job. */
 #include "../dist_internal.h"

@@ -21,7 +21,8 @@ static const char *flag(int argc, char **argv, const char *name, const char *def
 #define FAIL(...) do { fprintf(stderr, "dist_equiv rank %d: ", dg_fleet_worker_index()); fprintf(stderr, __VA_ARGS__); \
                        fprintf(stderr, ": %s\n", dg_last_error()); return 1; } while (0)
 
-static int compare(const char *a, const char *b, double rtol) {
+/* Every parameter of a within rtol of b (relative to max(|b|, 1e-3, 1e-2 max|b|)); 0 when so. */
+static int expect_close(const char *a, const char *b, double rtol) {
     dg_tensor_dict *da = dg_load_safetensors(a), *db = dg_load_safetensors(b);
     if (!da || !db) { fprintf(stderr, "compare: %s\n", dg_last_error()); return 1; }
     int n = dg_tensor_dict_size(da), bad = 0;
@@ -58,7 +59,7 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 
 int main(int argc, char **argv) {
     const char *cmp = flag(argc, argv, "--compare", NULL);
-    if (cmp) return compare(cmp, argv[argc - 1], atof(flag(argc, argv, "--rtol", "1e-5")));
+    if (cmp) return expect_close(cmp, argv[argc - 1], atof(flag(argc, argv, "--rtol", "1e-5")));
     const char *model = flag(argc, argv, "--model", "linear"), *out = flag(argc, argv, "--out", NULL);
     int64_t B = atoll(flag(argc, argv, "--batch", "8"));
     int world_batch = atoi(flag(argc, argv, "--world-batch", "2"));   /* global batch = world_batch * B */

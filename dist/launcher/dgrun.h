@@ -1,0 +1,146 @@
+/* dist/launcher/dgrun.h — what the launcher's files share: limits, the supervisor's and the
+ * options' structs, and the functions each file offers the others. The launcher is plain POSIX
+ * + libc and does not link the library (dgrun.c says what it does). */
+#ifndef DG_DGRUN_H
+#define DG_DGRUN_H
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_LOCAL 1024         /* workers on one node: far above any GPU count or sane CPU split */
+#define MAX_NODES 4096
+#define STOP_GRACE_MS 5000     /* SIGTERM → SIGKILL: long enough to flush logs, short enough to notice */
+#define SHIM_FLAG "--worker-shim"
+
+typedef struct {
+    pid_t pid;        /* also the process group id: setpgid(pid, pid) at fork */
+    char *label;      /* "worker 1 (rank 1, pid 1234)", for messages */
+    char *log_path;   /* where to look, named in the failure message; NULL for mpirun */
+    bool reaped;
+    int status;
+} child;
+typedef struct {
+    child *kids;
+    int nkids;
+    int tee_fd;              /* read end of the first worker's output pipe, -1 when none */
+    int tee_log;             /* that worker's log */
+    const char *tee_log_path;
+    bool tee_terminal;       /* still copying to stdout (false after EPIPE) */
+    const char *fail_suffix; /* appended to the failure line: "; stopping the other workers" */
+    pid_t watch_ppid;        /* shim: stop everything when reparented (mpirun died), 0 = off */
+    bool announce_signals;   /* the launcher says why it stops; a shim told to stop by mpirun does not */
+    bool stopping, killed;
+    long long deadline;
+    int stop_signal;         /* the signal that stopped the supervisor itself, 0 = none */
+    int failed;              /* index of the first failed child, -1 = none */
+    bool has_children;       /* any process left below us: with a subreaper, "no descendants" */
+} supervisor;
+typedef struct {
+    const char *name;
+    char value[64];
+    const char *long_value; /* for values that do not fit (the endpoint list) */
+} env_var;
+typedef struct {
+    const char *gpus_text;   /* as given, for the configuration block; NULL = absent */
+    int *gpus;
+    int ngpus;
+    long nproc;              /* 0 = absent */
+    const char *ips_text;
+    char **ips;
+    int nips;
+    const char *node_ip;
+    int node_index;
+    long started_port;       /* 0 = absent */
+    const char *log_dir;
+    const char *mpirun;
+    char **prog;             /* program and its args, NULL-terminated (it is argv's tail) */
+    int nprog;
+} options;
+typedef struct {
+    int nlocal, world, first_rank;
+    int *ports;          /* per local index */
+    char **endpoint;     /* per rank */
+    char *endpoints;     /* comma-joined, rank order */
+} layout;
+
+extern int sig_pipe[2];
+extern const char *usage_text;
+
+/* util.c: errors, parsing, logs, signals */
+void die(int code, const char *fmt, ...);
+void usage_error(const char *fmt, ...);
+void *xmalloc(size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...);
+long parse_int(const char *s, long lo, long hi);
+char **split_commas(const char *list, int *count, int max);
+const char *signal_name(int sig);
+long long now_ms(void);
+bool write_all(int fd, const char *p, size_t n);
+void mkdir_p(const char *dir);
+int open_log(const char *log_dir, int rank, char **path_out);
+void on_signal(int sig);
+void install_signals(void);
+void child_reset_signals(const sigset_t *old_mask);
+/* supervise.c: children and their supervisor */
+void send_signal(pid_t target, int sig);
+void signal_children(int sig);
+void signal_all(supervisor *S, int sig);
+void begin_stop(supervisor *S);
+void report_failure(supervisor *S, int i);
+bool status_ok(int status);
+void reap(supervisor *S);
+void handle_signals(supervisor *S);
+int pump_tee(supervisor *S);
+void close_tee(supervisor *S);
+bool leaders_alive(const supervisor *S);
+int supervise(supervisor *S);
+pid_t spawn(char *const argv[], const env_var *env, int nenv, const char *unset, int out_fd, int pdeath_sig);
+/* options.c: command line, layout, what Paddle prints */
+const char *option_value(int argc, char **argv, int *i, const char *name);
+void parse_gpus(options *o, const char *text);
+void parse_ips(options *o, const char *text);
+void parse_options(options *o, int argc, char **argv);
+bool is_local_address(const char *ip, struct ifaddrs *ifs);
+void choose_node(options *o);
+void pick_free_ports(int n, int *ports);
+void make_layout(const options *o, layout *L);
+void free_layout(layout *L);
+void free_options(options *o);
+int worker_env(const options *o, const layout *L, int i, env_var *env);
+void write_endpoints_log(const char *log_dir, const layout *L);
+void print_py_list(char **items, int n);
+void print_configuration(const options *o);
+void print_env_row(const char *key, const char *value);
+void print_log_prefix(void);
+void print_envs(const options *o, const layout *L);
+/* dgrun.c: the two modes and the shim */
+int run_gpu_mode(const options *o, const layout *L);
+bool find_in_path(const char *prog);
+char *self_path(void);
+void check_cpu_mode(const options *o);
+int run_cpu_mode(const options *o, const layout *L);
+int env_index(const char *name, long max);
+int run_shim(int argc, char **argv);
+
+#endif
