@@ -29,7 +29,7 @@ typedef enum dg_binary_op {
     DG_BIN_GT, DG_BIN_EQ,          /* result dtype DG_BOOL */
     DG_BIN_AXPBY,                  /* p0 * a + p1 * b */
     /* backward helpers: a = upstream gradient, b = saved input (x) or output (y) */
-    DG_BIN_RELU_GRAD,              /* a * (b > 0)             b = x */
+    DG_BIN_RELU_GRAD,              /* a * (b > 0)             b = x or y (relu saves y) */
     DG_BIN_LEAKY_RELU_GRAD,        /* a * (b > 0 ? 1 : p0)    b = x */
     DG_BIN_SIGMOID_GRAD,           /* a * b * (1 - b)         b = y */
     DG_BIN_TANH_GRAD,              /* a * (1 - b*b)           b = y */

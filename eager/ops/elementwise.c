@@ -269,7 +269,10 @@ dg_tensor *dg_clip(const dg_tensor *a, double lo, double hi) {
     DG_CHECK(!(lo > hi), "clip: min %g is greater than max %g", lo, hi);
     return unary("clip", DG_UN_CLIP, a, lo, hi, clip_bw, SAVE_X);
 }
-dg_tensor *dg_relu(const dg_tensor *x) { return unary("relu", DG_UN_RELU, x, 0, 0, relu_bw, SAVE_X); }
+/* relu saves its output: y > 0 exactly where x > 0, and y is what the next layer keeps anyway,
+ * so the input (a batch norm's output, say) can be freed during the forward (as torch's
+ * inplace ReLU allows) */
+dg_tensor *dg_relu(const dg_tensor *x) { return unary("relu", DG_UN_RELU, x, 0, 0, relu_bw, SAVE_Y); }
 dg_tensor *dg_leaky_relu(const dg_tensor *x, double slope) { return unary("leaky_relu", DG_UN_LEAKY_RELU, x, slope, 0, leaky_bw, SAVE_X); }
 dg_tensor *dg_sigmoid(const dg_tensor *x) { return unary("sigmoid", DG_UN_SIGMOID, x, 0, 0, sigmoid_bw, SAVE_Y); }
 dg_tensor *dg_tanh(const dg_tensor *x) { return unary("tanh", DG_UN_TANH, x, 0, 0, tanh_bw, SAVE_Y); }
