@@ -328,8 +328,9 @@ Test(max_pool, two_by_two_ties_nan_and_odd_sizes) {
     dg_scope_end(s);
 }
 
-/* The 3x3/stride-2/padding-1 fast path (ResNet's stem pool) against a direct loop, on odd and
- * even sizes with a NaN: values, since the gradient goes through the generic path. */
+/* The 3x3/stride-2/padding-1 fast paths (ResNet's stem pool) against a direct loop, on odd and
+ * even sizes, with a NaN and with ties (values rounded to a few levels): values, and gradients
+ * routed to the row-major first maximum of each window (NaN first), summed where windows overlap. */
 Test(max_pool, three_by_three_stride_two_matches_a_direct_loop) {
     dg_scope *s = dg_scope_begin();
     int sizes[4][2] = { { 7, 6 }, { 6, 7 }, { 2, 2 }, { 9, 9 } };
@@ -337,26 +338,37 @@ Test(max_pool, three_by_three_stride_two_matches_a_direct_loop) {
         int H = sizes[c][0], W = sizes[c][1];
         dg_tensor *x = dg_randn(DG_SHAPE(2, 3, H, W), DG_F32);
         float *xv = dg_data(x);
+        for (int i = 0; i < 6 * H * W; i++) xv[i] = roundf(xv[i] * 2) / 2;   /* ties */
         if (c == 0) xv[1 * H * W + 2 * W + 3] = NAN;
+        dg_set_requires_grad(x, true);
         dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} });
+        cr_assert_eq(dg_backward(dg_sum_all(y)), 0, "%s", dg_last_error());
+        const float *gv = dg_data(dg_grad(x));
+        float *want = calloc((size_t)(6 * H * W), sizeof *want);
         int OH = (H - 1) / 2 + 1, OW = (W - 1) / 2 + 1;
         cr_assert(dg_dim(y, 2) == OH && dg_dim(y, 3) == OW);
         const float *yv = dg_data(y);
         for (int p = 0; p < 6; p++)
             for (int oy = 0; oy < OH; oy++)
                 for (int ox = 0; ox < OW; ox++) {
-                    float m = -INFINITY;
+                    float m = -INFINITY, wm = 0;
                     bool nan = false;
+                    int arg = -1;
                     for (int iy = 2 * oy - 1; iy <= 2 * oy + 1; iy++)
                         for (int ix = 2 * ox - 1; ix <= 2 * ox + 1; ix++) {
                             if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
                             float v = xv[p * H * W + iy * W + ix];
                             if (isnan(v)) nan = true; else if (v > m) m = v;
+                            /* the generic rule: row-major first maximum, the first NaN wins */
+                            if (arg < 0 || v > wm || (isnan(v) && !isnan(wm))) { wm = v; arg = iy * W + ix; }
                         }
+                    want[p * H * W + arg] += 1;
                     float got = yv[p * OH * OW + oy * OW + ox];
                     if (nan) cr_assert(isnan(got), "%dx%d plane %d (%d,%d): NaN expected, got %g", H, W, p, oy, ox, got);
                     else cr_assert_eq(got, m, "%dx%d plane %d (%d,%d): %g vs %g", H, W, p, oy, ox, got, m);
                 }
+        for (int i = 0; i < 6 * H * W; i++) cr_assert_eq(gv[i], want[i], "%dx%d grad[%d]: %g vs %g", H, W, i, gv[i], want[i]);
+        free(want);
     }
     dg_scope_end(s);
 }
