@@ -134,11 +134,11 @@ $(BUILD)/bin/%: test/dist/%.c $(STATIC)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
 # the launcher's test workers are plain programs (mpi_worker, an optional MPI check, needs mpicc)
-$(BUILD)/bin/%: test/dist/workers/%.c
+$(BUILD)/bin/%: test/dist/workers/%.c test/dist/workers/worker_env.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -o $@ $<
 
-$(BUILD)/bin/mpi_worker: test/dist/workers/mpi_worker.c
+$(BUILD)/bin/mpi_worker: test/dist/workers/mpi_worker.c test/dist/workers/worker_env.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra $(MPI_CFLAGS) -o $@ $< $(shell mpicc --showme:link 2>/dev/null)
 

@@ -152,7 +152,7 @@ bool gt_compare(const char *op, const char *what, const dg_tensor *cpu, const dg
 
 /* ---------------- op runner ---------------- */
 
-void gt_run_op_case(const gt_op_case *c, uint64_t seed) {
+void gt_expect_op_matches_cpu(const gt_op_case *c, uint64_t seed) {
     gt_gpu_begin();
     dg_scope *s = dg_scope_begin();
     dg_tensor *cin[GT_MAX_IN] = {0}, *gin[GT_MAX_IN] = {0};
@@ -271,7 +271,7 @@ static dg_tensor *layer_forward(const gt_layer_case *c, dg_layer *l, dg_tensor *
     return c->loss ? dg_loss_forward(l, x, label) : dg_forward(l, x);
 }
 
-void gt_run_layer_case(const gt_layer_case *c, uint64_t seed) {
+void gt_expect_layer_matches_cpu(const gt_layer_case *c, uint64_t seed) {
     gt_gpu_begin();
     /* both layers draw their initial values from the same stream position: the GPU's own init
      * must give the CPU's numbers (random init on the device) */

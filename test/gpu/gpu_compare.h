@@ -97,8 +97,10 @@ bool gt_compare(const char *op, const char *what, const dg_tensor *cpu, const dg
  * silently). */
 void gt_expect_on_gpu(const char *op, const char *what, const dg_tensor *t);
 
-void gt_run_op_case(const gt_op_case *c, uint64_t seed);
-void gt_run_layer_case(const gt_layer_case *c, uint64_t seed);
+/* Run one table row on the CPU and on gpu:0 and fail the test where values or gradients differ
+ * beyond the row's tolerances. */
+void gt_expect_op_matches_cpu(const gt_op_case *c, uint64_t seed);
+void gt_expect_layer_matches_cpu(const gt_layer_case *c, uint64_t seed);
 
 /* Layer helpers shared with the model tests: compare the state dicts of two same-structure
  * layers; copy the CPU layer's state into the GPU layer (bit-exact, through the host); compare

@@ -107,4 +107,4 @@ static const gt_op_case cases[] = {
     { "batch_norm eval [N,C]", f_bn_eval, 5, BN_IN(6, 8, 6), GT_EW, GT_RED },
 };
 
-GT_TABLE_TESTS(gpu_conv, cases, gt_run_op_case, 5000)
+GT_TABLE_TESTS(gpu_conv, cases, gt_expect_op_matches_cpu, 5000)

@@ -121,4 +121,4 @@ static const gt_op_case cases[] = {
     { "log_softmax large logits", f_log_softmax_big, 1, IN(G(4, 33)), GT_RED, GT_RED },
 };
 
-GT_TABLE_TESTS(gpu_elementwise, cases, gt_run_op_case, 1000)
+GT_TABLE_TESTS(gpu_elementwise, cases, gt_expect_op_matches_cpu, 1000)

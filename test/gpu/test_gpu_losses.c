@@ -78,4 +78,4 @@ static const gt_op_case cases[] = {
     { "accuracy top-3 labels [N,1]", f_acc3, 2, IN(C(-1, 1, 50, 10), LAB(10, 50, 1)), GT_EXACT, GT_EXACT },
 };
 
-GT_TABLE_TESTS(gpu_losses, cases, gt_run_op_case, 4000)
+GT_TABLE_TESTS(gpu_losses, cases, gt_expect_op_matches_cpu, 4000)

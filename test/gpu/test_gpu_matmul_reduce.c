@@ -103,4 +103,4 @@ static const gt_op_case cases[] = {
     { "argmin axis 0 keepdim", f_argmin_0k, 1, IN(G(8, 5)), GT_EXACT, GT_EXACT },
 };
 
-GT_TABLE_TESTS(gpu_matmul_reduce, cases, gt_run_op_case, 2000)
+GT_TABLE_TESTS(gpu_matmul_reduce, cases, gt_expect_op_matches_cpu, 2000)

@@ -139,4 +139,4 @@ static const gt_layer_case cases[] = {
     LOSS("BCEWithLogitsLoss none", m_bce_none, X(5, 4), PROB(5, 4)),
 };
 
-GT_TABLE_TESTS(gpu_nn, cases, gt_run_layer_case, 8000)
+GT_TABLE_TESTS(gpu_nn, cases, gt_expect_layer_matches_cpu, 8000)

@@ -93,4 +93,4 @@ static const gt_op_case cases[] = {
     { "zeros_like + ones_like", f_zeros_like, 1, IN(G(3, 4)), GT_EXACT, GT_EXACT },
 };
 
-GT_TABLE_TESTS(gpu_random, cases, gt_run_op_case, 6000)
+GT_TABLE_TESTS(gpu_random, cases, gt_expect_op_matches_cpu, 6000)

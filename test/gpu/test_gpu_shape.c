@@ -115,4 +115,4 @@ static const gt_op_case cases[] = {
     { "scale_", f_scale_, 1, IN(C(5, 7)), GT_EW, GT_EW },
 };
 
-GT_TABLE_TESTS(gpu_shape, cases, gt_run_op_case, 3000)
+GT_TABLE_TESTS(gpu_shape, cases, gt_expect_op_matches_cpu, 3000)

@@ -1,7 +1,6 @@
 /* test/dist/workers/env_worker.c — a worker for launcher_test.sh that prints the trainer
  * environment dgrun gave it, so the test can check every rank's view of the world. */
-#include <stdio.h>
-#include <stdlib.h>
+#include "worker_env.h"
 
 static const char *get(const char *name) {
     const char *v = getenv(name);
@@ -9,6 +8,7 @@ static const char *get(const char *name) {
 }
 
 int main(int argc, char **argv) {
+    if (!expect_rank("env_worker", NULL, NULL)) return 2;
     static const char *names[] = {"PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS",
                                   "PADDLE_CURRENT_ENDPOINT", "PADDLE_LOCAL_RANK", "FLAGS_selected_gpus"};
     printf("rank: %s\n", get("PADDLE_TRAINER_ID"));

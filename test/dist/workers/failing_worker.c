@@ -1,8 +1,7 @@
 /* test/dist/workers/failing_worker.c — a worker for launcher_test.sh whose rank 1 exits with
  * status 3 after a moment, while the other ranks keep "training" (for up to 60 s) until the
  * launcher stops them. usage: failing_worker [PIDFILE_PREFIX] */
-#include <stdio.h>
-#include <stdlib.h>
+#include "worker_env.h"
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,11 +12,8 @@ static void nap_ms(long ms) {
 }
 
 int main(int argc, char **argv) {
-    const char *id = getenv("PADDLE_TRAINER_ID");
-    if (!id) {
-        fprintf(stderr, "failing_worker: PADDLE_TRAINER_ID is not set\n");
-        return 2;
-    }
+    const char *id = expect_rank("failing_worker", NULL, NULL);
+    if (!id) return 2;
     if (argc > 1) {
         char path[4096];
         snprintf(path, sizeof path, "%s.%s", argv[1], id);

@@ -3,8 +3,7 @@
  * form ONE MPI world whose ranks agree with PADDLE_TRAINER_ID / PADDLE_TRAINERS_NUM.
  * Built with mpicc (Open MPI); the test skips this check when it was not built. */
 #include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include "worker_env.h"
 
 int main(int argc, char **argv) {
     if (MPI_Init(&argc, &argv) != MPI_SUCCESS) {
@@ -14,13 +13,14 @@ int main(int argc, char **argv) {
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const char *id = getenv("PADDLE_TRAINER_ID"), *num = getenv("PADDLE_TRAINERS_NUM");
+    int env_rank = -1, env_world = 0;
+    const char *id = expect_rank("mpi_worker", &env_rank, &env_world);
     int mine = rank + 1, sum = 0;
     /* a collective only completes if every rank is in the same world */
     MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    int ok = id && num && atoi(id) == rank && atoi(num) == size && sum == size * (size + 1) / 2;
-    printf("mpi rank %d of %d, PADDLE_TRAINER_ID=%s PADDLE_TRAINERS_NUM=%s allreduce=%d %s\n", rank, size,
-           id ? id : "<unset>", num ? num : "<unset>", sum, ok ? "ok" : "MISMATCH");
+    int ok = id && env_rank == rank && env_world == size && sum == size * (size + 1) / 2;
+    printf("mpi rank %d of %d, PADDLE_TRAINER_ID=%d PADDLE_TRAINERS_NUM=%d allreduce=%d %s\n", rank, size,
+           env_rank, env_world, sum, ok ? "ok" : "MISMATCH");
     fflush(stdout);
     MPI_Finalize();
     return ok ? 0 : 1;

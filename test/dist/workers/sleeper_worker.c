@@ -2,8 +2,7 @@
  * to PIDFILE_PREFIX.<rank> (so the test can kill one rank), then prints `step:N loss:[..]` lines
  * like a training loop until killed, or gives up after STEPS steps of 100 ms so a broken launcher
  * cannot leave it running forever. usage: sleeper_worker PIDFILE_PREFIX [STEPS] */
-#include <stdio.h>
-#include <stdlib.h>
+#include "worker_env.h"
 #include <time.h>
 #include <unistd.h>
 
@@ -12,10 +11,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s PIDFILE_PREFIX [STEPS]\n", argv[0]);
         return 2;
     }
-    const char *id = getenv("PADDLE_TRAINER_ID");
+    const char *id = expect_rank("sleeper_worker", NULL, NULL);
+    if (!id) return 2;
     int steps = argc > 2 ? atoi(argv[2]) : 600;
     char path[4096];
-    snprintf(path, sizeof path, "%s.%s", argv[1], id ? id : "x");
+    snprintf(path, sizeof path, "%s.%s", argv[1], id);
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
