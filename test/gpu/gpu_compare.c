@@ -152,6 +152,21 @@ bool gt_compare(const char *op, const char *what, const dg_tensor *cpu, const dg
 
 /* ---------------- op runner ---------------- */
 
+/* Backward on both devices from the same random upstream gradient (drawn on the CPU from seed),
+ * so every output element weighs differently; fails the test if either backward fails. */
+static void backward_both(const char *name, dg_tensor *yc, dg_tensor *yg, uint64_t seed) {
+    gt_use("cpu");
+    dg_manual_seed(seed);
+    dg_tensor *wc = dg_uniform(dg_shape_of(yc), 0.5, 1.5, dg_dtype_of(yc));
+    cr_assert(wc, "%s: upstream gradient: %s", name, dg_last_error());
+    dg_tensor *wg = gt_to_gpu(wc, false, name);
+    cr_assert_eq(dg_backward_ext(yc, (dg_backward_params){ .grad_output = wc }), 0, "%s: CPU backward failed: %s",
+                 name, dg_last_error());
+    gt_use(gt_dut_name());
+    cr_assert_eq(dg_backward_ext(yg, (dg_backward_params){ .grad_output = wg }), 0, "%s: GPU backward failed: %s",
+                 name, dg_last_error());
+}
+
 void gt_expect_op_matches_cpu(const gt_op_case *c, uint64_t seed) {
     gt_gpu_begin();
     dg_scope *s = dg_scope_begin();
@@ -178,17 +193,7 @@ void gt_expect_op_matches_cpu(const gt_op_case *c, uint64_t seed) {
 
     if (dg_requires_grad(yc)) {
         cr_assert(dg_requires_grad(yg), "%s: the CPU output requires grad, the GPU output does not", c->name);
-        /* a random upstream gradient, so every output element weighs differently */
-        gt_use("cpu");
-        dg_manual_seed(seed + 2);
-        dg_tensor *wc = dg_uniform(dg_shape_of(yc), 0.5, 1.5, dg_dtype_of(yc));
-        cr_assert(wc, "%s: upstream gradient: %s", c->name, dg_last_error());
-        dg_tensor *wg = gt_to_gpu(wc, false, c->name);
-        cr_assert_eq(dg_backward_ext(yc, (dg_backward_params){ .grad_output = wc }), 0, "%s: CPU backward failed: %s",
-                     c->name, dg_last_error());
-        gt_use(gt_dut_name());
-        cr_assert_eq(dg_backward_ext(yg, (dg_backward_params){ .grad_output = wg }), 0, "%s: GPU backward failed: %s",
-                     c->name, dg_last_error());
+        backward_both(c->name, yc, yg, seed + 2);
         for (int i = 0; i < c->n_in; i++) {
             if (!grad[i]) continue;
             char what[32];
@@ -335,16 +340,7 @@ void gt_expect_layer_matches_cpu(const gt_layer_case *c, uint64_t seed) {
 
     if (dg_requires_grad(yc)) {
         cr_assert(dg_requires_grad(yg), "%s: the CPU output requires grad, the GPU output does not", c->name);
-        gt_use("cpu");
-        dg_manual_seed(seed + 4);
-        dg_tensor *wc = dg_uniform(dg_shape_of(yc), 0.5, 1.5, dg_dtype_of(yc));
-        cr_assert(wc, "%s: upstream gradient: %s", c->name, dg_last_error());
-        dg_tensor *wg = gt_to_gpu(wc, false, c->name);
-        cr_assert_eq(dg_backward_ext(yc, (dg_backward_params){ .grad_output = wc }), 0, "%s: CPU backward failed: %s",
-                     c->name, dg_last_error());
-        gt_use(gt_dut_name());
-        cr_assert_eq(dg_backward_ext(yg, (dg_backward_params){ .grad_output = wg }), 0, "%s: GPU backward failed: %s",
-                     c->name, dg_last_error());
+        backward_both(c->name, yc, yg, seed + 4);
         if (xgrad) {
             cr_expect((dg_grad(xc) == NULL) == (dg_grad(xg) == NULL), "%s: input gradient on one device only", c->name);
             if (dg_grad(xc) && dg_grad(xg)) gt_compare(c->name, "grad of input", dg_grad(xc), dg_grad(xg), c->grad);
