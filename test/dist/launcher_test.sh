@@ -210,8 +210,11 @@ for mode in "--nproc_per_node 2" "--gpus 0,1"; do
     run_dgrun $mode --log_dir "$TMP/log7" "$TMP/no_such_program"
     [[ $RC -ne 0 && $RC -ne 124 ]] || fail "$mode: unexecutable program: dgrun exited $RC"
     grep -q "worker [0-9] (.*) exited with status 127" "$TMP/err" || fail "$mode: stderr does not name the worker"
-    grep -q "cannot execute '$TMP/no_such_program': No such file or directory" "$TMP/log7/workerlog.0" \
-        || fail "$mode: workerlog.0 does not say why"
+    # the worker dgrun names is the one that failed first; the others may have been stopped
+    # before they got as far as exec, so only the named worker's log must say why
+    named=$(sed -n 's/.*worker \([0-9]\) (.*) exited with status 127.*/\1/p' "$TMP/err" | head -n 1)
+    grep -q "cannot execute '$TMP/no_such_program': No such file or directory" "$TMP/log7/workerlog.$named" \
+        || fail "$mode: workerlog.$named (the worker named on stderr) does not say why"
     no_orphans "unexecutable program ($mode)"
 done
 pass "7. an unexecutable program: the log says why, dgrun exits non-zero naming the worker"
