@@ -48,6 +48,7 @@ typedef struct dg_conv2d_geom {
     int64_t oc, kh, kw;          /* weight [oc, c/groups, kh, kw] */
     int64_t oh, ow;              /* output */
     int sh, sw, ph, pw, dh, dw, groups;
+    int relu;                    /* forward only: ReLU on the output (inference fusion, never recorded) */
 } dg_conv2d_geom;
 
 typedef struct dg_pool2d_geom {

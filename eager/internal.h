@@ -93,6 +93,11 @@ int64_t dg_shape_numel(const int64_t *shape, int ndim);
 /* Small-block cache (eager/block_cache.c): 64-byte aligned, freed from any thread. */
 void *dg_block_alloc(size_t n);
 void dg_block_free(void *p);
+/* Blocks above 256 KB (eager/large_blocks.c), behind dg_block_alloc; the CPU's memory stats. */
+void *dg_large_alloc(size_t total, size_t *size_out);
+void dg_large_free(void *p, size_t size);
+int dg_large_stats(dg_memory_stats *out);
+int dg_large_release_free(void);
 
 void *dg_tensor_ptr(const dg_tensor *t);   /* storage data + offset, host address space of its backend */
 const struct dg_backend *dg_backend_of(const dg_tensor *t);
@@ -118,6 +123,10 @@ void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 
 /* ---- threads ---- */
 int dg_threads(void);
+
+/* ---- fused ops for passes without gradients (eager/ops/) ---- */
+/* relu(conv2d(x, w, b)) in one pass; an error when any input would record a gradient. */
+dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,9 @@
 /* nn/fuse.c — inference-time folding of Conv2d + BatchNorm (ResNet's every conv): in eval mode
  * batch norm is an affine map per channel, so conv(x, w) + b followed by it is one convolution
  * with w' = w * s and b' = beta + (b - running_mean) * s, s = gamma / sqrt(running_var + eps).
- * That removes a full pass over every activation and its buffer. Training, or any pass that
- * records gradients, runs the layers as they are. */
+ * That removes a full pass over every activation and its buffer; a ReLU after it rides on the
+ * convolution's output pass too (so the convolution's output and the ReLU's never coexist).
+ * Training, or any pass that records gradients, runs the layers as they are. */
 #include "nn_internal.h"
 
 dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool relu) {
@@ -23,7 +24,7 @@ dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool 
     dg_tensor *wf = dg_mul(w, dg_reshape(s, DG_SHAPE(c, 1, 1, 1)));
     dg_tensor *shift = dg_mul(b ? dg_sub(b, rm) : dg_neg(rm), s);
     if (beta) shift = dg_add(shift, beta);
-    dg_tensor *y = dg_keep_in_parent(dg_conv2d(x, wf, shift, cp));
+    dg_tensor *y = dg_keep_in_parent(relu ? dg_conv2d_relu_nograd(x, wf, shift, cp) : dg_conv2d(x, wf, shift, cp));
     dg_scope_end(sc);
-    return relu ? dg_advance(y, dg_relu(y)) : y;
+    return y;
 }

@@ -43,3 +43,81 @@ Test(memory, ten_thousand_steps_flat) {
     for (int i = 0; i < 4; i++) dg_tensor_free(p[i]);
     cr_assert_eq(dg_live_tensors(), 0);
 }
+
+/* ---- the CPU pool for blocks above 256 KB (eager/large_blocks.c) ---- */
+
+static dg_memory_stats cpu_stats(void) {
+    dg_memory_stats m;
+    cr_assert_eq(dg_memory_stats_get(dg_cpu(), &m), 0, "%s", dg_last_error());
+    return m;
+}
+
+/* A freed range serves smaller blocks (split) and, merged with its freed neighbour, a bigger one:
+ * the pool does not grow for sizes that fit in what was freed. */
+Test(memory, cpu_pool_splits_and_merges_freed_ranges) {
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("under AddressSanitizer every block goes to the system");
+#endif
+    dg_tensor *big = dg_zeros(DG_SHAPE(25 << 20), DG_F32);          /* 100 MB */
+    cr_assert_not_null(big, "%s", dg_last_error());
+    dg_memory_stats a = cpu_stats();
+    cr_assert_geq(a.allocated, (size_t)100 << 20);
+    dg_tensor_free(big);
+    dg_memory_stats b = cpu_stats();
+    cr_assert_eq(b.allocated, a.allocated - ((size_t)100 << 20) - 4096, "freed: %zu of %zu left", b.allocated, a.allocated);
+    dg_tensor *part[4];
+    for (int i = 0; i < 4; i++) part[i] = dg_ones(DG_SHAPE(6 << 20), DG_F32);   /* 4 x 24 MB inside the freed 100 MB */
+    dg_memory_stats c = cpu_stats();
+    cr_assert_eq(c.device_mallocs, b.device_mallocs, "smaller blocks grew the pool (%llu -> %llu)",
+                 (unsigned long long)b.device_mallocs, (unsigned long long)c.device_mallocs);
+    for (int i = 0; i < 4; i++) cr_assert_eq(dg_item(dg_sum(part[i], NULL, 0, false)), 6 << 20, "block %d holds its own data", i);
+    dg_tensor_free(part[1]);
+    dg_tensor_free(part[2]);
+    dg_tensor *merged = dg_ones(DG_SHAPE(12 << 20), DG_F32);           /* 48 MB: only the two freed neighbours together */
+    cr_assert_eq(cpu_stats().device_mallocs, b.device_mallocs, "the merged neighbours were not reused");
+    cr_assert_eq(dg_item(dg_sum(part[0], NULL, 0, false)) + dg_item(dg_sum(part[3], NULL, 0, false)), 12 << 20,
+                 "the neighbours of the reused range are intact");
+    dg_tensor_free(merged);
+    dg_tensor_free(part[0]);
+    dg_tensor_free(part[3]);
+    cr_assert_eq(cpu_stats().allocated, b.allocated);
+    cr_assert_eq(dg_empty_cache(dg_cpu()), 0);
+    cr_assert_eq(cpu_stats().reserved, cpu_stats().allocated, "empty_cache gives back every free page");
+}
+
+/* A convolutional training loop asks for the same blocks every step: after the first steps the
+ * pool neither grows nor keeps more live bytes at the end of a step than after step 2. */
+Test(memory, conv_training_loop_keeps_the_cpu_pool_flat) {
+#ifdef __SANITIZE_ADDRESS__
+    cr_skip_test("under AddressSanitizer every block goes to the system");
+#endif
+    dg_manual_seed(4);
+    dg_layer *net = dg_mnist_cnn();
+    int n;
+    dg_tensor **p = dg_layer_parameters(net, &n);
+    dg_optimizer *opt = dg_adam(p, n, (dg_adam_params){ .lr = 1e-3 });
+    free(p);
+    dg_tensor *x = dg_randn(DG_SHAPE(64, 1, 28, 28), DG_F32);
+    int64_t lab[64];
+    for (int i = 0; i < 64; i++) lab[i] = i % 10;
+    dg_tensor *y = dg_from_data(DG_SHAPE(64), DG_I64, lab);
+    dg_memory_stats after2 = {0};
+    for (int step = 1; step <= 20; step++) {
+        dg_scope *s = dg_scope_begin();
+        dg_tensor *loss = dg_cross_entropy(dg_forward(net, x), y);
+        cr_assert(loss && dg_backward(loss) == 0 && dg_optimizer_step(opt) == 0, "step %d: %s", step, dg_last_error());
+        dg_optimizer_clear_grad(opt);
+        dg_scope_end(s);
+        dg_memory_stats m = cpu_stats();
+        if (step == 2) after2 = m;
+        if (step > 2) {
+            cr_assert_eq(m.device_mallocs, after2.device_mallocs, "step %d grew the pool", step);
+            cr_assert_eq(m.allocated, after2.allocated, "step %d ends with %zu live bytes, step 2 with %zu", step, m.allocated, after2.allocated);
+        }
+    }
+    cr_assert_gt(after2.peak_allocated, (size_t)10 << 20, "the activations (%zu bytes at peak) went through the pool", after2.peak_allocated);
+    dg_optimizer_free(opt);
+    dg_layer_free(net);
+    dg_tensor_free(x);
+    dg_tensor_free(y);
+}

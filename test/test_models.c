@@ -614,6 +614,44 @@ Test(models, resnet18_train_step_reaches_every_parameter) {
     cr_assert_eq(dg_live_tensors(), live0, "%zd tensors left after layer_free", (ssize_t)(dg_live_tensors() - live0));
 }
 
+/* ---------------- inference folding (nn/fuse.c) ---------------- */
+
+/* In eval mode without gradients every Conv2d+BatchNorm(+ReLU) of ResNet18 runs as one
+ * convolution with the ReLU fused into it; with gradients on, the same model runs the layers as
+ * they are. Both must give the same logits, with running statistics far from 0 and 1 so the
+ * folding is not trivially the identity. */
+static void expect_folded_inference_equals_layers(void) {
+    size_t live0 = dg_live_tensors();
+    dg_manual_seed(5);
+    dg_layer *m = dg_resnet18((dg_resnet_params){ .num_classes = 10 });
+    cr_assert_not_null(m, "%s", dg_last_error());
+    dg_tensor *x = dg_randn(DG_SHAPE(3, 3, 64, 64), DG_F32);
+    dg_scope *s = dg_scope_begin();
+    dg_no_grad_begin();
+    for (int i = 0; i < 3; i++) dg_forward(m, dg_add_scalar(dg_mul_scalar(x, 2.0 + i), 0.5 * i));   /* moves the running stats */
+    dg_no_grad_end();
+    dg_scope_end(s);
+    dg_layer_eval(m);
+    dg_no_grad_begin();
+    dg_tensor *folded = dg_forward(m, x);
+    dg_no_grad_end();
+    dg_tensor *layers = dg_forward(m, x);   /* parameters require grad: no folding */
+    cr_assert(folded && layers, "%s", dg_last_error());
+    double e = max_rel_err(folded, layers, 1e-2);
+    cr_assert(e <= 1e-4, "folded inference differs from the layers: max rel err %g", e);
+    cr_assert(max_abs(folded) > 1e-3, "logits are not all zero");
+    dg_tensor_free(folded);
+    dg_tensor_free(layers);
+    dg_tensor_free(x);
+    dg_layer_free(m);
+    cr_assert_eq(dg_live_tensors(), live0, "%zd tensors left", (ssize_t)(dg_live_tensors() - live0));
+}
+Test(models, folded_inference_equals_layers) { expect_folded_inference_equals_layers(); }
+Test(models, folded_inference_equals_layers_im2col) {
+    setenv("DG_CPU_CONV", "im2col", 1);   /* read once per process: the fallback's fused ReLU */
+    expect_folded_inference_equals_layers();
+}
+
 /* ---------------- bad configurations and inputs ---------------- */
 
 Test(models, bad_configuration_and_input) {

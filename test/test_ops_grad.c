@@ -63,6 +63,9 @@ Test(forward, unary_values) {
     double v[4] = {-2, -0.5, 0.5, 2};
     dg_tensor *x = dg_from_data(DG_SHAPE(4), DG_F64, v);
     cr_assert_float_eq(dg_get(dg_relu(x), (int64_t[]){0}), 0.0, 0);
+    /* NaN stays NaN, as torch.relu (and oneDNN's fused ReLU in inference) */
+    cr_assert(isnan(dg_item(dg_relu(dg_scalar(NAN, DG_F64)))));
+    cr_assert(isnan(dg_item(dg_relu(dg_scalar(NAN, DG_F32)))));
     cr_assert_float_eq(dg_get(dg_leaky_relu(x, 0.1), (int64_t[]){0}), -0.2, 1e-12);
     cr_assert_float_eq(dg_get(dg_sigmoid(x), (int64_t[]){3}), 1 / (1 + exp(-2.0)), 1e-12);
     cr_assert_float_eq(dg_get(dg_tanh(x), (int64_t[]){1}), tanh(-0.5), 1e-12);

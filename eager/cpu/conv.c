@@ -151,6 +151,7 @@ static int conv_image(const dg_conv2d_geom *g, dg_dtype dt, const char *x, const
 /* oneDNN's primitives first for f32 (eager/cpu/conv_dnnl.c); DG_CPU_CONV=im2col keeps to the
  * code below (for comparisons). */
 int dg_dnnl_conv2d(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *);
+int dg_cpu_unary(dg_unary_op, const dg_tensor *, dg_tensor *, double, double);
 int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *);
 int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *, dg_tensor *);
 static bool use_dnnl(void) {
@@ -182,6 +183,7 @@ int dg_cpu_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *
             rc = my;
         }
     }
+    if (!rc && g->relu) rc = dg_cpu_unary(DG_UN_RELU, y, y, 0, 0);
     return report(rc, "conv2d");
 }
 

@@ -3,9 +3,9 @@
  * fallback. oneDNN's fast kernels want blocked layouts (nChw16c, OIhw16i16o, ...): tensors stay
  * NCHW/OIHW in dygraph, so each call reorders its operands into the layouts the primitive asked
  * for and its result back. Primitives, memory objects and reorders are made once per geometry
- * and kept in a small table; the blocked copies and oneDNN's scratchpad live in buffers shared
- * by all geometries (calls run one at a time: the table lock is held through execution), so
- * memory is the largest single convolution's, not the sum over layers. */
+ * and kept in a small table; the blocked copies and oneDNN's scratchpad are taken from the
+ * block pool for the call and given back after it, so between convolutions they hold nothing and
+ * a steady loop gets the same ranges back every step (no page faults). */
 #include "../backend.h"
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
@@ -16,16 +16,20 @@ static dnnl_engine_t g_eng;
 static dnnl_stream_t g_strm;
 static bool g_broken;                 /* engine creation failed once: always fall back */
 
+/* one call's buffers (calls run one at a time: g_lock is held through execution) */
 enum { BUF_A, BUF_B, BUF_C, BUF_SCRATCH, NBUF };
 static void *g_buf[NBUF];
 static size_t g_buf_size[NBUF];
 
 static void *buffer(int i, size_t n) {
     if (n <= g_buf_size[i]) return g_buf[i];
-    free(g_buf[i]);
-    g_buf[i] = aligned_alloc(64, (n + 63) / 64 * 64);
+    dg_block_free(g_buf[i]);
+    g_buf[i] = dg_block_alloc(n);
     g_buf_size[i] = g_buf[i] ? n : 0;
     return g_buf[i];
+}
+static void release_buffers(void) {
+    for (int i = 0; i < NBUF; i++) { dg_block_free(g_buf[i]); g_buf[i] = NULL; g_buf_size[i] = 0; }
 }
 
 /* ---- one operand: the user's plain memory and, when the primitive wants another layout, a
@@ -165,10 +169,21 @@ static bool finish_direction(direction *d) {
 static bool make_fwd(entry *e, const mds *m) {
     direction *d = &e->fwd;
     dnnl_convolution_desc_t cd;
-    if (dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct, &m->src_any, &m->wei_any,
+    /* a fused ReLU only happens in passes without gradients: inference kernels then */
+    dnnl_prop_kind_t prop = e->g.relu ? dnnl_forward_inference : dnnl_forward_training;
+    if (dnnl_dilated_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct, &m->src_any, &m->wei_any,
                                                    e->bias ? &m->bias_any : NULL, &m->dst_any, m->strides, m->dil, m->pad_l, m->pad_r))
         return false;
     dnnl_primitive_attr_t attr = user_scratchpad_attr();
+    if (!attr) return false;
+    if (e->g.relu) {
+        dnnl_post_ops_t po = NULL;
+        bool ok = dnnl_post_ops_create(&po) == dnnl_success &&
+                  dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success &&
+                  dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+        if (po) dnnl_post_ops_destroy(po);
+        if (!ok) { dnnl_primitive_attr_destroy(attr); return false; }
+    }
     dnnl_status_t st = dnnl_primitive_desc_create(&d->pd, &cd, attr, g_eng, NULL);
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success) return false;
@@ -282,35 +297,60 @@ static bool execute(direction *d, int arg0, int arg1, int arg2, int bias_arg, bo
            dnnl_stream_wait(g_strm) == dnnl_success;
 }
 
+/* Images per call for the two directions that are independent per image (forward, backward
+ * data): a large batch runs in chunks whose activations (input + output) stay under 16 MB, so
+ * the blocked copies and the shared buffers holding them stay that size too (ResNet18's stem at
+ * batch 32, 224x224, would otherwise keep a 103 MB blocked copy of its output for the life of
+ * the process). Chunks are equal but for the last. */
+#define CHUNK_BYTES ((size_t)16 << 20)
+static int64_t chunk_images(const dg_conv2d_geom *g) {
+    size_t per = (size_t)(g->c * g->h * g->w + g->oc * g->oh * g->ow) * sizeof(float);
+    int64_t pieces = (int64_t)((per * (size_t)g->n + CHUNK_BYTES - 1) / CHUNK_BYTES);
+    if (pieces < 1) pieces = 1;
+    if (pieces > g->n) pieces = g->n;
+    return (g->n + pieces - 1) / pieces;
+}
+
 /* ---- entries (return 1 when done, 0 when the caller should fall back, negative on error) ---- */
 int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {
     if (x->dtype != DG_F32 || g->n == 0) return 0;
+    int64_t nb = chunk_images(g), xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
+    float *xp = dg_tensor_ptr(x), *yp = dg_tensor_ptr(y);
+    bool ok = true;
     pthread_mutex_lock(&g_lock);
-    entry *e = lookup(g, b != NULL, 0);
-    bool ok = e != NULL;
-    if (ok) {
-        direction *d = &e->fwd;
-        ok = bind_scratch(d) && operand_bind(&d->op[0], dg_tensor_ptr(x), true) && operand_bind(&d->op[1], dg_tensor_ptr(w), true) &&
-             operand_bind(&d->op[2], dg_tensor_ptr(y), false) &&
+    for (int64_t n0 = 0; n0 < g->n && ok; n0 += nb) {
+        dg_conv2d_geom cg = *g;
+        cg.n = g->n - n0 < nb ? g->n - n0 : nb;
+        entry *e = lookup(&cg, b != NULL, 0);
+        direction *d = e ? &e->fwd : NULL;
+        ok = d && bind_scratch(d) && operand_bind(&d->op[0], xp + n0 * xs, true) && operand_bind(&d->op[1], dg_tensor_ptr(w), true) &&
+             operand_bind(&d->op[2], yp + n0 * ys, false) &&
              (!b || dnnl_memory_set_data_handle(d->bias, dg_tensor_ptr(b)) == dnnl_success) &&
              execute(d, DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS, b != NULL);
     }
+    release_buffers();
     pthread_mutex_unlock(&g_lock);
+    /* a failure after the first chunk leaves y partly written: the fallback rewrites all of it */
     return ok ? 1 : 0;
 }
 
 int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx) {
     if (gy->dtype != DG_F32 || g->n == 0 || g->c / g->groups < 16) return 0;   /* as for the weights below */
+    int64_t nb = chunk_images(g), xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
+    float *gyp = dg_tensor_ptr(gy), *gxp = dg_tensor_ptr(gx);
+    bool ok = true;
     pthread_mutex_lock(&g_lock);
-    /* the bias flag only matters to forward/backward-weights; share the entry without bias */
-    entry *e = lookup(g, false, 1);
-    bool ok = e != NULL;
-    if (ok) {
-        direction *d = &e->bwd_data;
-        ok = bind_scratch(d) && operand_bind(&d->op[0], dg_tensor_ptr(gy), true) && operand_bind(&d->op[1], dg_tensor_ptr(w), true) &&
-             operand_bind(&d->op[2], dg_tensor_ptr(gx), false) &&
+    for (int64_t n0 = 0; n0 < g->n && ok; n0 += nb) {
+        dg_conv2d_geom cg = *g;
+        cg.n = g->n - n0 < nb ? g->n - n0 : nb;
+        /* the bias flag only matters to forward/backward-weights; share the entry without bias */
+        entry *e = lookup(&cg, false, 1);
+        direction *d = e ? &e->bwd_data : NULL;
+        ok = d && bind_scratch(d) && operand_bind(&d->op[0], gyp + n0 * ys, true) && operand_bind(&d->op[1], dg_tensor_ptr(w), true) &&
+             operand_bind(&d->op[2], gxp + n0 * xs, false) &&
              execute(d, DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC, 0, false);
     }
+    release_buffers();
     pthread_mutex_unlock(&g_lock);
     return ok ? 1 : 0;
 }
@@ -329,6 +369,7 @@ int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy,
              (!gb || dnnl_memory_set_data_handle(d->bias, dg_tensor_ptr(gb)) == dnnl_success) &&
              execute(d, DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS, gb != NULL);
     }
+    release_buffers();
     pthread_mutex_unlock(&g_lock);
     return ok ? 1 : 0;
 }

@@ -31,7 +31,7 @@ static void unary_rows_##SUF(dg_unary_op op, const dg_iter *it, int64_t r0, int6
         case DG_UN_SQRT: UN_ROW(T, sqrt(X)); break;                                          \
         case DG_UN_ABS: UN_ROW(T, X < 0 ? -X : X); break;                                    \
         case DG_UN_SIGN: UN_ROW(T, (X > 0) - (X < 0)); break;                                \
-        case DG_UN_RELU: UN_ROW(T, X > 0 ? X : 0); break;                                    \
+        case DG_UN_RELU: UN_ROW(T, !(X <= 0) ? X : 0); break;                                    \
         case DG_UN_SIGMOID: UN_ROW(T, 1 / (1 + exp(-X))); break;                             \
         case DG_UN_TANH: UN_ROW(T, tanh(X)); break;                                          \
         case DG_UN_GELU: UN_ROW(T, 0.5 * X * (1 + erf(X * INV_SQRT2))); break;               \

@@ -365,7 +365,10 @@ int dg_cuda_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor 
     size_t es = dg_dtype_size(dt);
     char *xp = dg_tensor_ptr(x), *wp = dg_tensor_ptr(w), *yp = dg_tensor_ptr(y), *bp = b ? dg_tensor_ptr(b) : NULL;
     /* an empty input plane with padding: every window sees only zeros */
-    if (x->numel == 0) return dg_cuda_bias_fill_raw(yp, bp, dt, g->n, g->oc, g->oh * g->ow);
+    if (x->numel == 0) {
+        int rc = dg_cuda_bias_fill_raw(yp, bp, dt, g->n, g->oc, g->oh * g->ow);
+        return rc || !g->relu ? rc : dg_cuda_unary(DG_UN_RELU, y, y, 0, 0);
+    }
     int64_t nb = chunk_images(g, cx);
     if (!nb) return DG_EUNSUPPORTED;
     int64_t xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
@@ -383,6 +386,7 @@ int dg_cuda_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor 
         if (!rc && bp) rc = DNN(cudnnAddTensor, dg_cuda_cudnn(), scal(dt, true), s->bd, bp, scal(dt, true), s->yd, yc);
     }
     pthread_mutex_unlock(&g_conv_lock);
+    if (!rc && g->relu) rc = dg_cuda_unary(DG_UN_RELU, y, y, 0, 0);   /* in place: elementwise */
     return rc;
 }
 

@@ -23,7 +23,7 @@ __device__ __forceinline__ T unary_op(T X, T p0, T p1) {
     case DG_UN_SQRT: return (T)sqrt(x);
     case DG_UN_ABS: return X < 0 ? -X : X;
     case DG_UN_SIGN: return (T)((X > 0) - (X < 0));
-    case DG_UN_RELU: return X > 0 ? X : (T)0;
+    case DG_UN_RELU: return !(X <= 0) ? X : (T)0;   /* NaN stays NaN, as torch.relu */
     case DG_UN_SIGMOID: return (T)(1.0 / (1.0 + exp((double)(-X))));
     case DG_UN_TANH: return (T)tanh(x);
     case DG_UN_GELU:        /* 0.5 * X * (1 + erf(X * INV_SQRT2)) */

@@ -40,7 +40,7 @@ static int64_t conv_out(int64_t in, int64_t k, int s, int p, int d) {
     return span < 0 ? 0 : span / s + 1;
 }
 
-dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p, bool relu) {
     DG_CHECK_INPUT(OP, x);
     DG_CHECK_INPUT(OP, w);
     DG_CHECK(x->ndim == 4, OP ": input must be 4-D [N, C, H, W], got %s", DG_SHAPE_STR(x));
@@ -64,6 +64,7 @@ dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
         .ph = p.padding[0], .pw = p.padding[1],
         .dh = p.dilation[0] ? p.dilation[0] : 1, .dw = p.dilation[1] ? p.dilation[1] : 1,
         .groups = p.groups ? p.groups : 1,
+        .relu = relu,
     };
     DG_CHECK(g.oc > 0 && w->shape[1] > 0 && g.kh > 0 && g.kw > 0, OP ": weight %s has an empty dim", DG_SHAPE_STR(w));
     DG_CHECK(g.c == w->shape[1] * g.groups,
@@ -83,7 +84,7 @@ dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
     dg_tensor *y = (xc && wc && (!b || bc)) ? dg_new_on(x, shape, 4, x->dtype) : NULL;
     int rc = y ? dg_backend_of(x)->conv2d(&g, xc, wc, bc, y) : DG_ENOMEM;
     dg_tensor *in[3] = { (dg_tensor *)x, (dg_tensor *)w, (dg_tensor *)b };
-    if (!rc && dg_needs_record(in, 3)) {
+    if (!rc && !relu && dg_needs_record(in, 3)) {
         dg_node *n = dg_record(OP, y, in, 3, conv_bw);
         if (!n) rc = DG_ENOMEM;
         else {
@@ -101,4 +102,18 @@ dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
         return NULL;
     }
     return y;
+}
+
+dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+    return conv2d(x, w, b, p, false);
+}
+
+/* The ReLU rides on the convolution's output pass (a oneDNN post-op on the CPU), so inference
+ * never holds the convolution's output and the ReLU's at once. It records no gradient: callers
+ * use it only where none is wanted. */
+dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+    dg_tensor *in[3] = { (dg_tensor *)x, (dg_tensor *)w, (dg_tensor *)b };
+    DG_CHECK(x && w && !dg_needs_record(in, 3), OP "+relu: for passes without gradients only (inputs %s, %s)",
+             x ? DG_SHAPE_STR(x) : "NULL", w ? DG_SHAPE_STR(w) : "NULL");
+    return conv2d(x, w, b, p, true);
 }

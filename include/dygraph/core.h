@@ -69,7 +69,9 @@ int dg_set_device(const char *name);  /* like paddle.set_device("cpu" | "gpu" | 
 dg_device dg_get_device(void);
 const char *dg_device_name(dg_device d, char *buf, size_t len);
 
-/* Device memory of the caching allocator (CUDA); zeros on the CPU. */
+/* Memory of the caching allocators. CUDA: device memory. CPU: blocks above 256 KB (the
+ * activations, gradients and optimizer state of any real model); device_mallocs counts the times
+ * the CPU pool had to grow. Either way a steady training loop leaves device_mallocs flat. */
 typedef struct dg_memory_stats {
     size_t allocated;        /* bytes in live tensors */
     size_t reserved;         /* allocated + cached for reuse */
