@@ -32,10 +32,10 @@ def load(p):
     return out
 dg = [load(os.path.join(d, f"dg.{i}")) for i in range(1, rounds + 1)]
 pt = [load(os.path.join(d, f"pt.{i}")) for i in range(1, rounds + 1)]
-print(f"{'workload (median of %d)' % rounds:28s} {'dygraph /s':>14s} {'pytorch /s':>14s} {'ratio':>7s} {'dg RSS MB':>10s} {'pt RSS MB':>10s}  (img/s; linear: steps/s)")
+print(f"{'workload (median of %d)' % rounds:22s} {'dygraph /s':>10s} {'(min-max)':>17s} {'pytorch /s':>10s} {'(min-max)':>17s} {'ratio':>7s} {'dg RSS MB':>9s} {'pt RSS MB':>9s}  (img/s; linear: steps/s)")
 for k in dg[0]:
-    a = statistics.median(r[k][0] for r in dg); b = statistics.median(r[k][0] for r in pt)
+    xa = [r[k][0] for r in dg]; xb = [r[k][0] for r in pt]
+    a = statistics.median(xa); b = statistics.median(xb)
     ra = statistics.median(r[k][1] for r in dg); rb = statistics.median(r[k][1] for r in pt)
-    print(f"{k:28s} {a:14.1f} {b:14.1f} {a / b:6.2f}x {ra:10.0f} {rb:10.0f}")
+    print(f"{k:22s} {a:10.1f} {'(%.1f-%.1f)' % (min(xa), max(xa)):>17s} {b:10.1f} {'(%.1f-%.1f)' % (min(xb), max(xb)):>17s} {a / b:6.2f}x {ra:9.0f} {rb:9.0f}")
 PY
-rm -rf "$DIR"

@@ -62,6 +62,11 @@ int dg_init(const dg_init_params *p) {
     if (!threads && getenv("DG_NUM_THREADS")) threads = atoi(getenv("DG_NUM_THREADS"));
     if (threads > 0) dg_set_num_threads(threads);
     if (d.seed) dg_manual_seed(d.seed);
+    const char *bf = getenv("DG_CPU_BF16");
+    if (d.cpu_bf16 || (bf && atoi(bf))) {
+        int rc = dg_set_cpu_bf16(true);
+        if (rc) return rc;
+    }
     if (!dev) {
         /* a CUDA build on a machine without a GPU says once that it runs on the CPU. Only the
          * device nodes are looked at: starting the CUDA runtime just to ask would map ~150 MB
@@ -131,3 +136,14 @@ void dg_pinned_free(void *q, void *user) {
 static bool g_allow_tf32 = false;
 void dg_set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool dg_get_allow_tf32(void) { return g_allow_tf32; }
+
+static bool g_cpu_bf16 = false;
+int dg_set_cpu_bf16(bool on) {
+    if (on && !dg_cpu_has_bf16()) {
+        DG_ERR(DG_EUNSUPPORTED, "set_cpu_bf16: this CPU has no bf16 instructions (AVX512-BF16 or AMX); convolutions stay f32");
+        return DG_EUNSUPPORTED;
+    }
+    g_cpu_bf16 = on;
+    return 0;
+}
+bool dg_get_cpu_bf16(void) { return g_cpu_bf16; }

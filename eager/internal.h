@@ -124,6 +124,9 @@ void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 /* ---- threads ---- */
 int dg_threads(void);
 
+/* ---- CPU features (eager/cpu/conv_dnnl.c) ---- */
+bool dg_cpu_has_bf16(void);   /* AVX512-BF16 or AMX: what dg_set_cpu_bf16 needs */
+
 /* ---- fused ops for passes without gradients (eager/ops/) ---- */
 /* relu(conv2d(x, w, b)) in one pass; an error when any input would record a gradient. */
 dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p);

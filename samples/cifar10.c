@@ -4,7 +4,7 @@
  * colour/pattern rule, clearly not CIFAR); pass --data DIR for the real data_batch_*.bin.
  *
  *   cifar10 [--data DIR] [--epochs 5] [--batch-size 32] [--lr 1e-3] [--workers 2] [--threads N]
- *           [--device cpu|gpu] [--seed 1] [--save PREFIX] [--resume PREFIX] [--metrics FILE.csv] */
+ *           [--device cpu|gpu] [--bf16] [--seed 1] [--save PREFIX] [--resume PREFIX] [--metrics FILE.csv] */
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
@@ -15,9 +15,7 @@ int main(int argc, char **argv) {
     int workers = (int)su_flag_num(argc, argv, "--workers", 2);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
     const char *save = su_flag(argc, argv, "--save", NULL), *resume = su_flag(argc, argv, "--resume", NULL);
-    if (dg_init(&(dg_init_params){ .device = su_flag(argc, argv, "--device", NULL),
-                                   .num_threads = (int)su_flag_num(argc, argv, "--threads", 0), .seed = seed }))
-        return su_die("init");
+    if (su_init(argc, argv, seed)) return su_die("init");
 
     /* the seed normalises with mean 0.5, std 0.5 per channel */
     dg_transform norm = { .kind = DG_TF_NORMALIZE, .channels = 3, .mean = {0.5, 0.5, 0.5}, .std = {0.5, 0.5, 0.5} };

@@ -6,7 +6,7 @@
  * `make data` generates; pass --data FILE for Kaggle's.
  *
  *   face_keypoints [--data training.csv] [--epochs 6] [--batch-size 32] [--lr 1e-3] [--lr-schedule cosine|constant]
- *                  [--workers 2] [--threads N] [--device cpu|gpu] [--seed 1]
+ *                  [--workers 2] [--threads N] [--device cpu|gpu] [--bf16] [--seed 1]
  *                  [--save PREFIX] [--resume PREFIX] [--metrics FILE.csv] */
 #include "sample_util.h"
 
@@ -19,9 +19,7 @@ int main(int argc, char **argv) {
     int workers = (int)su_flag_num(argc, argv, "--workers", 2);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
     const char *save = su_flag(argc, argv, "--save", NULL), *resume = su_flag(argc, argv, "--resume", NULL);
-    if (dg_init(&(dg_init_params){ .device = su_flag(argc, argv, "--device", NULL),
-                                   .num_threads = (int)su_flag_num(argc, argv, "--threads", 0), .seed = seed }))
-        return su_die("init");
+    if (su_init(argc, argv, seed)) return su_die("init");
 
     dg_dataset *all = dg_face_keypoints_dataset(csv);
     if (!all) return su_die("dataset (run `make data`, or pass --data training.csv)");

@@ -3,7 +3,7 @@
  * `mnist` package (converted by `make data`: 8,000 train / 2,000 held out).
  *
  *   mnist [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
- *         [--optimizer adam|sgd] [--lr 1e-3] [--workers 2] [--threads N] [--device cpu|gpu]
+ *         [--optimizer adam|sgd] [--lr 1e-3] [--workers 2] [--threads N] [--device cpu|gpu] [--bf16]
  *         [--seed 1] [--save PREFIX] [--resume PREFIX] [--metrics FILE.csv]
  *
  * The seed trains with SGD 0.01; `make run` uses Adam 1e-3 (the issue's recipe). */
@@ -18,9 +18,7 @@ int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
     const char *save = su_flag(argc, argv, "--save", NULL), *resume = su_flag(argc, argv, "--resume", NULL);
 
-    if (dg_init(&(dg_init_params){ .device = su_flag(argc, argv, "--device", NULL),
-                                   .num_threads = (int)su_flag_num(argc, argv, "--threads", 0), .seed = seed }))
-        return su_die("init");
+    if (su_init(argc, argv, seed)) return su_die("init");
 
     su_mnist data;
     if (su_mnist_open(argc, argv, &data)) return su_die("dataset (run `make data`)");

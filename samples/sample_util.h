@@ -27,9 +27,21 @@ static inline double su_flag_num(int argc, char **argv, const char *name, double
     const char *v = su_flag(argc, argv, name, NULL);
     return v ? atof(v) : def;
 }
+static inline bool su_has(int argc, char **argv, const char *name) {   /* a flag without a value */
+    for (int i = 1; i < argc; i++) if (strcmp(argv[i], name) == 0) return true;
+    return false;
+}
 static inline int su_die(const char *what) {
     fprintf(stderr, "error: %s: %s\n", what, dg_last_error());
     return 1;
+}
+
+/* dg_init from the flags every training sample takes: --device cpu|gpu, --threads N, --bf16
+ * (bf16 convolutions on the CPU's AMX units, f32 master weights) */
+static inline int su_init(int argc, char **argv, uint64_t seed) {
+    return dg_init(&(dg_init_params){ .device = su_flag(argc, argv, "--device", NULL),
+                                      .num_threads = (int)su_flag_num(argc, argv, "--threads", 0), .seed = seed,
+                                      .cpu_bf16 = su_has(argc, argv, "--bf16") });
 }
 
 /* ---- progress: a bar on a TTY, a line every `every` steps otherwise ---- */

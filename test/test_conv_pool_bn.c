@@ -183,6 +183,45 @@ Test(conv, f32_matches_reference_and_f64) {
     conv_f32_case(2, 1, (dg_conv2d_params){0}, 1, 1);
 }
 
+/* dg_set_cpu_bf16: forward, input, weight and bias gradients of a convolution with 32 input
+ * channels (oneDNN's path) computed from bf16-rounded operands (the bias gradient sums the
+ * rounded upstream gradient): within bf16's precision of the f32 results, and not equal to them
+ * (bf16 really ran: a silent fallback to f32 fails here). */
+Test(conv, cpu_bf16_is_close_to_f32) {
+    if (dg_set_cpu_bf16(true) != 0) {
+        cr_assert_eq(dg_last_status(), DG_EUNSUPPORTED);
+        cr_assert(strstr(dg_last_error(), "bf16"), "%s", dg_last_error());
+        cr_skip_test("no bf16 instructions on this CPU: %s", dg_last_error());
+    }
+    dg_set_cpu_bf16(false);
+    dg_scope *all = dg_scope_begin();
+    dg_manual_seed(8);
+    dg_tensor *x = dg_randn(DG_SHAPE(4, 32, 12, 12), DG_F32), *w = dg_mul_scalar(dg_randn(DG_SHAPE(32, 32, 3, 3), DG_F32), 0.1);
+    dg_tensor *b = dg_randn(DG_SHAPE(32), DG_F32), *gy = dg_randn(DG_SHAPE(4, 32, 12, 12), DG_F32);
+    dg_tensor *out[2][4];   /* [f32, bf16][y, gx, gw, gb] */
+    for (int lp = 0; lp < 2; lp++) {
+        cr_assert_eq(dg_set_cpu_bf16(lp), 0, "%s", dg_last_error());
+        cr_assert_eq(dg_get_cpu_bf16(), lp);
+        dg_tensor *xl = dg_detach(x), *wl = dg_detach(w), *bl = dg_detach(b);
+        dg_set_requires_grad(xl, true); dg_set_requires_grad(wl, true); dg_set_requires_grad(bl, true);
+        dg_tensor *y = dg_conv2d(xl, wl, bl, (dg_conv2d_params){ .padding = {1, 1} });
+        cr_assert_not_null(y, "%s", dg_last_error());
+        cr_assert_eq(dg_backward_ext(y, (dg_backward_params){ .grad_output = gy }), 0, "%s", dg_last_error());
+        out[lp][0] = dg_detach(y); out[lp][1] = dg_detach(dg_grad(xl)); out[lp][2] = dg_detach(dg_grad(wl)); out[lp][3] = dg_detach(dg_grad(bl));
+    }
+    dg_set_cpu_bf16(false);
+    const char *name[4] = { "output", "input gradient", "weight gradient", "bias gradient" };
+    for (int i = 0; i < 4; i++) {
+        dg_scope *sc = dg_scope_begin();
+        double scale = dg_item(dg_max(dg_abs(out[0][i]), NULL, 0, false));
+        double err = dg_item(dg_max(dg_abs(dg_sub(out[1][i], out[0][i])), NULL, 0, false)) / scale;
+        dg_scope_end(sc);
+        cr_assert(err <= 2e-2, "bf16 %s: max error %g of the largest value", name[i], err);
+        cr_assert(err > 1e-6, "bf16 %s equals f32's (max error %g): bf16 did not run", name[i], err);
+    }
+    dg_scope_end(all);
+}
+
 /* A non-contiguous input (a transposed view) is convolved as its values, not its memory. */
 Test(conv, noncontiguous_input) {
     dg_scope *s = dg_scope_begin();

@@ -53,7 +53,7 @@ typedef struct direction {
 
 typedef struct entry {
     dg_conv2d_geom g;
-    bool bias;
+    bool bias, bf16;
     direction fwd, bwd_data, bwd_w;
     unsigned long last_use;
 } entry;
@@ -114,6 +114,9 @@ static bool operand_finish(operand *o) {   /* output: inner -> user */
 typedef struct mds {
     dnnl_memory_desc_t src, wei, dst, bias;             /* the user's plain layouts */
     dnnl_memory_desc_t src_any, wei_any, dst_any, bias_any;
+    /* what the primitive reads: the f32 ones above, or bf16 under dg_set_cpu_bf16 (what it
+     * writes stays f32: outputs, input gradients, weight gradients) */
+    dnnl_memory_desc_t src_in, wei_in, dst_in;
     dnnl_dims_t strides, dil, pad_l, pad_r;
 } mds;
 
@@ -129,7 +132,7 @@ static dnnl_format_tag_t act_tag(const dg_conv2d_geom *g) {
     return dnnl_nhwc;
 }
 
-static bool make_mds(const dg_conv2d_geom *g, mds *m) {
+static bool make_mds(const dg_conv2d_geom *g, bool bf16, mds *m) {
     int64_t G = g->groups;
     dnnl_dims_t src = { g->n, g->c, g->h, g->w }, dst = { g->n, g->oc, g->oh, g->ow };
     dnnl_dims_t wei5 = { G, g->oc / G, g->c / G, g->kh, g->kw }, wei4 = { g->oc, g->c, g->kh, g->kw }, b = { g->oc };
@@ -142,6 +145,11 @@ static bool make_mds(const dg_conv2d_geom *g, mds *m) {
         dnnl_memory_desc_init_by_tag(&m->dst_any, 4, dst, dnnl_f32, act_tag(g)) ||
         dnnl_memory_desc_init_by_tag(&m->wei_any, grouped ? 5 : 4, grouped ? wei5 : wei4, dnnl_f32, dnnl_format_tag_any) ||
         dnnl_memory_desc_init_by_tag(&m->bias_any, 1, b, dnnl_f32, dnnl_format_tag_any))
+        return false;
+    dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
+    if (dnnl_memory_desc_init_by_tag(&m->src_in, 4, src, in, act_tag(g)) ||
+        dnnl_memory_desc_init_by_tag(&m->dst_in, 4, dst, in, act_tag(g)) ||
+        dnnl_memory_desc_init_by_tag(&m->wei_in, grouped ? 5 : 4, grouped ? wei5 : wei4, in, dnnl_format_tag_any))
         return false;
     m->strides[0] = g->sh; m->strides[1] = g->sw;
     m->dil[0] = g->dh - 1; m->dil[1] = g->dw - 1;       /* oneDNN counts dilation from 0 */
@@ -171,7 +179,7 @@ static bool make_fwd(entry *e, const mds *m) {
     dnnl_convolution_desc_t cd;
     /* a fused ReLU only happens in passes without gradients: inference kernels then */
     dnnl_prop_kind_t prop = e->g.relu ? dnnl_forward_inference : dnnl_forward_training;
-    if (dnnl_dilated_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct, &m->src_any, &m->wei_any,
+    if (dnnl_dilated_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct, &m->src_in, &m->wei_in,
                                                    e->bias ? &m->bias_any : NULL, &m->dst_any, m->strides, m->dil, m->pad_l, m->pad_r))
         return false;
     dnnl_primitive_attr_t attr = user_scratchpad_attr();
@@ -199,7 +207,7 @@ static bool make_fwd(entry *e, const mds *m) {
 static bool make_bwd_data(entry *e, const mds *m) {
     direction *d = &e->bwd_data;
     dnnl_convolution_desc_t cd;
-    if (dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &m->src_any, &m->wei_any, &m->dst_any,
+    if (dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &m->src_any, &m->wei_in, &m->dst_in,
                                                          m->strides, m->dil, m->pad_l, m->pad_r))
         return false;
     dnnl_primitive_attr_t attr = user_scratchpad_attr();
@@ -216,8 +224,8 @@ static bool make_bwd_data(entry *e, const mds *m) {
 static bool make_bwd_w(entry *e, const mds *m) {
     direction *d = &e->bwd_w;
     dnnl_convolution_desc_t cd;
-    if (dnnl_dilated_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &m->src_any, &m->wei_any,
-                                                            e->bias ? &m->bias_any : NULL, &m->dst_any, m->strides, m->dil,
+    if (dnnl_dilated_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &m->src_in, &m->wei_any,
+                                                            e->bias ? &m->bias_any : NULL, &m->dst_in, m->strides, m->dil,
                                                             m->pad_l, m->pad_r))
         return false;
     dnnl_primitive_attr_t attr = user_scratchpad_attr();
@@ -237,6 +245,7 @@ static bool make_bwd_w(entry *e, const mds *m) {
 /* The entry for (g, bias) with the direction `which` made, or NULL (caller falls back). Called
  * with g_lock held. */
 static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
+    bool bf16 = dg_get_cpu_bf16();
     if (g_broken) return NULL;
     if (!g_eng) {
         if (dnnl_engine_create(&g_eng, dnnl_cpu, 0) != dnnl_success ||
@@ -247,7 +256,7 @@ static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
     }
     entry *e = NULL;
     for (int i = 0; i < g_n && !e; i++)
-        if (g_table[i].bias == bias && memcmp(&g_table[i].g, g, sizeof *g) == 0) e = &g_table[i];
+        if (g_table[i].bias == bias && g_table[i].bf16 == bf16 && memcmp(&g_table[i].g, g, sizeof *g) == 0) e = &g_table[i];
     if (!e) {
         if (g_n < TABLE) e = &g_table[g_n++];
         else {   /* evict the least recently used geometry */
@@ -258,13 +267,14 @@ static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
         memset(e, 0, sizeof *e);
         e->g = *g;
         e->bias = bias;
+        e->bf16 = bf16;
     }
     e->last_use = ++g_clock;
     direction *d = which == 0 ? &e->fwd : which == 1 ? &e->bwd_data : &e->bwd_w;
     if (d->failed) return NULL;
     if (!d->made) {
         mds m;
-        bool ok = make_mds(g, &m);
+        bool ok = make_mds(g, bf16, &m);
         /* the backward primitives need the forward one as a hint */
         if (ok && which != 0 && !e->fwd.made) {
             ok = make_fwd(e, &m);
@@ -309,6 +319,11 @@ static int64_t chunk_images(const dg_conv2d_geom *g) {
     if (pieces < 1) pieces = 1;
     if (pieces > g->n) pieces = g->n;
     return (g->n + pieces - 1) / pieces;
+}
+
+bool dg_cpu_has_bf16(void) {
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+    return (isa & bf16) == bf16;   /* ISA values are nested bit sets: AMX includes AVX512-BF16 */
 }
 
 /* ---- entries (return 1 when done, 0 when the caller should fall back, negative on error) ---- */

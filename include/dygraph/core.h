@@ -51,6 +51,7 @@ typedef struct dg_init_params {
     int num_threads;     /* 0: $DG_NUM_THREADS, else $OMP_NUM_THREADS, else all cores */
     uint64_t seed;       /* 0: default seed */
     bool quiet;          /* suppress the one-line device notice */
+    bool cpu_bf16;       /* dg_set_cpu_bf16(true); also $DG_CPU_BF16=1 */
 } dg_init_params;
 
 /* Optional: ops work without it (CPU, all cores, default seed). */
@@ -92,6 +93,15 @@ void dg_pinned_free(void *p, void *user);
  * off by default, so GPU f32 results round like the CPU's. */
 void dg_set_allow_tf32(bool allow);
 bool dg_get_allow_tf32(void);
+
+/* bf16 convolutions on the CPU's AMX / AVX512-BF16 units, like running them under
+ * torch.autocast("cpu", torch.bfloat16): a convolution's inputs (activations, weights, upstream
+ * gradients) are rounded to bf16, products accumulate in f32 and what it writes is f32, so
+ * tensors, gradients and optimizer state all stay f32 (the master weights). Off by default.
+ * Convolutions on the im2col fallback (f64, and the backward pass of layers with fewer than 16
+ * input channels) and matmuls stay f32. DG_EUNSUPPORTED where the CPU lacks bf16 instructions. */
+int dg_set_cpu_bf16(bool on);
+bool dg_get_cpu_bf16(void);
 
 /* Threads used by CPU kernels (OpenMP and the GEMM library). */
 void dg_set_num_threads(int n);
