@@ -372,13 +372,15 @@ Test(max_pool, two_by_two_ties_nan_and_odd_sizes) {
  * routed to the row-major first maximum of each window (NaN first), summed where windows overlap. */
 Test(max_pool, three_by_three_stride_two_matches_a_direct_loop) {
     dg_scope *s = dg_scope_begin();
-    int sizes[4][2] = { { 7, 6 }, { 6, 7 }, { 2, 2 }, { 9, 9 } };
-    for (int c = 0; c < 4; c++) {
+    /* the wide ones run the vectorised loops' bodies, not just their remainders */
+    int sizes[6][2] = { { 7, 6 }, { 6, 7 }, { 2, 2 }, { 9, 9 }, { 13, 40 }, { 40, 33 } };
+    for (int c = 0; c < 6; c++) {
         int H = sizes[c][0], W = sizes[c][1];
         dg_tensor *x = dg_randn(DG_SHAPE(2, 3, H, W), DG_F32);
         float *xv = dg_data(x);
         for (int i = 0; i < 6 * H * W; i++) xv[i] = roundf(xv[i] * 2) / 2;   /* ties */
         if (c == 0) xv[1 * H * W + 2 * W + 3] = NAN;
+        if (c == 4) { xv[5 * H * W + 6 * W + 17] = NAN; xv[5 * H * W + 6 * W + 18] = NAN; }
         dg_set_requires_grad(x, true);
         dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} });
         cr_assert_eq(dg_backward(dg_sum_all(y)), 0, "%s", dg_last_error());
