@@ -81,7 +81,8 @@ static inline int64_t argmax_in_##SUF(const T *xp, int64_t w, int64_t ys, int64_
  * two input rows, NaN winning) into a row buffer, then pairs of it. The backward pass gives    \
  * each window's gradient to the first of its four inputs (row-major) equal to the maximum, or  \
  * the first NaN: the generic rule's winner. */                                                    \
-static inline T nmax_##SUF(T a, T b) { return ((a > b) | (a != a)) ? a : b; }                     \
+/* two selects rather than one on (a > b) | (a != a): GCC vectorises this form when nested */   \
+static inline T nmax_##SUF(T a, T b) { T m = a > b ? a : b; return a != a ? a : m; }              \
 static void max2x2_row_##SUF(const T *restrict r0, const T *restrict r1, T *restrict t, T *restrict y, int64_t ow) { \
     for (int64_t i = 0; i < 2 * ow; i++) t[i] = nmax_##SUF(r0[i], r1[i]);                         \
     for (int64_t ox = 0; ox < ow; ox++) y[ox] = nmax_##SUF(t[2 * ox], t[2 * ox + 1]);              \
@@ -130,7 +131,7 @@ static void max3x3s2_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {     
     int64_t planes = g->n * g->c, H = g->h, W = g->w, OH = g->oh, OW = g->ow;                      \
     _Pragma("omp parallel for if(planes * H * W >= DG_PAR_MIN) schedule(static)")                  \
     for (int64_t p = 0; p < planes; p++) {                                                         \
-        T t[W];                                                                                    \
+        T t[W], te[OW], to[OW];                                                                    \
         const T *xp = x + p * H * W; T *yp = y + p * OH * OW;                                      \
         for (int64_t oy = 0; oy < OH; oy++) {                                                      \
             int64_t y0 = 2 * oy - 1 < 0 ? 0 : 2 * oy - 1, y1 = 2 * oy + 1 < H - 1 ? 2 * oy + 1 : H - 1; \
@@ -144,8 +145,11 @@ static void max3x3s2_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {     
             /* ox = 0 sees columns 0..1; the last may lack its right column */                     \
             yr[0] = W > 1 ? nmax_##SUF(t[0], t[1]) : t[0];                                         \
             int64_t last = (2 * (OW - 1) + 1 < W) ? OW - 1 : OW - 2;   /* last ox with 3 columns */ \
+            /* even and odd columns apart, so the windows' loads are contiguous and vectorise */  \
+            for (int64_t i = 0; i < OW; i++) te[i] = t[2 * i];                                     \
+            for (int64_t i = 0; i < W / 2; i++) to[i] = t[2 * i + 1];                              \
             for (int64_t ox = 1; ox <= last; ox++)                                                 \
-                yr[ox] = nmax_##SUF(nmax_##SUF(t[2 * ox - 1], t[2 * ox]), t[2 * ox + 1]);          \
+                yr[ox] = nmax_##SUF(nmax_##SUF(to[ox - 1], te[ox]), to[ox]);                       \
             for (int64_t ox = last + 1 > 1 ? last + 1 : 1; ox < OW; ox++)                          \
                 yr[ox] = nmax_##SUF(t[2 * ox - 1], t[2 * ox]);                                     \
         }                                                                                          \
