@@ -86,7 +86,11 @@ static void bias_grad_##SUF(const T *gy, T *gb, int64_t n, int64_t oc, int64_t l
     _Pragma("omp parallel for if(n * oc * l >= DG_PAR_MIN) schedule(static)")                      \
     for (int64_t o = 0; o < oc; o++) {                                                             \
         double s = 0;                                                                              \
-        for (int64_t i = 0; i < n; i++) { const T *p = gy + (i * oc + o) * l; for (int64_t j = 0; j < l; j++) s += p[j]; } \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            const T *p = gy + (i * oc + o) * l;                                                    \
+            _Pragma("omp simd reduction(+:s)")   /* vector lanes of partial sums, still in double */ \
+            for (int64_t j = 0; j < l; j++) s += p[j];                                             \
+        }                                                                                          \
         gb[o] = (T)s;                                                                              \
     }                                                                                              \
 }                                                                                                  \
