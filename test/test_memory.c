@@ -115,7 +115,7 @@ Test(memory, conv_training_loop_keeps_the_cpu_pool_flat) {
             cr_assert_eq(m.allocated, after2.allocated, "step %d ends with %zu live bytes, step 2 with %zu", step, m.allocated, after2.allocated);
         }
     }
-    cr_assert_gt(after2.peak_allocated, (size_t)10 << 20, "the activations (%zu bytes at peak) went through the pool", after2.peak_allocated);
+    cr_assert_gt(after2.peak_allocated, (size_t)4 << 20, "the activations (%zu bytes at peak) went through the pool", after2.peak_allocated);
     dg_optimizer_free(opt);
     dg_layer_free(net);
     dg_tensor_free(x);

@@ -19,6 +19,12 @@ static dg_layer *conv(int64_t in, int64_t out, int k, int padding) {
 }
 static dg_layer *pool2(void) { return dg_nn_max_pool2d(2, (dg_nn_pool2d_params){ .stride = 2 }); }
 
+/* The seeds' relu -> max pool, computed as max pool -> relu: the two commute (relu is monotonic
+ * and keeps NaN), and the gradient reaches the same input either way (the window's first
+ * maximum when it is positive, no input otherwise), so values and gradients are the seeds'
+ * while the ReLU and its gradient touch a quarter of the values. */
+static dg_tensor *relu_then_pool(dg_layer *pool, const dg_tensor *x) { return dg_relu(dg_forward(pool, x)); }
+
 /* Checks x is [N, c, h, w] (h, w < 0: any) and names the model in the message. */
 static bool check_input(dg_layer *self, const dg_tensor *x, int64_t c, int64_t h, int64_t w) {
     char sh[96];
@@ -36,8 +42,8 @@ typedef struct { dg_layer *conv1, *pool1, *conv2, *pool2, *fc; } mnist_state;
 static dg_tensor *mnist_forward(dg_layer *self, const dg_tensor *x) {
     mnist_state *s = dg_layer_user(self);
     if (!check_input(self, x, 1, 28, 28)) return NULL;
-    dg_tensor *y = dg_forward(s->pool1, dg_relu(dg_forward(s->conv1, x)));
-    y = dg_forward(s->pool2, dg_relu(dg_forward(s->conv2, y)));
+    dg_tensor *y = relu_then_pool(s->pool1, dg_forward(s->conv1, x));
+    y = relu_then_pool(s->pool2, dg_forward(s->conv2, y));
     return dg_forward(s->fc, dg_flatten(y, 1, -1));   /* logits: the seed's softmax goes into the loss */
 }
 
@@ -63,8 +69,8 @@ typedef struct { dg_layer *conv1, *pool1, *conv2, *pool2, *conv3, *flatten, *lin
 static dg_tensor *mynet_forward(dg_layer *self, const dg_tensor *x) {
     mynet_state *s = dg_layer_user(self);
     if (!check_input(self, x, 3, 32, 32)) return NULL;
-    dg_tensor *y = dg_forward(s->pool1, dg_relu(dg_forward(s->conv1, x)));
-    y = dg_forward(s->pool2, dg_relu(dg_forward(s->conv2, y)));
+    dg_tensor *y = relu_then_pool(s->pool1, dg_forward(s->conv1, x));
+    y = relu_then_pool(s->pool2, dg_forward(s->conv2, y));
     y = dg_relu(dg_forward(s->conv3, y));
     y = dg_relu(dg_forward(s->linear1, dg_forward(s->flatten, y)));
     return dg_forward(s->linear2, y);
