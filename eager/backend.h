@@ -28,6 +28,7 @@ typedef enum dg_binary_op {
     DG_BIN_ADD, DG_BIN_SUB, DG_BIN_MUL, DG_BIN_DIV, DG_BIN_MAX, DG_BIN_MIN, DG_BIN_POW,
     DG_BIN_GT, DG_BIN_EQ,          /* result dtype DG_BOOL */
     DG_BIN_AXPBY,                  /* p0 * a + p1 * b */
+    DG_BIN_ADD_RELU,               /* relu(a + b) (NaN stays NaN) */
     /* backward helpers: a = upstream gradient, b = saved input (x) or output (y) */
     DG_BIN_RELU_GRAD,              /* a * (b > 0)             b = x or y (relu saves y) */
     DG_BIN_LEAKY_RELU_GRAD,        /* a * (b > 0 ? 1 : p0)    b = x */

@@ -13,6 +13,7 @@ FN(f_sub, dg_sub(in[0], in[1]))
 FN(f_mul, dg_mul(in[0], in[1]))
 FN(f_div, dg_div(in[0], in[1]))
 FN(f_maximum, dg_maximum(in[0], in[1]))
+FN(f_add_relu, dg_add_relu(in[0], in[1]))
 FN(f_minimum, dg_minimum(in[0], in[1]))
 FN(f_pow, dg_pow(in[0], in[1]))
 
@@ -23,6 +24,8 @@ Test(grad, binary_broadcasting) {
     CHECK2(f_mul, DG_SHAPE(2, 3, 4), DG_SHAPE(3, 1), -1, 1);
     CHECK2(f_div, DG_SHAPE(3, 4), DG_SHAPE(3, 4), 0.5, 2);
     CHECK2(f_maximum, DG_SHAPE(3, 4), DG_SHAPE(4), -1, 1);
+    CHECK2(f_add_relu, DG_SHAPE(3, 4), DG_SHAPE(4), -1, 1);
+    CHECK2(f_add_relu, DG_SHAPE(2, 3), DG_SHAPE(2, 3), -1, 1);
     CHECK2(f_minimum, DG_SHAPE(5), DG_SHAPE(5), -1, 1);
     CHECK2(f_pow, DG_SHAPE(2, 3), DG_SHAPE(3), 0.5, 2);
 }
@@ -66,6 +69,9 @@ Test(forward, unary_values) {
     /* NaN stays NaN, as torch.relu (and oneDNN's fused ReLU in inference) */
     cr_assert(isnan(dg_item(dg_relu(dg_scalar(NAN, DG_F64)))));
     cr_assert(isnan(dg_item(dg_relu(dg_scalar(NAN, DG_F32)))));
+    dg_tensor *ar = dg_add_relu(x, dg_scalar(1, DG_F64));
+    for (int i = 0; i < 4; i++) cr_assert_float_eq(dg_get(ar, (int64_t[]){i}), fmax(v[i] + 1, 0), 0, "add_relu[%d]", i);
+    cr_assert(isnan(dg_item(dg_add_relu(dg_scalar(NAN, DG_F32), dg_scalar(-5, DG_F32)))));
     cr_assert_float_eq(dg_get(dg_leaky_relu(x, 0.1), (int64_t[]){0}), -0.2, 1e-12);
     cr_assert_float_eq(dg_get(dg_sigmoid(x), (int64_t[]){3}), 1 / (1 + exp(-2.0)), 1e-12);
     cr_assert_float_eq(dg_get(dg_tanh(x), (int64_t[]){1}), tanh(-0.5), 1e-12);

@@ -102,6 +102,7 @@ static void binary_rows_##SUF(dg_binary_op op, const dg_iter *it, int64_t r0, in
         int64_t len = dg_iter_row(it, r, p, st);                                             \
         switch (op) {                                                                        \
         case DG_BIN_ADD: BIN_ROW(T, A + B); break;                                           \
+        case DG_BIN_ADD_RELU: BIN_ROW(T, !(A + B <= 0) ? A + B : 0); break;                  \
         case DG_BIN_SUB: BIN_ROW(T, A - B); break;                                           \
         case DG_BIN_MUL: BIN_ROW(T, A * B); break;                                           \
         case DG_BIN_DIV: BIN_ROW(T, A / B); break;                                           \

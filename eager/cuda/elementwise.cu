@@ -63,6 +63,7 @@ template <typename T, int OP>
 __device__ __forceinline__ T binary_op(T A, T B, T p0, T p1) {
     switch (OP) {
     case DG_BIN_ADD: return A + B;
+    case DG_BIN_ADD_RELU: { T s = A + B; return !(s <= 0) ? s : (T)0; }
     case DG_BIN_SUB: return A - B;
     case DG_BIN_MUL: return A * B;
     case DG_BIN_DIV: return A / B;
@@ -156,7 +157,7 @@ static int binary_t(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_
                     double p0, double p1) {
     switch (op) {
 #define B(OP) case OP: return launch_binary<T, OP>(a, b, y, g, p0, p1);
-    B(DG_BIN_ADD) B(DG_BIN_SUB) B(DG_BIN_MUL) B(DG_BIN_DIV) B(DG_BIN_MAX) B(DG_BIN_MIN) B(DG_BIN_POW)
+    B(DG_BIN_ADD) B(DG_BIN_ADD_RELU) B(DG_BIN_SUB) B(DG_BIN_MUL) B(DG_BIN_DIV) B(DG_BIN_MAX) B(DG_BIN_MIN) B(DG_BIN_POW)
     B(DG_BIN_AXPBY) B(DG_BIN_RELU_GRAD) B(DG_BIN_LEAKY_RELU_GRAD) B(DG_BIN_SIGMOID_GRAD) B(DG_BIN_TANH_GRAD)
     B(DG_BIN_GELU_GRAD) B(DG_BIN_GELU_TANH_GRAD) B(DG_BIN_CLIP_GRAD) B(DG_BIN_MASK_GE)
 #undef B

@@ -141,6 +141,19 @@ static int pow_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 }
 
 dg_tensor *dg_add(const dg_tensor *a, const dg_tensor *b) { return binary("add", DG_BIN_ADD, a, b, add_bw, false, false, false); }
+
+/* relu(a + b): ResNet's residual join in one pass over the data instead of two, and one output
+ * instead of two. Saves its output, as relu does: the gradient g * (y > 0) goes to both inputs. */
+static int add_relu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    dg_tensor *gm = bin_k(DG_BIN_RELU_GRAD, g, dg_node_saved(n, 2), 0, 0);
+    if (!gm) return DG_ENOMEM;
+    if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(gm, dg_node_input_shape(n, 0));
+    if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(gm, dg_node_input_shape(n, 1));
+    return 0;
+}
+dg_tensor *dg_add_relu(const dg_tensor *a, const dg_tensor *b) {
+    return binary("add_relu", DG_BIN_ADD_RELU, a, b, add_relu_bw, false, false, true);
+}
 dg_tensor *dg_sub(const dg_tensor *a, const dg_tensor *b) { return binary("sub", DG_BIN_SUB, a, b, sub_bw, false, false, false); }
 dg_tensor *dg_mul(const dg_tensor *a, const dg_tensor *b) { return binary("mul", DG_BIN_MUL, a, b, mul_bw, true, true, false); }
 dg_tensor *dg_div(const dg_tensor *a, const dg_tensor *b) { return binary("div", DG_BIN_DIV, a, b, div_bw, false, true, true); }

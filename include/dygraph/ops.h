@@ -37,6 +37,7 @@ dg_tensor *dg_equal(const dg_tensor *a, const dg_tensor *b);
 
 /* ---- activations ---- */
 dg_tensor *dg_relu(const dg_tensor *x);
+dg_tensor *dg_add_relu(const dg_tensor *a, const dg_tensor *b);  /* relu(a + b) in one pass (residual blocks) */
 dg_tensor *dg_leaky_relu(const dg_tensor *x, double negative_slope);
 dg_tensor *dg_sigmoid(const dg_tensor *x);
 dg_tensor *dg_tanh(const dg_tensor *x);

@@ -54,9 +54,9 @@ static dg_tensor *block_forward(dg_layer *self, const dg_tensor *x) {
     if (s->bottleneck) out = dg_advance(out, dg_nn_conv_bn(s->conv3, s->bn3, out, false));
     dg_tensor *down = s->downsample ? dg_nn_conv_bn(dg_layer_child(s->downsample, 0), dg_layer_child(s->downsample, 1), x, false)
                                     : NULL;
-    out = dg_advance(out, dg_add(out, down ? down : x));
+    out = dg_advance(out, dg_add_relu(out, down ? down : x));
     dg_tensor_free(down);
-    return dg_advance(out, dg_relu(out));
+    return out;
 }
 
 static dg_layer *block_new(bool bottleneck, int64_t inplanes, int64_t planes, int stride, dg_dtype dtype) {

@@ -44,6 +44,7 @@ F(f_where, dg_where(dg_greater(in[0], in[1]), in[0], in[1]))
 F(f_where_mask, dg_where(in[2], in[0], in[1]))
 
 F(f_relu, dg_relu(in[0]))
+F(f_add_relu, dg_add_relu(in[0], in[1]))
 F(f_leaky, dg_leaky_relu(in[0], 0.2))
 F(f_sigmoid, dg_sigmoid(in[0]))
 F(f_tanh, dg_tanh(in[0]))
@@ -103,6 +104,7 @@ static const gt_op_case cases[] = {
       IN(G(2, 3, 4), G(3, 1), { GT_MASK, GT_SHAPE(2, 1, 4), 0, 0 }), GT_EW, GT_RED },
     /* activations */
     { "relu", f_relu, 1, IN(G(4, 5)), GT_EW, GT_EW },
+    { "add_relu [3,4]+[4]", f_add_relu, 2, IN(G(3, 4), G(4)), GT_EW, GT_RED },
     { "leaky_relu 0.2", f_leaky, 1, IN(G(4, 5)), GT_EW, GT_EW },
     { "sigmoid", f_sigmoid, 1, IN(GP(-6, 6, 4, 5)), GT_EW, GT_EW },
     { "tanh", f_tanh, 1, IN(GP(-3, 3, 4, 5)), GT_EW, GT_EW },
