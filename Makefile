@@ -184,7 +184,7 @@ asan-test: deps interop-files
 	  EXTRA_LDFLAGS="-fsanitize=address,undefined" build/asan/bin/dygraph_tests
 	@# Criterion runs each test in a child; a leak report there does not fail the test, so the
 	@# log is searched for any sanitizer report as well.
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp \
 	  build/asan/bin/dygraph_tests --jobs 2 2>&1 | tee build/asan/tests.log
 	@! grep -qE "ERROR: (Address|Leak)Sanitizer|runtime error:" build/asan/tests.log || \

@@ -59,6 +59,7 @@ static int class_of(size_t total) {
 #endif
 
 void *dg_block_alloc(size_t n) {
+    if (n > SIZE_MAX / 2) return NULL;   /* no size this large can be had; n + HDR must not wrap */
     size_t total = n + HDR;
     if (!CACHE_ON) {
         char *b = aligned_alloc(HDR, (total + HDR - 1) / HDR * HDR);

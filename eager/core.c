@@ -48,30 +48,20 @@ void dg_set_num_threads(int n) {
 int dg_get_num_threads(void) { return dg_threads(); }
 int dg_threads(void) { return g_threads ? g_threads : omp_get_max_threads(); }
 
-int dg_init(const dg_init_params *p) {
-    dg_init_params d = {0};
-    if (p) d = *p;
-    const char *dev = d.device;
+/* The device as the program, $DG_DEVICE or the launcher's FLAGS_selected_gpus asks. */
+static int init_device(const dg_init_params *d) {
+    const char *dev = d->device;
     if (!dev) dev = getenv("DG_DEVICE");
     char buf[32];
     if (!dev && getenv("FLAGS_selected_gpus") && *getenv("FLAGS_selected_gpus")) {
         snprintf(buf, sizeof buf, "gpu:%d", atoi(getenv("FLAGS_selected_gpus")));
         dev = buf;
     }
-    int threads = d.num_threads;
-    if (!threads && getenv("DG_NUM_THREADS")) threads = atoi(getenv("DG_NUM_THREADS"));
-    if (threads > 0) dg_set_num_threads(threads);
-    if (d.seed) dg_manual_seed(d.seed);
-    const char *bf = getenv("DG_CPU_BF16");
-    if (d.cpu_bf16 || (bf && atoi(bf))) {
-        int rc = dg_set_cpu_bf16(true);
-        if (rc) return rc;
-    }
     if (!dev) {
         /* a CUDA build on a machine without a GPU says once that it runs on the CPU. Only the
          * device nodes are looked at: starting the CUDA runtime just to ask would map ~150 MB
          * of libraries into a CPU-only process. */
-        if (dg_cuda_built() && !d.quiet && access("/dev/nvidiactl", F_OK) != 0)
+        if (dg_cuda_built() && !d->quiet && access("/dev/nvidiactl", F_OK) != 0)
             fprintf(stderr, "dygraph: no NVIDIA GPU here (no /dev/nvidiactl): running on the CPU backend\n");
         return 0;
     }
@@ -79,12 +69,32 @@ int dg_init(const dg_init_params *p) {
     if (rc && dev == buf) {
         /* FLAGS_selected_gpus comes from a launcher, not from the program: fall back to the
          * CPU with a one-line notice instead of failing */
-        if (!d.quiet) fprintf(stderr, "dygraph: FLAGS_selected_gpus=%s but %s; running on the CPU backend\n",
-                              getenv("FLAGS_selected_gpus"), dg_last_error());
+        if (!d->quiet) fprintf(stderr, "dygraph: FLAGS_selected_gpus=%s but %s; running on the CPU backend\n",
+                               getenv("FLAGS_selected_gpus"), dg_last_error());
         dg_clear_error();
         return 0;
     }
     return rc;
+}
+
+int dg_init(const dg_init_params *p) {
+    dg_init_params d = {0};
+    if (p) d = *p;
+    int threads = d.num_threads;
+    if (!threads && getenv("DG_NUM_THREADS")) threads = atoi(getenv("DG_NUM_THREADS"));
+    if (threads > 0) dg_set_num_threads(threads);
+    if (d.seed) dg_manual_seed(d.seed);
+    int rc = init_device(&d);
+    if (rc) return rc;
+    /* bf16 last, so a CPU without it never keeps the device from being set. Asked by the
+     * program: an error; by the environment: a notice, and f32 */
+    const char *bf = getenv("DG_CPU_BF16");
+    if (d.cpu_bf16) return dg_set_cpu_bf16(true);
+    if (bf && atoi(bf) && dg_set_cpu_bf16(true) != 0) {
+        if (!d.quiet) fprintf(stderr, "dygraph: DG_CPU_BF16=%s but %s\n", bf, dg_last_error());
+        dg_clear_error();
+    }
+    return 0;
 }
 
 void dg_shutdown(void) {}

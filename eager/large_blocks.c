@@ -17,6 +17,7 @@
 #include "internal.h"
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #define PAGE ((size_t)4096)
 #define DG_LARGE_KEEP ((size_t)1 << 30)
@@ -39,8 +40,14 @@ static uint64_t g_grows;               /* times the top moved: flat once a loop 
 
 static bool reserve(void) {
     g_tried = true;
-    /* PROT_NONE costs no commit charge even under strict overcommit; pages become usable as g_top grows */
+    /* PROT_NONE costs no commit charge even under strict overcommit; pages become usable as g_top
+     * grows. Under an address-space limit (ulimit -v) it takes at most half of it, leaving the
+     * rest to malloc, thread stacks and JIT code. */
+    size_t most = (size_t)64 << 30;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 2 < most) most = rl.rlim_cur / 2;
     for (size_t gb = 64; gb >= 4; gb /= 2) {
+        if ((gb << 30) > most) continue;
         void *p = mmap(NULL, gb << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (p != MAP_FAILED) { g_base = p; g_reserved_bytes = gb << 30; return true; }
     }
@@ -126,10 +133,11 @@ static void give_back(char *p, size_t size) {
 /* A block of at least `total` bytes, 64-byte aligned (page aligned here); *size_out is what it
  * holds, to pass back to dg_large_free. */
 void *dg_large_alloc(size_t total, size_t *size_out) {
+    if (total > SIZE_MAX - PAGE) { *size_out = 0; return NULL; }
     size_t size = (total + PAGE - 1) / PAGE * PAGE;
     char *p = NULL;
     pthread_mutex_lock(&g_lock);
-    if (g_base || (!g_tried && reserve())) {
+    if ((g_base || (!g_tried && reserve())) && size <= g_reserved_bytes) {
         p = take(&size);
         if (p) {
             g_live += size;

@@ -67,7 +67,14 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     if (dg_dtype_size(dtype) == 0) { DG_ERR(DG_EINVAL, "tensor: invalid dtype %d", (int)dtype); return NULL; }
     const dg_backend *be = dg_backend_for(device);
     if (!be) { DG_ERR(DG_EDEVICE, "tensor: no backend for device type %d", (int)device.type); return NULL; }
-    int64_t numel = dg_shape_numel(shape, ndim);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] && numel > INT64_MAX / 16 / shape[i]) {   /* 16: the widest dtype's size, with room */
+            DG_ERR(DG_EINVAL, "tensor: %s has more elements than memory can hold", dg_shape_fmt(shape, ndim, (char[96]){0}, 96));
+            return NULL;
+        }
+        numel *= shape[i];
+    }
     size_t nbytes = (size_t)numel * dg_dtype_size(dtype);
     dg_storage *st = dg_block_alloc(sizeof *st);
     void *data = be->alloc(nbytes ? nbytes : 1);

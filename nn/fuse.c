@@ -1,8 +1,8 @@
 /* nn/fuse.c — inference-time folding of Conv2d + BatchNorm (ResNet's every conv): in eval mode
  * batch norm is an affine map per channel, so conv(x, w) + b followed by it is one convolution
  * with w' = w * s and b' = beta + (b - running_mean) * s, s = gamma / sqrt(running_var + eps).
- * That removes a full pass over every activation and its buffer; a ReLU after it rides on the
- * convolution's output pass too (so the convolution's output and the ReLU's never coexist).
+ * That removes a full pass over every activation and its buffer; a ReLU after it is applied to
+ * the convolution's output in place (so the convolution's output and the ReLU's never coexist).
  * Training, or any pass that records gradients, runs the layers as they are. */
 #include "nn_internal.h"
 

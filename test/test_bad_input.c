@@ -143,3 +143,18 @@ Test(bad_input, inplace_on_grad_leaf_refused) {
     dg_clear_error();
     dg_scope_end(s);
 }
+
+/* Sizes no machine holds fail cleanly: an element count whose byte size overflows, and a
+ * 4 TB tensor the allocator cannot give (neither crashes, wraps around or returns a tiny block). */
+Test(bad_input, impossible_sizes) {
+    dg_clear_error();
+    cr_assert_null(dg_zeros(DG_SHAPE((int64_t)1 << 40, (int64_t)1 << 40), DG_F32));
+    cr_assert(strstr(dg_last_error(), "more elements than memory can hold"), "%s", dg_last_error());
+    dg_clear_error();
+    cr_assert_null(dg_empty(DG_SHAPE((int64_t)1 << 40), DG_F32));
+    cr_assert(strstr(dg_last_error(), "out of memory"), "%s", dg_last_error());
+    dg_clear_error();
+    dg_tensor *ok = dg_zeros(DG_SHAPE(1 << 20), DG_F32);   /* and the allocator still works */
+    cr_assert_not_null(ok, "%s", dg_last_error());
+    dg_tensor_free(ok);
+}

@@ -647,6 +647,26 @@ static void expect_folded_inference_equals_layers(void) {
     cr_assert_eq(dg_live_tensors(), live0, "%zd tensors left", (ssize_t)(dg_live_tensors() - live0));
 }
 Test(models, folded_inference_equals_layers) { expect_folded_inference_equals_layers(); }
+
+/* A NaN in the input reaches the logits through the folded convolutions and their ReLUs, as it
+ * does through the layers (a ReLU that turned NaN into 0 would hide it). */
+Test(models, folded_inference_keeps_nan) {
+    dg_scope *s = dg_scope_begin();
+    dg_manual_seed(6);
+    dg_layer *m = dg_resnet18((dg_resnet_params){ .num_classes = 4 });
+    dg_layer_eval(m);
+    dg_tensor *x = dg_randn(DG_SHAPE(1, 3, 64, 64), DG_F32);
+    ((float *)dg_data(x))[3 * 64 + 7] = NAN;
+    dg_no_grad_begin();
+    dg_tensor *y = dg_forward(m, x);
+    dg_no_grad_end();
+    cr_assert_not_null(y, "%s", dg_last_error());
+    float out[4];
+    dg_to_host(y, out, sizeof out);
+    for (int i = 0; i < 4; i++) cr_assert(isnan(out[i]), "logit %d is %g: the NaN was lost", i, out[i]);
+    dg_layer_free(m);
+    dg_scope_end(s);
+}
 Test(models, folded_inference_equals_layers_im2col) {
     setenv("DG_CPU_CONV", "im2col", 1);   /* read once per process: the fallback's fused ReLU */
     expect_folded_inference_equals_layers();

@@ -68,12 +68,13 @@ static void bn_bwd_##SUF(const T *x, const T *gy, const T *w, const T *mean, con
         double k = (w ? (double)w[ch] : 1.0) * is;                                                 \
         /* training: gx = k * (gy - mean(gy) - xhat * mean(gy*xhat)); eval: gx = k * gy */        \
         double a = training && m > 0 ? sg / m : 0, bq = training && m > 0 ? sgx / m : 0;           \
-        /* gx = gy * k + x * kx + k0: the per-channel constants in double, the pass in T */       \
-        T kg = (T)k, kx = (T)(-k * is * bq), k0 = (T)(k * (mu * is * bq - a));                     \
+        /* gx = gy * k + (x - mu) * kx + k0: per-channel constants in double, the pass in T      \
+         * (x - mu first, so a mean large against the spread does not cancel the term away) */    \
+        T kg = (T)k, kx = (T)(-k * is * bq), k0 = (T)(-k * a), mt = (T)mu;                         \
         for (int64_t i = 0; i < n; i++) {                                                          \
             const T *p = x + (i * c + ch) * inner, *g = gy + (i * c + ch) * inner;                 \
             T *q = gx + (i * c + ch) * inner;                                                      \
-            for (int64_t j = 0; j < inner; j++) q[j] = g[j] * kg + p[j] * kx + k0;                 \
+            for (int64_t j = 0; j < inner; j++) q[j] = g[j] * kg + (p[j] - mt) * kx + k0;          \
         }                                                                                          \
     }                                                                                              \
 }

@@ -165,7 +165,8 @@ static bool use_dnnl(void) {
 }
 
 int dg_cpu_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {
-    if (use_dnnl() && dg_dnnl_conv2d(g, x, w, b, y) == 1) return 0;
+    if (use_dnnl() && dg_dnnl_conv2d(g, x, w, b, y) == 1)
+        return g->relu ? report(dg_cpu_unary(DG_UN_RELU, y, y, 0, 0), "conv2d") : 0;   /* in place, NaN kept */
     dg_dtype dt = x->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d", dt);
     size_t es = dg_dtype_size(dt);

@@ -58,7 +58,7 @@ typedef struct entry {
     unsigned long last_use;
 } entry;
 
-#define TABLE 48
+#define TABLE 96   /* ResNet50: ~20 geometries, chunked ones counted once per chunk size */
 static entry g_table[TABLE];
 static int g_n;
 static unsigned long g_clock;
@@ -177,21 +177,15 @@ static bool finish_direction(direction *d) {
 static bool make_fwd(entry *e, const mds *m) {
     direction *d = &e->fwd;
     dnnl_convolution_desc_t cd;
-    /* a fused ReLU only happens in passes without gradients: inference kernels then */
+    /* a fused ReLU only happens in passes without gradients: inference kernels then. The ReLU
+     * itself is applied by the caller: oneDNN's (max with 0) would turn NaN into 0, where
+     * dg_relu keeps it */
     dnnl_prop_kind_t prop = e->g.relu ? dnnl_forward_inference : dnnl_forward_training;
     if (dnnl_dilated_convolution_forward_desc_init(&cd, prop, dnnl_convolution_direct, &m->src_in, &m->wei_in,
                                                    e->bias ? &m->bias_any : NULL, &m->dst_any, m->strides, m->dil, m->pad_l, m->pad_r))
         return false;
     dnnl_primitive_attr_t attr = user_scratchpad_attr();
     if (!attr) return false;
-    if (e->g.relu) {
-        dnnl_post_ops_t po = NULL;
-        bool ok = dnnl_post_ops_create(&po) == dnnl_success &&
-                  dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success &&
-                  dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
-        if (po) dnnl_post_ops_destroy(po);
-        if (!ok) { dnnl_primitive_attr_destroy(attr); return false; }
-    }
     dnnl_status_t st = dnnl_primitive_desc_create(&d->pd, &cd, attr, g_eng, NULL);
     dnnl_primitive_attr_destroy(attr);
     if (st != dnnl_success) return false;
@@ -343,6 +337,7 @@ int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor 
              (!b || dnnl_memory_set_data_handle(d->bias, dg_tensor_ptr(b)) == dnnl_success) &&
              execute(d, DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS, b != NULL);
     }
+    if (!ok && g_strm) dnnl_stream_wait(g_strm);   /* nothing may still use the buffers */
     release_buffers();
     pthread_mutex_unlock(&g_lock);
     /* a failure after the first chunk leaves y partly written: the fallback rewrites all of it */
@@ -365,6 +360,7 @@ int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, c
              operand_bind(&d->op[2], gxp + n0 * xs, false) &&
              execute(d, DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC, 0, false);
     }
+    if (!ok && g_strm) dnnl_stream_wait(g_strm);   /* nothing may still use the buffers */
     release_buffers();
     pthread_mutex_unlock(&g_lock);
     return ok ? 1 : 0;
@@ -384,6 +380,7 @@ int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy,
              (!gb || dnnl_memory_set_data_handle(d->bias, dg_tensor_ptr(gb)) == dnnl_success) &&
              execute(d, DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS, gb != NULL);
     }
+    if (!ok && g_strm) dnnl_stream_wait(g_strm);   /* nothing may still use the buffers */
     release_buffers();
     pthread_mutex_unlock(&g_lock);
     return ok ? 1 : 0;

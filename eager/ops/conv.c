@@ -108,9 +108,9 @@ dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
     return conv2d(x, w, b, p, false);
 }
 
-/* The ReLU rides on the convolution's output pass (a oneDNN post-op on the CPU), so inference
- * never holds the convolution's output and the ReLU's at once. It records no gradient: callers
- * use it only where none is wanted. */
+/* The backend applies the ReLU to the convolution's output in place, so inference never holds
+ * the convolution's output and the ReLU's at once. It records no gradient: callers use it only
+ * where none is wanted. */
 dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
     dg_tensor *in[3] = { (dg_tensor *)x, (dg_tensor *)w, (dg_tensor *)b };
     DG_CHECK(x && w && !dg_needs_record(in, 3), OP "+relu: for passes without gradients only (inputs %s, %s)",
