@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
     FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL));
 
     double t_train = 0;
-    int64_t step = 0;
+    int64_t step = 0, images = 0;
     su_eval ev = {0};
     for (int64_t epoch = first_epoch; epoch < epochs; epoch++) {
         double t0 = su_now();
@@ -70,12 +70,14 @@ int main(int argc, char **argv) {
             dg_scope_end(s);
         }
         t_train += su_now() - t0;
+        images += bar.images;
         if (su_evaluate(net, test_dl, true, &ev)) return su_die("evaluate");
         printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld images), epoch time %.1f s\n",
                (long long)epoch + 1, bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy, (long long)ev.n, su_now() - t0);
         if (save && su_save(save, net, opt, epoch + 1)) return su_die("save");
     }
-    printf("test accuracy: %.4f\ntraining time: %.1f s\n", ev.accuracy, t_train);
+    printf("test accuracy: %.4f\ntraining time: %.1f s (%.0f img/s, data loading included)\n", ev.accuracy, t_train,
+           t_train > 0 ? (double)images / t_train : 0.0);
     if (save) printf("checkpoint: %s.{model,optim,meta}.safetensors\n", save);
     if (metrics) fclose(metrics);
     dg_optimizer_free(opt);
