@@ -4,8 +4,9 @@
  * malloc they cost about a third of the step (perf on the LinearNet step: _int_malloc,
  * _int_free, malloc_consolidate). Blocks are 64-byte aligned; a 64-byte header keeps the class
  * so a block may be freed on another thread (DataLoader batches are) and simply joins that
- * thread's list. Each list is capped (at most 64 blocks and 4 MB per class per thread) and a
- * thread's lists are released when it exits, so the cache never holds much.
+ * thread's list. Each list is capped (at most 4096 blocks and 2 MB per class per thread, ≈22 MB
+ * in all: enough for a step that records a thousand ops before its scope ends) and a
+ * thread's lists are released when it exits.
  *
  * Blocks above 256 KB (activations) come from eager/large_blocks.c, whose header slot here
  * keeps their size. */
@@ -16,7 +17,8 @@
 #define MIN_SHIFT 7                  /* 128-byte blocks (header included) */
 #define MAX_SHIFT 18                 /* 256 KB: larger blocks go to eager/large_blocks.c */
 #define NCLASS (MAX_SHIFT - MIN_SHIFT + 1)
-#define CLASS_CAP_BYTES ((size_t)4 << 20)
+#define CLASS_CAP_BYTES ((size_t)2 << 20)
+#define CLASS_CAP_COUNT 4096
 
 typedef struct free_block { struct free_block *next; } free_block;
 typedef struct lists { free_block *head[NCLASS]; int count[NCLASS]; } lists;
@@ -96,7 +98,7 @@ void dg_block_free(void *p) {
     if (c == LARGE_TAG) { dg_large_free(b, *(size_t *)(b + 8)); return; }
     lists *l = c >= 0 ? my_lists() : NULL;
     size_t sz = c >= 0 ? (size_t)1 << (c + MIN_SHIFT) : 0;
-    if (l && l->count[c] < 64 && (size_t)(l->count[c] + 1) * sz <= CLASS_CAP_BYTES) {
+    if (l && l->count[c] < CLASS_CAP_COUNT && (size_t)(l->count[c] + 1) * sz <= CLASS_CAP_BYTES) {
         free_block *f = (free_block *)b;
         f->next = l->head[c];
         l->head[c] = f;

@@ -68,12 +68,11 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     const dg_backend *be = dg_backend_for(device);
     if (!be) { DG_ERR(DG_EDEVICE, "tensor: no backend for device type %d", (int)device.type); return NULL; }
     int64_t numel = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] && numel > INT64_MAX / 16 / shape[i]) {   /* 16: the widest dtype's size, with room */
-            DG_ERR(DG_EINVAL, "tensor: %s has more elements than memory can hold", dg_shape_fmt(shape, ndim, (char[96]){0}, 96));
-            return NULL;
-        }
-        numel *= shape[i];
+    bool overflow = false;
+    for (int i = 0; i < ndim; i++) overflow |= __builtin_mul_overflow(numel, shape[i], &numel);
+    if (overflow || numel > INT64_MAX / 16) {   /* 16: the widest dtype's size, with room */
+        DG_ERR(DG_EINVAL, "tensor: %s has more elements than memory can hold", dg_shape_fmt(shape, ndim, (char[96]){0}, 96));
+        return NULL;
     }
     size_t nbytes = (size_t)numel * dg_dtype_size(dtype);
     dg_storage *st = dg_block_alloc(sizeof *st);
