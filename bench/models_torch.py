@@ -1,7 +1,10 @@
 """bench/models_torch.py — the same workloads as bench/models.c in PyTorch 1.13 (Debian),
 same batch sizes, optimizers and losses, one workload per process:
     /usr/bin/python3 bench/models_torch.py <workload> <threads>
-prints `<workload>_t<threads> <images/s> img/s <peak RSS MB> MB`."""
+prints `<workload>_t<threads> <images/s> img/s <peak RSS MB> MB`.
+BENCH_BF16=1: forward and loss under torch.autocast("cpu", torch.bfloat16), the counterpart of
+dygraph's DG_CPU_BF16=1 (bf16 convolutions, f32 weights)."""
+import os
 import resource
 import sys
 import time
@@ -12,6 +15,7 @@ import torch.nn.functional as F
 import torchvision
 
 name, threads = sys.argv[1], int(sys.argv[2])
+BF16 = os.environ.get("BENCH_BF16") == "1"
 torch.set_num_threads(threads)
 torch.manual_seed(1)
 
@@ -83,13 +87,14 @@ else:
 
 def step():
     if train:
-        out = net(x)
-        loss = F.mse_loss(out, y) if mse else F.cross_entropy(out, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=BF16):
+            out = net(x)
+            loss = F.mse_loss(out, y) if mse else F.cross_entropy(out, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
     else:
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=BF16):
             net(x)
 
 

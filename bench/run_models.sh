@@ -3,6 +3,7 @@
 # ROUNDS rounds (default 3), every workload at 1 and 2 threads; prints medians of images/s and
 # peak RSS side by side with the ratio. PyTorch gets OpenBLAS's best (OPENBLAS_CORETYPE=SkylakeX,
 # its pool held to the thread count); dygraph gets no variable.
+# BF16=1: both sides in bf16 (dygraph DG_CPU_BF16=1, PyTorch torch.autocast bf16).
 # Usage: sh bench/run_models.sh build/bin/bench_models [workload ...]
 set -e
 BIN=${1:-build/bin/bench_models}
@@ -15,8 +16,8 @@ while [ $i -le "$ROUNDS" ]; do
     for w in $WORKLOADS; do
         for t in 1 2; do
             echo "round $i/$ROUNDS: $w, $t thread(s)" >&2
-            env -u OPENBLAS_CORETYPE "$BIN" "$w" "$t" >> "$DIR/dg.$i"
-            OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$t /usr/bin/python3 bench/models_torch.py "$w" "$t" >> "$DIR/pt.$i"
+            env -u OPENBLAS_CORETYPE DG_CPU_BF16="${BF16:-0}" "$BIN" "$w" "$t" >> "$DIR/dg.$i"
+            OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$t BENCH_BF16="${BF16:-0}" /usr/bin/python3 bench/models_torch.py "$w" "$t" >> "$DIR/pt.$i"
         done
     done
     i=$((i + 1))
@@ -32,6 +33,7 @@ def load(p):
     return out
 dg = [load(os.path.join(d, f"dg.{i}")) for i in range(1, rounds + 1)]
 pt = [load(os.path.join(d, f"pt.{i}")) for i in range(1, rounds + 1)]
+if os.environ.get("BF16") == "1": print("bf16: dygraph DG_CPU_BF16=1 (bf16 convolutions) vs PyTorch torch.autocast(cpu, bfloat16)")
 print(f"{'workload (median of %d)' % rounds:22s} {'dygraph /s':>10s} {'(min-max)':>17s} {'pytorch /s':>10s} {'(min-max)':>17s} {'ratio':>7s} {'dg RSS MB':>9s} {'pt RSS MB':>9s}  (img/s; linear: steps/s)")
 for k in dg[0]:
     xa = [r[k][0] for r in dg]; xb = [r[k][0] for r in pt]
