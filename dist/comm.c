@@ -18,9 +18,18 @@ const dg_comm_backend dg_comm_local_backend = {
     .all_gather = local_all_gather, .barrier = local_barrier, .destroy = local_destroy,
 };
 
-static _Thread_local bool t_background;
-void dg_comm_mark_background_thread(void) { t_background = true; }
-bool dg_comm_on_background_thread(void) { return t_background; }
+int dg_comm_start_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle) {
+    pthread_mutex_lock(&c->lock);
+    int rc = c->be->start_all_reduce(c, buf, n, dt, handle);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+int dg_comm_poll_raw(dg_comm *c, void *handle, bool *done) {
+    pthread_mutex_lock(&c->lock);
+    int rc = c->be->poll(c, handle, done);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
 
 /* ---- rendezvous ---- */
 dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s) {

@@ -19,6 +19,10 @@ typedef struct dg_comm_backend {
     /* after a collective queued on the device: make the compute stream wait for it (NULL:
      * collectives are complete on return) */
     int (*wait)(dg_comm *c);
+    /* optional (host transports): start a SUM all-reduce and poll it to completion; *done set
+     * and the handle freed when it completes or fails. What the DataParallel overlap uses. */
+    int (*start_all_reduce)(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle);
+    int (*poll)(dg_comm *c, void *handle, bool *done);
     void (*destroy)(dg_comm *c);
 } dg_comm_backend;
 
@@ -42,10 +46,9 @@ bool dg_comm_nccl_built(void);
  * comm thread; takes the comm lock). */
 int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
 
-/* The reducer's comm thread marks itself: transports then wait without holding the core
- * (collectives there overlap the rank's own compute). */
-void dg_comm_mark_background_thread(void);
-bool dg_comm_on_background_thread(void);
+/* The transport's start_all_reduce / poll under the comm lock (callers check they exist). */
+int dg_comm_start_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle);
+int dg_comm_poll_raw(dg_comm *c, void *handle, bool *done);
 
 double dg_dist_timeout(double given);
 int dg_dist_split_endpoint(const char *ep, char *host, size_t hlen, int *port);

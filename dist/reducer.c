@@ -4,13 +4,17 @@
  * parameters' device. A step packs every bucket's gradients into its buffer, sums it over the
  * ranks and unpacks it back into the gradients.
  *
- * With overlap on, grad-ready hooks pack a bucket as soon as its last gradient is final and hand
- * it to a comm thread, which reduces buckets strictly in bucket order (every rank must issue the
- * same collectives in the same order) while backward goes on; apply then only waits and
- * unpacks. Parameters that got no gradient are reported by name, or with find_unused_parameters
+ * With overlap on, grad-ready hooks pack a bucket as soon as its last gradient is final and start
+ * its all-reduce, strictly in bucket order (every rank must issue the same collectives in the
+ * same order), and every hook polls the ones in flight, so communication advances between
+ * backward's kernels on the rank's own thread; apply then finishes what is left and unpacks.
+ * (A comm thread did this before; on a machine whose cores backward keeps busy it was seldom
+ * running when its peer was, and most buckets were still pending when backward ended.) A
+ * device transport (NCCL) queues every bucket on its stream in apply. Parameters that got no gradient are reported by name, or with find_unused_parameters
  * count as zero gradients (and receive the others' sum). */
 #include "dist_internal.h"
 #include "reducer.h"
+#include <sched.h>
 
 static void bucket_free(dg_bucket *b) {
     free(b->params);
@@ -18,15 +22,11 @@ static void bucket_free(dg_bucket *b) {
     dg_tensor_free(b->flat);
 }
 
+static void finish_pending(dg_reducer *r);
+
 void dg_reducer_free(dg_reducer *r) {
     if (!r) return;
-    if (r->thread_started) {
-        pthread_mutex_lock(&r->lock);
-        r->stop = true;
-        pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->lock);
-        pthread_join(r->thread, NULL);
-    }
+    finish_pending(r);   /* no request may outlive its buffer */
     for (int i = 0; i < r->np; i++) dg_clear_grad_hooks(r->params[i]);
     for (int b = 0; b < r->nb; b++) bucket_free(&r->buckets[b]);
     free(r->buckets);
@@ -35,34 +35,7 @@ void dg_reducer_free(dg_reducer *r) {
     free(r->params);
     for (int i = 0; i < r->np; i++) free(r->names[i]);
     free(r->names);
-    pthread_mutex_destroy(&r->lock);
-    pthread_cond_destroy(&r->cv);
     free(r);
-}
-
-/* ---- the comm thread: reduces buckets in order as they become packed ---- */
-static void *comm_loop(void *arg) {
-    dg_reducer *r = arg;
-    dg_comm_mark_background_thread();
-    pthread_mutex_lock(&r->lock);
-    for (;;) {
-        while (!r->stop && !(r->next_launch < r->nb && r->buckets[r->next_launch].state == DG_BUCKET_PACKED))
-            pthread_cond_wait(&r->cv, &r->lock);
-        if (r->stop) break;
-        dg_bucket *b = &r->buckets[r->next_launch];
-        b->state = DG_BUCKET_REDUCING;
-        pthread_mutex_unlock(&r->lock);
-        int rc = dg_comm_all_reduce_raw(r->comm, b->host, b->numel, b->dtype, DG_COMM_SUM);
-        char msg[512] = "";
-        if (rc) { snprintf(msg, sizeof msg, "%s", dg_last_error()); dg_clear_error(); }
-        pthread_mutex_lock(&r->lock);
-        b->state = DG_BUCKET_DONE;
-        if (rc && !r->error) { r->error = rc; snprintf(r->error_msg, sizeof r->error_msg, "%s", msg); }
-        r->next_launch++;
-        pthread_cond_broadcast(&r->cv);
-    }
-    pthread_mutex_unlock(&r->lock);
-    return NULL;
 }
 
 /* ---- packing ---- */
@@ -82,7 +55,7 @@ static int pack_bucket(dg_reducer *r, dg_bucket *b) {
     for (int k = 0; k < b->n && !rc; k++) rc = pack_one(r, b, k);
     dg_scope_end(sc);
     dg_no_grad_end();
-    /* a host transport reads the buffer from the comm thread: the device copy must be done */
+    /* a host transport reads the buffer as soon as its all-reduce starts: the device copy must be done */
     if (!rc && b->flat->storage->device.type != DG_CPU && !r->comm->be->device_buffers) rc = dg_synchronize(b->flat->storage->device);
     return rc;
 }
@@ -105,7 +78,46 @@ static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
     return rc;
 }
 
-/* ---- hooks (overlap) ---- */
+/* ---- overlap: starting buckets in order, polling them ---- */
+static bool can_start(const dg_reducer *r) { return r->comm->be->start_all_reduce && r->comm->be->poll; }
+
+static void fail(dg_reducer *r, int rc) {
+    if (rc && !r->error) { r->error = rc; snprintf(r->error_msg, sizeof r->error_msg, "%s", dg_last_error()); }
+    dg_clear_error();
+}
+
+/* Starts every packed bucket from next_launch on, stopping at the first not packed yet. */
+static void start_ready(dg_reducer *r) {
+    while (!r->error && r->next_launch < r->nb && r->buckets[r->next_launch].state == DG_BUCKET_PACKED) {
+        dg_bucket *b = &r->buckets[r->next_launch];
+        int rc = dg_comm_start_all_reduce_raw(r->comm, b->host, b->numel, b->dtype, &b->pending);
+        if (rc) { fail(r, rc); break; }
+        b->state = DG_BUCKET_REDUCING;
+        r->next_launch++;
+    }
+}
+
+/* One poll of every bucket in flight; true when none is left. */
+static bool poll_all(dg_reducer *r) {
+    bool all = true;
+    for (int k = 0; k < r->next_launch; k++) {
+        dg_bucket *b = &r->buckets[k];
+        if (b->state != DG_BUCKET_REDUCING) continue;
+        bool done = false;
+        int rc = dg_comm_poll_raw(r->comm, b->pending, &done);
+        if (done) { b->state = DG_BUCKET_DONE; b->pending = NULL; }
+        else all = false;
+        if (rc) fail(r, rc);
+    }
+    return all;
+}
+
+/* Completes whatever is in flight (apply, errors, free): a request must not outlive its buffer. */
+static void finish_pending(dg_reducer *r) {
+    if (!r->buckets || !can_start(r)) return;
+    while (!poll_all(r)) sched_yield();   /* the peer may need this core to make its progress */
+}
+
 static void grad_ready(dg_tensor *leaf, void *user) {
     dg_reducer *r = user;
     if (r->no_sync || r->error) return;
@@ -114,21 +126,21 @@ static void grad_ready(dg_tensor *leaf, void *user) {
     if (i == r->np || r->ready[i]) return;
     r->ready[i] = true;
     dg_bucket *b = &r->buckets[r->bucket_of[i]];
-    if (++b->nready < b->n) return;
-    int rc = pack_bucket(r, b);
-    pthread_mutex_lock(&r->lock);
-    if (rc && !r->error) { r->error = rc; snprintf(r->error_msg, sizeof r->error_msg, "%s", dg_last_error()); }
-    b->state = rc ? DG_BUCKET_DONE : DG_BUCKET_PACKED;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->lock);
+    if (++b->nready == b->n) {
+        int rc = pack_bucket(r, b);
+        b->state = rc ? DG_BUCKET_DONE : DG_BUCKET_PACKED;
+        if (rc) fail(r, rc);
+    }
+    if (can_start(r)) {
+        start_ready(r);
+        poll_all(r);
+    }
 }
 
 /* ---- construction ---- */
 dg_reducer *dg_reducer_new(dg_comm *comm, dg_tensor *const *params, char *const *names, int np, dg_dp_params p) {
     dg_reducer *r = calloc(1, sizeof *r);
     DG_CHECK(r, "data_parallel: out of memory");
-    pthread_mutex_init(&r->lock, NULL);
-    pthread_cond_init(&r->cv, NULL);
     r->comm = comm;
     r->np = np;
     r->p = p;
@@ -172,15 +184,9 @@ dg_reducer *dg_reducer_new(dg_comm *comm, dg_tensor *const *params, char *const 
         if (!b->flat) { dg_reducer_free(r); return NULL; }
         b->host = dg_tensor_ptr(b->flat);
     }
-    if (p.overlap && comm->size > 1) {
+    if (p.overlap && comm->size > 1)
         for (int i = 0; i < np; i++)
             if (dg_register_grad_hook(params[i], grad_ready, r) != 0) { dg_reducer_free(r); return NULL; }
-        /* a device transport (NCCL) queues on the comm stream from the hook itself */
-        if (!comm->be->device_buffers) {
-            if (pthread_create(&r->thread, NULL, comm_loop, r) != 0) { dg_reducer_free(r); DG_ERR(DG_ECOMM, "data_parallel: cannot start the comm thread"); return NULL; }
-            r->thread_started = true;
-        }
-    }
     return r;
 }
 
@@ -188,13 +194,12 @@ int dg_reducer_num_buckets(const dg_reducer *r) { return r ? r->nb : 0; }
 
 /* ---- the step ---- */
 static void reset(dg_reducer *r) {
-    pthread_mutex_lock(&r->lock);
+    finish_pending(r);
     for (int i = 0; i < r->np; i++) r->ready[i] = false;
     for (int k = 0; k < r->nb; k++) { r->buckets[k].nready = 0; r->buckets[k].state = DG_BUCKET_IDLE; }
     r->next_launch = 0;
     r->error = 0;
     r->error_msg[0] = 0;
-    pthread_mutex_unlock(&r->lock);
 }
 
 static int check_unused(dg_reducer *r) {
@@ -233,32 +238,26 @@ int dg_reducer_apply(dg_reducer *r) {
     rc = check_unused(r);
     for (int k = 0; k < r->nb && !rc; k++) {
         dg_bucket *b = &r->buckets[k];
-        pthread_mutex_lock(&r->lock);
-        bool idle = b->state == DG_BUCKET_IDLE;
-        pthread_mutex_unlock(&r->lock);
-        if (!idle) continue;
+        if (b->state != DG_BUCKET_IDLE) continue;
         rc = pack_bucket(r, b);
-        pthread_mutex_lock(&r->lock);
         b->state = rc ? DG_BUCKET_DONE : DG_BUCKET_PACKED;
-        pthread_cond_broadcast(&r->cv);
-        pthread_mutex_unlock(&r->lock);
     }
-    if (r->comm->be->device_buffers) {
-        /* device transport: queue the packed buckets in order on the comm stream */
+    if (!rc && r->error) { rc = r->error; DG_ERR(rc, "%s", r->error_msg); }
+    if (rc) {
+        finish_pending(r);
+        reset(r);
+        return rc;
+    }
+    if (can_start(r)) {
+        start_ready(r);
+        finish_pending(r);
+        if (r->error) { rc = r->error; DG_ERR(rc, "%s", r->error_msg); }
+    } else {
+        /* a transport without non-blocking collectives (device transports queue on their
+         * stream): every bucket in order now */
         for (int k = 0; k < r->nb && !rc; k++)
             rc = dg_comm_all_reduce_raw(r->comm, r->buckets[k].host, r->buckets[k].numel, r->buckets[k].dtype, DG_COMM_SUM);
-        if (!rc) rc = r->comm->be->wait(r->comm);
-    } else if (!rc) {
-        pthread_mutex_lock(&r->lock);
-        while (r->next_launch < r->nb && !r->error) pthread_cond_wait(&r->cv, &r->lock);
-        if (r->error) { rc = r->error; DG_ERR(rc, "%s", r->error_msg); }
-        pthread_mutex_unlock(&r->lock);
-    } else {
-        /* an error before every bucket was handed over: let the comm thread finish what it
-         * started so it does not touch buffers mid-reduction later */
-        pthread_mutex_lock(&r->lock);
-        while (r->next_launch < r->nb && r->buckets[r->next_launch].state != DG_BUCKET_IDLE) pthread_cond_wait(&r->cv, &r->lock);
-        pthread_mutex_unlock(&r->lock);
+        if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
     }
     for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);
     reset(r);

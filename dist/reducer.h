@@ -16,7 +16,8 @@ typedef struct dg_bucket {
     dg_tensor *flat;              /* persistent buffer */
     void *host;                   /* flat's data pointer */
     int nready;                   /* overlap: gradients final so far */
-    dg_bucket_state state;        /* overlap: guarded by the reducer's lock */
+    dg_bucket_state state;        /* overlap */
+    void *pending;                /* overlap: the transport's handle while REDUCING */
 } dg_bucket;
 
 typedef struct dg_reducer {
@@ -30,12 +31,8 @@ typedef struct dg_reducer {
     int *bucket_of;
     bool *ready;
     bool no_sync;
-    /* overlap */
-    pthread_t thread;
-    bool thread_started, stop;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    int next_launch;              /* first bucket not yet reduced */
+    /* overlap (all on the thread that runs backward and apply) */
+    int next_launch;              /* first bucket not yet started */
     int error;
     char error_msg[512];
 } dg_reducer;

@@ -5,7 +5,6 @@
  * pieces. MPI has no timeouts: a rank that dies makes mpirun stop the job. */
 #include "../dist_internal.h"
 #include <limits.h>
-#include <sched.h>
 #include <mpi.h>
 
 typedef struct mpi_state { MPI_Comm comm; } mpi_state;
@@ -35,21 +34,6 @@ static MPI_Datatype mpi_type(dg_dtype dt) {
     }
 }
 
-/* Completes a request without holding the core: a blocking MPI call busy-polls, and on a
- * machine with as many ranks as cores the comm thread's polling would take the core from the
- * rank's own backward pass. Between tests the thread yields, which costs nothing when no other
- * thread wants the core and hands it over when one does. Used on the DataParallel comm thread,
- * whose buckets overlap backward; the caller's own thread takes the blocking call, whose tuned
- * algorithms move large buffers 2-3x faster than the non-blocking ones. */
-static int wait_politely(MPI_Request *req) {
-    for (;;) {
-        int done = 0;
-        int err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
-        if (err != MPI_SUCCESS || done) return err;
-        sched_yield();
-    }
-}
-
 /* Open MPI's shared-memory all-reduce runs at 5-6 GB/s up to a few MB here but drops to about
  * 1 GB/s from 16 MB up (bench/dist_allreduce.c), so large buffers go in 8 MB pieces. */
 #define PIECE_BYTES (8 << 20)
@@ -61,18 +45,47 @@ static int mpi_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm
     int64_t piece = PIECE_BYTES / (int64_t)es;
     for (int64_t off = 0; off < n; off += piece) {
         int cnt = (int)(n - off < piece ? n - off : piece);
-        void *p = (char *)buf + (size_t)off * es;
-        int err;
-        if (dg_comm_on_background_thread()) {
-            MPI_Request req;
-            err = MPI_Iallreduce(MPI_IN_PLACE, p, cnt, mpi_type(dt), mop, s->comm, &req);
-            if (err == MPI_SUCCESS) err = wait_politely(&req);
-        } else {
-            err = MPI_Allreduce(MPI_IN_PLACE, p, cnt, mpi_type(dt), mop, s->comm);   /* the tuned, faster path */
-        }
+        int err = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * es, cnt, mpi_type(dt), mop, s->comm);
         if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Allreduce", c);
     }
     return 0;
+}
+
+/* Non-blocking all-reduce for the DataParallel overlap: every piece posted at once, advanced by
+ * each poll. The rank's own thread polls from backward's grad-ready hooks, between kernels: a
+ * helper thread polling instead was seldom on a core (backward keeps every core busy) when its
+ * peer was, and most buckets were still pending when backward ended. */
+typedef struct mpi_pending { int n; MPI_Request req[]; } mpi_pending;
+
+static int mpi_start_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle) {
+    mpi_state *s = c->impl;
+    size_t es = dg_dtype_size(dt);
+    int64_t piece = PIECE_BYTES / (int64_t)es, pieces = n ? (n + piece - 1) / piece : 0;
+    mpi_pending *p = malloc(sizeof *p + sizeof(MPI_Request) * (size_t)(pieces ? pieces : 1));
+    if (!p) { DG_ERR(DG_ENOMEM, "mpi: out of memory starting an all-reduce"); return DG_ENOMEM; }
+    p->n = 0;
+    for (int64_t off = 0; off < n; off += piece) {
+        int cnt = (int)(n - off < piece ? n - off : piece);
+        int err = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * es, cnt, mpi_type(dt), MPI_SUM, s->comm, &p->req[p->n]);
+        if (err != MPI_SUCCESS) {
+            /* the pieces already posted must still complete before the buffer is reused */
+            MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
+            free(p);
+            return mpi_fail(err, "MPI_Iallreduce", c);
+        }
+        p->n++;
+    }
+    *handle = p;
+    return 0;
+}
+
+static int mpi_poll(dg_comm *c, void *handle, bool *done) {
+    mpi_pending *p = handle;
+    int flag = 0;
+    int err = MPI_Testall(p->n, p->req, &flag, MPI_STATUSES_IGNORE);
+    *done = err != MPI_SUCCESS || flag;
+    if (*done) free(p);
+    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Testall (all-reduce)", c);
 }
 
 static int mpi_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root) {
@@ -110,7 +123,7 @@ static void mpi_destroy(dg_comm *c) {
 
 static const dg_comm_backend mpi_backend = {
     .name = "mpi", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast, .all_gather = mpi_all_gather,
-    .barrier = mpi_barrier, .destroy = mpi_destroy,
+    .barrier = mpi_barrier, .destroy = mpi_destroy, .start_all_reduce = mpi_start_all_reduce, .poll = mpi_poll,
 };
 
 bool dg_comm_mpi_built(void) { return true; }
