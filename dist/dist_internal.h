@@ -42,8 +42,8 @@ int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env);    /* dist/nccl/ or i
 bool dg_comm_mpi_built(void);
 bool dg_comm_nccl_built(void);
 
-/* A collective on a raw buffer of the transport's kind (used by the DataParallel reducer's
- * comm thread; takes the comm lock). */
+/* A collective on a raw buffer of the transport's kind (used by the DataParallel reducer;
+ * takes the comm lock). */
 int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
 
 /* The transport's start_all_reduce / poll under the comm lock (callers check they exist). */

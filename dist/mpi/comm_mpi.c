@@ -135,8 +135,8 @@ int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
     MPI_Initialized(&inited);
     if (!inited) {
         int provided = 0;
-        /* SERIALIZED: the DataParallel reducer calls MPI from its comm thread, never at the
-         * same time as another thread (the comm lock orders them) */
+        /* SERIALIZED: a program may call us from more than one thread, never at the same
+         * time (the comm lock orders them) */
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
             DG_ERR(DG_ECOMM, "mpi: MPI_Init_thread failed");
             return DG_ECOMM;

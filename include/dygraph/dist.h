@@ -80,7 +80,7 @@ typedef struct dg_dp_params {
     double bucket_mb;             /* 0 means 25 (Paddle/PyTorch default) */
     double first_bucket_mb;       /* the first bucket to fill (last layers' grads) is small so
                                      communication starts early; 0 means 1 */
-    bool overlap;                 /* all-reduce buckets during backward (on a comm thread/stream) */
+    bool overlap;                 /* all-reduce buckets during backward (MPI: started and polled from the grad-ready hooks) */
     bool find_unused_parameters;  /* parameters without a gradient count as zero instead of being
                                      reported by name */
 } dg_dp_params;
