@@ -81,8 +81,11 @@ static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
 /* ---- overlap: starting buckets in order, polling them ---- */
 static bool can_start(const dg_reducer *r) { return r->comm->be->start_all_reduce && r->comm->be->poll; }
 
+/* Keeps the first error of the step (its message too) for apply to report. */
 static void fail(dg_reducer *r, int rc) {
-    if (rc && !r->error) { r->error = rc; snprintf(r->error_msg, sizeof r->error_msg, "%s", dg_last_error()); }
+    if (!rc || r->error) return;
+    r->error = rc;
+    snprintf(r->error_msg, sizeof r->error_msg, "%s", dg_last_error());
     dg_clear_error();
 }
 
@@ -112,9 +115,12 @@ static bool poll_all(dg_reducer *r) {
     return all;
 }
 
-/* Completes whatever is in flight (apply, errors, free): a request must not outlive its buffer. */
+/* Completes whatever is in flight (apply, errors, free): a request must not outlive its buffer.
+ * Touches the communicator only when something is in flight. */
 static void finish_pending(dg_reducer *r) {
-    if (!r->buckets || !can_start(r)) return;
+    bool any = false;
+    for (int k = 0; r->buckets && k < r->next_launch && !any; k++) any = r->buckets[k].state == DG_BUCKET_REDUCING;
+    if (!any) return;
     while (!poll_all(r)) sched_yield();   /* the peer may need this core to make its progress */
 }
 
@@ -234,27 +240,27 @@ int dg_reducer_apply(dg_reducer *r) {
         reset(r);
         return rc;
     }
-    /* overlap: buckets whose gradients never all arrived (unused parameters) are packed now */
-    rc = check_unused(r);
-    for (int k = 0; k < r->nb && !rc; k++) {
+    /* overlap: an error a hook met comes first; then buckets whose gradients never all arrived
+     * (unused parameters) are packed now */
+    if (!r->error) fail(r, check_unused(r));
+    for (int k = 0; k < r->nb && !r->error; k++) {
         dg_bucket *b = &r->buckets[k];
         if (b->state != DG_BUCKET_IDLE) continue;
-        rc = pack_bucket(r, b);
-        b->state = rc ? DG_BUCKET_DONE : DG_BUCKET_PACKED;
+        int prc = pack_bucket(r, b);
+        b->state = prc ? DG_BUCKET_DONE : DG_BUCKET_PACKED;
+        fail(r, prc);
     }
-    if (!rc && r->error) { rc = r->error; DG_ERR(rc, "%s", r->error_msg); }
-    if (rc) {
-        finish_pending(r);
+    if (can_start(r)) start_ready(r);
+    finish_pending(r);   /* before the error is raised: polling may record one */
+    if (r->error) {
+        rc = r->error;
+        DG_ERR(rc, "%s", r->error_msg);
         reset(r);
         return rc;
     }
-    if (can_start(r)) {
-        start_ready(r);
-        finish_pending(r);
-        if (r->error) { rc = r->error; DG_ERR(rc, "%s", r->error_msg); }
-    } else {
+    if (!can_start(r)) {
         /* a transport without non-blocking collectives (device transports queue on their
-         * stream): every bucket in order now */
+         * stream): every bucket in order now; the others were started and finished above */
         for (int k = 0; k < r->nb && !rc; k++)
             rc = dg_comm_all_reduce_raw(r->comm, r->buckets[k].host, r->buckets[k].numel, r->buckets[k].dtype, DG_COMM_SUM);
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);

@@ -83,6 +83,8 @@ static int mpi_poll(dg_comm *c, void *handle, bool *done) {
     mpi_pending *p = handle;
     int flag = 0;
     int err = MPI_Testall(p->n, p->req, &flag, MPI_STATUSES_IGNORE);
+    /* after an error some pieces may still be running into the buffer: wait them out */
+    if (err != MPI_SUCCESS) MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
     *done = err != MPI_SUCCESS || flag;
     if (*done) free(p);
     return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Testall (all-reduce)", c);

@@ -91,8 +91,12 @@ typedef struct dg_dp_params {
 dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p);
 /* loss / world_size (a new tensor; the graph goes through it). */
 dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss);
-/* Sums every gradient over the ranks (bucketed; with overlap on, waits for buckets already in
- * flight). Errors name parameters that got no gradient unless find_unused_parameters. */
+/* Sums every gradient over the ranks (bucketed; with overlap on, finishes the buckets backward
+ * already started). Errors name parameters that got no gradient unless find_unused_parameters.
+ * Every rank must make the same collectives in the same order: with overlap on, buckets start
+ * during backward, so no other collective may use this communicator between backward and
+ * apply; and an error here on one rank leaves the others waiting for it (MPI has no timeout):
+ * end the process, and the launcher stops the job. */
 int dg_dp_apply_collective_grads(dg_layer *dp);
 /* Gradient accumulation: while on, backward passes only accumulate locally and
  * apply_collective_grads is a no-op; the first step after no_sync(false) reduces the sum. */
