@@ -8,7 +8,7 @@
  *
  *   options: [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *            [--optimizer adam|sgd] [--lr 1e-3] [--workers 1] [--threads N] [--overlap 0|1]
- *            [--seed 1] [--save PREFIX] [--max-steps N] */
+ *            [--bf16] [--seed 1] [--save PREFIX] [--max-steps N] */
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
@@ -21,8 +21,7 @@ int main(int argc, char **argv) {
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
     const char *save = su_flag(argc, argv, "--save", NULL);
 
-    if (dg_init(&(dg_init_params){ .num_threads = (int)su_flag_num(argc, argv, "--threads", 0), .seed = seed }))
-        return su_die("init");
+    if (su_init(argc, argv, seed)) return su_die("init");   /* the launcher's FLAGS_selected_gpus picks the GPU */
     /* change 1: the worker's place and the fleet environment */
     dg_fleet_strategy strategy = { .overlap = su_flag_num(argc, argv, "--overlap", 1) != 0 };
     if (dg_fleet_init(true, &strategy)) return su_die("fleet init");
