@@ -37,6 +37,9 @@ else
   LIB_OBJ += $(BUILD)/obj/dist/mpi/absent/no_mpi.o
 endif
 
+# what every build links; the CUDA build adds its libraries below, the emulation build its own
+BASE_LDLIBS := $(LDLIBS)
+
 # CUDA backend: CUDA=auto (default) builds it whenever nvcc is found, CUDA=0 never, CUDA=1 always.
 # Without a GPU at run time the library runs on the CPU backend.
 CUDA        ?= auto
@@ -76,7 +79,7 @@ STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
-.PHONY: all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
+.PHONY: emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED)
@@ -312,3 +315,79 @@ test-gpu-memcheck: $(GPU_TESTBIN)
 # dygraph against PyTorch on the GPU (bench/run_gpu.sh; PYTHON=... picks the interpreter).
 bench-gpu: $(BUILD)/bin/bench_gpu_models
 	bash bench/run_gpu.sh $(BUILD)/bin/bench_gpu_models
+
+# ---- the CUDA backend on the CPU (test/cuda_emu/) ----
+# The same eager/cuda/*.cu and *.c and dist/nccl/comm_nccl.c, compiled by the host compiler against
+# the emulator's CUDA, cuBLAS, cuDNN and NCCL headers (test/cuda_emu/include) and linked with the
+# emulator (build/emu/lib: libdgemu.so, and libcublas.so.13 for the backend's dlopen). The rest of
+# the library is the CPU build's objects. The CUDA sources are built with --coverage so that
+# test-gpu-emu can report what they executed.
+EMU         := $(BUILD)/emu
+EMU_INC     := -Itest/cuda_emu/include -Itest/cuda_emu
+EMU_CFLAGS  := $(CFLAGS) $(EMU_INC) --coverage -O1
+EMU_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -O1 -g -fPIC -fopenmp -ffp-contract=off -Wall -Wno-unused-parameter \
+                -Wno-unknown-pragmas -Wno-unused-function -Iinclude $(EMU_INC) --coverage
+EMU_RT_SRC  := test/cuda_emu/runtime.cc test/cuda_emu/fiber_x86_64.S $(wildcard test/cuda_emu/cudnn.c test/cuda_emu/nccl.c)
+EMU_RT      := $(EMU)/lib/libdgemu.so
+EMU_CUBLAS  := $(EMU)/lib/libcublas.so.13
+EMU_CUDA_OBJ := $(patsubst %.c,$(EMU)/obj/%.o,$(wildcard eager/cuda/*.c) dist/nccl/comm_nccl.c) \
+                $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard eager/cuda/*.cu))
+EMU_LIB     := $(EMU)/lib/libdygraph_emu.a
+EMU_LDLIBS  := -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu $(BASE_LDLIBS) -ldl -lrt -lstdc++ -lgcov
+EMU_BINS    := $(EMU)/bin/dygraph_gpu_tests $(EMU)/bin/mnist $(EMU)/bin/mnist_fleet $(EMU)/bin/dist_equiv \
+               $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_backend
+EMU_HDRS    := $(wildcard test/cuda_emu/*.h test/cuda_emu/include/*.h)
+
+EMU_RT_OBJ  := $(EMU)/rt/runtime.o $(EMU)/rt/fiber_x86_64.o $(patsubst test/cuda_emu/%.c,$(EMU)/rt/%.o,$(filter %.c,$(EMU_RT_SRC)))
+$(EMU)/rt/runtime.o: test/cuda_emu/runtime.cc $(EMU_HDRS)
+	@mkdir -p $(dir $@)
+	g++ -std=c++17 -D_GNU_SOURCE -O2 -g -fPIC -fopenmp -Wall -Wno-unused-parameter $(EMU_INC) -c $< -o $@
+$(EMU)/rt/fiber_x86_64.o: test/cuda_emu/fiber_x86_64.S
+	@mkdir -p $(dir $@)
+	$(CC) -c $< -o $@
+$(EMU)/rt/%.o: test/cuda_emu/%.c $(EMU_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fopenmp -Wall -Wextra -Wno-unused-parameter $(EMU_INC) -Iinclude -c $< -o $@
+$(EMU_RT): $(EMU_RT_OBJ)
+	@mkdir -p $(dir $@)
+	g++ -shared -fopenmp -o $@ $^ -lrt -lpthread -lm
+
+$(EMU_CUBLAS): test/cuda_emu/cublas.c $(EMU_HDRS) $(EMU_RT)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -fPIC -fopenmp -shared -Wall -Wextra -Wno-unused-parameter $(EMU_INC) -o $@ $< \
+	  -L$(EMU)/lib -ldgemu -lm
+	ln -sf libcublas.so.13 $(EMU)/lib/libcublas.so
+
+$(EMU)/obj/%.o: %.c $(EMU_HDRS) $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h dist/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(EMU_CFLAGS) -c $< -o $@
+
+$(EMU)/obj/%.cu.o: %.cu $(EMU_HDRS) $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h eager/cuda/*.cuh)
+	@mkdir -p $(dir $@)
+	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
+
+$(EMU_LIB): $(EMU_CUDA_OBJ) $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(filter $(BUILD)/obj/dist/mpi/%,$(LIB_OBJ))
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(EMU)/bin/dygraph_gpu_tests: $(GPU_TEST_OBJ) $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(GPU_TEST_OBJ) $(EMU_LIB) -lcriterion $(EMU_LDLIBS)
+$(EMU)/bin/%: samples/%.c samples/sample_util.h $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
+$(EMU)/bin/%: test/dist/%.c $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
+$(EMU)/bin/test_emu_%: test/cuda_emu/test_emu_%.c $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS) $(EMU_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EMU_INC) $(LDFLAGS) -o $@ $< $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(EMU_LIB) -lcriterion $(EMU_LDLIBS)
+
+emu-lib: $(EMU_RT) $(EMU_CUBLAS)
+emu: $(EMU_BINS) $(DGRUN)
+
+# The GPU suite on emulated gpu:0, the emulator's detectors and the backend's defect tests,
+# seed 004's MNIST on the emulated GPU against the CPU, 2-rank DataParallel over emulated NCCL,
+# then the coverage report (test/cuda_emu/coverage.sh).
+test-gpu-emu: emu
+	sh test/cuda_emu/run_tests.sh $(BUILD)

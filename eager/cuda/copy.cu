@@ -35,7 +35,7 @@ template <> uint8_t host_from_double<uint8_t>(double v) { return v != 0; }
 
 template <typename T>
 static int launch_fill(dg_tensor *y, const dgk_geom &g, double value) {
-    fill_kernel<T><<<dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream()>>>((T *)dg_tensor_ptr(y), g, host_from_double<T>(value));
+    DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), fill_kernel<T>)((T *)dg_tensor_ptr(y), g, host_from_double<T>(value));
     return DG_CUDA(cudaGetLastError());
 }
 
@@ -68,7 +68,7 @@ __global__ void copy_kernel(const TS *x, TD *y, const __grid_constant__ dgk_geom
 
 template <typename TS, typename TD, bool RAW>
 static int launch_copy(const dg_tensor *x, dg_tensor *y, const dgk_geom &g) {
-    copy_kernel<TS, TD, RAW><<<dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream()>>>(
+    DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), copy_kernel<TS, TD, RAW>)(
         (const TS *)dg_tensor_ptr(x), (TD *)dg_tensor_ptr(y), g);
     return DG_CUDA(cudaGetLastError());
 }
@@ -134,7 +134,7 @@ extern "C" int dg_cuda_where(const dg_tensor *c, const dg_tensor *a, const dg_te
 #define F(ES)                                                                                                  \
     do {                                                                                                       \
         typedef dgk_raw<ES>::T R;                                                                              \
-        where_kernel<R><<<dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream()>>>(                            \
+        DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), where_kernel<R>)(                            \
             dg_tensor_ptr(c), (int)c->dtype, (const R *)dg_tensor_ptr(a), (const R *)dg_tensor_ptr(b),         \
             (R *)dg_tensor_ptr(y), g);                                                                         \
         rc = DG_CUDA(cudaGetLastError());                                                                      \

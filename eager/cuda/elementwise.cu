@@ -115,7 +115,7 @@ __global__ void compare_kernel(const void *a, int adt, const void *b, int bdt, u
 
 template <typename T, int OP>
 static int launch_unary(const dg_tensor *x, dg_tensor *y, const dgk_geom &g, double p0, double p1) {
-    unary_kernel<T, OP><<<dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream()>>>(
+    DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), unary_kernel<T, OP>)(
         (const T *)dg_tensor_ptr(x), (T *)dg_tensor_ptr(y), g, (T)p0, (T)p1);
     return DG_CUDA(cudaGetLastError());
 }
@@ -147,7 +147,7 @@ extern "C" int dg_cuda_unary(dg_unary_op op, const dg_tensor *x, dg_tensor *y, d
 
 template <typename T, int OP>
 static int launch_binary(const dg_tensor *a, const dg_tensor *b, dg_tensor *y, const dgk_geom &g, double p0, double p1) {
-    binary_kernel<T, OP><<<dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream()>>>(
+    DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), binary_kernel<T, OP>)(
         (const T *)dg_tensor_ptr(a), (const T *)dg_tensor_ptr(b), (T *)dg_tensor_ptr(y), g, (T)p0, (T)p1);
     return DG_CUDA(cudaGetLastError());
 }
@@ -181,9 +181,9 @@ extern "C" int dg_cuda_binary(dg_binary_op op, const dg_tensor *a, const dg_tens
         const void *ap = dg_tensor_ptr(a), *bp = dg_tensor_ptr(b);
         uint8_t *yp = (uint8_t *)dg_tensor_ptr(y);
         if (op == DG_BIN_GT)
-            compare_kernel<true><<<dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream()>>>(ap, (int)a->dtype, bp, (int)b->dtype, yp, g);
+            DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), compare_kernel<true>)(ap, (int)a->dtype, bp, (int)b->dtype, yp, g);
         else
-            compare_kernel<false><<<dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream()>>>(ap, (int)a->dtype, bp, (int)b->dtype, yp, g);
+            DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), compare_kernel<false>)(ap, (int)a->dtype, bp, (int)b->dtype, yp, g);
         return DG_CUDA(cudaGetLastError());
     }
     if (a->dtype != y->dtype || b->dtype != y->dtype || (y->dtype != DG_F32 && y->dtype != DG_F64)) {

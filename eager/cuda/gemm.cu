@@ -38,9 +38,9 @@ extern "C" int dg_cuda_gemm(dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
     if (k <= 0) {
         int64_t total = m * n * batch;
         if (dt == DG_F32)
-            scale_kernel<float><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((float *)c, m, n, ldc, sc, batch, (float)beta, beta == 0);
+            DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, scale_kernel<float>)((float *)c, m, n, ldc, sc, batch, (float)beta, beta == 0);
         else
-            scale_kernel<double><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((double *)c, m, n, ldc, sc, batch, beta, beta == 0);
+            DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, scale_kernel<double>)((double *)c, m, n, ldc, sc, batch, beta, beta == 0);
         return DG_CUDA(cudaGetLastError());
     }
     /* column-major operands: first = B as stored (tb ? k x n : n x k), second = A as stored

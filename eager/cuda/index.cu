@@ -34,9 +34,9 @@ static int check_indices(const dg_tensor *ix, int64_t limit, const char *op, boo
     if (rc) return rc;
     const void *p = dg_tensor_ptr(ix);
     if (ix->dtype == DG_I64)
-        check_kernel<long long><<<dgk_blocks(n), DGK_THREADS, 0, st>>>((const long long *)p, n, limit, labels, (long long)ignore);
+        DGK_LAUNCH(dgk_blocks(n), DGK_THREADS, 0, st, check_kernel<long long>)((const long long *)p, n, limit, labels, (long long)ignore);
     else
-        check_kernel<int32_t><<<dgk_blocks(n), DGK_THREADS, 0, st>>>((const int32_t *)p, n, limit, labels, (long long)ignore);
+        DGK_LAUNCH(dgk_blocks(n), DGK_THREADS, 0, st, check_kernel<int32_t>)((const int32_t *)p, n, limit, labels, (long long)ignore);
     unsigned long long pos = NO_BAD;
     rc = DG_CUDA(cudaGetLastError());
     if (!rc) rc = DG_CUDA(cudaMemcpyAsync(&pos, flag, sizeof pos, cudaMemcpyDeviceToHost, st));
@@ -114,10 +114,10 @@ __global__ void scatter_add_kernel(const T *gy, const IT *ix, T *gx, int64_t out
         if ((total) <= 0) break;                                                                     \
         if (ix->dtype == DG_I64) {                                                                   \
             typedef long long IT;                                                                    \
-            KERNEL<VT, IT><<<dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream()>>>(__VA_ARGS__);    \
+            DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), KERNEL<VT, IT>)(__VA_ARGS__);    \
         } else {                                                                                     \
             typedef int32_t IT;                                                                      \
-            KERNEL<VT, IT><<<dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream()>>>(__VA_ARGS__);    \
+            DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), KERNEL<VT, IT>)(__VA_ARGS__);    \
         }                                                                                            \
         rc = DG_CUDA(cudaGetLastError());                                                            \
     } while (0)

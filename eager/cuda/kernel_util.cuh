@@ -23,6 +23,13 @@ extern "C" {
 }
 #include "cuda_internal.h"
 
+/* Every kernel launch is written DGK_LAUNCH(grid, block, shmem, stream, kernel)(args...): nvcc
+ * gets the triple-chevron launch; the emulation build (test/cuda_emu), whose cuda_runtime.h
+ * defines the macro first, queues the kernel on its emulated stream instead. */
+#ifndef DGK_LAUNCH
+#define DGK_LAUNCH(grid, block, shmem, stream, ...) __VA_ARGS__<<<grid, block, shmem, stream>>>
+#endif
+
 #define DGK_THREADS 256
 #define DGK_MAX_BLOCKS 8192       /* grid-stride loops cover the rest; ~30 waves of 256 on an H100 */
 #define DGK_MAX_OPS 4

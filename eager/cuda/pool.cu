@@ -372,7 +372,7 @@ static int launched(void) { return DG_CUDA(cudaGetLastError()); }
 template <typename T>
 static int max_fwd_t(const dg_pool2d_geom &g, const dg_tensor *x, dg_tensor *y) {
     int64_t total = g.n * g.c * g.oh * g.ow;
-    max_fwd_kernel<T><<<dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream()>>>(
+    DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), max_fwd_kernel<T>)(
         (const T *)dg_tensor_ptr(x), (T *)dg_tensor_ptr(y), g, total);
     return launched();
 }
@@ -383,10 +383,10 @@ static int max_bwd_t(const dg_pool2d_geom &g, const dg_tensor *x, const dg_tenso
     int64_t nout = g.n * g.c * g.oh * g.ow, nin = g.n * g.c * g.h * g.w;
     I *idx = (I *)dg_cuda_alloc((size_t)nout * sizeof(I));
     if (!idx) return DG_ENOMEM;
-    max_idx_kernel<T, I><<<dgk_blocks(nout), DGK_THREADS, 0, st>>>((const T *)dg_tensor_ptr(x), idx, g, nout);
+    DGK_LAUNCH(dgk_blocks(nout), DGK_THREADS, 0, st, max_idx_kernel<T, I>)((const T *)dg_tensor_ptr(x), idx, g, nout);
     int rc = launched();
     if (!rc) {
-        max_bwd_kernel<T, I><<<dgk_blocks(nin), DGK_THREADS, 0, st>>>(idx, (const T *)dg_tensor_ptr(gy),
+        DGK_LAUNCH(dgk_blocks(nin), DGK_THREADS, 0, st, max_bwd_kernel<T, I>)(idx, (const T *)dg_tensor_ptr(gy),
                                                                     (T *)dg_tensor_ptr(gx), g, nin);
         rc = launched();
     }
@@ -397,7 +397,7 @@ static int max_bwd_t(const dg_pool2d_geom &g, const dg_tensor *x, const dg_tenso
 template <typename T>
 static int avg_fwd_t(const dg_pool2d_geom &g, const dg_tensor *x, dg_tensor *y) {
     int64_t total = g.n * g.c * g.oh * g.ow;
-    avg_fwd_kernel<T><<<dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream()>>>(
+    DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), avg_fwd_kernel<T>)(
         (const T *)dg_tensor_ptr(x), (T *)dg_tensor_ptr(y), g, total);
     return launched();
 }
@@ -405,7 +405,7 @@ static int avg_fwd_t(const dg_pool2d_geom &g, const dg_tensor *x, dg_tensor *y) 
 template <typename T>
 static int avg_bwd_t(const dg_pool2d_geom &g, const dg_tensor *gy, dg_tensor *gx) {
     int64_t total = g.n * g.c * g.h * g.w;
-    avg_bwd_kernel<T><<<dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream()>>>(
+    DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), avg_bwd_kernel<T>)(
         (const T *)dg_tensor_ptr(gy), (T *)dg_tensor_ptr(gx), g, total);
     return launched();
 }
@@ -455,10 +455,10 @@ extern "C" int dg_cuda_adaptive_avg_pool2d(const dg_tensor *x, dg_tensor *y) {
     }
     cudaStream_t st = dg_cuda_stream();
     if (x->dtype == DG_F32)
-        adapt_fwd_kernel<float><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((const float *)dg_tensor_ptr(x),
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_fwd_kernel<float>)((const float *)dg_tensor_ptr(x),
                                                                           (float *)dg_tensor_ptr(y), h, w, oh, ow, total);
     else
-        adapt_fwd_kernel<double><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((const double *)dg_tensor_ptr(x),
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_fwd_kernel<double>)((const double *)dg_tensor_ptr(x),
                                                                            (double *)dg_tensor_ptr(y), h, w, oh, ow, total);
     return launched();
 }
@@ -471,10 +471,10 @@ extern "C" int dg_cuda_adaptive_avg_pool2d_backward(const dg_tensor *gy, dg_tens
         return DG_CUDA(cudaMemsetAsync(dg_tensor_ptr(gx), 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
     cudaStream_t st = dg_cuda_stream();
     if (gy->dtype == DG_F32)
-        adapt_bwd_kernel<float><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((const float *)dg_tensor_ptr(gy),
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_bwd_kernel<float>)((const float *)dg_tensor_ptr(gy),
                                                                           (float *)dg_tensor_ptr(gx), h, w, oh, ow, total);
     else
-        adapt_bwd_kernel<double><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((const double *)dg_tensor_ptr(gy),
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_bwd_kernel<double>)((const double *)dg_tensor_ptr(gy),
                                                                            (double *)dg_tensor_ptr(gx), h, w, oh, ow, total);
     return launched();
 }
@@ -487,13 +487,13 @@ static int bn_fwd_t(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, 
     cudaStream_t st = dg_cuda_stream();
     T *coef = (T *)dg_cuda_alloc((size_t)(2 * c) * sizeof(T));
     if (!coef) return DG_ENOMEM;
-    bn_fwd_prep<T><<<ch_blocks(c), CH_THREADS, 0, st>>>((const T *)dg_tensor_ptr(x), (const T *)tptr(w), (const T *)tptr(b),
+    DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, bn_fwd_prep<T>)((const T *)dg_tensor_ptr(x), (const T *)tptr(w), (const T *)tptr(b),
                                                         (T *)dg_tensor_ptr(mean), (T *)dg_tensor_ptr(inv), coef, training,
                                                         eps, n, c, inner);
     int rc = launched();
     int64_t total = n * c * inner;
     if (!rc && total > 0) {
-        bn_fwd_apply<T><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((const T *)dg_tensor_ptr(x), coef,
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bn_fwd_apply<T>)((const T *)dg_tensor_ptr(x), coef,
                                                                    (T *)dg_tensor_ptr(y), c, inner, total);
         rc = launched();
     }
@@ -520,13 +520,13 @@ static int bn_bwd_t(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *w,
     bool sums = gw || gb || (training && want_gx);   /* eval gx needs no sums: its a and bq are 0 */
     double *coef = NULL;
     if (want_gx && !(coef = (double *)dg_cuda_alloc((size_t)(3 * c) * sizeof(double)))) return DG_ENOMEM;
-    bn_bwd_prep<T><<<ch_blocks(c), CH_THREADS, 0, st>>>((const T *)dg_tensor_ptr(x), (const T *)dg_tensor_ptr(gy),
+    DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, bn_bwd_prep<T>)((const T *)dg_tensor_ptr(x), (const T *)dg_tensor_ptr(gy),
                                                         (const T *)tptr(w), (const T *)dg_tensor_ptr(mean),
                                                         (const T *)dg_tensor_ptr(inv), (T *)tptr(gw), (T *)tptr(gb),
                                                         coef, training, sums, n, c, inner);
     int rc = launched();
     if (!rc && want_gx) {
-        bn_bwd_apply<T><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((const T *)dg_tensor_ptr(x), (const T *)dg_tensor_ptr(gy),
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bn_bwd_apply<T>)((const T *)dg_tensor_ptr(x), (const T *)dg_tensor_ptr(gy),
                                                                    (const T *)dg_tensor_ptr(mean), (const T *)dg_tensor_ptr(inv),
                                                                    coef, (T *)dg_tensor_ptr(gx), c, inner, total);
         rc = launched();
@@ -555,8 +555,8 @@ extern "C" int dg_cuda_fill_raw(void *p, dg_dtype dt, int64_t n, double v) {
     if (!float_dtype(dt)) return bad_raw("cuda fill", dt);
     if (n <= 0) return 0;
     cudaStream_t st = dg_cuda_stream();
-    if (dt == DG_F32) fill_kernel<float><<<dgk_blocks(n), DGK_THREADS, 0, st>>>((float *)p, n, (float)v);
-    else fill_kernel<double><<<dgk_blocks(n), DGK_THREADS, 0, st>>>((double *)p, n, v);
+    if (dt == DG_F32) DGK_LAUNCH(dgk_blocks(n), DGK_THREADS, 0, st, fill_kernel<float>)((float *)p, n, (float)v);
+    else DGK_LAUNCH(dgk_blocks(n), DGK_THREADS, 0, st, fill_kernel<double>)((double *)p, n, v);
     return launched();
 }
 
@@ -567,9 +567,9 @@ extern "C" int dg_cuda_bias_fill_raw(void *y, const void *b, dg_dtype dt, int64_
     cudaStream_t st = dg_cuda_stream();
     if (!b) return DG_CUDA(cudaMemsetAsync(y, 0, (size_t)total * dg_dtype_size(dt), st));
     if (dt == DG_F32)
-        bias_fill_kernel<float><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((float *)y, (const float *)b, oc, l, total);
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bias_fill_kernel<float>)((float *)y, (const float *)b, oc, l, total);
     else
-        bias_fill_kernel<double><<<dgk_blocks(total), DGK_THREADS, 0, st>>>((double *)y, (const double *)b, oc, l, total);
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bias_fill_kernel<double>)((double *)y, (const double *)b, oc, l, total);
     return launched();
 }
 
@@ -578,8 +578,8 @@ extern "C" int dg_cuda_channel_sum_raw(const void *x, void *out, dg_dtype dt, in
     if (c <= 0) return 0;
     cudaStream_t st = dg_cuda_stream();
     if (dt == DG_F32)
-        channel_sum_kernel<float><<<ch_blocks(c), CH_THREADS, 0, st>>>((const float *)x, (float *)out, n, c, inner);
+        DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, channel_sum_kernel<float>)((const float *)x, (float *)out, n, c, inner);
     else
-        channel_sum_kernel<double><<<ch_blocks(c), CH_THREADS, 0, st>>>((const double *)x, (double *)out, n, c, inner);
+        DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, channel_sum_kernel<double>)((const double *)x, (double *)out, n, c, inner);
     return launched();
 }

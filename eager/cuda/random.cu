@@ -70,7 +70,7 @@ extern "C" int dg_cuda_random(dg_random_kind kind, dg_tensor *y, double p0, doub
     int rc = 0;
 #define F(T)                                                                                          \
     do {                                                                                              \
-        random_kernel<T><<<dgk_blocks((n + 1) / 2), DGK_THREADS, 0, dg_cuda_stream()>>>(              \
+        DGK_LAUNCH(dgk_blocks((n + 1) / 2), DGK_THREADS, 0, dg_cuda_stream(), random_kernel<T>)(              \
             (int)kind, (T *)dg_tensor_ptr(y), n, p0, p1, seed, counter, dbl);                         \
         rc = DG_CUDA(cudaGetLastError());                                                             \
     } while (0)

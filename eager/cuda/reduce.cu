@@ -217,7 +217,7 @@ static int launch(const dg_tensor *x, dg_tensor *y, const red_geom &g) {
     cudaStream_t st = dg_cuda_stream();
     bool inner_contig = g.nr > 0 && g.rstride[g.nr - 1] == 1;
     if (g.nred <= 16 || (!inner_contig && g.nout >= 2048) || (g.nout >= 65536 && g.nred < 64)) {
-        reduce_thread<T, OP><<<dgk_blocks(g.nout, 128), 128, 0, st>>>(xp, yp, g);
+        DGK_LAUNCH(dgk_blocks(g.nout, 128), 128, 0, st, reduce_thread<T, OP>)(xp, yp, g);
         return DG_CUDA(cudaGetLastError());
     }
     if (!inner_contig) {          /* COLUMNS, then the in-order combine of each output's partials */
@@ -225,10 +225,10 @@ static int launch(const dg_tensor *x, dg_tensor *y, const red_geom &g) {
         if (splits > RED_SCRATCH / g.nout) splits = RED_SCRATCH / g.nout;   /* nout < 2048 here */
         int64_t chunk = (g.nred + splits - 1) / splits;
         splits = (g.nred + chunk - 1) / chunk;
-        reduce_columns<T, OP><<<dgk_blocks(g.nout * splits, 128), 128, 0, st>>>(xp, g, splits, chunk);
+        DGK_LAUNCH(dgk_blocks(g.nout * splits, 128), 128, 0, st, reduce_columns<T, OP>)(xp, g, splits, chunk);
         int rc = DG_CUDA(cudaGetLastError());
         if (rc) return rc;
-        reduce_finish<T, OP><<<dgk_blocks(g.nout, 128), 128, 0, st>>>(yp, g, splits);
+        DGK_LAUNCH(dgk_blocks(g.nout, 128), 128, 0, st, reduce_finish<T, OP>)(yp, g, splits);
         return DG_CUDA(cudaGetLastError());
     }
     int threads = g.nred >= 4096 ? 256 : (g.nred >= 512 ? 128 : 64);
@@ -244,10 +244,10 @@ static int launch(const dg_tensor *x, dg_tensor *y, const red_geom &g) {
     }
     int64_t nblocks = g.nout * splits;
     unsigned grid = (unsigned)(nblocks < 65535 ? nblocks : 65535);
-    reduce_block<T, OP><<<grid, threads, 0, st>>>(xp, yp, g, splits, chunk);
+    DGK_LAUNCH(grid, threads, 0, st, reduce_block<T, OP>)(xp, yp, g, splits, chunk);
     int rc = DG_CUDA(cudaGetLastError());
     if (rc || splits == 1) return rc;
-    reduce_finish<T, OP><<<dgk_blocks(g.nout, 128), 128, 0, st>>>(yp, g, splits);
+    DGK_LAUNCH(dgk_blocks(g.nout, 128), 128, 0, st, reduce_finish<T, OP>)(yp, g, splits);
     return DG_CUDA(cudaGetLastError());
 }
 

@@ -93,14 +93,14 @@ static unsigned block_grid(int64_t rows) { return (unsigned)(rows > 65535 ? 6553
 
 template <typename T, bool LOG>
 static void launch_fw(const T *x, T *y, int64_t rows, int64_t cols, cudaStream_t st) {
-    if (cols <= 1024) softmax_kernel<T, LOG, true><<<warp_grid(rows), dim3(32, WARP_ROWS), 0, st>>>(x, y, rows, cols);
-    else softmax_kernel<T, LOG, false><<<block_grid(rows), row_threads(cols), 0, st>>>(x, y, rows, cols);
+    if (cols <= 1024) DGK_LAUNCH(warp_grid(rows), dim3(32, WARP_ROWS), 0, st, softmax_kernel<T, LOG, true>)(x, y, rows, cols);
+    else DGK_LAUNCH(block_grid(rows), row_threads(cols), 0, st, softmax_kernel<T, LOG, false>)(x, y, rows, cols);
 }
 
 template <typename T, bool LOG>
 static void launch_bw(const T *y, const T *gy, T *gx, int64_t rows, int64_t cols, cudaStream_t st) {
-    if (cols <= 1024) softmax_bw_kernel<T, LOG, true><<<warp_grid(rows), dim3(32, WARP_ROWS), 0, st>>>(y, gy, gx, rows, cols);
-    else softmax_bw_kernel<T, LOG, false><<<block_grid(rows), row_threads(cols), 0, st>>>(y, gy, gx, rows, cols);
+    if (cols <= 1024) DGK_LAUNCH(warp_grid(rows), dim3(32, WARP_ROWS), 0, st, softmax_bw_kernel<T, LOG, true>)(y, gy, gx, rows, cols);
+    else DGK_LAUNCH(block_grid(rows), row_threads(cols), 0, st, softmax_bw_kernel<T, LOG, false>)(y, gy, gx, rows, cols);
 }
 
 extern "C" int dg_cuda_softmax(const dg_tensor *x, dg_tensor *y, int64_t rows, int64_t cols, bool lg) {

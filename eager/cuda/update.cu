@@ -32,8 +32,8 @@ __global__ void fused_update_kernel(const upd_batch b) {
 
 static int launch(const upd_batch *b, dg_dtype dt) {
     if (b->n == 0 || b->first_block[b->n] == 0) return 0;
-    if (dt == DG_F32) fused_update_kernel<float><<<b->first_block[b->n], DGK_THREADS, 0, dg_cuda_stream()>>>(*b);
-    else fused_update_kernel<double><<<b->first_block[b->n], DGK_THREADS, 0, dg_cuda_stream()>>>(*b);
+    if (dt == DG_F32) DGK_LAUNCH(b->first_block[b->n], DGK_THREADS, 0, dg_cuda_stream(), fused_update_kernel<float>)(*b);
+    else DGK_LAUNCH(b->first_block[b->n], DGK_THREADS, 0, dg_cuda_stream(), fused_update_kernel<double>)(*b);
     return DG_CUDA(cudaGetLastError());
 }
 

@@ -1,0 +1,156 @@
+/* test/cuda_emu/cublas.c — the emulated cuBLAS (built as build/emu/lib/libcublas.so.13, which the
+ * backend opens with dlopen): handles bound to a stream, the math mode, and the strided-batched
+ * GEMMs written from the cuBLAS documentation: column-major storage, op(A) = A, A^T (A^H = A^T for
+ * real types), C = alpha op(A) op(B) + beta C with C not read when beta is 0, the leading-dimension
+ * rules (lda >= max(1, rows of A as stored), likewise ldb, ldc >= max(1, m)) and their
+ * CUBLAS_STATUS_INVALID_VALUE. Products accumulate in double and round once; TF32 math rounds
+ * the f32 operands to TF32's 10-bit mantissa first, as tensor cores do. */
+#include "emu_internal.h"
+#include <cublas_v2.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cublasContext { cudaStream_t stream; cublasMath_t math; };
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
+    DGEMU_API();
+    if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
+    *h = calloc(1, sizeof **h);
+    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+    DGEMU_API();
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    free(h);
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
+    DGEMU_API();
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *s) {
+    DGEMU_API();
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!s) return CUBLAS_STATUS_INVALID_VALUE;
+    *s = h->stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
+    DGEMU_API();
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    int base = (int)m & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    if (base < 0 || base > CUBLAS_TF32_TENSOR_OP_MATH) return CUBLAS_STATUS_INVALID_VALUE;
+    h->math = m;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *m) {
+    DGEMU_API();
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!m) return CUBLAS_STATUS_INVALID_VALUE;
+    *m = h->math;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+typedef struct gemm_work {
+    bool f64, tf32;
+    cublasOperation_t ta, tb;
+    int64_t m, n, k, lda, ldb, ldc, batch;
+    long long sa, sb, sc;
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+} gemm_work;
+
+/* f32 rounded to TF32 (10 explicit mantissa bits), to nearest even; inf/NaN kept */
+static float tf32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static double load(const gemm_work *w, const void *p, int64_t i) {
+    if (w->f64) return ((const double *)p)[i];
+    float v = ((const float *)p)[i];
+    return w->tf32 ? tf32(v) : v;
+}
+
+static int run_gemm(void *arg) {
+    const gemm_work *w = arg;
+    int64_t cols = w->n * w->batch;
+#pragma omp parallel for schedule(static) if (w->m * w->n * w->k * w->batch > (1 << 16))
+    for (int64_t t = 0; t < cols; t++) {
+        int64_t bt = t / w->n, j = t % w->n;
+        const char *A = (const char *)w->a + bt * w->sa * (w->f64 ? 8 : 4);
+        const char *B = (const char *)w->b + bt * w->sb * (w->f64 ? 8 : 4);
+        char *C = (char *)w->c + bt * w->sc * (w->f64 ? 8 : 4);
+        double *acc = calloc((size_t)w->m, sizeof *acc);
+        if (!acc) { dgemu_fault(cudaErrorMemoryAllocation, "cublas gemm: out of host memory"); continue; }
+        if (w->alpha != 0)
+            for (int64_t p = 0; p < w->k; p++) {
+                double bv = load(w, B, w->tb == CUBLAS_OP_N ? p + j * w->ldb : j + p * w->ldb);
+                for (int64_t i = 0; i < w->m; i++)
+                    acc[i] += load(w, A, w->ta == CUBLAS_OP_N ? i + p * w->lda : p + i * w->lda) * bv;
+            }
+        for (int64_t i = 0; i < w->m; i++) {
+            double r = w->alpha * acc[i];
+            if (w->beta != 0) r += w->beta * (w->f64 ? ((double *)C)[i + j * w->ldc] : ((float *)C)[i + j * w->ldc]);
+            if (w->f64) ((double *)C)[i + j * w->ldc] = r;
+            else ((float *)C)[i + j * w->ldc] = (float)r;
+        }
+        free(acc);
+    }
+    return DGEMU_DONE;
+}
+
+static cublasStatus_t gemm(cublasHandle_t h, bool f64, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                           int64_t k, double alpha, const void *a, int64_t lda, long long sa, const void *b, int64_t ldb,
+                           long long sb, double beta, void *c, int64_t ldc, long long sc, int64_t batch) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T && ta != CUBLAS_OP_C) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T && tb != CUBLAS_OP_C))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int64_t arows = ta == CUBLAS_OP_N ? m : k, brows = tb == CUBLAS_OP_N ? k : n;
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (arows > 1 ? arows : 1) || ldb < (brows > 1 ? brows : 1) ||
+        ldc < (m > 1 ? m : 1))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+    if (dgemu_sticky_error() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+    size_t es = f64 ? 8 : 4;
+    int64_t acols = ta == CUBLAS_OP_N ? k : m, bcols = tb == CUBLAS_OP_N ? n : k;
+    /* the last batch's matrices must be device memory (their stored extents) */
+    size_t need_a = (size_t)(lda * (acols - 1) + arows), need_b = (size_t)(ldb * (bcols - 1) + brows),
+           need_c = (size_t)(ldc * (n - 1) + m);
+    if ((k > 0 && (!dgemu_is_device((const char *)a + (batch - 1) * sa * (long long)es, need_a * es) ||
+                   !dgemu_is_device((const char *)b + (batch - 1) * sb * (long long)es, need_b * es))) ||
+        !dgemu_is_device((const char *)c + (batch - 1) * sc * (long long)es, need_c * es) || !dgemu_is_device(c, need_c * es))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    gemm_work *w = malloc(sizeof *w);
+    if (!w) return CUBLAS_STATUS_ALLOC_FAILED;
+    *w = (gemm_work){ f64, !f64 && ((int)h->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH, ta, tb, m, n, k, lda, ldb, ldc, batch,
+                      sa, sb, sc, alpha, beta, a, b, c };
+    return dgemu_enqueue(h->stream, f64 ? "cublasDgemmStridedBatched" : "cublasSgemmStridedBatched", run_gemm, w, free) == cudaSuccess
+               ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+cublasStatus_t cublasSgemmStridedBatched_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                                            int64_t k, const float *alpha, const float *A, int64_t lda, long long sa,
+                                            const float *B, int64_t ldb, long long sb, const float *beta, float *C, int64_t ldc,
+                                            long long sc, int64_t batch) {
+    DGEMU_API();
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm(h, false, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch);
+}
+cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                                            int64_t k, const double *alpha, const double *A, int64_t lda, long long sa,
+                                            const double *B, int64_t ldb, long long sb, const double *beta, double *C,
+                                            int64_t ldc, long long sc, int64_t batch) {
+    DGEMU_API();
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    return gemm(h, true, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch);
+}
