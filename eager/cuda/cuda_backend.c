@@ -1,10 +1,10 @@
 /* eager/cuda/cuda_backend.c — the CUDA backend's table: device selection (a missing GPU is an
  * error for whoever asked for one, never a crash), one compute stream and cuBLAS handle, the
- * communication stream with events between the two, the caching device allocator (size-class
- * bins reused in stream order, so a steady training loop stops calling cudaMalloc after its
- * first step), pinned host buffers and host<->device copies. Kernels live in the .cu files and
+ * communication stream with events between the two, the caching device allocator
+ * (eager/device_pool.c), pinned host buffers and host<->device copies. Kernels live in the .cu files and
  * the cuDNN files beside this one. */
 #include "cuda_internal.h"
+#include "../device_pool.h"
 #include <pthread.h>
 
 /* ---- errors ---- */
@@ -51,127 +51,35 @@ int dg_cuda_compute_wait_comm(void) {
 }
 
 /* ---- caching allocator ----
- * Requests are rounded to a size class (512 B granules below 1 MiB; above, eight classes per
- * power of two, so rounding wastes at most 1/8) and a freed block waits in its class's bin for
- * the next request of that class. Tensors are used on the compute stream only (collectives on
- * the comm stream are ordered back with dg_cuda_compute_wait_comm before their buffers can be
- * freed), so a block freed by the host may be handed out again at once: later kernels run after
- * the ones that used it. Live blocks sit in a pointer-keyed table so a free is O(1). */
-typedef struct bin { size_t size; void **ptr; size_t n, cap; } bin;
-typedef struct live { void *p; size_t size; } live;
-static bin *g_bins; static size_t g_nbins, g_capbins;
-static live *g_live; static size_t g_nlive, g_caplive;    /* open addressing, p == NULL empty */
-static dg_memory_stats g_stats;
+ * eager/device_pool.c splits cudaMalloc'ed segments into blocks and merges them when freed (a
+ * steady training loop stops calling cudaMalloc after its first steps). Tensors are used on the
+ * compute stream only (collectives on the comm stream are ordered back with
+ * dg_cuda_compute_wait_comm before their buffers can be freed), so a block freed by the host may
+ * be handed out again at once: later kernels run after the ones that used it. */
+static dg_device_pool *g_pool;
 
-static size_t round_size(size_t n) {
-    if (n < (1u << 20)) return (n + 511) / 512 * 512;
-    size_t top = (size_t)1 << (63 - __builtin_clzll((unsigned long long)n));   /* 2^floor(log2 n) */
-    size_t step = top / 8;
-    return (n + step - 1) / step * step;
+static void *segment_alloc(size_t n, void *ctx) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e == cudaSuccess) return p;
+    cudaGetLastError();   /* out of memory is not sticky: clear it for the next call */
+    return NULL;
 }
-
-static bin *find_bin(size_t size, bool make) {
-    for (size_t i = 0; i < g_nbins; i++) if (g_bins[i].size == size) return &g_bins[i];
-    if (!make) return NULL;
-    if (g_nbins == g_capbins) {
-        size_t cap = g_capbins ? g_capbins * 2 : 64;
-        bin *b = realloc(g_bins, sizeof *b * cap);
-        if (!b) return NULL;
-        g_bins = b; g_capbins = cap;
-    }
-    g_bins[g_nbins] = (bin){ size, NULL, 0, 0 };
-    return &g_bins[g_nbins++];
-}
-
-static size_t live_slot(void *p) {
-    size_t h = ((uintptr_t)p >> 9) * 0x9E3779B97F4A7C15ull;
-    return h & (g_caplive - 1);
-}
-static bool live_put(void *p, size_t size);
-static bool live_grow(void) {
-    size_t old = g_caplive;
-    live *o = g_live;
-    live *n = calloc(old ? old * 2 : 1024, sizeof *n);
-    if (!n) return false;
-    g_live = n; g_caplive = old ? old * 2 : 1024; g_nlive = 0;
-    for (size_t i = 0; i < old; i++) if (o[i].p) live_put(o[i].p, o[i].size);
-    free(o);
-    return true;
-}
-static bool live_put(void *p, size_t size) {
-    if ((g_nlive + 1) * 2 > g_caplive && !live_grow()) return false;
-    size_t i = live_slot(p);
-    while (g_live[i].p) i = (i + 1) & (g_caplive - 1);
-    g_live[i] = (live){ p, size };
-    g_nlive++;
-    return true;
-}
-/* Removes p and returns its size, 0 when p is not a live block. */
-static size_t live_take(void *p) {
-    if (!g_caplive) return 0;
-    size_t i = live_slot(p);
-    while (g_live[i].p && g_live[i].p != p) i = (i + 1) & (g_caplive - 1);
-    if (!g_live[i].p) return 0;
-    size_t size = g_live[i].size;
-    g_live[i].p = NULL;
-    g_nlive--;
-    /* re-insert the rest of the cluster so lookups never stop early at the hole */
-    for (size_t j = (i + 1) & (g_caplive - 1); g_live[j].p; j = (j + 1) & (g_caplive - 1)) {
-        live e = g_live[j];
-        g_live[j].p = NULL;
-        g_nlive--;
-        live_put(e.p, e.size);
-    }
-    return size;
-}
-
-/* Frees every cached block; the caller holds g_lock. */
-static void release_cached(void) {
-    for (size_t i = 0; i < g_nbins; i++) {
-        for (size_t k = 0; k < g_bins[i].n; k++) cudaFree(g_bins[i].ptr[k]);
-        g_stats.reserved -= g_bins[i].size * g_bins[i].n;
-        g_bins[i].n = 0;
-    }
-}
+/* cudaFree waits for the device, so queued kernels that used the segment have finished */
+static void segment_free(void *p, void *ctx) { cudaFree(p); }
 
 void *dg_cuda_alloc(size_t n) {
-    size_t sz = round_size(n ? n : 1);
     pthread_mutex_lock(&g_lock);
-    void *p = NULL;
-    bin *b = find_bin(sz, true);
-    if (b && b->n) p = b->ptr[--b->n];
-    if (!p && b && b->cap == 0) {
-        b->ptr = malloc(sizeof *b->ptr * 16);
-        b->cap = b->ptr ? 16 : 0;
-    }
+    if (!g_pool) g_pool = dg_device_pool_new((dg_device_pool_ops){ segment_alloc, segment_free, NULL });
+    void *p = g_pool ? dg_device_pool_alloc(g_pool, n) : NULL;
     if (!p) {
-        cudaError_t e = cudaMalloc(&p, sz);
-        if (e == cudaErrorMemoryAllocation) {
-            /* give the cache back and try once more before failing */
-            cudaGetLastError();
-            cudaStreamSynchronize(g_stream);
-            release_cached();
-            e = cudaMalloc(&p, sz);
-        }
-        if (e != cudaSuccess) {
-            cudaGetLastError();
-            dg_set_error_at(DG_ENOMEM, __FILE__, __LINE__, "cuda alloc: %zu bytes (%zu allocated, %zu reserved): %s",
-                            n, g_stats.allocated, g_stats.reserved, cudaGetErrorString(e));
-            pthread_mutex_unlock(&g_lock);
-            return NULL;
-        }
-        g_stats.device_mallocs++;
-        g_stats.reserved += sz;
-    }
-    if (!live_put(p, sz)) {   /* host out of memory for the table: keep the block cached */
-        if (b && b->n < b->cap) b->ptr[b->n++] = p;
-        else { cudaFree(p); g_stats.reserved -= sz; }
+        dg_memory_stats st = { 0 };
+        if (g_pool) dg_device_pool_stats(g_pool, &st);
         pthread_mutex_unlock(&g_lock);
-        DG_ERR(DG_ENOMEM, "cuda alloc: host memory for the block table ran out");
+        DG_ERR(DG_ENOMEM, "cuda alloc: %zu bytes (%zu allocated, %zu reserved): out of device memory", n, st.allocated,
+               st.reserved);
         return NULL;
     }
-    g_stats.allocated += sz;
-    if (g_stats.allocated > g_stats.peak_allocated) g_stats.peak_allocated = g_stats.allocated;
     pthread_mutex_unlock(&g_lock);
     return p;
 }
@@ -179,34 +87,27 @@ void *dg_cuda_alloc(size_t n) {
 void dg_cuda_free(void *p) {
     if (!p) return;
     pthread_mutex_lock(&g_lock);
-    size_t sz = live_take(p);
-    if (sz) {
-        g_stats.allocated -= sz;
-        bin *b = find_bin(sz, true);
-        if (b && b->n == b->cap) {
-            size_t cap = b->cap ? b->cap * 2 : 16;
-            void **q = realloc(b->ptr, sizeof *q * cap);
-            if (q) { b->ptr = q; b->cap = cap; }
-        }
-        if (b && b->n < b->cap) b->ptr[b->n++] = p;
-        else { cudaFree(p); g_stats.reserved -= sz; }   /* no host memory for the bin: release */
-    }
+    if (g_pool) dg_device_pool_free(g_pool, p);
     pthread_mutex_unlock(&g_lock);
 }
 
 static int cuda_memory_stats(dg_memory_stats *out) {
     pthread_mutex_lock(&g_lock);
-    *out = g_stats;
+    if (g_pool) dg_device_pool_stats(g_pool, out);
+    else memset(out, 0, sizeof *out);
     pthread_mutex_unlock(&g_lock);
     return 0;
 }
+
+static void release_pinned(void);
 
 static int cuda_empty_cache(void) {
     int rc = DG_CUDA(cudaStreamSynchronize(g_stream));
     if (!rc) rc = DG_CUDA(cudaStreamSynchronize(g_comm));
     pthread_mutex_lock(&g_lock);
-    release_cached();
+    if (g_pool) dg_device_pool_release_free(g_pool);
     pthread_mutex_unlock(&g_lock);
+    release_pinned();
     return rc;
 }
 
@@ -270,25 +171,28 @@ static void cuda_host_free(void *p) {
     pthread_mutex_unlock(&g_pin_lock);
 }
 
-/* True when [p, p+n) lies in one of our pinned buffers. */
-static bool is_pinned(const void *p, size_t n) {
-    bool yes = false;
+/* Frees the cached pinned buffers nobody holds (dg_empty_cache), once their last copy is done. */
+static void release_pinned(void) {
     pthread_mutex_lock(&g_pin_lock);
-    for (size_t i = 0; i < g_npin && !yes; i++)
-        yes = g_pin[i].used && (const char *)p >= (const char *)g_pin[i].p &&
-              (const char *)p + n <= (const char *)g_pin[i].p + g_pin[i].size;
+    size_t w = 0;
+    for (size_t i = 0; i < g_npin; i++) {
+        if (!g_pin[i].used && cudaEventSynchronize(g_pin[i].done) == cudaSuccess) {
+            cudaEventDestroy(g_pin[i].done);
+            cudaFreeHost(g_pin[i].p);
+        } else {
+            g_pin[w++] = g_pin[i];
+        }
+    }
+    g_npin = w;
     pthread_mutex_unlock(&g_pin_lock);
-    return yes;
 }
 
 /* ---- copies ---- */
+/* No wait: the runtime stages a pageable source before cudaMemcpyAsync returns, so the caller may
+ * reuse it at once; a pinned buffer of ours is guarded by its release event. */
 static int cuda_upload(void *dst, const void *src, size_t n) {
     if (!n) return 0;
-    int rc = DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, g_stream));
-    /* a pageable buffer may be freed right after: finish before returning; a pinned one of
-     * ours is guarded by its release event */
-    if (rc || is_pinned(src, n)) return rc;
-    return DG_CUDA(cudaStreamSynchronize(g_stream));
+    return DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, g_stream));
 }
 static int cuda_download(void *dst, const void *src, size_t n) {
     if (!n) return 0;

@@ -451,6 +451,8 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t n) {
     return fail(cudaErrorMemoryAllocation);
 }
 
+static cudaError_t wait_done(CUstream_st *s);
+
 extern "C" cudaError_t cudaFree(void *p) {
     STICKY();
     if (!p) return cudaSuccess;
@@ -458,6 +460,13 @@ extern "C" cudaError_t cudaFree(void *p) {
     for (device_state &d : g_dev) {
         auto it = d.live.find((char *)p);
         if (it == d.live.end()) continue;
+        /* cudaFree waits for the device: queued work that uses the block runs first */
+        int dv = it->second.device;
+        std::vector<CUstream_st *> mine;
+        for (CUstream_st *s : g_streams) if (s->device == dv && !s->q.empty()) mine.push_back(s);
+        for (CUstream_st *s : mine) wait_done(s);
+        it = d.live.find((char *)p);
+        if (it == d.live.end()) return fail(cudaErrorInvalidDevicePointer);
         allocation a = it->second;
         d.live.erase(it);
         mprotect(a.base, a.pages * PAGE, PROT_NONE);
