@@ -148,16 +148,24 @@ static int stage_in(const dg_comm *c, const dg_tensor *t, staged *s, bool fill) 
     size_t nb = (size_t)t->numel * dg_dtype_size(t->dtype);
     s->copied = !c->be->device_buffers && t->storage->device.type != DG_CPU;
     if (!s->copied) { s->host = dg_tensor_ptr(t); return 0; }
-    s->host = dg_backend_of(t)->host_alloc ? dg_backend_of(t)->host_alloc(nb ? nb : 1) : malloc(nb ? nb : 1);
+    const dg_backend *be = dg_backend_of(t);
+    s->host = be->host_alloc && be->host_free ? be->host_alloc(nb ? nb : 1) : malloc(nb ? nb : 1);
     if (!s->host) { if (!dg_has_error()) DG_ERR(DG_ENOMEM, "comm: staging %zu bytes", nb); return DG_ENOMEM; }
-    return fill ? dg_backend_of(t)->download(s->host, dg_tensor_ptr(t), nb) : 0;
+    int rc = fill ? be->download(s->host, dg_tensor_ptr(t), nb) : 0;
+    if (rc) {   /* the caller only releases what stage_in returned successfully */
+        if (be->host_alloc && be->host_free) be->host_free(s->host);
+        else free(s->host);
+        s->host = NULL;
+    }
+    return rc;
 }
 static int stage_out(const dg_tensor *t, staged *s, bool write_back) {
     if (!s->copied) return 0;
     size_t nb = (size_t)t->numel * dg_dtype_size(t->dtype);
     int rc = write_back ? dg_backend_of(t)->upload(dg_tensor_ptr((dg_tensor *)t), s->host, nb) : 0;
     /* the upload is ordered on the stream; a pinned buffer's release waits for it */
-    if (dg_backend_of(t)->host_free) { dg_synchronize(t->storage->device); dg_backend_of(t)->host_free(s->host); }
+    const dg_backend *be = dg_backend_of(t);
+    if (be->host_alloc && be->host_free) { dg_synchronize(t->storage->device); be->host_free(s->host); }
     else free(s->host);
     return rc;
 }

@@ -42,6 +42,11 @@ int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env);    /* dist/nccl/ or i
 bool dg_comm_mpi_built(void);
 bool dg_comm_nccl_built(void);
 
+/* n bytes from `root` to every rank of MPI_COMM_WORLD (initialising MPI when the program has
+ * not): how the NCCL transport shares its unique id under plain mpirun, where there is no
+ * rendezvous store. Collective over all ranks. Without MPI in the build: DG_EUNSUPPORTED. */
+int dg_mpi_broadcast_bytes(void *buf, size_t n, int root);
+
 /* A collective on a raw buffer of the transport's kind (used by the DataParallel reducer;
  * takes the comm lock). */
 int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);

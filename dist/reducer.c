@@ -2,7 +2,9 @@
  * dtype-uniform buckets in reverse order (the order backward produces gradients; the first
  * bucket small so communication starts early), each bucket a persistent flat buffer on the
  * parameters' device. A step packs every bucket's gradients into its buffer, sums it over the
- * ranks and unpacks it back into the gradients.
+ * ranks and unpacks it back into the gradients. A transport that takes host buffers (MPI, not
+ * CUDA-aware here) never sees GPU memory: a GPU bucket is downloaded into a persistent pinned
+ * host buffer after packing, reduced there and uploaded back before unpacking.
  *
  * With overlap on, grad-ready hooks pack a bucket as soon as its last gradient is final and start
  * its all-reduce, strictly in bucket order (every rank must issue the same collectives in the
@@ -16,7 +18,26 @@
 #include "reducer.h"
 #include <sched.h>
 
+/* The bucket's pinned host copy, made with the bucket device's backend (ordinary memory where
+ * it has no pinned allocator). */
+static void *stage_alloc(const dg_bucket *b, size_t nb) {
+    const dg_backend *be = dg_backend_for(b->device);
+    if (!be) return NULL;   /* it said why */
+    void *p = be->host_alloc && be->host_free ? be->host_alloc(nb ? nb : 1) : malloc(nb ? nb : 1);
+    if (!p && !dg_has_error()) DG_ERR(DG_ENOMEM, "data_parallel: %zu bytes of pinned host memory for a bucket", nb);
+    return p;
+}
+static void stage_free(const dg_bucket *b) {
+    if (!b->stage) return;
+    const dg_backend *be = dg_backend_for(b->device);
+    if (be && be->host_alloc && be->host_free) be->host_free(b->stage);
+    else free(b->stage);
+}
+
+static size_t bucket_bytes(const dg_bucket *b) { return (size_t)b->numel * dg_dtype_size(b->dtype); }
+
 static void bucket_free(dg_bucket *b) {
+    stage_free(b);
     free(b->params);
     free(b->offsets);
     dg_tensor_free(b->flat);
@@ -55,14 +76,17 @@ static int pack_bucket(dg_reducer *r, dg_bucket *b) {
     for (int k = 0; k < b->n && !rc; k++) rc = pack_one(r, b, k);
     dg_scope_end(sc);
     dg_no_grad_end();
-    /* a host transport reads the buffer as soon as its all-reduce starts: the device copy must be done */
-    if (!rc && b->flat->storage->device.type != DG_CPU && !r->comm->be->device_buffers) rc = dg_synchronize(b->flat->storage->device);
+    /* a host transport reads the buffer as soon as its all-reduce starts: the packed bucket goes
+     * to its pinned copy now (the download waits for the packing kernels and for itself) */
+    if (!rc && b->stage) rc = dg_backend_for(b->device)->download(b->stage, dg_tensor_ptr(b->flat), bucket_bytes(b));
     return rc;
 }
 
-/* Flat buffer back into the gradients; a parameter without one gets the buffer's slice. */
+/* Flat buffer back into the gradients; a parameter without one gets the buffer's slice. A
+ * staged bucket's sum is uploaded first (queued before the unpacking copies on the same stream). */
 static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
-    int rc = 0;
+    int rc = b->stage ? dg_backend_for(b->device)->upload(dg_tensor_ptr(b->flat), b->stage, bucket_bytes(b)) : 0;
+    if (rc) return rc;
     dg_no_grad_begin();
     dg_scope *sc = dg_scope_begin();
     for (int k = 0; k < b->n && !rc; k++) {
@@ -189,6 +213,12 @@ dg_reducer *dg_reducer_new(dg_comm *comm, dg_tensor *const *params, char *const 
         b->flat = dg_tensor_alloc(&b->numel, 1, b->dtype, b->device);
         if (!b->flat) { dg_reducer_free(r); return NULL; }
         b->host = dg_tensor_ptr(b->flat);
+        /* a GPU bucket on a host transport: reduced in a pinned host copy (CPU buckets, and
+         * device transports such as NCCL, use flat itself) */
+        if (comm->size > 1 && !comm->be->device_buffers && b->device.type != DG_CPU) {
+            if (!(b->stage = stage_alloc(b, bucket_bytes(b)))) { dg_reducer_free(r); return NULL; }
+            b->host = b->stage;
+        }
     }
     if (p.overlap && comm->size > 1)
         for (int i = 0; i < np; i++)

@@ -14,7 +14,10 @@ typedef struct dg_bucket {
     int64_t *offsets;             /* element offset of each in flat */
     int64_t numel;
     dg_tensor *flat;              /* persistent buffer */
-    void *host;                   /* flat's data pointer */
+    /* what the transport reduces: flat's data pointer, or for a host transport (MPI) and a GPU
+     * bucket the pinned host copy `stage` (such a transport reads and writes it on the host) */
+    void *host;
+    void *stage;                  /* pinned host copy of flat (NULL: none needed) */
     int nready;                   /* overlap: gradients final so far */
     dg_bucket_state state;        /* overlap */
     void *pending;                /* overlap: the transport's handle while REDUCING */

@@ -130,7 +130,8 @@ static const dg_comm_backend mpi_backend = {
 
 bool dg_comm_mpi_built(void) { return true; }
 
-int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
+/* MPI initialised (by the program or here), or an error. */
+static int ensure_mpi(void) {
     int inited = 0, fin = 0;
     MPI_Finalized(&fin);
     if (fin) { DG_ERR(DG_ESTATE, "mpi: MPI was already finalised in this process"); return DG_ESTATE; }
@@ -150,6 +151,51 @@ int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
             return DG_EUNSUPPORTED;
         }
     }
+    return 0;
+}
+
+/* n bytes from `root` to every rank of MPI_COMM_WORLD, on a private duplicate so that the
+ * program's own traffic on the world communicator never matches ours. What the NCCL transport
+ * uses to hand out its unique id under plain mpirun (no rendezvous endpoint). Collective: every
+ * rank must call it. */
+int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
+    int rc = ensure_mpi();
+    if (rc) return rc;
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (root < 0 || root >= size) {
+        DG_ERR(DG_EINVAL, "mpi: broadcast root %d outside MPI_COMM_WORLD of %d ranks", root, size);
+        return DG_EINVAL;
+    }
+    if (n > INT_MAX) {
+        DG_ERR(DG_EUNSUPPORTED, "mpi: broadcast of %zu bytes (limit %d)", n, INT_MAX);
+        return DG_EUNSUPPORTED;
+    }
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Comm comm;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int err = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    if (err != MPI_SUCCESS) {
+        MPI_Error_string(err, msg, &len);
+        DG_ERR(DG_ECOMM, "mpi: MPI_Comm_dup failed on rank %d of %d: %s", rank, size, msg);
+        return DG_ECOMM;
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    err = MPI_Bcast(buf, (int)n, MPI_BYTE, root, comm);
+    MPI_Comm_free(&comm);
+    if (err != MPI_SUCCESS) {
+        MPI_Error_string(err, msg, &len);
+        DG_ERR(DG_ECOMM, "mpi: MPI_Bcast of %zu bytes from rank %d failed on rank %d of %d: %s", n, root, rank, size, msg);
+        return DG_ECOMM;
+    }
+    return 0;
+}
+
+int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
+    int rc = ensure_mpi();
+    if (rc) return rc;
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);

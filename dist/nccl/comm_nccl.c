@@ -1,7 +1,8 @@
 /* dist/nccl/comm_nccl.c — the NCCL transport: GPU buffers, collectives on the CUDA backend's
  * communication stream (ordered after the compute work that produced the buffer, and the
  * compute stream ordered after them by `wait`). The unique id travels through the rendezvous
- * store (as Paddle's gen_nccl_id), or through MPI under mpirun without endpoints. Everything
+ * store (as Paddle's gen_nccl_id), or under mpirun without endpoints through an MPI broadcast
+ * from rank 0 (the build's MPI transport; MPI_Init is done there if the program did not). Everything
  * runs in NCCL's non-blocking mode and is polled against the timeout: a peer that never comes
  * or dies makes this rank abort the communicator and return an error instead of hanging. */
 #include "../dist_internal.h"
@@ -88,7 +89,14 @@ static int nccl_wait(dg_comm *c) {
     double deadline = now_s() + c->timeout_s;
     for (;;) {
         cudaError_t e = cudaStreamQuery(dg_cuda_comm_stream());
-        if (e == cudaSuccess) break;
+        if (e == cudaSuccess) {
+            /* a collective may also end with an error (NCCL reports it until the work is done,
+             * and a failed one still leaves the stream): the stream's end alone is no success */
+            ncclResult_t r = ncclSuccess;
+            ncclCommGetAsyncError(s->comm, &r);
+            if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, r, "a queued collective");
+            break;
+        }
         if (e != cudaErrorNotReady) return DG_CUDA(e);
         ncclResult_t r = ncclSuccess;
         ncclCommGetAsyncError(s->comm, &r);
@@ -137,6 +145,39 @@ static const dg_comm_backend nccl_backend = {
 
 bool dg_comm_nccl_built(void) { return true; }
 
+static int make_id(ncclUniqueId *id) {
+    ncclResult_t r = ncclGetUniqueId(id);
+    if (r != ncclSuccess) { DG_ERR(DG_ECOMM, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r)); return DG_ECOMM; }
+    return 0;
+}
+
+/* Under mpirun without endpoints: rank 0 makes the id and broadcasts it over MPI. Whether rank 0
+ * managed to make one travels with it, so that a failure there fails every rank (instead of the
+ * others initialising with garbage). */
+static int share_id_over_mpi(const dg_dist_env *env, ncclUniqueId *id) {
+    struct { int32_t ok; char why[200]; ncclUniqueId id; } msg;
+    memset(&msg, 0, sizeof msg);
+    if (env->rank == 0) {
+        msg.ok = make_id(&msg.id) == 0;
+        if (!msg.ok) { snprintf(msg.why, sizeof msg.why, "%s", dg_last_error()); dg_clear_error(); }
+    }
+    if (dg_mpi_broadcast_bytes(&msg, sizeof msg, 0) != 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", dg_last_error());
+        int st = dg_last_status() ? dg_last_status() : DG_ECOMM;
+        dg_clear_error();
+        DG_ERR(st, "nccl: rank %d of %d could not receive the NCCL id over MPI (mpirun without PADDLE_TRAINER_ENDPOINTS): %s",
+               env->rank, env->world_size, why);
+        return st;
+    }
+    if (!msg.ok) {
+        DG_ERR(DG_ECOMM, "nccl: rank %d of %d: rank 0 could not make the NCCL id: %s", env->rank, env->world_size, msg.why);
+        return DG_ECOMM;
+    }
+    *id = msg.id;
+    return 0;
+}
+
 int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env) {
     dg_device d = dg_get_device();
     if (d.type != DG_CUDA) {
@@ -144,16 +185,26 @@ int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env) {
         return DG_EDEVICE;
     }
     ncclUniqueId id;
-    if (env->world_size > 1) {
-        if (!c->store) {
-            DG_ERR(DG_EINVAL, "nccl: rank %d of %d has no rendezvous endpoint (PADDLE_TRAINER_ENDPOINTS) to share the NCCL id",
+    if (env->world_size > 1 && !c->store) {
+        if (!env->under_mpirun) {
+            DG_ERR(DG_EINVAL, "nccl: rank %d of %d has no rendezvous endpoint (PADDLE_TRAINER_ENDPOINTS) to share the NCCL id "
+                   "and was not started by mpirun: start GPU workers with `dgrun --nproc_per_node N prog` or `mpirun -np N prog`",
                    env->rank, env->world_size);
             return DG_EINVAL;
         }
+        if (!dg_comm_mpi_built()) {
+            DG_ERR(DG_EUNSUPPORTED, "nccl: rank %d of %d runs under mpirun without a rendezvous endpoint "
+                   "(PADDLE_TRAINER_ENDPOINTS), and this build has no MPI to share the NCCL id over: rebuild with MPI "
+                   "(libopenmpi-dev, MPI=auto) or start the workers with `dgrun --nproc_per_node N prog`",
+                   env->rank, env->world_size);
+            return DG_EUNSUPPORTED;
+        }
+        int rc = share_id_over_mpi(env, &id);
+        if (rc) return rc;
+    } else if (env->world_size > 1) {
         if (env->rank == 0) {
-            ncclResult_t r = ncclGetUniqueId(&id);
-            if (r != ncclSuccess) { DG_ERR(DG_ECOMM, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r)); return DG_ECOMM; }
-            int rc = dg_store_set(c->store, "nccl_id", &id, sizeof id);
+            int rc = make_id(&id);
+            if (!rc) rc = dg_store_set(c->store, "nccl_id", &id, sizeof id);
             if (rc) return rc;
         } else {
             void *v = NULL;
@@ -165,8 +216,8 @@ int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env) {
             free(v);
         }
     } else {
-        ncclResult_t r = ncclGetUniqueId(&id);
-        if (r != ncclSuccess) { DG_ERR(DG_ECOMM, "nccl: ncclGetUniqueId: %s", ncclGetErrorString(r)); return DG_ECOMM; }
+        int rc = make_id(&id);
+        if (rc) return rc;
     }
     nccl_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "nccl: out of memory"); return DG_ENOMEM; }

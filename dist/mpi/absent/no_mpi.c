@@ -9,3 +9,9 @@ int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
            "(install libopenmpi-dev and rebuild with MPI=auto or MPI=1)", env->rank, env->world_size);
     return DG_EUNSUPPORTED;
 }
+
+int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
+    DG_ERR(DG_EUNSUPPORTED, "broadcasting %zu bytes over MPI: MPI was not built into this library "
+           "(install libopenmpi-dev and rebuild with MPI=auto or MPI=1)", n);
+    return DG_EUNSUPPORTED;
+}

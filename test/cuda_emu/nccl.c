@@ -1,0 +1,1036 @@
+/* test/cuda_emu/nccl.c — the emulated NCCL library: communicators whose ranks are separate
+ * processes (one emulated GPU each) exchanging through POSIX shared memory, collectives queued
+ * on streams of the emulated runtime, NCCL's non-blocking mode, abort and finalize. Written from
+ * NCCL's documentation; what it emulates is the API's contract, not NCCL's algorithms.
+ *
+ * Shared memory. ncclGetUniqueId puts random bytes and the creator's pid in the id; every rank
+ * derives the segment's name from them (/dev/shm/dgemu-nccl-<pid>-<random>). The first rank to
+ * arrive creates the segment, the others open it. Once every rank has joined, the name is
+ * unlinked (the mappings stay), so no file outlives the job even when ranks crash; destroy and
+ * abort unlink it too when some rank never came. The segment holds a header (rank count, abort
+ * flag and reason), a record per rank (steps posted and consumed, joined/left flags, pid) and a
+ * slot per rank through which data passes.
+ *
+ * Collectives. Each is split into chunks of at most a slot; chunk k of the communicator's
+ * history is "step" k (numbered across operations: every rank issues the same operations in the
+ * same order with the same counts, so the numbers agree, and each slot's header names the
+ * operation so that a mismatch is reported rather than computed). Per step a rank waits until
+ * every rank has consumed the previous step (its slot may then be overwritten), copies its part
+ * into its slot, publishes "posted = step", waits until every rank has posted, computes its
+ * result from the slots in rank order 0..n-1 (so every rank gets the same bits) into the device
+ * buffer and publishes "consumed = step". The work queued on the stream does this without
+ * blocking: it spins briefly (yielding the core) and otherwise returns DGEMU_AGAIN for the runtime
+ * to call it again later; the step it has reached is kept in the operation.
+ *
+ * Failure. A rank that aborts sets the segment's abort flag with a reason; a rank waiting for a
+ * peer checks that flag, the peer's "left" flag (its communicator is gone) and whether the peer
+ * process is alive (each rank holds an open-file-description lock on a byte of the segment
+ * while it is attached; the lock vanishes with the process, zombie or not). Any of these ends the
+ * waiting collective with ncclRemoteError in the communicator's async error instead of a hang.
+ * Operations queued on this rank after ncclCommAbort end with ncclSystemError. */
+#include <nccl.h>
+#include "emu_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Layout of the id and of the shared segment                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+static const char ID_TAG[8] = { 'd', 'g', 'e', 'm', 'u', 'I', 'D', '1' };
+typedef struct id_layout { char tag[8]; uint8_t rnd[16]; int32_t pid; } id_layout;
+
+#define SHM_MAGIC 0x4447454eu          /* written last by the creator: the header is complete */
+#define ABORT_WRITING 2                 /* the abort flag while its reason is being written */
+#define LOCK_BASE ((off_t)1 << 40)      /* liveness lock of rank r: byte LOCK_BASE + r (past EOF) */
+
+typedef struct shm_rank {
+    _Atomic uint64_t posted;            /* last step whose part this rank put in its slot */
+    _Atomic uint64_t consumed;          /* last step this rank finished reading */
+    _Atomic int32_t joined;
+    _Atomic int32_t left;               /* the rank's communicator is gone (destroyed, aborted) */
+    _Atomic int32_t pid;
+    int32_t device;
+    char pad[32];
+} shm_rank;
+
+typedef struct shm_head {
+    _Atomic uint32_t magic;
+    int32_t nranks;
+    uint64_t slot_bytes;                /* data bytes per slot (a multiple of 64) */
+    uint64_t slots_off;                 /* offset of slot 0's header */
+    uint64_t seg_bytes;
+    _Atomic int32_t joined;             /* ranks attached so far */
+    _Atomic int32_t unlinked;           /* the name was removed */
+    _Atomic int32_t aborted;            /* 0, ABORT_WRITING, 1 */
+    int32_t abort_rank;
+    char abort_reason[448];
+    shm_rank ranks[];
+} shm_head;
+
+typedef struct slot_hdr {               /* what the data in a slot belongs to */
+    uint64_t step, seq, count;
+    int32_t kind, dtype, redop, root;
+    char pad[24];
+} slot_hdr;
+
+/* ------------------------------------------------------------------------------------------ */
+/* The communicator (this process's side)                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+#define COMM_MAGIC 0x6e63636cu
+enum { ST_INIT, ST_READY };
+enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER };
+static const char *const KIND_NAME[] = { "ncclAllReduce", "ncclBroadcast", "ncclAllGather" };
+#define MAX_STREAMS 16
+
+struct ncclComm {
+    uint32_t magic;
+    int rank, nranks, device;
+    bool blocking;
+    char name[96];                      /* shm name */
+    pthread_mutex_t mu;                 /* attach, next_seq, streams */
+
+    /* attach state (under mu) */
+    int fd;
+    shm_head *h;
+    size_t map_bytes;
+    bool header_ok, joined_self;
+    _Atomic int formed;                 /* every rank joined: collectives may run */
+    int state;                          /* ST_INIT until GetAsyncError / blocking init saw it formed */
+    int init_polls;
+    double t_start;
+
+    _Atomic int refs;                   /* the user's handle + one per queued operation */
+    _Atomic int inflight;               /* operations queued and not yet released */
+    _Atomic int pending;                /* operations queued and not yet finished */
+    _Atomic int aborted;                /* ncclCommAbort was called here */
+    _Atomic int user_gone;              /* destroy/abort called: the handle is the user's no more */
+    _Atomic int finalizing;
+    _Atomic int async_error;            /* ncclResult_t; sticky once not ncclSuccess */
+    _Atomic uint64_t exec_seq;          /* sequence number of the next operation allowed to run */
+    _Atomic uint64_t done_step;         /* last step this rank completed */
+    _Atomic int64_t last_live_check_ns;
+    uint64_t next_seq;
+
+    struct { cudaStream_t s; int n; } streams[MAX_STREAMS];   /* streams holding our work */
+
+    char last_error[512];               /* the last message (ncclGetLastError) */
+    char async_msg[512];                /* the message of the async error (kept when later calls note others) */
+};
+
+typedef struct op_t {
+    ncclComm_t c;
+    int kind;
+    ncclDataType_t dt;
+    ncclRedOp_t red;
+    int root;
+    size_t count, es;
+    const char *send;
+    char *recv;
+    uint64_t seq;
+    cudaStream_t stream;
+    /* progress, kept between calls of the work function */
+    bool started, finished;
+    int phase;                          /* 0: slot not yet written for this step; 1: posted */
+    uint64_t first_step, nchunks, chunk, chunk_elems;
+} op_t;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small helpers: time, settings, messages                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+static double now_s(void) { return (double)now_ns() * 1e-9; }
+
+/* How long blocking calls (init, destroy's flush) wait for peers before failing: real NCCL's
+ * bootstrap also gives up eventually, and a test must end. DGEMU_NCCL_TIMEOUT_S overrides. */
+static double timeout_s(void) {
+    const char *e = getenv("DGEMU_NCCL_TIMEOUT_S");
+    double v = e ? atof(e) : 0;
+    return v > 0 ? v : 120.0;
+}
+
+/* Slot size, chosen by the rank that creates the segment (the others read it from the header):
+ * a few MB keeps the per-step synchronisation rare without reserving much of /dev/shm.
+ * DGEMU_NCCL_SLOT_BYTES overrides (tests use small slots to exercise chunking). */
+static uint64_t slot_bytes_for(int nranks) {
+    const char *e = getenv("DGEMU_NCCL_SLOT_BYTES");
+    uint64_t v;
+    if (e && atoll(e) > 0) v = (uint64_t)atoll(e);
+    else {
+        v = ((uint64_t)32 << 20) / (uint64_t)nranks;
+        if (v > ((uint64_t)8 << 20)) v = (uint64_t)8 << 20;
+        if (v < ((uint64_t)256 << 10)) v = (uint64_t)256 << 10;
+    }
+    v &= ~(uint64_t)63;
+    return v < 64 ? 64 : v;
+}
+
+static pthread_mutex_t g_msg_mu = PTHREAD_MUTEX_INITIALIZER;
+static char g_last_error[512];
+
+static bool debug_warn(void) {
+    const char *e = getenv("NCCL_DEBUG");
+    return e && (!strcasecmp(e, "WARN") || !strcasecmp(e, "INFO") || !strcasecmp(e, "TRACE"));
+}
+
+/* Records a message for ncclGetLastError (the comm's and the process's), NCCL_DEBUG=WARN prints it. */
+static void vnote(ncclComm_t c, const char *fmt, va_list ap) {
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    pthread_mutex_lock(&g_msg_mu);
+    snprintf(g_last_error, sizeof g_last_error, "%s", buf);
+    if (c) snprintf(c->last_error, sizeof c->last_error, "%s", buf);
+    pthread_mutex_unlock(&g_msg_mu);
+    if (debug_warn()) fprintf(stderr, "[%d] NCCL WARN (emulated) %s\n", (int)getpid(), buf);
+}
+
+static ncclResult_t note(ncclComm_t c, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static ncclResult_t note(ncclComm_t c, ncclResult_t r, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vnote(c, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* The communicator's first asynchronous error wins and stays (NCCL's async error is sticky: the
+ * communicator must be aborted). */
+static ncclResult_t comm_fail(ncclComm_t c, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static ncclResult_t comm_fail(ncclComm_t c, ncclResult_t r, const char *fmt, ...) {
+    int expect = ncclSuccess;
+    if (atomic_compare_exchange_strong(&c->async_error, &expect, (int)r)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vnote(c, fmt, ap);
+        va_end(ap);
+        pthread_mutex_lock(&g_msg_mu);
+        memcpy(c->async_msg, c->last_error, sizeof c->async_msg);
+        pthread_mutex_unlock(&g_msg_mu);
+    }
+    return (ncclResult_t)atomic_load(&c->async_error);
+}
+
+static const char *type_name(ncclDataType_t dt) {
+    static const char *const n[] = { "ncclInt8", "ncclUint8", "ncclInt32", "ncclUint32", "ncclInt64", "ncclUint64",
+                                     "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3",
+                                     "ncclFloat8e5m2" };
+    return (int)dt >= 0 && (int)dt < ncclNumTypes ? n[dt] : "an unknown type";
+}
+static const char *op_name(ncclRedOp_t op) {
+    static const char *const n[] = { "ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg" };
+    return (int)op >= 0 && (int)op < ncclNumOps ? n[op] : "an unknown op";
+}
+static size_t type_size(ncclDataType_t dt) {
+    switch (dt) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 0;
+    }
+}
+
+/* A handle that is not one of ours (never made, or destroyed and freed: best effort). */
+static bool comm_ok(const struct ncclComm *c) { return c && c->magic == COMM_MAGIC; }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Reductions (in rank order, so every rank computes the same bits)                           */
+/* ------------------------------------------------------------------------------------------ */
+
+static float h2f(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, x;
+    if (e == 0) {
+        if (!m) x = sign;
+        else {                                      /* subnormal: normalise */
+            e = 113;
+            while (!(m & 0x400)) { m <<= 1; e--; }
+            x = sign | (e << 23) | ((m & 0x3ff) << 13);
+        }
+    } else if (e == 31) x = sign | 0x7f800000u | (m << 13);
+    else x = sign | ((e + 112) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &x, 4);
+    return f;
+}
+static uint16_t f2h(float f) {                       /* round to nearest even */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, a = x & 0x7fffffffu;
+    if (a >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (a > 0x7f800000u ? 0x200 : 0));
+    if (a >= 0x47800000u) return (uint16_t)(sign | 0x7c00);     /* 65536 and up: infinity */
+    int e = (int)(a >> 23);
+    if (e < 113) {                                  /* a half subnormal (or zero) */
+        if (e < 102) return (uint16_t)sign;
+        uint32_t m = (a & 0x7fffff) | 0x800000;
+        int shift = 126 - e;
+        uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return (uint16_t)(sign | q);
+    }
+    uint32_t h = ((uint32_t)(e - 112) << 10) | ((a & 0x7fffff) >> 13), rem = a & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;   /* a carry into the exponent is right */
+    return (uint16_t)(sign | h);
+}
+static float bf2f(uint16_t b) { uint32_t x = (uint32_t)b << 16; float f; memcpy(&f, &x, 4); return f; }
+static uint16_t f2bf(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);   /* quiet NaN */
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+/* acc[i] = acc[i] op in[i]. Signed integers wrap (computed unsigned, as the GPU does). */
+#define RED_LOOP(T, EXPR) do { T *a_ = acc; const T *b_ = in; \
+    for (size_t i = 0; i < n; i++) { T x = a_[i], y = b_[i]; a_[i] = (EXPR); } } while (0)
+#define RED_INT(T, UT) do { switch (op) { \
+    case ncclSum: case ncclAvg: RED_LOOP(T, (T)(UT)((UT)x + (UT)y)); break; \
+    case ncclProd: RED_LOOP(T, (T)(UT)((UT)x * (UT)y)); break; \
+    case ncclMax: RED_LOOP(T, y > x ? y : x); break; \
+    case ncclMin: RED_LOOP(T, y < x ? y : x); break; \
+    default: break; } } while (0)
+#define RED_FLT(T) do { switch (op) { \
+    case ncclSum: case ncclAvg: RED_LOOP(T, x + y); break; \
+    case ncclProd: RED_LOOP(T, x * y); break; \
+    case ncclMax: RED_LOOP(T, y > x ? y : x); break; \
+    case ncclMin: RED_LOOP(T, y < x ? y : x); break; \
+    default: break; } } while (0)
+#define RED_16(TO_F, FROM_F) do { uint16_t *a_ = acc; const uint16_t *b_ = in; \
+    for (size_t i = 0; i < n; i++) { float x = TO_F(a_[i]), y = TO_F(b_[i]), z; \
+        switch (op) { case ncclProd: z = x * y; break; case ncclMax: z = y > x ? y : x; break; \
+                      case ncclMin: z = y < x ? y : x; break; default: z = x + y; } \
+        a_[i] = FROM_F(z); } } while (0)
+
+static void reduce_into(void *acc, const void *in, size_t n, ncclDataType_t dt, ncclRedOp_t op) {
+    switch (dt) {
+    case ncclInt8: RED_INT(int8_t, uint8_t); break;
+    case ncclUint8: RED_INT(uint8_t, unsigned); break;
+    case ncclInt32: RED_INT(int32_t, uint32_t); break;
+    case ncclUint32: RED_INT(uint32_t, uint32_t); break;
+    case ncclInt64: RED_INT(int64_t, uint64_t); break;
+    case ncclUint64: RED_INT(uint64_t, uint64_t); break;
+    case ncclFloat32: RED_FLT(float); break;
+    case ncclFloat64: RED_FLT(double); break;
+    case ncclFloat16: RED_16(h2f, f2h); break;
+    case ncclBfloat16: RED_16(bf2f, f2bf); break;
+    default: break;   /* fp8 reductions are refused at call time */
+    }
+}
+
+/* ncclAvg: the rank-order sum divided by the rank count (integers: C division, towards zero). */
+static void divide_by(void *acc, size_t n, ncclDataType_t dt, int nranks) {
+#define DIV_LOOP(T) do { T *a_ = acc; for (size_t i = 0; i < n; i++) a_[i] = (T)(a_[i] / (T)nranks); } while (0)
+    switch (dt) {
+    case ncclInt8: DIV_LOOP(int8_t); break;
+    case ncclUint8: DIV_LOOP(uint8_t); break;
+    case ncclInt32: DIV_LOOP(int32_t); break;
+    case ncclUint32: DIV_LOOP(uint32_t); break;
+    case ncclInt64: DIV_LOOP(int64_t); break;
+    case ncclUint64: DIV_LOOP(uint64_t); break;
+    case ncclFloat32: DIV_LOOP(float); break;
+    case ncclFloat64: DIV_LOOP(double); break;
+    case ncclFloat16: { uint16_t *a_ = acc; for (size_t i = 0; i < n; i++) a_[i] = f2h(h2f(a_[i]) / (float)nranks); } break;
+    case ncclBfloat16: { uint16_t *a_ = acc; for (size_t i = 0; i < n; i++) a_[i] = f2bf(bf2f(a_[i]) / (float)nranks); } break;
+    default: break;
+    }
+#undef DIV_LOOP
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Attaching to the segment, liveness                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+static size_t head_bytes(int nranks) {
+    size_t b = sizeof(shm_head) + sizeof(shm_rank) * (size_t)nranks;
+    return (b + 4095) & ~(size_t)4095;
+}
+static slot_hdr *slot_of(const ncclComm_t c, int q) {
+    return (slot_hdr *)((char *)c->h + c->h->slots_off + (size_t)q * (sizeof(slot_hdr) + c->h->slot_bytes));
+}
+static char *slot_data(const ncclComm_t c, int q) { return (char *)(slot_of(c, q) + 1); }
+
+static int lock_byte(int fd, int cmd, short type, int q, struct flock *out) {
+    struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = LOCK_BASE + q, .l_len = 1, .l_pid = 0 };
+    int rc = fcntl(fd, cmd, &fl);
+    if (out) *out = fl;
+    return rc;
+}
+
+/* Takes this rank's liveness lock: an open-file-description lock (held by this descriptor, gone
+ * when the process is), or a classic POSIX lock where the kernel lacks those. */
+static ncclResult_t take_rank_lock(ncclComm_t c) {
+    if (lock_byte(c->fd, F_OFD_SETLK, F_WRLCK, c->rank, NULL) == 0) return ncclSuccess;
+    if (errno == EINVAL && lock_byte(c->fd, F_SETLK, F_WRLCK, c->rank, NULL) == 0) return ncclSuccess;
+    if (errno == EAGAIN || errno == EACCES)
+        return comm_fail(c, ncclInvalidUsage, "ncclCommInitRank: rank %d of %d is already taken by a live process "
+                         "(the same rank given twice?)", c->rank, c->nranks);
+    return comm_fail(c, ncclSystemError, "ncclCommInitRank: locking %s: %s", c->name, strerror(errno));
+}
+
+/* Whether rank q's process still holds its lock (i.e. still exists). */
+static bool peer_alive(ncclComm_t c, int q) {
+    struct flock fl;
+    if (lock_byte(c->fd, F_OFD_GETLK, F_WRLCK, q, &fl) != 0 &&
+        (errno != EINVAL || lock_byte(c->fd, F_GETLK, F_WRLCK, q, &fl) != 0))
+        return true;   /* cannot tell: assume alive rather than fail a healthy job */
+    return fl.l_type != F_UNLCK;
+}
+
+static void unlink_once(ncclComm_t c) {
+    int expect = 0;
+    if (c->h && c->header_ok && atomic_compare_exchange_strong(&c->h->unlinked, &expect, 1)) shm_unlink(c->name);
+}
+
+/* Creates the segment (first rank to come) or opens it. Under c->mu. Returns ncclInProgress
+ * while the creator has not finished it. */
+static ncclResult_t attach(ncclComm_t c) {
+    if (!c->h) {
+        int fd = shm_open(c->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+        if (fd >= 0) {
+            uint64_t slot = slot_bytes_for(c->nranks);
+            size_t hb = head_bytes(c->nranks), total = hb + (size_t)c->nranks * (sizeof(slot_hdr) + slot);
+            int err = ftruncate(fd, (off_t)total) ? errno : 0;
+            /* reserve the pages now: a full /dev/shm is then an error here, not a SIGBUS later */
+            if (!err) err = posix_fallocate(fd, 0, (off_t)total);
+            void *p = err ? MAP_FAILED : mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (p == MAP_FAILED) {
+                if (!err) err = errno;
+                close(fd);
+                shm_unlink(c->name);
+                return comm_fail(c, ncclSystemError, "ncclCommInitRank: cannot make %zu bytes of shared memory /dev/shm%s: %s",
+                                 total, c->name, strerror(err));
+            }
+            shm_head *h = p;
+            h->nranks = c->nranks;
+            h->slot_bytes = slot;
+            h->slots_off = hb;
+            h->seg_bytes = total;
+            c->fd = fd;
+            c->h = h;
+            c->map_bytes = total;
+            atomic_store_explicit(&h->magic, SHM_MAGIC, memory_order_release);
+        } else if (errno == EEXIST) {
+            fd = shm_open(c->name, O_RDWR, 0600);
+            if (fd < 0) return errno == ENOENT ? ncclInProgress : comm_fail(c, ncclSystemError, "ncclCommInitRank: opening /dev/shm%s: %s", c->name, strerror(errno));
+            struct stat st;
+            if (fstat(fd, &st) != 0 || st.st_size == 0) { close(fd); return ncclInProgress; }   /* creator not done yet */
+            void *p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            if (p == MAP_FAILED) {
+                int err = errno;
+                close(fd);
+                return comm_fail(c, ncclSystemError, "ncclCommInitRank: mapping /dev/shm%s: %s", c->name, strerror(err));
+            }
+            c->fd = fd;
+            c->h = p;
+            c->map_bytes = (size_t)st.st_size;
+        } else {
+            return comm_fail(c, ncclSystemError, "ncclCommInitRank: creating /dev/shm%s: %s", c->name, strerror(errno));
+        }
+    }
+    if (!c->header_ok) {
+        if (atomic_load_explicit(&c->h->magic, memory_order_acquire) != SHM_MAGIC) return ncclInProgress;
+        if (c->h->nranks != c->nranks)
+            return comm_fail(c, ncclInvalidUsage, "ncclCommInitRank: rank %d was given nranks=%d but the communicator of this id "
+                             "was made with nranks=%d", c->rank, c->nranks, c->h->nranks);
+        if (c->h->seg_bytes > c->map_bytes)
+            return comm_fail(c, ncclInternalError, "ncclCommInitRank: /dev/shm%s is smaller than its header says", c->name);
+        c->header_ok = true;
+    }
+    if (!c->joined_self) {
+        ncclResult_t r = take_rank_lock(c);
+        if (r != ncclSuccess) return r;
+        shm_rank *me = &c->h->ranks[c->rank];
+        int32_t expect = 0;
+        if (!atomic_compare_exchange_strong(&me->joined, &expect, 1))
+            return comm_fail(c, ncclInvalidUsage, "ncclCommInitRank: rank %d of %d joined this communicator twice "
+                             "(the same rank given to two processes?)", c->rank, c->nranks);
+        atomic_store(&me->pid, (int32_t)getpid());
+        me->device = c->device;
+        c->joined_self = true;
+        /* the last rank in removes the name: every rank has it mapped, nobody needs to open it again */
+        if (atomic_fetch_add(&c->h->joined, 1) + 1 == c->nranks) unlink_once(c);
+    }
+    return ncclSuccess;
+}
+
+/* The abort flag, once some rank has set it (and written its reason: the few microseconds while
+ * it is being written count as not yet, so the reason is never lost): ncclRemoteError. This
+ * rank's own abort is handled before this is asked. */
+static ncclResult_t check_abort_flag(ncclComm_t c) {
+    if (atomic_load_explicit(&c->h->aborted, memory_order_acquire) != 1) return ncclSuccess;
+    return comm_fail(c, ncclRemoteError, "rank %d of %d: rank %d aborted the communicator (%s)", c->rank, c->nranks,
+                     c->h->abort_rank, c->h->abort_reason);
+}
+
+/* While this rank needs `step` from every peer: an error when one never will provide it (it
+ * aborted, left, or its process is gone). Liveness is checked at most every 10 ms. */
+static ncclResult_t check_peers(ncclComm_t c, uint64_t step, const char *what) {
+    ncclResult_t r = check_abort_flag(c);
+    if (r != ncclSuccess) return r;
+    int64_t t = now_ns(), last = atomic_load(&c->last_live_check_ns);
+    bool live_check = t - last > 10000000 && atomic_compare_exchange_strong(&c->last_live_check_ns, &last, t);
+    for (int q = 0; q < c->nranks; q++) {
+        if (q == c->rank) continue;
+        shm_rank *p = &c->h->ranks[q];
+        if (atomic_load_explicit(&p->posted, memory_order_acquire) >= step) continue;
+        if (!atomic_load(&p->joined)) continue;   /* not there yet (init) */
+        if (atomic_load(&p->left))
+            return comm_fail(c, ncclRemoteError, "rank %d of %d: %s: rank %d destroyed its communicator before taking part",
+                             c->rank, c->nranks, what, q);
+        if (live_check && !peer_alive(c, q))
+            return comm_fail(c, ncclRemoteError, "rank %d of %d: %s: rank %d (pid %d) exited without destroying or aborting "
+                             "its communicator", c->rank, c->nranks, what, q, (int)atomic_load(&p->pid));
+    }
+    return ncclSuccess;
+}
+
+/* One step of communicator creation; ncclSuccess once every rank joined. Under c->mu. */
+static ncclResult_t init_progress(ncclComm_t c) {
+    int e = atomic_load(&c->async_error);
+    if (e != ncclSuccess) return (ncclResult_t)e;
+    if (atomic_load(&c->formed)) return ncclSuccess;
+    ncclResult_t r = attach(c);
+    if (r == ncclSuccess) {
+        if (atomic_load_explicit(&c->h->joined, memory_order_acquire) == c->nranks) {
+            atomic_store(&c->formed, 1);
+            return ncclSuccess;
+        }
+        r = check_peers(c, 1, "ncclCommInitRank");   /* a peer that joined and died */
+        if (r == ncclSuccess) r = ncclInProgress;
+    }
+    if (r == ncclInProgress && now_s() - c->t_start > timeout_s()) {
+        char missing[160] = "";
+        size_t len = 0;
+        for (int q = 0; c->header_ok && q < c->nranks && len + 12 < sizeof missing; q++)
+            if (!atomic_load(&c->h->ranks[q].joined)) len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%d", len ? ", " : "", q);
+        return comm_fail(c, ncclSystemError, "ncclCommInitRank: rank %d of %d waited %.0f s but %s%s never joined "
+                         "(DGEMU_NCCL_TIMEOUT_S sets the limit)", c->rank, c->nranks, timeout_s(),
+                         len ? "ranks " : "the communicator's creator", missing);
+    }
+    return r;
+}
+
+/* Drops a reference; the last one unmaps and frees. A rank is "left" only when nothing of its
+ * communicator can run any more. */
+static void comm_release(ncclComm_t c) {
+    if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+    if (c->h) {
+        if (c->joined_self) atomic_store(&c->h->ranks[c->rank].left, 1);
+        if (c->header_ok && atomic_load(&c->h->joined) < c->nranks) unlink_once(c);   /* a rank never came */
+        munmap(c->h, c->map_bytes);
+    }
+    if (c->fd >= 0) close(c->fd);   /* releases the liveness lock */
+    c->magic = 0;
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Queued work                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+static int op_end(op_t *o) {
+    o->finished = true;
+    atomic_fetch_sub(&o->c->pending, 1);
+    atomic_fetch_add_explicit(&o->c->exec_seq, 1, memory_order_release);
+    return DGEMU_DONE;
+}
+
+/* Whether every peer's slot holds this operation (same sequence number, kind, type, count, op,
+ * root); otherwise the ranks issued different collectives, which is reported. */
+static bool slots_match(op_t *o, uint64_t step) {
+    ncclComm_t c = o->c;
+    for (int q = 0; q < c->nranks; q++) {
+        const slot_hdr *s = slot_of(c, q);
+        if (s->step == step && s->seq == o->seq && s->kind == o->kind && s->dtype == (int)o->dt && s->count == o->count &&
+            (o->kind != K_ALLREDUCE || s->redop == (int)o->red) && (o->kind != K_BROADCAST || s->root == o->root))
+            continue;
+        comm_fail(c, ncclInvalidUsage, "rank %d of %d: collective #%llu does not match across ranks: this rank called %s(count %zu, %s%s%s) "
+                  "but rank %d called %s(count %llu, %s) as its collective #%llu", c->rank, c->nranks, (unsigned long long)o->seq,
+                  KIND_NAME[o->kind], o->count, type_name(o->dt), o->kind == K_ALLREDUCE ? ", " : "",
+                  o->kind == K_ALLREDUCE ? op_name(o->red) : "", q, s->kind >= 0 && s->kind <= 2 ? KIND_NAME[s->kind] : "?",
+                  (unsigned long long)s->count, type_name((ncclDataType_t)s->dtype), (unsigned long long)s->seq);
+        return false;
+    }
+    return true;
+}
+
+/* The result of one chunk, from the slots in rank order, into the device buffer. */
+static void compute_chunk(op_t *o, size_t off, size_t len) {
+    ncclComm_t c = o->c;
+    size_t es = o->es, nb = len * es;
+    switch (o->kind) {
+    case K_ALLREDUCE: {
+        char *dst = o->recv + off * es;
+        memcpy(dst, slot_data(c, 0), nb);
+        for (int q = 1; q < c->nranks; q++) reduce_into(dst, slot_data(c, q), len, o->dt, o->red);
+        if (o->red == ncclAvg) divide_by(dst, len, o->dt, c->nranks);
+        break;
+    }
+    case K_BROADCAST: memcpy(o->recv + off * es, slot_data(c, o->root), nb); break;
+    case K_ALLGATHER:
+        for (int q = 0; q < c->nranks; q++) memcpy(o->recv + ((size_t)q * o->count + off) * es, slot_data(c, q), nb);
+        break;
+    }
+}
+
+/* The work function: advances the operation as far as the peers allow, without blocking for
+ * long: while peers keep up it goes on; after 300 us without progress (spinning, but yielding
+ * the core) it returns DGEMU_AGAIN. Returning is not free: the runtime re-protects and
+ * re-opens all device memory around each call, which costs milliseconds for large buffers, so
+ * a short wait is better spent here. */
+static int op_work(void *arg) {
+    op_t *o = arg;
+    ncclComm_t c = o->c;
+    const char *what = KIND_NAME[o->kind];
+    if (atomic_load(&c->aborted)) {
+        comm_fail(c, ncclSystemError, "rank %d of %d: %s (collective #%llu) did not complete: the communicator was aborted "
+                  "on this rank (ncclCommAbort)", c->rank, c->nranks, what, (unsigned long long)o->seq);
+        return op_end(o);
+    }
+    if (atomic_load(&c->async_error) != ncclSuccess) return op_end(o);   /* an earlier failure: nothing runs */
+    if (!atomic_load(&c->formed)) {
+        pthread_mutex_lock(&c->mu);
+        ncclResult_t r = init_progress(c);
+        pthread_mutex_unlock(&c->mu);
+        if (r == ncclInProgress) return DGEMU_AGAIN;
+        if (r != ncclSuccess) return op_end(o);
+    }
+    /* operations run in the order they were called on this communicator, whatever their streams */
+    if (atomic_load_explicit(&c->exec_seq, memory_order_acquire) != o->seq) return DGEMU_AGAIN;
+    shm_head *h = c->h;
+    if (!o->started) {
+        o->started = true;
+        o->first_step = atomic_load(&c->done_step);
+        o->chunk_elems = h->slot_bytes / o->es;
+        o->nchunks = (o->count + o->chunk_elems - 1) / o->chunk_elems;
+    }
+    shm_rank *me = &h->ranks[c->rank];
+    int64_t spin_until = now_ns() + 300000;
+    while (o->chunk < o->nchunks) {
+        uint64_t s = o->first_step + o->chunk + 1;
+        size_t off = (size_t)(o->chunk * o->chunk_elems), len = o->count - off < o->chunk_elems ? o->count - off : (size_t)o->chunk_elems;
+        bool blocked = false;
+        if (o->phase == 0) {
+            /* the slot may be rewritten once every rank has read the previous step */
+            for (int q = 0; q < c->nranks && !blocked; q++)
+                blocked = atomic_load_explicit(&h->ranks[q].consumed, memory_order_acquire) < s - 1;
+            if (!blocked) {
+                slot_hdr *sh = slot_of(c, c->rank);
+                if (o->kind != K_BROADCAST || c->rank == o->root) memcpy(slot_data(c, c->rank), o->send + off * o->es, len * o->es);
+                *sh = (slot_hdr){ .step = s, .seq = o->seq, .count = o->count, .kind = o->kind, .dtype = (int)o->dt,
+                                  .redop = (int)o->red, .root = o->root };
+                atomic_store_explicit(&me->posted, s, memory_order_release);
+                o->phase = 1;
+            }
+        }
+        if (!blocked)
+            for (int q = 0; q < c->nranks && !blocked; q++)
+                blocked = atomic_load_explicit(&h->ranks[q].posted, memory_order_acquire) < s;
+        if (blocked) {
+            char ctx[96];
+            snprintf(ctx, sizeof ctx, "%s (collective #%llu)", what, (unsigned long long)o->seq);
+            if (check_peers(c, s, ctx) != ncclSuccess) return op_end(o);
+            if (now_ns() > spin_until) return DGEMU_AGAIN;
+            sched_yield();   /* a peer may need this core to post */
+            continue;
+        }
+        if (o->chunk == 0 && !slots_match(o, s)) return op_end(o);
+        compute_chunk(o, off, len);
+        atomic_store_explicit(&me->consumed, s, memory_order_release);
+        atomic_store(&c->done_step, s);
+        o->phase = 0;
+        o->chunk++;
+        spin_until = now_ns() + 300000;
+    }
+    return op_end(o);
+}
+
+static void track_stream(ncclComm_t c, cudaStream_t s, int delta) {
+    pthread_mutex_lock(&c->mu);
+    int free_i = -1;
+    for (int i = 0; i < MAX_STREAMS; i++) {
+        if (c->streams[i].n > 0 && c->streams[i].s == s) { c->streams[i].n += delta; free_i = -2; break; }
+        if (c->streams[i].n == 0 && free_i == -1) free_i = i;
+    }
+    if (delta > 0 && free_i >= 0) { c->streams[free_i].s = s; c->streams[free_i].n = delta; }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Runs once the work is done or dropped by the runtime. */
+static void op_free(void *arg) {
+    op_t *o = arg;
+    ncclComm_t c = o->c;
+    if (!o->finished) {   /* later operations wait for this one's turn: fail them instead of hanging */
+        atomic_fetch_sub(&c->pending, 1);
+        comm_fail(c, ncclUnhandledCudaError, "rank %d of %d: %s (collective #%llu) was dropped by the CUDA runtime before it "
+                  "completed (a sticky CUDA error?)", c->rank, c->nranks, KIND_NAME[o->kind], (unsigned long long)o->seq);
+    }
+    track_stream(c, o->stream, -1);
+    atomic_fetch_sub(&c->inflight, 1);
+    comm_release(c);
+    free(o);
+}
+
+/* Gives the runtime a chance to run our queued work: the streams that hold some are queried
+ * (what cudaStreamSynchronize's loop would do), on the communicator's device. */
+static void drive_streams(ncclComm_t c) {
+    cudaStream_t s[MAX_STREAMS];
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < MAX_STREAMS; i++) if (c->streams[i].n > 0) s[n++] = c->streams[i].s;
+    pthread_mutex_unlock(&c->mu);
+    if (!n) return;
+    int cur = dgemu_device();
+    if (cur != c->device) cudaSetDevice(c->device);
+    for (int i = 0; i < n; i++) (void)cudaStreamQuery(s[i]);
+    if (cur != c->device) cudaSetDevice(cur);
+}
+
+/* Waits (driving our streams) until none of our work is left, an error, or the timeout. */
+static bool flush(ncclComm_t c, double limit_s) {
+    double deadline = now_s() + limit_s;
+    for (int k = 0; atomic_load(&c->inflight) > 0; k++) {
+        drive_streams(c);
+        if (atomic_load(&c->inflight) == 0) break;
+        if (now_s() > deadline) return false;
+        if (k < 100) sched_yield(); else usleep(200);
+    }
+    return true;
+}
+
+static ncclResult_t enqueue(const char *api, int kind, const void *send, void *recv, size_t count, ncclDataType_t dt,
+                            ncclRedOp_t red, int root, ncclComm_t c, cudaStream_t stream) {
+    if (!comm_ok(c)) return note(NULL, ncclInvalidArgument, "%s: comm is NULL or not a communicator", api);
+    if (atomic_load(&c->user_gone))
+        return note(c, ncclInvalidUsage, "%s: the communicator was destroyed or aborted", api);
+    if (atomic_load(&c->finalizing))
+        return note(c, ncclInvalidUsage, "%s: the communicator is being finalized (ncclCommFinalize was called)", api);
+    int e = atomic_load(&c->async_error);
+    if (e != ncclSuccess) {
+        char cause[512];
+        pthread_mutex_lock(&g_msg_mu);
+        memcpy(cause, c->async_msg, sizeof cause);
+        pthread_mutex_unlock(&g_msg_mu);
+        return note(c, (ncclResult_t)e, "%s: the communicator failed before (abort it): %.400s", api, cause);
+    }
+    size_t es = type_size(dt);
+    if (!es) return note(c, ncclInvalidArgument, "%s: invalid data type %d", api, (int)dt);
+    if (kind == K_ALLREDUCE) {
+        if ((int)red < 0 || (int)red >= ncclNumOps) return note(c, ncclInvalidArgument, "%s: invalid reduction operation %d", api, (int)red);
+        if (dt == ncclFloat8e4m3 || dt == ncclFloat8e5m2)
+            return note(c, ncclInvalidArgument, "%s: reductions of %s are not emulated", api, type_name(dt));
+    }
+    if (kind == K_BROADCAST && (root < 0 || root >= c->nranks))
+        return note(c, ncclInvalidArgument, "%s: root %d is not a rank of this communicator of %d", api, root, c->nranks);
+    if (count == 0) return ncclSuccess;   /* nothing to move: NCCL returns without launching */
+    size_t mult = kind == K_ALLGATHER ? (size_t)c->nranks : 1;
+    if (count > SIZE_MAX / es / mult) return note(c, ncclInvalidArgument, "%s: count %zu is too large", api, count);
+    size_t in_bytes = count * es, out_bytes = count * es * mult;
+    /* NCCL works on the communicator's device whatever the caller's current one is */
+    int cur = dgemu_device();
+    if (cur != c->device) cudaSetDevice(c->device);
+    ncclResult_t r = ncclSuccess;
+    bool need_send = kind != K_BROADCAST || c->rank == root;
+    if (need_send && !dgemu_is_device(send, in_bytes))
+        r = note(c, ncclInvalidArgument, "%s: sendbuff %p: %zu bytes from there are not device memory of device %d "
+                 "(a host pointer, or an allocation too short)", api, send, in_bytes, c->device);
+    else if (!dgemu_is_device(recv, out_bytes))
+        r = note(c, ncclInvalidArgument, "%s: recvbuff %p: %zu bytes from there are not device memory of device %d "
+                 "(a host pointer, or an allocation too short)", api, recv, out_bytes, c->device);
+    op_t *o = r == ncclSuccess ? calloc(1, sizeof *o) : NULL;
+    if (r == ncclSuccess && !o) r = note(c, ncclSystemError, "%s: out of host memory", api);
+    if (r == ncclSuccess) {
+        *o = (op_t){ .c = c, .kind = kind, .dt = dt, .red = red, .root = root, .count = count, .es = es,
+                     .send = send, .recv = recv, .stream = stream };
+        pthread_mutex_lock(&c->mu);
+        o->seq = c->next_seq++;
+        pthread_mutex_unlock(&c->mu);
+        atomic_fetch_add(&c->refs, 1);
+        atomic_fetch_add(&c->inflight, 1);
+        atomic_fetch_add(&c->pending, 1);
+        track_stream(c, stream, 1);
+        cudaError_t ce = dgemu_enqueue(stream, KIND_NAME[kind], op_work, o, op_free);
+        if (ce != cudaSuccess)   /* op_free has run and failed the communicator (a sequence number is lost) */
+            r = note(c, ncclUnhandledCudaError, "%s: queueing on the stream failed: %s", api, cudaGetErrorString(ce));
+    }
+    if (cur != c->device) cudaSetDevice(cur);
+    return r;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Entry points                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+ncclResult_t ncclGetVersion(int *version) {
+    DGEMU_API();
+    if (!version) return note(NULL, ncclInvalidArgument, "ncclGetVersion: version is NULL");
+    *version = NCCL_VERSION_CODE;
+    return ncclSuccess;
+}
+
+const char *ncclGetErrorString(ncclResult_t r) {
+    DGEMU_API();
+    switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+/* The communicator's last message when it has one, else the process's (NCCL keeps one per
+ * process; the communicator's is the more precise here). Not cleared by reading. */
+const char *ncclGetLastError(ncclComm_t comm) {
+    DGEMU_API();
+    if (comm_ok(comm) && comm->last_error[0]) return comm->last_error;
+    return g_last_error;
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+    DGEMU_API();
+    if (!id) return note(NULL, ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+    id_layout l;
+    memset(id, 0, sizeof *id);
+    memcpy(l.tag, ID_TAG, sizeof l.tag);
+    l.pid = (int32_t)getpid();
+    size_t got = 0;
+    while (got < sizeof l.rnd) {
+        ssize_t k = getrandom(l.rnd + got, sizeof l.rnd - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    if (got < sizeof l.rnd) {   /* no getrandom: time and address bits still make it unique enough */
+        uint64_t a = (uint64_t)now_ns(), b = (uint64_t)(uintptr_t)id ^ ((uint64_t)getpid() << 32);
+        memcpy(l.rnd, &a, 8);
+        memcpy(l.rnd + 8, &b, 8);
+    }
+    memcpy(id->internal, &l, sizeof l);
+    return ncclSuccess;
+}
+
+static ncclResult_t init_rank(const char *api, ncclComm_t *out, int nranks, ncclUniqueId id, int rank, const ncclConfig_t *cfg) {
+    if (!out) return note(NULL, ncclInvalidArgument, "%s: comm is NULL", api);
+    *out = NULL;
+    if (nranks < 1) return note(NULL, ncclInvalidArgument, "%s: nranks %d is not positive", api, nranks);
+    if (rank < 0 || rank >= nranks) return note(NULL, ncclInvalidArgument, "%s: rank %d is not in [0, %d)", api, rank, nranks);
+    bool blocking = true;
+    if (cfg) {
+        if (cfg->magic != 0xcafebeef || cfg->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
+            return note(NULL, ncclInvalidArgument, "%s: config was not initialised with NCCL_CONFIG_INITIALIZER", api);
+        if (cfg->blocking != NCCL_CONFIG_UNDEF_INT && cfg->blocking != 0 && cfg->blocking != 1)
+            return note(NULL, ncclInvalidArgument, "%s: config.blocking is %d (0 or 1)", api, cfg->blocking);
+        blocking = cfg->blocking != 0;
+    }
+    id_layout l;
+    memcpy(&l, id.internal, sizeof l);
+    if (memcmp(l.tag, ID_TAG, sizeof l.tag) != 0)
+        return note(NULL, ncclInvalidArgument, "%s: the unique id was not made by ncclGetUniqueId (or was corrupted on its way)", api);
+    ncclComm_t c = calloc(1, sizeof *c);
+    if (!c) return note(NULL, ncclSystemError, "%s: out of host memory", api);
+    c->magic = COMM_MAGIC;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->blocking = blocking;
+    c->fd = -1;
+    c->device = dgemu_device();
+    c->t_start = now_s();
+    atomic_init(&c->refs, 1);
+    pthread_mutex_init(&c->mu, NULL);
+    char hex[33];
+    for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", l.rnd[i]);
+    snprintf(c->name, sizeof c->name, "/dgemu-nccl-%d-%s", (int)l.pid, hex);
+
+    pthread_mutex_lock(&c->mu);
+    ncclResult_t r = init_progress(c);
+    pthread_mutex_unlock(&c->mu);
+    if (!blocking) {
+        /* non-blocking: the caller polls ncclCommGetAsyncError; errors are reported there */
+        *out = c;
+        return ncclInProgress;
+    }
+    for (int k = 0; r == ncclInProgress; k++) {
+        if (k < 200) sched_yield(); else usleep(1000);   /* a short spin, then sleeps */
+        pthread_mutex_lock(&c->mu);
+        r = init_progress(c);
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (r != ncclSuccess) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", c->last_error);
+        comm_release(c);
+        return note(NULL, r, "%s", msg);
+    }
+    c->state = ST_READY;
+    *out = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
+    DGEMU_API();
+    return init_rank("ncclCommInitRank", comm, nranks, commId, rank, NULL);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config) {
+    DGEMU_API();
+    return init_rank("ncclCommInitRankConfig", comm, nranks, commId, rank, config);
+}
+
+/* The state of the communicator: ncclInProgress while it forms (until every rank joined, and for
+ * at least the first two polls, so callers' polling loops are exercised) or while a
+ * non-blocking finalize still has work queued; then ncclSuccess, or the first asynchronous error
+ * (a peer that aborted or died is noticed here too while collectives are pending). */
+ncclResult_t ncclCommGetAsyncError(ncclComm_t c, ncclResult_t *asyncError) {
+    DGEMU_API();
+    if (!comm_ok(c)) return note(NULL, ncclInvalidArgument, "ncclCommGetAsyncError: comm is NULL or not a communicator");
+    if (!asyncError) return note(c, ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    int e = atomic_load(&c->async_error);
+    if (e != ncclSuccess) { *asyncError = (ncclResult_t)e; return ncclSuccess; }
+    pthread_mutex_lock(&c->mu);
+    if (c->state == ST_INIT) {
+        ncclResult_t r = init_progress(c);
+        if (r == ncclSuccess && c->init_polls >= 2) c->state = ST_READY;
+        else if (r == ncclSuccess || r == ncclInProgress) { c->init_polls++; r = ncclInProgress; }
+        pthread_mutex_unlock(&c->mu);
+        if (r != ncclSuccess) { *asyncError = r; return ncclSuccess; }
+    } else pthread_mutex_unlock(&c->mu);
+    if (atomic_load(&c->finalizing)) {
+        if (atomic_load(&c->inflight) > 0) drive_streams(c);
+        if (atomic_load(&c->inflight) > 0) { *asyncError = ncclInProgress; return ncclSuccess; }
+    } else if (c->h && c->header_ok) {
+        if (atomic_load(&c->pending) > 0) check_peers(c, atomic_load(&c->done_step) + 1, "a queued collective");
+        else check_abort_flag(c);
+    }
+    *asyncError = (ncclResult_t)atomic_load(&c->async_error);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommFinalize(ncclComm_t c) {
+    DGEMU_API();
+    if (!comm_ok(c)) return note(NULL, ncclInvalidArgument, "ncclCommFinalize: comm is NULL or not a communicator");
+    if (atomic_load(&c->user_gone)) return note(c, ncclInvalidUsage, "ncclCommFinalize: the communicator was destroyed or aborted");
+    if (atomic_exchange(&c->finalizing, 1)) return note(c, ncclInvalidUsage, "ncclCommFinalize: called twice");
+    if (!c->blocking) return ncclInProgress;   /* ncclCommGetAsyncError says when the queued work is done */
+    if (!flush(c, timeout_s()))
+        return comm_fail(c, ncclSystemError, "ncclCommFinalize: rank %d of %d still has %d collectives queued after %.0f s",
+                         c->rank, c->nranks, atomic_load(&c->inflight), timeout_s());
+    return (ncclResult_t)atomic_load(&c->async_error);
+}
+
+/* Publishes this rank's abort so peers waiting on it fail instead of hanging. */
+static void publish_abort(ncclComm_t c, const char *why) {
+    pthread_mutex_lock(&c->mu);
+    if (c->h && c->header_ok) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&c->h->aborted, &expect, ABORT_WRITING)) {
+            c->h->abort_rank = c->rank;
+            snprintf(c->h->abort_reason, sizeof c->h->abort_reason, "%s", why);
+            atomic_store_explicit(&c->h->aborted, 1, memory_order_release);
+        }
+        unlink_once(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t c) {
+    DGEMU_API();
+    if (!c) return ncclSuccess;
+    if (!comm_ok(c)) return note(NULL, ncclInvalidArgument, "ncclCommDestroy: comm is not a communicator");
+    if (atomic_exchange(&c->user_gone, 1)) return note(c, ncclInvalidUsage, "ncclCommDestroy: the communicator was already destroyed or aborted");
+    /* destroy without finalize finalizes (NCCL: flushes the queued work) */
+    if (!flush(c, timeout_s())) {
+        char why[160];
+        snprintf(why, sizeof why, "rank %d destroyed it with %d collectives still pending after %.0f s", c->rank,
+                 atomic_load(&c->inflight), timeout_s());
+        note(c, ncclSystemError, "ncclCommDestroy: %s", why);
+        atomic_store(&c->aborted, 1);
+        publish_abort(c, why);
+    }
+    comm_release(c);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t c) {
+    DGEMU_API();
+    if (!c) return ncclSuccess;
+    if (!comm_ok(c)) return note(NULL, ncclInvalidArgument, "ncclCommAbort: comm is not a communicator");
+    if (atomic_exchange(&c->user_gone, 1)) return note(c, ncclInvalidUsage, "ncclCommAbort: the communicator was already destroyed or aborted");
+    atomic_store(&c->aborted, 1);
+    /* the peers learn why: an abort after an error passes that error on */
+    char why[448];
+    pthread_mutex_lock(&g_msg_mu);
+    if (atomic_load(&c->async_error) != ncclSuccess && c->async_msg[0])
+        snprintf(why, sizeof why, "rank %d called ncclCommAbort after: %.400s", c->rank, c->async_msg);
+    else snprintf(why, sizeof why, "rank %d called ncclCommAbort", c->rank);
+    pthread_mutex_unlock(&g_msg_mu);
+    publish_abort(c, why);
+    /* queued operations keep the memory alive; they end with an error when the runtime runs them */
+    comm_release(c);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t c, int *count) {
+    DGEMU_API();
+    if (!comm_ok(c) || !count) return note(NULL, ncclInvalidArgument, "ncclCommCount: %s is NULL", count ? "comm" : "count");
+    *count = c->nranks;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCuDevice(const ncclComm_t c, int *device) {
+    DGEMU_API();
+    if (!comm_ok(c) || !device) return note(NULL, ncclInvalidArgument, "ncclCommCuDevice: %s is NULL", device ? "comm" : "device");
+    *device = c->device;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t c, int *rank) {
+    DGEMU_API();
+    if (!comm_ok(c) || !rank) return note(NULL, ncclInvalidArgument, "ncclCommUserRank: %s is NULL", rank ? "comm" : "rank");
+    *rank = c->rank;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+    DGEMU_API();
+    return enqueue("ncclAllReduce", K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+
+ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                           ncclComm_t comm, cudaStream_t stream) {
+    DGEMU_API();
+    return enqueue("ncclBroadcast", K_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+    DGEMU_API();
+    return enqueue("ncclAllGather", K_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+}
