@@ -324,9 +324,9 @@ bench-gpu: $(BUILD)/bin/bench_gpu_models
 # test-gpu-emu can report what they executed.
 EMU         := $(BUILD)/emu
 EMU_INC     := -Itest/cuda_emu/include -Itest/cuda_emu
-EMU_CFLAGS  := $(CFLAGS) $(EMU_INC) --coverage -O1
-EMU_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -O1 -g -fPIC -fopenmp -ffp-contract=off -Wall -Wno-unused-parameter \
-                -Wno-unknown-pragmas -Wno-unused-function -Iinclude $(EMU_INC) --coverage
+EMU_CFLAGS  := $(CFLAGS) $(EMU_INC) --coverage -fprofile-update=single -O2
+EMU_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -O2 -g -fPIC -fopenmp -ffp-contract=off -Wall -Wno-unused-parameter \
+                -Wno-unknown-pragmas -Wno-unused-function -Iinclude $(EMU_INC) --coverage -fprofile-update=single
 EMU_RT_SRC  := test/cuda_emu/runtime.cc test/cuda_emu/fiber_x86_64.S $(wildcard test/cuda_emu/cudnn.c test/cuda_emu/nccl.c)
 EMU_RT      := $(EMU)/lib/libdgemu.so
 EMU_CUBLAS  := $(EMU)/lib/libcublas.so.13
@@ -335,7 +335,8 @@ EMU_CUDA_OBJ := $(patsubst %.c,$(EMU)/obj/%.o,$(wildcard eager/cuda/*.c) dist/nc
 EMU_LIB     := $(EMU)/lib/libdygraph_emu.a
 EMU_LDLIBS  := -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu $(BASE_LDLIBS) -ldl -lrt -lstdc++ -lgcov
 EMU_BINS    := $(EMU)/bin/dygraph_gpu_tests $(EMU)/bin/mnist $(EMU)/bin/mnist_fleet $(EMU)/bin/dist_equiv \
-               $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_backend
+               $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_backend \
+               $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check
 EMU_HDRS    := $(wildcard test/cuda_emu/*.h test/cuda_emu/include/*.h)
 
 EMU_RT_OBJ  := $(EMU)/rt/runtime.o $(EMU)/rt/fiber_x86_64.o $(patsubst test/cuda_emu/%.c,$(EMU)/rt/%.o,$(filter %.c,$(EMU_RT_SRC)))
@@ -382,6 +383,14 @@ $(EMU)/bin/%: test/dist/%.c $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
 $(EMU)/bin/test_emu_%: test/cuda_emu/test_emu_%.c $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS) $(EMU_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(EMU_INC) $(LDFLAGS) -o $@ $< $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(EMU_LIB) -lcriterion $(EMU_LDLIBS)
+
+# the emulated libraries' own tests and the MPI-with-GPU-tensors check: plain programs
+$(EMU)/bin/test_%_emu: test/cuda_emu/test_%_emu.c $(EMU_RT) $(EMU_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall $(EMU_INC) -o $@ $< -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu -lrt -lpthread -lm
+$(EMU)/bin/dist_gpu_check: test/cuda_emu/dist_gpu_check.c $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
 
 emu-lib: $(EMU_RT) $(EMU_CUBLAS)
 emu: $(EMU_BINS) $(DGRUN)

@@ -208,16 +208,24 @@ dg_tensor *dg_arange(double start, double end, double step, dg_dtype dt) {
     double span = ceil((end - start) / step);
     int64_t n = span > 0 ? (int64_t)span : 0;
     DG_CHECK(dt == DG_F32 || dt == DG_F64 || dt == DG_I64 || dt == DG_I32, "arange: unsupported dtype %s", dg_dtype_name(dt));
-    double *host = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    DG_CHECK(host, "arange: out of memory");
-    for (int64_t i = 0; i < n; i++) host[i] = start + (double)i * step;
+    /* the values are made and converted on the CPU, then uploaded: a device's copy kernel cannot
+     * read a host tensor (and the host one is freed before queued device work runs) */
     dg_tensor *d = dg_tensor_alloc(&n, 1, DG_F64, dg_cpu());
-    if (d) memcpy(dg_tensor_ptr(d), host, sizeof(double) * (size_t)n);
-    free(host);
     if (!d) return NULL;
-    dg_tensor *t = dg_tensor_alloc(&n, 1, dt, dg_current_device());
-    if (t && dg_backend_of(t)->copy(d, t) != 0) { dg_tensor_free(t); t = NULL; }
+    double *host = dg_tensor_ptr(d);
+    for (int64_t i = 0; i < n; i++) host[i] = start + (double)i * step;
+    dg_tensor *c = dg_tensor_alloc(&n, 1, dt, dg_cpu());
+    if (c && dg_backend_of(c)->copy(d, c) != 0) { dg_tensor_free(c); c = NULL; }
     dg_tensor_free(d);
+    if (!c) return NULL;
+    dg_device dev = dg_current_device();
+    if (dev.type == DG_CPU) return c;
+    dg_tensor *t = dg_tensor_alloc(&n, 1, dt, dev);
+    if (t && dg_backend_of(t)->upload(dg_tensor_ptr(t), dg_tensor_ptr(c), (size_t)n * dg_dtype_size(dt)) != 0) {
+        dg_tensor_free(t);
+        t = NULL;
+    }
+    dg_tensor_free(c);
     return t;
 }
 

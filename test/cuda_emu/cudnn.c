@@ -956,36 +956,53 @@ static void blend_dense(void *p, const tens *t, const double *acc, double alpha,
  * convolution (ci = the group's first channel + c; ih = oh*sh - ph + r*dh, likewise iw; taps
  * mirrored for a true convolution), accumulated into y (forward), x (backward data) or w
  * (backward filter). The operands are dense double copies, so the loop is pure arithmetic. */
-static void conv_loop(int kind, const conv_geom *g, double *X, double *Wt, double *Y) {
-    int64_t N = g->y.d[0], K = g->y.d[1], OH = g->y.d[2], OW = g->y.d[3];
+static void conv_nk(int kind, const conv_geom *g, double *X, double *Wt, double *Y, int64_t n, int64_t k) {
+    int64_t K = g->y.d[1], OH = g->y.d[2], OW = g->y.d[3];
     int64_t C = g->x.d[1], H = g->x.d[2], W = g->x.d[3];
     int64_t CG = g->w.d[1], KH = g->w.d[2], KW = g->w.d[3], KG = K / g->groups;
-    for (int64_t n = 0; n < N; n++)
-        for (int64_t k = 0; k < K; k++) {
-            int64_t c0 = (k / KG) * CG;
-            for (int64_t oh = 0; oh < OH; oh++)
-                for (int64_t ow = 0; ow < OW; ow++) {
-                    int64_t yi = ((n * K + k) * OH + oh) * OW + ow;
-                    double yv = kind == KF ? 0 : Y[yi];
-                    for (int64_t c = 0; c < CG; c++) {
-                        int64_t xb = (n * C + c0 + c) * H, wb = (k * CG + c) * KH;
-                        for (int64_t r = 0; r < KH; r++) {
-                            int64_t ih = oh * g->sh - g->ph + r * g->dh;
-                            if (ih < 0 || ih >= H) continue;
-                            int64_t xr = (xb + ih) * W, wr = (wb + (g->flip ? KH - 1 - r : r)) * KW;
-                            for (int64_t s = 0; s < KW; s++) {
-                                int64_t iw = ow * g->sw - g->pw + s * g->dw;
-                                if (iw < 0 || iw >= W) continue;
-                                int64_t xi = xr + iw, wi = wr + (g->flip ? KW - 1 - s : s);
-                                if (kind == KF) yv += X[xi] * Wt[wi];
-                                else if (kind == KD) X[xi] += yv * Wt[wi];
-                                else Wt[wi] += yv * X[xi];
-                            }
-                        }
+    int64_t c0 = (k / KG) * CG;
+    for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+            int64_t yi = ((n * K + k) * OH + oh) * OW + ow;
+            double yv = kind == KF ? 0 : Y[yi];
+            for (int64_t c = 0; c < CG; c++) {
+                int64_t xb = (n * C + c0 + c) * H, wb = (k * CG + c) * KH;
+                for (int64_t r = 0; r < KH; r++) {
+                    int64_t ih = oh * g->sh - g->ph + r * g->dh;
+                    if (ih < 0 || ih >= H) continue;
+                    int64_t xr = (xb + ih) * W, wr = (wb + (g->flip ? KH - 1 - r : r)) * KW;
+                    for (int64_t s = 0; s < KW; s++) {
+                        int64_t iw = ow * g->sw - g->pw + s * g->dw;
+                        if (iw < 0 || iw >= W) continue;
+                        int64_t xi = xr + iw, wi = wr + (g->flip ? KW - 1 - s : s);
+                        if (kind == KF) yv += X[xi] * Wt[wi];
+                        else if (kind == KD) X[xi] += yv * Wt[wi];
+                        else Wt[wi] += yv * X[xi];
                     }
-                    if (kind == KF) Y[yi] = yv;
                 }
+            }
+            if (kind == KF) Y[yi] = yv;
         }
+}
+
+/* Spread over threads so that no two write one element (forward: each (n, k) its own outputs;
+ * backward data: each image its own input gradient; backward filter: each filter its own
+ * gradient), and every element still accumulates in the serial loop's order. */
+static void conv_loop(int kind, const conv_geom *g, double *X, double *Wt, double *Y) {
+    int64_t N = g->y.d[0], K = g->y.d[1];
+    if (kind == KF) {
+#pragma omp parallel for collapse(2) schedule(dynamic)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++) conv_nk(kind, g, X, Wt, Y, n, k);
+    } else if (kind == KD) {
+#pragma omp parallel for schedule(dynamic)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t k = 0; k < K; k++) conv_nk(kind, g, X, Wt, Y, n, k);
+    } else {
+#pragma omp parallel for schedule(dynamic)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t n = 0; n < N; n++) conv_nk(kind, g, X, Wt, Y, n, k);
+    }
 }
 
 /* The kind's two inputs copied dense, the third operand accumulated from zero, then blended. */

@@ -994,7 +994,7 @@ static bool run_block_fibers(const launch_work *L, unsigned b) {
                      B.n_done, B.n);
             thread_fault(buf, cudaErrorLaunchFailure);
         }
-        char why[200];
+        char why[400];
         snprintf(why, sizeof why, "a barrier or shuffle no thread can pass: %s", state_counts(B, buf, sizeof buf));
         thread_fault(why, cudaErrorLaunchFailure);
     }
@@ -1012,6 +1012,7 @@ static void run_block_plain(const launch_work *L, unsigned b) {
         L->task->run_thread();
     }
     t_plain = false;
+    dgemu_cur = nullptr;
 }
 
 static void yield_to_scheduler(fiber_state st) {
@@ -1163,6 +1164,17 @@ void dgemu_submit(dim3 grid, dim3 block, size_t shmem, CUstream_st *stream, cons
     }
     launch_work *L = new launch_work{ grid, block, kernel, name, file, line, task };
     dgemu_enqueue(stream, name, run_launch, L, free_launch);
+}
+
+bool dgemu_check_kernel_arg(const void *p, int index, const char *name, const char *file, int line) {
+    if (!p || dgemu_is_device(p, 1)) return true;
+    {
+        guard l(g_mu);
+        if (is_pinned(p, 1)) return true;
+    }
+    dgemu_fault(cudaErrorIllegalAddress, "launch of %s (%s:%d): pointer argument %d (%p) is not device memory: a kernel "
+                "cannot read pageable host memory", name, file, line, index, p);
+    return false;
 }
 
 /* ---------------------------------------------------------------- statistics */

