@@ -336,7 +336,7 @@ EMU_LIB     := $(EMU)/lib/libdygraph_emu.a
 EMU_LDLIBS  := -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu $(BASE_LDLIBS) -ldl -lrt -lstdc++ -lgcov
 EMU_BINS    := $(EMU)/bin/dygraph_gpu_tests $(EMU)/bin/mnist $(EMU)/bin/mnist_fleet $(EMU)/bin/dist_equiv \
                $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_backend \
-               $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check
+               $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit
 EMU_HDRS    := $(wildcard test/cuda_emu/*.h test/cuda_emu/include/*.h)
 
 EMU_RT_OBJ  := $(EMU)/rt/runtime.o $(EMU)/rt/fiber_x86_64.o $(patsubst test/cuda_emu/%.c,$(EMU)/rt/%.o,$(filter %.c,$(EMU_RT_SRC)))
@@ -388,7 +388,7 @@ $(EMU)/bin/test_emu_%: test/cuda_emu/test_emu_%.c $(EMU)/obj/test/cuda_emu/detec
 $(EMU)/bin/test_%_emu: test/cuda_emu/test_%_emu.c $(EMU_RT) $(EMU_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall $(EMU_INC) -o $@ $< -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu -lrt -lpthread -lm
-$(EMU)/bin/dist_gpu_check: test/cuda_emu/dist_gpu_check.c $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+$(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit: $(EMU)/bin/%: test/cuda_emu/%.c $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
 

@@ -14,14 +14,13 @@ extern "C" {
 #endif
 
 typedef enum dg_unary_op {
-    DG_UN_NEG, DG_UN_EXP, DG_UN_LOG, DG_UN_SQRT, DG_UN_ABS, DG_UN_SIGN,
+    DG_UN_EXP, DG_UN_LOG, DG_UN_SQRT, DG_UN_ABS, DG_UN_SIGN,
     DG_UN_RELU, DG_UN_SIGMOID, DG_UN_TANH, DG_UN_GELU, DG_UN_GELU_TANH,
     DG_UN_LEAKY_RELU,  /* p0 = slope */
     DG_UN_CLIP,        /* p0 = min, p1 = max */
     DG_UN_AFFINE,      /* p0 * x + p1 */
     DG_UN_RDIV,        /* p0 / x */
     DG_UN_POWS,        /* x ^ p0 */
-    DG_UN_RPOWS,       /* p0 ^ x */
 } dg_unary_op;
 
 typedef enum dg_binary_op {
@@ -37,7 +36,6 @@ typedef enum dg_binary_op {
     DG_BIN_GELU_GRAD,              /* a * gelu'(b)            b = x */
     DG_BIN_GELU_TANH_GRAD,         /* a * gelu_tanh'(b)       b = x */
     DG_BIN_CLIP_GRAD,              /* a * (p0 <= b <= p1)     b = x */
-    DG_BIN_MASK_GE,                /* a * (b >= 0) */
 } dg_binary_op;
 
 typedef enum dg_reduce_op { DG_RED_SUM, DG_RED_MAX, DG_RED_MIN, DG_RED_ARGMAX, DG_RED_ARGMIN } dg_reduce_op;

@@ -25,7 +25,6 @@ static void unary_rows_##SUF(dg_unary_op op, const dg_iter *it, int64_t r0, int6
     for (int64_t r = r0; r < r1; r++) {                                                      \
         int64_t len = dg_iter_row(it, r, p, st);                                             \
         switch (op) {                                                                        \
-        case DG_UN_NEG: UN_ROW(T, -X); break;                                                \
         case DG_UN_EXP: UN_ROW(T, exp(X)); break;                                            \
         case DG_UN_LOG: UN_ROW(T, log(X)); break;                                            \
         case DG_UN_SQRT: UN_ROW(T, sqrt(X)); break;                                          \
@@ -41,7 +40,6 @@ static void unary_rows_##SUF(dg_unary_op op, const dg_iter *it, int64_t r0, int6
         case DG_UN_AFFINE: UN_ROW(T, p0 * X + p1); break;                                    \
         case DG_UN_RDIV: UN_ROW(T, p0 / X); break;                                           \
         case DG_UN_POWS: UN_ROW(T, pow(X, p0)); break;                                       \
-        case DG_UN_RPOWS: UN_ROW(T, pow(p0, X)); break;                                      \
         }                                                                                    \
     }                                                                                        \
 }
@@ -117,7 +115,6 @@ static void binary_rows_##SUF(dg_binary_op op, const dg_iter *it, int64_t r0, in
         case DG_BIN_GELU_GRAD: BIN_ROW(T, A * gelu_grad(B)); break;                          \
         case DG_BIN_GELU_TANH_GRAD: BIN_ROW(T, A * gelu_tanh_grad(B)); break;                \
         case DG_BIN_CLIP_GRAD: BIN_ROW(T, (B >= p0 && B <= p1) ? A : 0); break;              \
-        case DG_BIN_MASK_GE: BIN_ROW(T, B >= 0 ? A : 0); break;                              \
         default: break;                                                                      \
         }                                                                                    \
     }                                                                                        \

@@ -17,7 +17,6 @@ template <typename T, int OP>
 __device__ __forceinline__ T unary_op(T X, T p0, T p1) {
     const double x = (double)X;
     switch (OP) {
-    case DG_UN_NEG: return -X;
     case DG_UN_EXP: return (T)exp(x);
     case DG_UN_LOG: return (T)log(x);
     case DG_UN_SQRT: return (T)sqrt(x);
@@ -38,7 +37,6 @@ __device__ __forceinline__ T unary_op(T X, T p0, T p1) {
     case DG_UN_AFFINE: return dgk_add(dgk_mul(p0, X), p1);
     case DG_UN_RDIV: return p0 / X;
     case DG_UN_POWS: return (T)pow(x, (double)p0);
-    case DG_UN_RPOWS: return (T)pow((double)p0, x);
     default: return X;
     }
 }
@@ -78,7 +76,6 @@ __device__ __forceinline__ T binary_op(T A, T B, T p0, T p1) {
     case DG_BIN_GELU_GRAD: return (T)dgk_mul((double)A, gelu_grad((double)B));
     case DG_BIN_GELU_TANH_GRAD: return (T)dgk_mul((double)A, gelu_tanh_grad((double)B));
     case DG_BIN_CLIP_GRAD: return (B >= p0 && B <= p1) ? A : (T)0;
-    case DG_BIN_MASK_GE: return B >= 0 ? A : (T)0;
     default: return A;
     }
 }
@@ -124,9 +121,9 @@ template <typename T>
 static int unary_t(dg_unary_op op, const dg_tensor *x, dg_tensor *y, const dgk_geom &g, double p0, double p1) {
     switch (op) {
 #define U(OP) case OP: return launch_unary<T, OP>(x, y, g, p0, p1);
-    U(DG_UN_NEG) U(DG_UN_EXP) U(DG_UN_LOG) U(DG_UN_SQRT) U(DG_UN_ABS) U(DG_UN_SIGN)
+    U(DG_UN_EXP) U(DG_UN_LOG) U(DG_UN_SQRT) U(DG_UN_ABS) U(DG_UN_SIGN)
     U(DG_UN_RELU) U(DG_UN_SIGMOID) U(DG_UN_TANH) U(DG_UN_GELU) U(DG_UN_GELU_TANH)
-    U(DG_UN_LEAKY_RELU) U(DG_UN_CLIP) U(DG_UN_AFFINE) U(DG_UN_RDIV) U(DG_UN_POWS) U(DG_UN_RPOWS)
+    U(DG_UN_LEAKY_RELU) U(DG_UN_CLIP) U(DG_UN_AFFINE) U(DG_UN_RDIV) U(DG_UN_POWS)
 #undef U
     }
     DG_ERR(DG_EUNSUPPORTED, "cuda unary op %d not supported", (int)op);
@@ -159,7 +156,7 @@ static int binary_t(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_
 #define B(OP) case OP: return launch_binary<T, OP>(a, b, y, g, p0, p1);
     B(DG_BIN_ADD) B(DG_BIN_ADD_RELU) B(DG_BIN_SUB) B(DG_BIN_MUL) B(DG_BIN_DIV) B(DG_BIN_MAX) B(DG_BIN_MIN) B(DG_BIN_POW)
     B(DG_BIN_AXPBY) B(DG_BIN_RELU_GRAD) B(DG_BIN_LEAKY_RELU_GRAD) B(DG_BIN_SIGMOID_GRAD) B(DG_BIN_TANH_GRAD)
-    B(DG_BIN_GELU_GRAD) B(DG_BIN_GELU_TANH_GRAD) B(DG_BIN_CLIP_GRAD) B(DG_BIN_MASK_GE)
+    B(DG_BIN_GELU_GRAD) B(DG_BIN_GELU_TANH_GRAD) B(DG_BIN_CLIP_GRAD)
 #undef B
     default: break;
     }

@@ -475,6 +475,7 @@ void cudnnGetLastErrorString(char *message, size_t max_size) {
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, fn, "handle is NULL");
     if (dgemu_device_count() < 1) return fail(CUDNN_STATUS_NOT_INITIALIZED, fn, "no device");
@@ -487,6 +488,7 @@ cudnnStatus_t cudnnCreate(cudnnHandle_t *handle) {
 
 cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!reg_is(handle, OBJ_HANDLE)) return fail(CUDNN_STATUS_BAD_PARAM, __func__, "handle %p is not a live cuDNN handle", (void *)handle);
     /* documented: releasing the handle synchronises the device */
     cudaDeviceSynchronize();
@@ -496,6 +498,7 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
 
 cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     st_t rc = get_handle(__func__, handle, NULL);
     if (rc) return rc;
     handle->stream = streamId;
@@ -504,6 +507,7 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
 
 cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, cudaStream_t *streamId) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     st_t rc = get_handle(__func__, handle, NULL);
     if (!rc) rc = need_host(__func__, "streamId", streamId);
     if (!rc) *streamId = handle->stream;
@@ -514,6 +518,7 @@ cudnnStatus_t cudnnGetStream(cudnnHandle_t handle, cudaStream_t *streamId) {
 
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *tensorDesc) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!tensorDesc) return fail(CUDNN_STATUS_BAD_PARAM, __func__, "tensorDesc is NULL");
     *tensorDesc = obj_new(sizeof **tensorDesc, OBJ_TENSOR);
     return *tensorDesc ? OK : fail(CUDNN_STATUS_ALLOC_FAILED, __func__, "out of host memory");
@@ -521,6 +526,7 @@ cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t *tensorDesc) {
 
 cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!tensorDesc) return OK;   /* destroying NULL is a no-op, as in cuDNN */
     return obj_free(tensorDesc, OBJ_TENSOR) ? OK
            : fail_loud(CUDNN_STATUS_BAD_PARAM, __func__, "%p is not a live tensor descriptor (destroyed twice?)", (void *)tensorDesc);
@@ -551,6 +557,7 @@ static st_t tensor_desc(const char *fn, cudnnTensorDescriptor_t d) {
 cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cudnnTensorFormat_t format,
                                          cudnnDataType_t dataType, int n, int c, int h, int w) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     st_t rc = tensor_desc(fn, tensorDesc);
     if (rc) return rc;
@@ -569,6 +576,7 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc, cud
 cudnnStatus_t cudnnSetTensor4dDescriptorEx(cudnnTensorDescriptor_t tensorDesc, cudnnDataType_t dataType, int n, int c,
                                            int h, int w, int nStride, int cStride, int hStride, int wStride) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     st_t rc = tensor_desc(fn, tensorDesc);
     if (rc) return rc;
@@ -587,6 +595,7 @@ cudnnStatus_t cudnnGetTensor4dDescriptor(const cudnnTensorDescriptor_t tensorDes
                                          int *c, int *h, int *w, int *nStride, int *cStride, int *hStride,
                                          int *wStride) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     tens t;
     st_t rc = get_tensor(__func__, "tensorDesc", tensorDesc, &t);
     if (rc) return rc;
@@ -623,6 +632,7 @@ static int add_run(void *arg) {
 cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha, const cudnnTensorDescriptor_t aDesc,
                              const void *A, const void *beta, const cudnnTensorDescriptor_t cDesc, void *C) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     cudaStream_t s;
     tens a, c;
@@ -652,6 +662,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha, const cudn
 
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *filterDesc) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!filterDesc) return fail(CUDNN_STATUS_BAD_PARAM, __func__, "filterDesc is NULL");
     *filterDesc = obj_new(sizeof **filterDesc, OBJ_FILTER);
     return *filterDesc ? OK : fail(CUDNN_STATUS_ALLOC_FAILED, __func__, "out of host memory");
@@ -659,6 +670,7 @@ cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t *filterDesc) {
 
 cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!filterDesc) return OK;
     return obj_free(filterDesc, OBJ_FILTER) ? OK
            : fail_loud(CUDNN_STATUS_BAD_PARAM, __func__, "%p is not a live filter descriptor (destroyed twice?)", (void *)filterDesc);
@@ -667,6 +679,7 @@ cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
 cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cudnnDataType_t dataType,
                                          cudnnTensorFormat_t format, int k, int c, int h, int w) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     if (!filterDesc) return fail(CUDNN_STATUS_BAD_PARAM, fn, "filterDesc is NULL");
     if (!reg_is(filterDesc, OBJ_FILTER)) return fail_loud(CUDNN_STATUS_BAD_PARAM, fn, "%p is not a live filter descriptor", (void *)filterDesc);
@@ -686,6 +699,7 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc, cud
 
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *convDesc) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!convDesc) return fail(CUDNN_STATUS_BAD_PARAM, __func__, "convDesc is NULL");
     cudnnConvolutionDescriptor_t d = obj_new(sizeof *d, OBJ_CONV);
     if (!d) return fail(CUDNN_STATUS_ALLOC_FAILED, __func__, "out of host memory");
@@ -697,6 +711,7 @@ cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t *con
 
 cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t convDesc) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!convDesc) return OK;
     return obj_free(convDesc, OBJ_CONV) ? OK
            : fail_loud(CUDNN_STATUS_BAD_PARAM, __func__, "%p is not a live convolution descriptor (destroyed twice?)", (void *)convDesc);
@@ -712,6 +727,7 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convD
                                               int v, int dilation_h, int dilation_w, cudnnConvolutionMode_t mode,
                                               cudnnDataType_t computeType) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     st_t rc = conv_desc_live(fn, convDesc);
     if (rc) return rc;
@@ -732,6 +748,7 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t convD
 
 cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t convDesc, int groupCount) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     st_t rc = conv_desc_live(__func__, convDesc);
     if (rc) return rc;
     if (groupCount < 1) return fail(CUDNN_STATUS_BAD_PARAM, __func__, "groupCount %d must be positive", groupCount);
@@ -741,6 +758,7 @@ cudnnStatus_t cudnnSetConvolutionGroupCount(cudnnConvolutionDescriptor_t convDes
 
 cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t convDesc, cudnnMathType_t mathType) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     st_t rc = conv_desc_live(__func__, convDesc);
     if (rc) return rc;
     if ((unsigned)mathType > CUDNN_FMA_MATH) return fail(CUDNN_STATUS_BAD_PARAM, __func__, "mathType %d is not a cudnnMathType_t", (int)mathType);
@@ -761,6 +779,7 @@ cudnnStatus_t cudnnGetConvolution2dForwardOutputDim(const cudnnConvolutionDescri
                                                     const cudnnFilterDescriptor_t filterDesc, int *n, int *c, int *h,
                                                     int *w) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     conv_desc cd;
     tens x, f;
@@ -1086,6 +1105,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha, c
                                       void *workSpace, size_t workSpaceSizeInBytes, const void *beta,
                                       const cudnnTensorDescriptor_t yDesc, void *y) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     cudaStream_t s;
     conv_geom g;
     st_t rc = get_handle(__func__, handle, &s);
@@ -1101,6 +1121,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
                                            size_t workSpaceSizeInBytes, const void *beta,
                                            const cudnnTensorDescriptor_t dxDesc, void *dx) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     cudaStream_t s;
     conv_geom g;
     st_t rc = get_handle(__func__, handle, &s);
@@ -1117,6 +1138,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
                                              size_t workSpaceSizeInBytes, const void *beta,
                                              const cudnnFilterDescriptor_t dwDesc, void *dw) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     cudaStream_t s;
     conv_geom g;
     st_t rc = get_handle(__func__, handle, &s);
@@ -1142,6 +1164,7 @@ cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cons
                                                       const cudnnTensorDescriptor_t yDesc,
                                                       cudnnConvolutionFwdAlgo_t algo, size_t *sizeInBytes) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     conv_geom g;
     st_t rc = get_handle(__func__, handle, NULL);
     if (!rc) rc = conv_setup(__func__, xDesc, "xDesc", wDesc, "wDesc", convDesc, yDesc, "yDesc", &g);
@@ -1154,6 +1177,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
                                                            const cudnnTensorDescriptor_t dxDesc,
                                                            cudnnConvolutionBwdDataAlgo_t algo, size_t *sizeInBytes) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     conv_geom g;
     st_t rc = get_handle(__func__, handle, NULL);
     if (!rc) rc = conv_setup(__func__, dxDesc, "dxDesc", wDesc, "wDesc", convDesc, dyDesc, "dyDesc", &g);
@@ -1167,6 +1191,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              cudnnConvolutionBwdFilterAlgo_t algo,
                                                              size_t *sizeInBytes) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     conv_geom g;
     st_t rc = get_handle(__func__, handle, NULL);
     if (!rc) rc = conv_setup(__func__, xDesc, "xDesc", gradDesc, "gradDesc", convDesc, dyDesc, "dyDesc", &g);
@@ -1277,6 +1302,7 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(cudnnHandle_t handle, const
                                                      cudnnConvolutionFwdAlgoPerf_t *perfResults, void *workSpace,
                                                      size_t workSpaceSizeInBytes) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     cudaStream_t s;
     conv_geom g;
     perf p[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -1299,6 +1325,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(cudnnHandle_t handle, 
                                                           cudnnConvolutionBwdDataAlgoPerf_t *perfResults,
                                                           void *workSpace, size_t workSpaceSizeInBytes) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     cudaStream_t s;
     conv_geom g;
     perf p[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -1321,6 +1348,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnnHandle_t handle
                                                             cudnnConvolutionBwdFilterAlgoPerf_t *perfResults,
                                                             void *workSpace, size_t workSpaceSizeInBytes) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     cudaStream_t s;
     conv_geom g;
     perf p[2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -1360,6 +1388,7 @@ cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void *alp
                                            const cudnnTensorDescriptor_t dyDesc, const void *dy, const void *beta,
                                            const cudnnTensorDescriptor_t dbDesc, void *db) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     cudaStream_t s;
     tens t, b;
@@ -1400,6 +1429,7 @@ static bool bn_mode_ok(cudnnBatchNormMode_t m) { return (unsigned)m <= CUDNN_BAT
 cudnnStatus_t cudnnDeriveBNTensorDescriptor(cudnnTensorDescriptor_t derivedBnDesc, const cudnnTensorDescriptor_t xDesc,
                                             cudnnBatchNormMode_t mode) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     tens x;
     st_t rc = tensor_desc(fn, derivedBnDesc);
@@ -1535,6 +1565,7 @@ cudnnStatus_t cudnnBatchNormalizationForwardTraining(cudnnHandle_t handle, cudnn
                                                      void *resultRunningVariance, double epsilon, void *resultSaveMean,
                                                      void *resultSaveInvVariance) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     cudaStream_t s;
     bn_geom g;
@@ -1576,6 +1607,7 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(cudnnHandle_t handle, cudn
                                                       const void *estimatedMean, const void *estimatedVariance,
                                                       double epsilon) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     cudaStream_t s;
     bn_geom g;
@@ -1652,6 +1684,7 @@ cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t handle, cudnnBatchNo
                                               void *dBnScaleResult, void *dBnBiasResult, double epsilon,
                                               const void *savedMean, const void *savedInvVariance) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     cudaStream_t s;
     bn_geom g;
@@ -1687,6 +1720,7 @@ cudnnStatus_t cudnnBatchNormalizationBackward(cudnnHandle_t handle, cudnnBatchNo
 
 cudnnStatus_t cudnnCreatePoolingDescriptor(cudnnPoolingDescriptor_t *poolingDesc) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!poolingDesc) return fail(CUDNN_STATUS_BAD_PARAM, __func__, "poolingDesc is NULL");
     *poolingDesc = obj_new(sizeof **poolingDesc, OBJ_POOL);
     return *poolingDesc ? OK : fail(CUDNN_STATUS_ALLOC_FAILED, __func__, "out of host memory");
@@ -1694,6 +1728,7 @@ cudnnStatus_t cudnnCreatePoolingDescriptor(cudnnPoolingDescriptor_t *poolingDesc
 
 cudnnStatus_t cudnnDestroyPoolingDescriptor(cudnnPoolingDescriptor_t poolingDesc) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!poolingDesc) return OK;
     return obj_free(poolingDesc, OBJ_POOL) ? OK
            : fail_loud(CUDNN_STATUS_BAD_PARAM, __func__, "%p is not a live pooling descriptor (destroyed twice?)", (void *)poolingDesc);
@@ -1704,6 +1739,7 @@ cudnnStatus_t cudnnSetPooling2dDescriptor(cudnnPoolingDescriptor_t poolingDesc, 
                                           int verticalPadding, int horizontalPadding, int verticalStride,
                                           int horizontalStride) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     if (!poolingDesc) return fail(CUDNN_STATUS_BAD_PARAM, fn, "poolingDesc is NULL");
     if (!reg_is(poolingDesc, OBJ_POOL)) return fail_loud(CUDNN_STATUS_BAD_PARAM, fn, "%p is not a live pooling descriptor", (void *)poolingDesc);
@@ -1724,6 +1760,7 @@ cudnnStatus_t cudnnGetPooling2dForwardOutputDim(const cudnnPoolingDescriptor_t p
                                                 const cudnnTensorDescriptor_t inputTensorDesc, int *n, int *c, int *h,
                                                 int *w) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     pool_desc p;
     tens x;
@@ -1884,6 +1921,7 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t handle, const cudnnPoolingDescri
                                   const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta,
                                   const cudnnTensorDescriptor_t yDesc, void *y) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     cudaStream_t s;
     pool_desc p;
@@ -1915,6 +1953,7 @@ cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t handle, const cudnnPoolingDescr
                                    const cudnnTensorDescriptor_t xDesc, const void *x, const void *beta,
                                    const cudnnTensorDescriptor_t dxDesc, void *dx) {
     DGEMU_API();
+    DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     const char *fn = __func__;
     cudaStream_t s;
     pool_desc p;

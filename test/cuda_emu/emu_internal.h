@@ -48,6 +48,12 @@ int dgemu_device_count(void);
  * DGEMU_API() at the top of each entry point does it. */
 void dgemu_called(const char *entry);
 #define DGEMU_API() dgemu_called(__func__)
+/* Fault injection: whether DGEMU_FAIL (a comma-separated list of entry points, read at every
+ * call) names `entry`; DGEMU_INJECT(status) at the top of an entry point then returns status,
+ * as a library that refuses the call would (a cuDNN without a kernel for this case, say), so
+ * the callers' fallback and cleanup paths can be run. */
+bool dgemu_injected(const char *entry);
+#define DGEMU_INJECT(status) do { if (dgemu_injected(__func__)) return (status); } while (0)
 
 /* Counters for the emulator's own tests (what a profiler would show on a GPU). */
 typedef struct dgemu_stats {

@@ -234,6 +234,19 @@ extern "C" void dgemu_called(const char *entry) {
     g_called.insert(entry);
 }
 
+extern "C" bool dgemu_injected(const char *entry) {
+    const char *v = getenv("DGEMU_FAIL");
+    if (!v || !*v) return false;
+    size_t n = strlen(entry);
+    for (const char *p = v; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, entry, n) == 0) return true;
+        p += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
 static void install_fault_handler(void);
 
 static device_state &dev(int d) {

@@ -124,3 +124,68 @@ Test(emu_backend, out_of_memory_gives_back_the_cache_then_fails_cleanly) {
     dg_tensor *d = dg_ones(DG_SHAPE(4), DG_F32);                  /* and the device stays usable */
     cr_expect(d && dg_item(dg_sum_all(d)) == 4.0, "%s", dg_last_error());
 }
+
+Test(emu_backend, failed_init_releases_what_it_made_and_can_be_retried) {
+    setenv("DGEMU_FAIL", "cudnnCreate", 1);
+    cr_expect_neq(dg_set_device("gpu:0"), 0, "a cuDNN that cannot start must fail the device selection");
+    cr_expect(strstr(dg_last_error(), "cudnnCreate") != NULL, "message: %s", dg_last_error());
+    unsetenv("DGEMU_FAIL");
+    dg_clear_error();
+    use("gpu:0");
+    dg_tensor *t = dg_ones(DG_SHAPE(3), DG_F32);
+    cr_expect(t && dg_item(dg_sum_all(t)) == 3.0, "%s", dg_last_error());
+}
+
+/* max |a - b| / (1 + |a|) over two same-shape tensors on any devices */
+static double worst(const dg_tensor *a, const dg_tensor *b) {
+    int64_t n = dg_numel(a);
+    cr_assert_eq(n, dg_numel(b));
+    float *ha = malloc(sizeof(float) * (size_t)n), *hb = malloc(sizeof(float) * (size_t)n);
+    cr_assert_eq(dg_to_host(a, ha, sizeof(float) * (size_t)n), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_to_host(b, hb, sizeof(float) * (size_t)n), 0, "%s", dg_last_error());
+    double w = 0;
+    for (int64_t i = 0; i < n; i++) w = fmax(w, fabs((double)ha[i] - hb[i]) / (1 + fabs((double)ha[i])));
+    free(ha);
+    free(hb);
+    return w;
+}
+
+/* cuDNN refusing batch norm and pooling (as it may for a geometry or a version): the backend's
+ * own kernels take over and give the CPU's results. */
+Test(emu_backend, kernels_take_over_when_cudnn_refuses) {
+    setenv("DGEMU_FAIL", "cudnnBatchNormalizationForwardTraining,cudnnBatchNormalizationForwardInference,"
+                         "cudnnBatchNormalizationBackward,cudnnPoolingForward", 1);
+    use("cpu");
+    dg_manual_seed(9);
+    dg_tensor *x = dg_randn(DG_SHAPE(4, 3, 6, 6), DG_F32), *w = dg_uniform(DG_SHAPE(3), 0.5, 1.5, DG_F32);
+    dg_tensor *b = dg_randn(DG_SHAPE(3), DG_F32);
+    dg_tensor *in[2][3] = { { x, w, b } };
+    dg_device gpu = { DG_CUDA, 0 };
+    use("gpu:0");
+    for (int i = 0; i < 3; i++) {
+        in[1][i] = dg_to_device(in[0][i], gpu);
+        cr_assert(in[1][i], "%s", dg_last_error());
+    }
+    dg_tensor *y[2], *ye[2], *pool[2], *gx[2], *gw[2];
+    for (int d = 0; d < 2; d++) {
+        use(d ? "gpu:0" : "cpu");
+        for (int i = 0; i < 3; i++) cr_assert_eq(dg_set_requires_grad(in[d][i], true), 0);
+        dg_tensor *rm = dg_zeros(DG_SHAPE(3), DG_F32), *rv = dg_ones(DG_SHAPE(3), DG_F32);
+        y[d] = dg_batch_norm(in[d][0], rm, rv, in[d][1], in[d][2], (dg_batch_norm_params){ .training = true });
+        cr_assert(y[d], "batch norm on %s: %s", d ? "gpu" : "cpu", dg_last_error());
+        cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y[d], y[d]))), 0, "%s", dg_last_error());
+        gx[d] = dg_grad(in[d][0]);
+        gw[d] = dg_grad(in[d][1]);
+        dg_no_grad_begin();
+        ye[d] = dg_batch_norm(in[d][0], rm, rv, in[d][1], in[d][2], (dg_batch_norm_params){ .training = false });
+        pool[d] = dg_avg_pool2d(in[d][0], (dg_pool2d_params){ .kernel = { 2, 2 } });
+        dg_no_grad_end();
+        cr_assert(ye[d] && pool[d], "%s", dg_last_error());
+    }
+    use("cpu");
+    cr_expect_leq(worst(y[0], y[1]), 1e-5, "batch norm (training) forward");
+    cr_expect_leq(worst(gx[0], gx[1]), 1e-4, "batch norm input gradient");
+    cr_expect_leq(worst(gw[0], gw[1]), 1e-4, "batch norm weight gradient");
+    cr_expect_leq(worst(ye[0], ye[1]), 1e-5, "batch norm (eval) forward");
+    cr_expect_leq(worst(pool[0], pool[1]), 1e-6, "average pooling");
+}
