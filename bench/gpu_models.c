@@ -1,6 +1,7 @@
 /* bench/gpu_models.c — training throughput of dygraph on gpu:0 (f32, TF32 off):
  *   resnet18_b32_96    ResNet18, 1000 classes, batch 32 at 96x96, SGD momentum, cross-entropy
  *   resnet18_b128_224  the same at batch 128, 224x224
+ *   resnet18_b16_224   the same at batch 16 (the allocator's reserved/peak figure is read here)
  *   mnist_cnn_b100     seed 004's MNIST CNN (dg_mnist_cnn), batch 100, SGD momentum, cross-entropy
  *   linearnet          seed 001's LinearNet (samples/linear_single.c): Linear(10,10) -> Linear(10,1),
  *                      MSE, Adam 1e-3, a fresh random batch of 10 each step
@@ -9,8 +10,10 @@
  * of steps sized from the warm-up to last about BENCH_SECONDS (default 3), with dg_synchronize
  * before each clock read so queued kernels are counted. One line per workload:
  *   <workload> <figure> img/s|steps/s device_mallocs <cudaMalloc calls during the timed steps>
- * The malloc count must be 0 (the caching allocator serves a steady loop); otherwise a line on
- * stderr says so and the exit status is 1. bench/gpu_models_torch.py prints the same lines for
+ *       reserved_mb <R> peak_mb <P> reserved/peak <R/P>
+ * The malloc count must be 0 (the caching allocator serves a steady loop) and reserved memory at
+ * most 1.15x the peak of live bytes on the ResNet18 loops; otherwise a line on stderr says so and
+ * the exit status is 1. Run one workload per process for the peak to be that workload's. bench/gpu_models_torch.py prints the same lines for
  * PyTorch and bench/run_gpu.sh compares the two. Without a usable GPU it prints one skip line
  * and exits 0 (--probe: exits 3 instead, for scripts). */
 #include <dygraph.h>
@@ -42,6 +45,7 @@ typedef struct workload {
 static const workload WORKLOADS[] = {
     { "resnet18_b32_96", 32, 96, 5 },
     { "resnet18_b128_224", 128, 224, 5 },
+    { "resnet18_b16_224", 16, 224, 5 },
     { "mnist_cnn_b100", 100, 28, 20 },
     { "linearnet", 0, 0, 50 },
 };
@@ -80,8 +84,8 @@ static uint64_t mallocs(const workload *w) {
     return m.device_mallocs;
 }
 
-/* Returns the number of cudaMalloc calls during the timed steps. */
-static uint64_t bench(const workload *w, double seconds) {
+/* Returns the number of cudaMalloc calls during the timed steps; *ratio gets reserved / peak. */
+static uint64_t bench(const workload *w, double seconds, double *ratio) {
     dg_manual_seed(1);
     run r = { .w = w };
     if (w->batch) {
@@ -122,8 +126,12 @@ static uint64_t bench(const workload *w, double seconds) {
     sync_or_die(w);
     double t = now() - t0;
     uint64_t dm = mallocs(w) - m0;
-    if (w->batch) printf("%s %.1f img/s device_mallocs %llu\n", w->name, steps * w->batch / t, (unsigned long long)dm);
-    else printf("%s %.1f steps/s device_mallocs %llu\n", w->name, steps / t, (unsigned long long)dm);
+    dg_memory_stats ms;
+    if (dg_memory_stats_get(GPU, &ms)) die(w->name, "memory_stats");
+    *ratio = ms.peak_allocated ? (double)ms.reserved / (double)ms.peak_allocated : 0;
+    if (w->batch) printf("%s %.1f img/s device_mallocs %llu", w->name, steps * w->batch / t, (unsigned long long)dm);
+    else printf("%s %.1f steps/s device_mallocs %llu", w->name, steps / t, (unsigned long long)dm);
+    printf(" reserved_mb %.1f peak_mb %.1f reserved/peak %.3f\n", ms.reserved / 1048576.0, ms.peak_allocated / 1048576.0, *ratio);
     fflush(stdout);
 
     dg_optimizer_free(r.opt);
@@ -152,7 +160,12 @@ int main(int argc, char **argv) {
         for (int a = 1; a < argc && !wanted; a++) wanted = strcmp(argv[a], WORKLOADS[i].name) == 0;
         if (!wanted) continue;
         ran++;
-        uint64_t dm = bench(&WORKLOADS[i], seconds);
+        double ratio = 0;
+        uint64_t dm = bench(&WORKLOADS[i], seconds, &ratio);
+        if (WORKLOADS[i].hw > 28 && ratio > 1.15) {
+            fprintf(stderr, "bench_gpu_models: %s: reserved %.3fx the peak of live bytes (want <= 1.15)\n", WORKLOADS[i].name, ratio);
+            failed = 1;
+        }
         if (dm) {
             fprintf(stderr, "bench_gpu_models: %s: %llu cudaMalloc calls during the timed steps (want 0: the caching "
                     "allocator should serve a steady loop)\n", WORKLOADS[i].name, (unsigned long long)dm);
@@ -160,7 +173,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!ran) {
-        fprintf(stderr, "usage: %s [--probe] [resnet18_b32_96|resnet18_b128_224|mnist_cnn_b100|linearnet ...]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--probe] [resnet18_b32_96|resnet18_b128_224|resnet18_b16_224|mnist_cnn_b100|linearnet ...]\n", argv[0]);
         return 2;
     }
     dg_shutdown();

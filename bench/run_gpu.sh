@@ -13,7 +13,7 @@
 set -u
 BIN=${1:-build/bin/bench_gpu_models}
 shift || true
-WORKLOADS=${*:-resnet18_b32_96 resnet18_b128_224 mnist_cnn_b100 linearnet}
+WORKLOADS=${*:-resnet18_b32_96 resnet18_b16_224 resnet18_b128_224 mnist_cnn_b100 linearnet}
 ROUNDS=${ROUNDS:-3}
 PYTHON=${PYTHON:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -7,6 +7,10 @@
  * segment of their own, rounded to 2 MiB); a request takes the smallest free block that fits and
  * leaves the remainder free; a freed block merges with free neighbours of its segment. A loop
  * that asks for the same sizes in the same order every step then finds them after a step or two.
+ * When a new segment must be made anyway, fully free segments smaller than it go back to the
+ * device first: they could not serve this request, and during the first steps they would pile up
+ * beside the larger segments that later requests split (ResNet18 at batch 16, 224x224: reserved
+ * 1.19x the live peak without this, 1.06x with it).
  *
  * Live blocks sit in an open-addressing table keyed by address. Its slot comes from the high bits
  * of address times a 64-bit odd constant (Fibonacci hashing): segments are 2 MiB-aligned, so the
@@ -162,6 +166,21 @@ void dg_device_pool_release_free(dg_device_pool *pool) {
     }
 }
 
+static void release_smaller(dg_device_pool *pool, free_list *l, size_t size) {
+    size_t w = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        block *b = l->b[i];
+        if (!b->prev && !b->next && b->size < size) {
+            pool->ops.seg_free(b->p, pool->ops.ctx);
+            pool->st.reserved -= b->size;
+            free(b);
+        } else {
+            l->b[w++] = b;
+        }
+    }
+    l->n = w;
+}
+
 dg_device_pool *dg_device_pool_new(dg_device_pool_ops ops) {
     dg_device_pool *pool = calloc(1, sizeof *pool);
     if (pool) pool->ops = ops;
@@ -207,6 +226,9 @@ void *dg_device_pool_alloc(dg_device_pool *pool, size_t n) {
         list_remove(l, b);
     } else {
         size_t seg = small ? SMALL_SEGMENT : (size <= LARGE_OWN ? LARGE_SEGMENT : (size + SMALL_SEGMENT - 1) / SMALL_SEGMENT * SMALL_SEGMENT);
+        /* fully free segments too small for this request: give them back first (the device
+         * will need new memory anyway, and they would only add to what is reserved) */
+        if (!small) release_smaller(pool, l, seg);
         b = new_segment(pool, seg, small);
         if (!b) {
             /* give the fully free segments back and try once more */

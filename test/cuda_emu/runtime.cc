@@ -15,7 +15,9 @@
  * runs queued work, so a host read that lacks its synchronise sees stale data, and a stream
  * whose work needs another stream's result but lacks the event runs before that result exists.
  * DGEMU_INTERLEAVE=random (DGEMU_SEED=n) runs every stream's queued work in a random interleaving
- * that honours only events. Pageable host-to-device copies read their source at call time (the
+ * that honours only events. DGEMU_DRY_RUN=1 drops queued work instead of running it: values are
+ * meaningless then, but allocations, launches and synchronisations happen as in a real run (the
+ * GPU bench uses it to read the allocator's figures for loops too big to compute here). Pageable host-to-device copies read their source at call time (the
  * driver stages them); copies from pinned memory read it when they run, as DMA does.
  *
  * Kernels. A launch is checked against the device limits (1024 threads per block, block z <= 64,
@@ -70,6 +72,7 @@ static long env_long(const char *name, long dflt) {
 }
 
 struct config {
+    bool dry;           /* DGEMU_DRY_RUN=1: queued device work is dropped, not run */
     int devices;
     size_t memory;
     bool random_interleave;
@@ -81,6 +84,7 @@ static std::once_flag g_cfg_once;
 static const config &cfg() {
     std::call_once(g_cfg_once, [] {
         g_cfg.devices = (int)env_long("DGEMU_DEVICES", 2);
+        g_cfg.dry = env_long("DGEMU_DRY_RUN", 0) != 0;
         g_cfg.memory = (size_t)env_long("DGEMU_MEMORY_MB", 4096) << 20;
         const char *il = getenv("DGEMU_INTERLEAVE");
         g_cfg.random_interleave = il && strcmp(il, "random") == 0;
@@ -658,8 +662,9 @@ static int step(CUstream_st *s, memory_window &win, int depth, bool follow) {
         return DGEMU_DONE;
     }
     case work_item::FN: {
-        win.open();
         g_stats.work_items++;
+        if (cfg().dry) { pop(s); return DGEMU_DONE; }
+        win.open();
         int r = w.fn(w.arg);
         if (r == DGEMU_AGAIN) return DGEMU_AGAIN;
         pop(s);

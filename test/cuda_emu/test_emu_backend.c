@@ -136,8 +136,9 @@ Test(emu_backend, failed_init_releases_what_it_made_and_can_be_retried) {
     cr_expect(t && dg_item(dg_sum_all(t)) == 3.0, "%s", dg_last_error());
 }
 
-/* max |a - b| / (1 + |a|) over two same-shape tensors on any devices */
+/* max |a - b| / (1 + |a|) over two same-shape float tensors on any devices */
 static double worst(const dg_tensor *a, const dg_tensor *b) {
+    if (dg_dtype_of(a) != DG_F32) return worst(dg_cast(a, DG_F32), dg_cast(b, DG_F32));
     int64_t n = dg_numel(a);
     cr_assert_eq(n, dg_numel(b));
     float *ha = malloc(sizeof(float) * (size_t)n), *hb = malloc(sizeof(float) * (size_t)n);
@@ -152,13 +153,13 @@ static double worst(const dg_tensor *a, const dg_tensor *b) {
 
 /* cuDNN refusing batch norm and pooling (as it may for a geometry or a version): the backend's
  * own kernels take over and give the CPU's results. */
-Test(emu_backend, kernels_take_over_when_cudnn_refuses) {
+static void kernels_take_over(dg_dtype dt) {
     setenv("DGEMU_FAIL", "cudnnBatchNormalizationForwardTraining,cudnnBatchNormalizationForwardInference,"
                          "cudnnBatchNormalizationBackward,cudnnPoolingForward", 1);
     use("cpu");
     dg_manual_seed(9);
-    dg_tensor *x = dg_randn(DG_SHAPE(4, 3, 6, 6), DG_F32), *w = dg_uniform(DG_SHAPE(3), 0.5, 1.5, DG_F32);
-    dg_tensor *b = dg_randn(DG_SHAPE(3), DG_F32);
+    dg_tensor *x = dg_randn(DG_SHAPE(4, 3, 6, 6), dt), *w = dg_uniform(DG_SHAPE(3), 0.5, 1.5, dt);
+    dg_tensor *b = dg_randn(DG_SHAPE(3), dt);
     dg_tensor *in[2][3] = { { x, w, b } };
     dg_device gpu = { DG_CUDA, 0 };
     use("gpu:0");
@@ -170,7 +171,7 @@ Test(emu_backend, kernels_take_over_when_cudnn_refuses) {
     for (int d = 0; d < 2; d++) {
         use(d ? "gpu:0" : "cpu");
         for (int i = 0; i < 3; i++) cr_assert_eq(dg_set_requires_grad(in[d][i], true), 0);
-        dg_tensor *rm = dg_zeros(DG_SHAPE(3), DG_F32), *rv = dg_ones(DG_SHAPE(3), DG_F32);
+        dg_tensor *rm = dg_zeros(DG_SHAPE(3), dt), *rv = dg_ones(DG_SHAPE(3), dt);
         y[d] = dg_batch_norm(in[d][0], rm, rv, in[d][1], in[d][2], (dg_batch_norm_params){ .training = true });
         cr_assert(y[d], "batch norm on %s: %s", d ? "gpu" : "cpu", dg_last_error());
         cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y[d], y[d]))), 0, "%s", dg_last_error());
@@ -189,3 +190,5 @@ Test(emu_backend, kernels_take_over_when_cudnn_refuses) {
     cr_expect_leq(worst(ye[0], ye[1]), 1e-5, "batch norm (eval) forward");
     cr_expect_leq(worst(pool[0], pool[1]), 1e-6, "average pooling");
 }
+Test(emu_backend, kernels_take_over_when_cudnn_refuses_f32) { kernels_take_over(DG_F32); }
+Test(emu_backend, kernels_take_over_when_cudnn_refuses_f64) { kernels_take_over(DG_F64); }

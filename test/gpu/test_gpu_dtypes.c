@@ -94,6 +94,14 @@ static dg_tensor *bn_eval(dg_tensor *const *in) {
     return dg_batch_norm(in[0], rm, rv, in[1], in[2], (dg_batch_norm_params){ .training = false });
 }
 
+/* training mode without affine parameters: the running statistics are updated in place (axpy) */
+static dg_tensor *bn_train_plain(dg_tensor *const *in) {
+    dg_dtype dt = dg_dtype_of(in[0]);
+    dg_tensor *rm = dg_full(DG_SHAPE(3), 0.1, dt), *rv = dg_full(DG_SHAPE(3), 1.5, dt);
+    dg_tensor *y = dg_batch_norm(in[0], rm, rv, NULL, NULL, (dg_batch_norm_params){ .training = true, .momentum = 0.3 });
+    return y ? dg_add(y, dg_unsqueeze(dg_unsqueeze(dg_add(rm, rv), -1), -1)) : NULL;
+}
+
 #define RED(name, fn, ...) { name, fn, 1, IN(__VA_ARGS__), GT_RED, GT_RED }
 #define RED_EX(name, fn, ...) { name, fn, 1, IN(__VA_ARGS__), GT_EXACT, GT_EW }
 
@@ -180,6 +188,8 @@ static const gt_op_case cases[] = {
     { "conv over an empty plane, padding 1 (bias only) f64", conv_empty_plane, 3, IN(G64(2, 3, 4, 0), G64(5, 3, 1, 1), G64(5)),
       GT_EXACT, GT_RED },
     { "avg pool ceil mode f64", avg_ceil, 1, IN(G64(2, 3, 7, 7)), GT_F64, GT_F64 },
+    { "batch norm training without affine f64", bn_train_plain, 1, IN(G64(4, 3, 5, 5)), GT_F64, GT_RED },
+    { "gather bool, i32 index", gather_bool, 3, IN(INTS(5, 6), INTS(5, 6), LAB32(6, 5, 4)), GT_EXACT, GT_EXACT },
     { "batch norm eval with gradients f32", bn_eval, 3, IN(G(4, 3, 5, 5), G(3), G(3)), GT_EW, GT_RED },
     { "batch norm eval with gradients f64", bn_eval, 3, IN(G64(4, 3, 5, 5), G64(3), G64(3)), GT_F64, GT_RED },
 };
