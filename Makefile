@@ -162,6 +162,7 @@ test: deps data
 	/usr/bin/python3 test/goldens/resnet_interop.py check build/interop
 	@$(MAKE) --no-print-directory asan-test
 	@$(MAKE) --no-print-directory test-dist
+	@$(MAKE) --no-print-directory test-gpu-emu
 	@$(MAKE) --no-print-directory test-gpu
 
 # torchvision's resnet18 state, a batch, its logits and its state after one step (90 MB, so made
@@ -401,5 +402,5 @@ emu: $(EMU_BINS) $(DGRUN)
 # The GPU suite on emulated gpu:0, the emulator's detectors and the backend's defect tests,
 # seed 004's MNIST on the emulated GPU against the CPU, 2-rank DataParallel over emulated NCCL,
 # then the coverage report (test/cuda_emu/coverage.sh).
-test-gpu-emu: emu
+test-gpu-emu: emu $(BUILD)/bin/mnist $(DGRUN)
 	sh test/cuda_emu/run_tests.sh $(BUILD)
