@@ -162,6 +162,7 @@ test: deps data
 	/usr/bin/python3 test/goldens/resnet_interop.py check build/interop
 	@$(MAKE) --no-print-directory asan-test
 	@$(MAKE) --no-print-directory test-dist
+	@$(MAKE) --no-print-directory -j2 emu
 	@$(MAKE) --no-print-directory test-gpu-emu
 	@$(MAKE) --no-print-directory test-gpu
 
@@ -404,3 +405,4 @@ emu: $(EMU_BINS) $(DGRUN)
 # then the coverage report (test/cuda_emu/coverage.sh).
 test-gpu-emu: emu $(BUILD)/bin/mnist $(DGRUN)
 	sh test/cuda_emu/run_tests.sh $(BUILD)
+.SECONDARY: $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o

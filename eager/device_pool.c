@@ -146,31 +146,13 @@ static block *new_segment(dg_device_pool *pool, size_t size, bool small) {
     return b;
 }
 
-/* Gives back every segment that is one free block (no neighbours). */
-void dg_device_pool_release_free(dg_device_pool *pool) {
-    free_list *lists[2] = { &pool->small, &pool->large };
-    for (int k = 0; k < 2; k++) {
-        free_list *l = lists[k];
-        size_t w = 0;
-        for (size_t i = 0; i < l->n; i++) {
-            block *b = l->b[i];
-            if (!b->prev && !b->next) {
-                pool->ops.seg_free(b->p, pool->ops.ctx);
-                pool->st.reserved -= b->size;
-                free(b);
-            } else {
-                l->b[w++] = b;
-            }
-        }
-        l->n = w;
-    }
-}
-
-static void release_smaller(dg_device_pool *pool, free_list *l, size_t size) {
+/* Gives back the segments of list l that are one free block (no neighbours) of fewer than
+ * `below` bytes. */
+static void release_segments(dg_device_pool *pool, free_list *l, size_t below) {
     size_t w = 0;
     for (size_t i = 0; i < l->n; i++) {
         block *b = l->b[i];
-        if (!b->prev && !b->next && b->size < size) {
+        if (!b->prev && !b->next && b->size < below) {
             pool->ops.seg_free(b->p, pool->ops.ctx);
             pool->st.reserved -= b->size;
             free(b);
@@ -179,6 +161,11 @@ static void release_smaller(dg_device_pool *pool, free_list *l, size_t size) {
         }
     }
     l->n = w;
+}
+
+void dg_device_pool_release_free(dg_device_pool *pool) {
+    release_segments(pool, &pool->small, SIZE_MAX);
+    release_segments(pool, &pool->large, SIZE_MAX);
 }
 
 dg_device_pool *dg_device_pool_new(dg_device_pool_ops ops) {
@@ -228,7 +215,7 @@ void *dg_device_pool_alloc(dg_device_pool *pool, size_t n) {
         size_t seg = small ? SMALL_SEGMENT : (size <= LARGE_OWN ? LARGE_SEGMENT : (size + SMALL_SEGMENT - 1) / SMALL_SEGMENT * SMALL_SEGMENT);
         /* fully free segments too small for this request: give them back first (the device
          * will need new memory anyway, and they would only add to what is reserved) */
-        if (!small) release_smaller(pool, l, seg);
+        if (!small) release_segments(pool, l, seg);
         b = new_segment(pool, seg, small);
         if (!b) {
             /* give the fully free segments back and try once more */

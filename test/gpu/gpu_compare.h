@@ -31,6 +31,11 @@ typedef struct gt_tol { double rtol, atol; bool atol_of_max; } gt_tol;
  * reductions versus oneDNN/sequential loops): its error grows with the term count, so 1e-4. */
 #define GT_EXACT { 0, 0, false }
 #define GT_EW { 1e-5, 1e-6, false }
+/* Kernels that compute each element with the CPU's own arithmetic (elementwise ops and their
+ * gradients, copies, gathers, pooling windows): within 2 ulp of the CPU's f32 result, which leaves
+ * room for a GPU math library's last bit in exp/log/tanh/erf and nothing more. */
+#define GT_ULP2 { 2.4e-7, 0, false }
+#define GT_ULP2_F64 { 4.5e-16, 0, false }
 #define GT_RED { 1e-4, 1e-5, false }
 #define GT_RED_LOOSE { 1e-4, 1e-4, false }
 

@@ -14,8 +14,6 @@
 #define C(...) { GT_CONST, GT_SHAPE(__VA_ARGS__), -1, 1 }
 /* integers in [-2, 2): their log holds NaN (negative), -inf (0) and finite values */
 #define SPECIAL(...) { GT_INTF, GT_SHAPE(__VA_ARGS__), -2, 2 }
-#define GT_ULP2 { 2.4e-7, 0, false }
-#define GT_ULP2_F64 { 4.5e-16, 0, false }
 
 static const int last[1] = { -1 }, first[1] = { 0 };
 
@@ -70,11 +68,11 @@ static const gt_op_case cases[] = {
     { "mul_scalar past the grid-stride cap", f_mul_s, 1, IN(G(BIG)), GT_EXACT, GT_EXACT },
     { "exp past the grid-stride cap", f_exp, 1, IN(G(BIG)), GT_ULP2, GT_ULP2 },
     { "relu past the grid-stride cap", f_relu, 1, IN(G(BIG)), GT_EXACT, GT_EXACT },
-    { "sum over 70000 rows (> 65535 blocks)", f_sum_last, 1, IN(G(70000, 64)), GT_RED, GT_EW },
+    { "sum over 70000 rows (> 65535 blocks)", f_sum_last, 1, IN(G(70000, 64)), GT_RED, GT_ULP2 },
     { "max over 70000 rows (> 65535 blocks)", f_max_last, 1, IN(G(70000, 64)), GT_EXACT, GT_EXACT },
     { "argmax over 70000 rows", f_argmax_last, 1, IN(G(70000, 64)), GT_EXACT, GT_EXACT },
     { "min over the batch of [3000, 7]", f_min_first, 1, IN(G(3000, 7)), GT_EXACT, GT_EXACT },
-    { "sum of [2, 1100000] (split rows)", f_sum_last, 1, IN(G(2, 1100000)), GT_RED, GT_EW },
+    { "sum of [2, 1100000] (split rows)", f_sum_last, 1, IN(G(2, 1100000)), GT_RED, GT_ULP2 },
     { "softmax rows of 5000 columns", f_softmax, 1, IN(G(3, 5000)), GT_RED, GT_RED },
     { "softmax rows of 20000 columns", f_softmax, 1, IN(G(2, 20000)), GT_RED, GT_RED },
     { "log_softmax rows of 5000 columns", f_log_softmax, 1, IN(G(3, 5000)), GT_RED, GT_RED },
@@ -91,17 +89,17 @@ static const gt_op_case cases[] = {
     { "max pool 2x2 with NaN and -inf", f_log_maxpool, 1, IN(SPECIAL(2, 3, 8, 8)), GT_EXACT, GT_EXACT },
     { "max pool 3x3/2 with NaN and -inf", f_log_maxpool3, 1, IN(SPECIAL(2, 3, 9, 9)), GT_EXACT, GT_EXACT },
     { "max pool 3x3/2 gradient", f_maxpool3, 1, IN(G(2, 3, 9, 9)), GT_EXACT, GT_ULP2 },
-    { "avg pool 3x3/2 pad 1 (exclusive)", f_avgpool_pad, 1, IN(G(2, 3, 9, 9)), GT_EW, GT_EW },
-    { "avg pool 3x3/2 pad 1 (include pad)", f_avgpool_pad_incl, 1, IN(G(2, 3, 9, 9)), GT_EW, GT_EW },
-    { "avg pool 2x2 ceil mode", f_avgpool_ceil, 1, IN(G(2, 3, 7, 7)), GT_EW, GT_EW },
-    { "adaptive avg pool 7x5 -> 3x2", f_adaptive, 1, IN(G(2, 3, 7, 5)), GT_EW, GT_EW },
+    { "avg pool 3x3/2 pad 1 (exclusive)", f_avgpool_pad, 1, IN(G(2, 3, 9, 9)), GT_ULP2, GT_ULP2 },
+    { "avg pool 3x3/2 pad 1 (include pad)", f_avgpool_pad_incl, 1, IN(G(2, 3, 9, 9)), GT_ULP2, GT_ULP2 },
+    { "avg pool 2x2 ceil mode", f_avgpool_ceil, 1, IN(G(2, 3, 7, 7)), GT_ULP2, GT_ULP2 },
+    { "adaptive avg pool 7x5 -> 3x2", f_adaptive, 1, IN(G(2, 3, 7, 5)), GT_ULP2, GT_ULP2 },
     /* f64 for the ops that have it */
     { "add f64", f_add, 2, IN(G64(5, 7), G64(7)), GT_EXACT, GT_EXACT },
     { "exp f64", f_exp, 1, IN(G64(5, 7)), GT_ULP2_F64, GT_ULP2_F64 },
-    { "sigmoid f64", f_sigmoid, 1, IN(G64(5, 7)), GT_EW, GT_EW },
-    { "tanh f64", f_tanh, 1, IN(G64(5, 7)), GT_EW, GT_EW },
-    { "sqrt(abs) f64", f_sqrt_abs, 1, IN(G64(5, 7)), GT_EW, GT_EW },
-    { "div f64", f_div, 2, IN(G64(5, 7), G64(5, 7)), GT_EW, GT_EW },
+    { "sigmoid f64", f_sigmoid, 1, IN(G64(5, 7)), GT_ULP2, GT_ULP2 },
+    { "tanh f64", f_tanh, 1, IN(G64(5, 7)), GT_ULP2, GT_ULP2 },
+    { "sqrt(abs) f64", f_sqrt_abs, 1, IN(G64(5, 7)), GT_ULP2, GT_ULP2 },
+    { "div f64", f_div, 2, IN(G64(5, 7), G64(5, 7)), GT_ULP2, GT_ULP2 },
     { "clip f64", f_clip, 1, IN(G64(5, 7)), GT_EXACT, GT_EXACT },
     { "where f64", f_where, 2, IN(G64(5, 7), G64(5, 7)), GT_EXACT, GT_EXACT },
     { "strided add f64", f_transpose_add, 2, IN(G64(7, 5), G64(5, 7)), GT_EXACT, GT_EXACT },
@@ -110,8 +108,8 @@ static const gt_op_case cases[] = {
     { "softmax f64 5000 columns", f_softmax, 1, IN(G64(3, 5000)), GT_RED, GT_RED },
     { "log_softmax f64", f_log_softmax, 1, IN(G64(6, 40)), GT_RED, GT_RED },
     { "max pool f64", f_maxpool3, 1, IN(G64(2, 3, 9, 9)), GT_EXACT, GT_ULP2_F64 },
-    { "avg pool f64", f_avgpool_pad, 1, IN(G64(2, 3, 9, 9)), GT_EW, GT_EW },
-    { "adaptive avg pool f64", f_adaptive, 1, IN(G64(2, 3, 7, 5)), GT_EW, GT_EW },
+    { "avg pool f64", f_avgpool_pad, 1, IN(G64(2, 3, 9, 9)), GT_ULP2, GT_ULP2 },
+    { "adaptive avg pool f64", f_adaptive, 1, IN(G64(2, 3, 7, 5)), GT_ULP2, GT_ULP2 },
     { "matmul TF32", f_matmul_tf32, 2, IN(G(33, 65), G(65, 17)), TOL_TF32, TOL_TF32 },
 };
 
