@@ -205,6 +205,7 @@ void dg_device_pool_destroy(dg_device_pool *pool) {
 }
 
 void *dg_device_pool_alloc(dg_device_pool *pool, size_t n) {
+    if (n > SIZE_MAX / 4) return NULL;   /* no device has it; and the rounding below must not wrap */
     size_t size = n ? (n + GRANULE - 1) / GRANULE * GRANULE : GRANULE;
     bool small = size <= SMALL_MAX;
     free_list *l = small ? &pool->small : &pool->large;

@@ -57,10 +57,11 @@ int dg_cuda_compute_wait_comm(void) {
  * dg_cuda_compute_wait_comm before their buffers can be freed), so a block freed by the host may
  * be handed out again at once: later kernels run after the ones that used it. */
 static dg_device_pool *g_pool;
+static cudaError_t g_seg_err;   /* why the last segment could not be made (under g_lock) */
 
 static void *segment_alloc(size_t n, void *ctx) {
     void *p = NULL;
-    cudaError_t e = cudaMalloc(&p, n);
+    cudaError_t e = g_seg_err = cudaMalloc(&p, n);
     if (e == cudaSuccess) return p;
     cudaGetLastError();   /* out of memory is not sticky: clear it for the next call */
     return NULL;
@@ -71,13 +72,18 @@ static void segment_free(void *p, void *ctx) { cudaFree(p); }
 void *dg_cuda_alloc(size_t n) {
     pthread_mutex_lock(&g_lock);
     if (!g_pool) g_pool = dg_device_pool_new((dg_device_pool_ops){ segment_alloc, segment_free, NULL });
+    g_seg_err = cudaSuccess;
     void *p = g_pool ? dg_device_pool_alloc(g_pool, n) : NULL;
     if (!p) {
         dg_memory_stats st = { 0 };
         if (g_pool) dg_device_pool_stats(g_pool, &st);
+        cudaError_t e = g_seg_err;
         pthread_mutex_unlock(&g_lock);
-        DG_ERR(DG_ENOMEM, "cuda alloc: %zu bytes (%zu allocated, %zu reserved): out of device memory", n, st.allocated,
-               st.reserved);
+        if (e == cudaSuccess || e == cudaErrorMemoryAllocation)
+            DG_ERR(DG_ENOMEM, "cuda alloc: %zu bytes (%zu allocated, %zu reserved): out of device memory", n, st.allocated,
+                   st.reserved);
+        else
+            DG_ERR(DG_EDEVICE, "cuda alloc: %zu bytes: cudaMalloc failed: %s (%d)", n, cudaGetErrorString(e), (int)e);
         return NULL;
     }
     pthread_mutex_unlock(&g_lock);

@@ -138,3 +138,105 @@ extern "C" int dgd_launch(unsigned gx, unsigned gy, unsigned gz, unsigned bx, un
     DGK_LAUNCH(dim3(gx, gy, gz), dim3(bx, by, bz), 0, (cudaStream_t)0, fill_kernel)(d, 0, 0);
     return (int)cudaGetLastError();
 }
+
+/* ---- right programs the emulator must run as a GPU would ---- */
+
+__global__ void set_one(int *p, int v) { if (threadIdx.x == 0 && blockIdx.x == 0) *p = v; }
+__global__ void copy_one(const int *x, int *y) { if (threadIdx.x == 0 && blockIdx.x == 0) *y = *x; }
+
+extern "C" int dgd_event_rerecorded_elsewhere(void) {
+    cudaStream_t a, b, c;
+    cudaEvent_t e;
+    cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking);
+    cudaEventCreate(&e);
+    int *x = dev_ints(1), *y = dev_ints(1), h = -1;
+    cudaMemset(x, 0, 4);
+    cudaMemset(y, 0, 4);
+    DGK_LAUNCH(1, 1, 0, a, set_one)(x, 1);
+    cudaEventRecord(e, a);            /* c waits for this record ... */
+    cudaStreamWaitEvent(c, e, 0);
+    cudaEventRecord(e, b);            /* ... not for this later one on another stream */
+    cudaStreamSynchronize(b);
+    DGK_LAUNCH(1, 1, 0, c, copy_one)(x, y);
+    cudaStreamSynchronize(c);
+    cudaMemcpy(&h, y, 4, cudaMemcpyDeviceToHost);
+    cudaDeviceSynchronize();
+    cudaEventDestroy(e);
+    return h;
+}
+
+extern "C" int dgd_wait_chain(int n) {
+    cudaStream_t s[64];
+    cudaEvent_t e[64];
+    int *x = dev_ints(1), h = -1;
+    for (int i = 0; i < n; i++) { cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking); cudaEventCreate(&e[i]); }
+    DGK_LAUNCH(1, 1, 0, s[n - 1], set_one)(x, 5);
+    cudaEventRecord(e[n - 1], s[n - 1]);
+    for (int i = n - 2; i >= 0; i--) { cudaStreamWaitEvent(s[i], e[i + 1], 0); cudaEventRecord(e[i], s[i]); }
+    cudaMemcpyAsync(&h, x, 4, cudaMemcpyDeviceToHost, s[0]);
+    cudaStreamSynchronize(s[0]);
+    return h;
+}
+
+extern "C" int dgd_legacy_stream_orders_blocking_streams(void) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);   /* a blocking stream: the legacy default stream waits for it */
+    int *x = dev_ints(1), h = -1;
+    cudaMemset(x, 0, 4);
+    DGK_LAUNCH(1, 1, 0, s, set_one)(x, 7);
+    cudaMemcpy(&h, x, 4, cudaMemcpyDeviceToHost);
+    cudaStreamSynchronize(s);
+    return h;
+}
+
+/* lanes 0-15 shuffle among themselves, then the whole warp: the parities must still agree */
+__global__ void partial_then_full(int *out) {
+    int lane = threadIdx.x & 31, v = lane;
+    if (lane < 16) v = __shfl_sync(0x0000ffffu, v, lane ^ 1);
+    __syncthreads();
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, v, (lane + 16) & 31);
+}
+/* the two halves of a warp shuffle separately (legal since Volta) */
+__global__ void halves(int *out) {
+    int lane = threadIdx.x & 31, v = lane;
+    if (lane < 16) v = __shfl_xor_sync(0x0000ffffu, v, 1);
+    else v = __shfl_xor_sync(0xffff0000u, v, 1);
+    out[threadIdx.x] = v;
+}
+extern "C" int dgd_shuffle_groups(int *partial0, int *partial16, int *half0, int *half17) {
+    int *d = dev_ints(32), h[32];
+    DGK_LAUNCH(1, 32, 0, (cudaStream_t)0, partial_then_full)(d);
+    cudaError_t e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    *partial0 = h[0];
+    *partial16 = h[16];
+    DGK_LAUNCH(1, 32, 0, (cudaStream_t)0, halves)(d);
+    if (!e) e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    *half0 = h[0];
+    *half17 = h[17];
+    return (int)e;
+}
+
+/* block 0 leaves before the barrier the others meet (legal: no thread of block 0 waits) */
+__global__ void skip_first_block(int *out) {
+    __shared__ int sh[32];
+    if (blockIdx.x == 0) return;
+    sh[threadIdx.x] = (int)threadIdx.x;
+    __syncthreads();
+    out[blockIdx.x * 32 + threadIdx.x] = sh[31 - threadIdx.x];
+}
+__global__ void plain_fill(int *p) { p[blockIdx.x * blockDim.x + threadIdx.x] = 1; }
+extern "C" int dgd_barrier_only_in_later_blocks(int *value) {
+    int *d = dev_ints(64 * 32), h[64 * 32];
+    DGK_LAUNCH(64, 32, 0, (cudaStream_t)0, skip_first_block)(d);
+    cudaError_t e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    *value = h[5 * 32 + 3];
+    return (int)e;
+}
+extern "C" void dgd_plain_kernel_twice(void) {
+    int *d = dev_ints(64 * 64);
+    DGK_LAUNCH(64, 64, 0, (cudaStream_t)0, plain_fill)(d);
+    DGK_LAUNCH(64, 64, 0, (cudaStream_t)0, plain_fill)(d);
+    cudaDeviceSynchronize();
+}

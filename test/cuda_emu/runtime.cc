@@ -207,12 +207,22 @@ struct CUstream_st {
     unsigned flags;
     std::deque<work_item> q;
 };
+/* An event's records are numbered; a wait captures the number of the latest record, and is
+ * satisfied once that record has run (a later record elsewhere does not release it). The object
+ * lives while its handle does or queued records/waits still name it. */
 struct CUevent_st {
     int device;
-    uint64_t recorded = 0, done = 0;   /* record generations queued / completed */
-    CUstream_st *st = nullptr;
+    uint64_t recorded = 0;             /* records queued so far */
+    std::set<uint64_t> pending;        /* record numbers queued and not yet run */
+    CUstream_st *st = nullptr;         /* the stream of the latest record */
     struct timespec when = {};
+    int refs = 0;                      /* queued records and waits naming it */
+    bool handle = true;                /* not yet cudaEventDestroy'ed */
+    bool done(uint64_t gen) const { return !pending.count(gen); }
 };
+static void event_unref(CUevent_st *e) {
+    if (--e->refs == 0 && !e->handle) delete e;
+}
 static std::set<CUstream_st *> g_streams;
 static std::set<CUevent_st *> g_events;
 
@@ -481,7 +491,7 @@ extern "C" cudaError_t cudaFree(void *p) {
         int dv = it->second.device;
         std::vector<CUstream_st *> mine;
         for (CUstream_st *s : g_streams) if (s->device == dv && !s->q.empty()) mine.push_back(s);
-        for (CUstream_st *s : mine) wait_done(s);
+        for (CUstream_st *s : mine) if (g_streams.count(s)) wait_done(s);
         it = d.live.find((char *)p);
         if (it == d.live.end()) return fail(cudaErrorInvalidDevicePointer);
         allocation a = it->second;
@@ -525,6 +535,12 @@ extern "C" cudaError_t cudaFreeHost(void *p) {
     guard l(g_mu);
     auto it = g_pinned.find((char *)p);
     if (it == g_pinned.end()) return fail(cudaErrorInvalidValue);
+    /* like cudaFree it waits for the device: a queued copy may still read the buffer */
+    std::vector<CUstream_st *> busy;
+    for (CUstream_st *s : g_streams) if (!s->q.empty()) busy.push_back(s);
+    for (CUstream_st *s : busy) if (g_streams.count(s)) wait_done(s);
+    it = g_pinned.find((char *)p);
+    if (it == g_pinned.end()) return fail(cudaErrorInvalidValue);
     g_stats.pinned_bytes -= it->second;
     g_pinned.erase(it);
     free(p);
@@ -552,14 +568,52 @@ static CUstream_st *null_stream(int d) {
 static CUstream_st *resolve(cudaStream_t s) { return s ? s : null_stream(t_device); }
 static bool stream_ok(cudaStream_t s) { return !s || g_streams.count(s); }
 
+static void order_with_legacy(CUstream_st *s);
+
 extern "C" cudaError_t dgemu_enqueue(cudaStream_t s, const char *what, dgemu_work_fn fn, void *arg, void (*free_arg)(void *)) {
     guard l(g_mu);
     if (g_sticky.load() != cudaSuccess || !stream_ok(s)) {
         if (free_arg) free_arg(arg);
         return g_sticky.load() != cudaSuccess ? fail((cudaError_t)g_sticky.load()) : fail(cudaErrorInvalidResourceHandle);
     }
-    resolve(s)->q.push_back(work_item{ work_item::FN, fn, arg, free_arg, what, nullptr, nullptr, 0 });
+    CUstream_st *st = resolve(s);
+    order_with_legacy(st);
+    st->q.push_back(work_item{ work_item::FN, fn, arg, free_arg, what, nullptr, nullptr, 0 });
     return cudaSuccess;
+}
+
+static void push_record(CUevent_st *e, CUstream_st *st) {
+    e->recorded++;
+    e->pending.insert(e->recorded);
+    e->st = st;
+    e->refs++;
+    st->q.push_back(work_item{ work_item::RECORD, nullptr, nullptr, nullptr, "cudaEventRecord", e, st, e->recorded });
+}
+static void push_wait(CUstream_st *s, CUevent_st *e) {
+    if (e->recorded == 0 || e->done(e->recorded)) return;   /* nothing outstanding to wait for */
+    e->refs++;
+    s->q.push_back(work_item{ work_item::WAIT, nullptr, nullptr, nullptr, "cudaStreamWaitEvent", e, e->st, e->recorded });
+}
+/* dst's next work runs after what src holds now (an event of the runtime's own) */
+static void order_after(CUstream_st *dst, CUstream_st *src) {
+    if (src == dst || src->q.empty()) return;
+    CUevent_st *e = new CUevent_st();
+    e->device = src->device;
+    e->handle = false;
+    push_record(e, src);
+    push_wait(dst, e);
+}
+/* The legacy default stream: work queued on it waits for every blocking stream of its device,
+ * and work queued on a blocking stream waits for it (streams made cudaStreamNonBlocking do not
+ * take part). */
+static void order_with_legacy(CUstream_st *s) {
+    device_state &d = dev(s->device);
+    if (s == d.null_stream) {
+        for (CUstream_st *o : g_streams)
+            if (o != s && o->device == s->device && !(o->flags & cudaStreamNonBlocking)) order_after(s, o);
+    } else if (!(s->flags & cudaStreamNonBlocking) && d.null_stream) {
+        order_after(s, d.null_stream);
+    }
 }
 
 extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
@@ -575,14 +629,14 @@ extern "C" cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCrea
 
 static int drain(CUstream_st *s, memory_window &w, int depth);
 static cudaError_t wait_done(CUstream_st *s);
+static void pop(CUstream_st *s);
 
 extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s) {
     guard l(g_mu);
     if (!s || !g_streams.count(s)) return fail(cudaErrorInvalidResourceHandle);
     /* CUDA lets queued work finish after a destroy: run it now */
     wait_done(s);
-    for (work_item &w : s->q)
-        if (w.kind == work_item::FN && w.free_arg) w.free_arg(w.arg);
+    while (!s->q.empty()) pop(s);   /* only left after a sticky error */
     g_streams.erase(s);
     delete s;
     return cudaSuccess;
@@ -601,26 +655,24 @@ extern "C" cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateW
 extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e) {
     guard l(g_mu);
     if (!e || !g_events.count(e)) return fail(cudaErrorInvalidResourceHandle);
-    /* queued waits on it still need it: keep the object, forget the handle */
+    /* queued records and waits may still name it: the last of them deletes it */
     g_events.erase(e);
+    e->handle = false;
+    if (e->refs == 0) delete e;
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     STICKY();
     guard l(g_mu);
     if (!e || !g_events.count(e) || !stream_ok(s)) return fail(cudaErrorInvalidResourceHandle);
-    CUstream_st *st = resolve(s);
-    e->recorded++;
-    e->st = st;
-    st->q.push_back(work_item{ work_item::RECORD, nullptr, nullptr, nullptr, "cudaEventRecord", e, st, e->recorded });
+    push_record(e, resolve(s));
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     STICKY();
     guard l(g_mu);
     if (!e || !g_events.count(e) || !stream_ok(s)) return fail(cudaErrorInvalidResourceHandle);
-    if (e->recorded == 0) return cudaSuccess;   /* never recorded: nothing to wait for */
-    resolve(s)->q.push_back(work_item{ work_item::WAIT, nullptr, nullptr, nullptr, "cudaStreamWaitEvent", e, e->st, e->recorded });
+    push_wait(resolve(s), e);
     return cudaSuccess;
 }
 
@@ -637,6 +689,7 @@ static void pop(CUstream_st *s) {
     work_item w = s->q.front();
     s->q.pop_front();
     if (w.kind == work_item::FN && w.free_arg) w.free_arg(w.arg);
+    if (w.kind != work_item::FN) event_unref(w.ev);
 }
 
 /* Runs the head of s. Returns DGEMU_DONE when it finished (and was popped), DGEMU_AGAIN when it
@@ -645,25 +698,26 @@ static int step(CUstream_st *s, memory_window &win, int depth, bool follow) {
     work_item &w = s->q.front();
     switch (w.kind) {
     case work_item::RECORD:
-        if (w.gen > w.ev->done) w.ev->done = w.gen;
+        w.ev->pending.erase(w.gen);
         clock_gettime(CLOCK_MONOTONIC, &w.ev->when);
         pop(s);
         return DGEMU_DONE;
     case work_item::WAIT: {
-        if (w.ev->done < w.gen && follow && depth < 16 && w.src != s) {
+        if (!w.ev->done(w.gen) && follow && depth < 16 && w.src != s) {
             CUstream_st *src = w.src;
             CUevent_st *ev = w.ev;
             uint64_t gen = w.gen;
-            while (ev->done < gen && !src->q.empty())
+            while (!ev->done(gen) && !src->q.empty())
                 if (step(src, win, depth + 1, true) == DGEMU_AGAIN) break;
         }
-        if (w.ev->done < w.gen) return DGEMU_AGAIN;
+        if (!w.ev->done(w.gen)) return DGEMU_AGAIN;
         pop(s);
         return DGEMU_DONE;
     }
     case work_item::FN: {
         g_stats.work_items++;
-        if (cfg().dry) { pop(s); return DGEMU_DONE; }
+        /* dry runs, and everything queued behind a sticky error, are dropped unrun */
+        if (cfg().dry || g_sticky.load() != cudaSuccess) { pop(s); return DGEMU_DONE; }
         win.open();
         int r = w.fn(w.arg);
         if (r == DGEMU_AGAIN) return DGEMU_AGAIN;
@@ -677,8 +731,8 @@ static int step(CUstream_st *s, memory_window &win, int depth, bool follow) {
 /* One step of some stream chosen at random among those that can move (random interleaving). */
 static int random_step(int device, memory_window &win) {
     std::vector<CUstream_st *> ready;
-    for (CUstream_st *s : g_streams)
-        if (s->device == device && !s->q.empty()) ready.push_back(s);
+    for (CUstream_st *s : g_streams)   /* all devices: a wait may name another device's event */
+        if (!s->q.empty()) ready.push_back(s);
     while (!ready.empty()) {
         size_t i = (size_t)(rnd() % ready.size());
         if (step(ready[i], win, 0, false) == DGEMU_DONE) return DGEMU_DONE;
@@ -699,6 +753,16 @@ static int drain(CUstream_st *s, memory_window &win, int depth) {
     return DGEMU_DONE;
 }
 
+/* One step of every stream that can move; whether any did. */
+static bool sweep(void) {
+    memory_window win;
+    std::vector<CUstream_st *> all(g_streams.begin(), g_streams.end());
+    bool moved = false;
+    for (CUstream_st *s : all)
+        if (g_streams.count(s) && !s->q.empty() && step(s, win, 0, true) == DGEMU_DONE) moved = true;
+    return moved;
+}
+
 /* Blocks until s is empty, sleeping while its head waits for something outside this process
  * (a collective's peers). The caller holds g_mu once; it is released while sleeping. */
 static cudaError_t wait_done(CUstream_st *s) {
@@ -710,6 +774,7 @@ static cudaError_t wait_done(CUstream_st *s) {
             r = drain(s, win, 0);
         }
         if (r == DGEMU_DONE || g_sticky.load() != cudaSuccess) break;
+        if (sweep()) continue;   /* a wait chain deeper than step() follows: move every stream once */
         g_mu.unlock();
         usleep(100);
         g_mu.lock();
@@ -748,7 +813,7 @@ extern "C" cudaError_t cudaStreamQuery(cudaStream_t s) {
     return st->q.empty() ? cudaSuccess : cudaErrorNotReady;
 }
 static int run_to_event(CUevent_st *e, memory_window &win) {
-    while (e->done < e->recorded && e->st && !e->st->q.empty()) {
+    while (!e->done(e->recorded) && e->st && !e->st->q.empty()) {
         int r = cfg().random_interleave ? random_step(e->st->device, win) : step(e->st, win, 0, true);
         if (r == DGEMU_AGAIN) return DGEMU_AGAIN;
     }
@@ -761,7 +826,8 @@ extern "C" cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     g_stats.syncs++;
     for (;;) {
         { memory_window win; run_to_event(e, win); }
-        if (e->done >= e->recorded || g_sticky.load() != cudaSuccess) break;
+        if (e->done(e->recorded) || g_sticky.load() != cudaSuccess) break;
+        if (sweep()) continue;
         g_mu.unlock();
         usleep(100);
         g_mu.lock();
@@ -773,16 +839,16 @@ extern "C" cudaError_t cudaEventQuery(cudaEvent_t e) {
     STICKY();
     guard l(g_mu);
     if (!e || !g_events.count(e)) return fail(cudaErrorInvalidResourceHandle);
-    if (e->done < e->recorded && e->st && !e->st->q.empty()) {
+    if (!e->done(e->recorded) && e->st && !e->st->q.empty()) {
         memory_window win;
         step(e->st, win, 0, true);
     }
     STICKY();
-    return e->done >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+    return e->done(e->recorded) ? cudaSuccess : cudaErrorNotReady;
 }
 extern "C" cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     if (!ms || !a || !b) return fail(cudaErrorInvalidValue);
-    if (a->done < a->recorded || b->done < b->recorded) return fail(cudaErrorNotReady);
+    if (!a->done(a->recorded) || !b->done(b->recorded)) return fail(cudaErrorNotReady);
     *ms = (float)((b->when.tv_sec - a->when.tv_sec) * 1e3 + (b->when.tv_nsec - a->when.tv_nsec) * 1e-6);
     return cudaSuccess;
 }
@@ -881,15 +947,20 @@ static const size_t FIBER_STACK = 64 * 1024;
 static const int MAX_THREADS = 1024;
 
 /* One block running as fibers on this OS thread. */
+/* Warp shuffles: a lane deposits its value in one of two slots (alternating per lane), and waits
+ * with its mask; a group of lanes is released when every present lane its mask names waits with
+ * that same mask (halves of a warp may shuffle separately). At release each lane's slot is
+ * remembered, so a reader gets the value of that exchange even if its source has already
+ * deposited its next one in the other slot. */
 struct block_run {
     const launch_work *L;
     int n;
     fiber *f;
     int n_done, n_wait_block;
-    int warp_wait[MAX_THREADS / 32];
-    unsigned warp_mask[MAX_THREADS / 32];
-    uint64_t xbuf[MAX_THREADS / 32][2][32];
     bool met_sync;
+    unsigned wait_mask[MAX_THREADS];   /* the mask a lane waits with */
+    uint8_t next_slot[MAX_THREADS], dep_slot[MAX_THREADS], rel_slot[MAX_THREADS];
+    uint64_t xbuf[2][MAX_THREADS];
 };
 struct fiber_pool {
     char *stacks = nullptr;
@@ -942,17 +1013,16 @@ static void *fresh_stack(fiber_pool *p, int i, fiber *f) {
     return sp;
 }
 
-static void set_ctx(dgemu_thread *c, const launch_work *L, unsigned b, int t) {
+static void set_ctx(dgemu_thread *c, const launch_work *L, uint64_t b, int t) {
     c->gdim = L->grid;
     c->bdim = L->block;
-    c->bid.x = b % L->grid.x;
-    c->bid.y = (b / L->grid.x) % L->grid.y;
-    c->bid.z = b / (L->grid.x * L->grid.y);
+    c->bid.x = (unsigned)(b % L->grid.x);
+    c->bid.y = (unsigned)((b / L->grid.x) % L->grid.y);
+    c->bid.z = (unsigned)(b / ((uint64_t)L->grid.x * L->grid.y));
     c->tid.x = (unsigned)t % L->block.x;
     c->tid.y = ((unsigned)t / L->block.x) % L->block.y;
     c->tid.z = (unsigned)t / (L->block.x * L->block.y);
     c->linear = t;
-    c->shfl_count = 0;
 }
 
 static const char *state_counts(const block_run &B, char *buf, size_t n) {
@@ -966,11 +1036,35 @@ static const char *state_counts(const block_run &B, char *buf, size_t n) {
     return buf;
 }
 
+/* Releases the shuffle groups of warp w whose lanes have all arrived; whether any was. */
+static bool release_warp(block_run &B, int w) {
+    int lanes = B.n - w * 32 < 32 ? B.n - w * 32 : 32;
+    unsigned present = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
+    bool released = false;
+    for (int l = 0; l < lanes; l++) {
+        int t = w * 32 + l;
+        if (B.f[t].state != F_WAIT_WARP) continue;
+        unsigned m = B.wait_mask[t] & present;
+        bool all = true;
+        for (int k = 0; k < lanes && all; k++)
+            if (m >> k & 1u) all = B.f[w * 32 + k].state == F_WAIT_WARP && B.wait_mask[w * 32 + k] == B.wait_mask[t];
+        if (!all) continue;
+        for (int k = 0; k < lanes; k++)
+            if (m >> k & 1u) {
+                B.rel_slot[w * 32 + k] = B.dep_slot[w * 32 + k];
+                B.f[w * 32 + k].state = F_RUN;
+            }
+        released = true;
+    }
+    return released;
+}
+
 /* Runs block b as fibers; returns whether any thread met a barrier or shuffle. */
-static bool run_block_fibers(const launch_work *L, unsigned b) {
+static bool run_block_fibers(const launch_work *L, uint64_t b) {
     fiber_pool *p = pool();
     block_run B;
-    memset(&B, 0, offsetof(block_run, xbuf));
+    memset(&B, 0, offsetof(block_run, wait_mask));
+    memset(B.next_slot, 0, sizeof B.next_slot);
     B.L = L;
     B.n = (int)(L->block.x * L->block.y * L->block.z);
     B.f = p->f;
@@ -989,17 +1083,7 @@ static bool run_block_fibers(const launch_work *L, unsigned b) {
         }
         if (B.n_done == B.n) break;
         bool released = false;
-        for (int w = 0; w * 32 < B.n; w++) {
-            if (!B.warp_wait[w]) continue;
-            int lanes = B.n - w * 32 < 32 ? B.n - w * 32 : 32;
-            unsigned present = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
-            int want = __builtin_popcount(B.warp_mask[w] & present);
-            if (B.warp_wait[w] < want) continue;
-            for (int l = 0; l < lanes; l++)
-                if (B.f[w * 32 + l].state == F_WAIT_WARP) B.f[w * 32 + l].state = F_RUN;
-            B.warp_wait[w] = 0;
-            released = true;
-        }
+        for (int w = 0; w * 32 < B.n; w++) released |= release_warp(B, w);
         if (released) continue;
         char buf[160];
         if (B.n_wait_block > 0 && B.n_wait_block == B.n - B.n_done) {
@@ -1020,7 +1104,7 @@ static bool run_block_fibers(const launch_work *L, unsigned b) {
     return B.met_sync;
 }
 
-static void run_block_plain(const launch_work *L, unsigned b) {
+static void run_block_plain(const launch_work *L, uint64_t b) {
     dgemu_thread c;
     int n = (int)(L->block.x * L->block.y * L->block.z);
     t_plain = true;
@@ -1040,8 +1124,8 @@ static void yield_to_scheduler(fiber_state st) {
 
 void dgemu_syncthreads(void) {
     if (!t_block) {
-        thread_fault("__syncthreads reached in a block the emulator ran as a plain loop (the grid's first block met no "
-                     "barrier): barrier use that differs between blocks", cudaErrorLaunchFailure);
+        thread_fault("__syncthreads reached in a block the emulator ran as a plain loop (no block of this kernel's first "
+                     "launch met a barrier): barrier use that differs between launches", cudaErrorLaunchFailure);
         return;
     }
     t_block->met_sync = true;
@@ -1051,31 +1135,32 @@ void dgemu_syncthreads(void) {
 
 void dgemu_warp_exchange(unsigned mask, const void *mine, size_t n, int src, void *out) {
     if (!t_block) {
-        thread_fault("warp shuffle reached in a block the emulator ran as a plain loop (the grid's first block met none)",
-                     cudaErrorLaunchFailure);
+        thread_fault("warp shuffle reached in a block the emulator ran as a plain loop (no block of this kernel's first "
+                     "launch met one)", cudaErrorLaunchFailure);
         memcpy(out, mine, n);
         return;
     }
     block_run *B = t_block;
     dgemu_thread *c = &t_fiber->ctx;
-    int w = c->linear / 32, lane = c->linear & 31;
+    int t = c->linear, w = t / 32, lane = t & 31;
     if (!(mask >> lane & 1u)) {
         thread_fault("a warp shuffle by a lane its mask does not name", cudaErrorIllegalInstruction);
         memcpy(out, mine, n);
         return;
     }
-    int slot = (int)(c->shfl_count++ & 1u);
+    int slot = B->next_slot[t];
+    B->next_slot[t] ^= 1;
     uint64_t v = 0;
     memcpy(&v, mine, n);
-    B->xbuf[w][slot][lane] = v;
-    if (B->warp_wait[w] == 0) B->warp_mask[w] = mask;
-    else if (B->warp_mask[w] != mask) thread_fault("lanes of one warp shuffle with different masks", cudaErrorIllegalInstruction);
+    B->xbuf[slot][t] = v;
+    B->dep_slot[t] = (uint8_t)slot;
+    B->wait_mask[t] = mask;
     B->met_sync = true;
-    B->warp_wait[w]++;
     yield_to_scheduler(F_WAIT_WARP);
     int lanes = B->n - w * 32 < 32 ? B->n - w * 32 : 32;
-    if (src < 0 || src >= lanes || !(B->warp_mask[w] >> src & 1u)) { memcpy(out, mine, n); return; }
-    memcpy(out, &B->xbuf[w][slot][src], n);
+    if (src < 0 || src >= lanes || !(mask >> src & 1u)) { memcpy(out, mine, n); return; }
+    int s = w * 32 + src;
+    memcpy(out, &B->xbuf[B->rel_slot[s]][s], n);
 }
 
 /* A device-side error in the thread running now: reported with the kernel and the thread, the
@@ -1093,13 +1178,15 @@ static void thread_fault(const char *what, cudaError_t e) {
 
 static int run_launch(void *arg) {
     launch_work *L = (launch_work *)arg;
-    unsigned nblocks = L->grid.x * L->grid.y * L->grid.z;
+    uint64_t nblocks = (uint64_t)L->grid.x * L->grid.y * L->grid.z;
+    bool first = !g_kernels.count(L->kernel);
     kernel_info &ki = g_kernels[L->kernel];
-    std::atomic<bool> failed{ false };
-    bool cooperative = ki.cooperative;
+    std::atomic<bool> failed{ false }, met{ false };
+    /* a kernel's first launch runs every block as fibers and tells whether its threads meet */
+    bool cooperative = first || ki.cooperative;
     g_stats.launches++;
 
-    auto run_one = [&](unsigned b, bool fibers) -> bool {
+    auto run_one = [&](uint64_t b, bool fibers) -> bool {
         ensure_altstack();
         sigjmp_buf jb;
         t_launch = L;
@@ -1129,22 +1216,18 @@ static int run_launch(void *arg) {
         return met;
     };
 
-    /* the first block tells whether this kernel's threads meet (once known, it stays known) */
-    bool met = run_one(0, true);
-    g_stats.fiber_blocks++;
-    if (met) ki.cooperative = cooperative = true;
-    if (failed || nblocks == 1) return DGEMU_DONE;
     long threads = (long)L->block.x * L->block.y * L->block.z;
     int workers = cfg().threads;
-    if ((long)nblocks * threads < 4096) workers = 1;
-    long chunk = (long)nblocks / (workers * 8) + 1;
+    if ((long long)nblocks * threads < 4096) workers = 1;
+    long long chunk = (long long)nblocks / (workers * 8) + 1;
 #pragma omp parallel for num_threads(workers) schedule(dynamic, chunk)
-    for (long b = 1; b < (long)nblocks; b++) {
+    for (long long b = 0; b < (long long)nblocks; b++) {
         if (failed) continue;
-        run_one((unsigned)b, cooperative);
+        if (run_one((uint64_t)b, cooperative)) met = true;
     }
-    if (cooperative) g_stats.fiber_blocks += nblocks - 1;
-    else g_stats.plain_blocks += nblocks - 1;
+    if (first) ki.cooperative = met;
+    if (cooperative) g_stats.fiber_blocks += nblocks;
+    else g_stats.plain_blocks += nblocks;
     return DGEMU_DONE;
 }
 static void free_launch(void *arg) {

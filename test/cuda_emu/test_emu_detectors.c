@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <cuda_runtime.h>
 #include "detector_kernels.h"
+#include "emu_internal.h"
 
 Test(emu_detectors, read_without_synchronise_sees_stale_data) {
     cr_expect_eq(dgd_read_after_copy(true), 7, "with the synchronise the copy must have landed");
@@ -81,4 +82,42 @@ Test(emu_detectors, memory_limit_gives_out_of_memory) {
     cr_expect_eq(cudaGetLastError(), cudaSuccess, "out of memory is not sticky");
     cr_assert_eq(cudaFree(a), cudaSuccess);
     cr_expect_eq(cudaMalloc(&b, 6 << 20), cudaSuccess, "freed memory is available again");
+}
+
+/* ---- right programs run as a GPU runs them ---- */
+
+Test(emu_semantics, a_wait_is_for_the_record_it_saw) {
+    cr_expect_eq(dgd_event_rerecorded_elsewhere(), 1, "a later record on another stream must not release the wait");
+}
+
+Test(emu_semantics, long_wait_chains_complete) {
+    cr_expect_eq(dgd_wait_chain(40), 5, "40 streams each waiting on the next");
+}
+
+Test(emu_semantics, legacy_default_stream_waits_for_blocking_streams) {
+    cr_expect_eq(dgd_legacy_stream_orders_blocking_streams(), 7);
+}
+
+Test(emu_semantics, shuffle_groups_and_parities) {
+    int p0 = -1, p16 = -1, h0 = -1, h17 = -1;
+    cr_assert_eq(dgd_shuffle_groups(&p0, &p16, &h0, &h17), cudaSuccess);
+    cr_expect_eq(p0, 16, "lane 0 reads lane 16's unchanged value after a half-warp shuffle");
+    cr_expect_eq(p16, 1, "lane 16 reads lane 0's value, which came from lane 1");
+    cr_expect_eq(h0, 1, "lower half exchanged within itself");
+    cr_expect_eq(h17, 16, "upper half exchanged within itself");
+}
+
+Test(emu_semantics, barrier_met_only_by_later_blocks) {
+    int v = -1;
+    cr_assert_eq(dgd_barrier_only_in_later_blocks(&v), cudaSuccess, "block 0 may leave before the barrier the others meet");
+    cr_expect_eq(v, 28);
+}
+
+Test(emu_semantics, barrier_free_kernels_run_as_plain_loops_after_their_first_launch) {
+    dgemu_stats a, b;
+    dgemu_get_stats(&a);
+    dgd_plain_kernel_twice();
+    dgemu_get_stats(&b);
+    cr_expect_eq(b.fiber_blocks - a.fiber_blocks, 64, "the first launch runs as fibers");
+    cr_expect_eq(b.plain_blocks - a.plain_blocks, 64, "the second as plain loops");
 }

@@ -47,7 +47,6 @@ struct dgemu_thread {
     uint3 tid, bid;
     dim3 bdim, gdim;
     int linear;             /* thread number in its block */
-    unsigned shfl_count;    /* warp shuffles done, for the exchange slots' parity */
 };
 extern thread_local dgemu_thread *dgemu_cur;
 
