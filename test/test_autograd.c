@@ -90,14 +90,18 @@ static int cube_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     gi[0] = dg_mul(g, dg_mul_scalar(dg_mul(x, x), 3.0));
     return 0;
 }
+/* README's custom op, as written there */
 static dg_tensor *cube(dg_tensor *x) {
+    dg_scope *s = dg_scope_begin();
     dg_no_grad_begin();
     dg_tensor *y = dg_mul(dg_mul(x, x), x);
     dg_no_grad_end();
-    if (dg_needs_record(&x, 1)) {
+    if (y && dg_needs_record(&x, 1)) {
         dg_node *n = dg_record("cube", y, &x, 1, cube_bw);
-        dg_node_save(n, x);
+        if (!n || dg_node_save(n, x) != 0) y = NULL;
     }
+    if (y) y = dg_keep_in_parent(y);
+    dg_scope_end(s);
     return y;
 }
 static dg_tensor *cube_fn(dg_tensor *const *in, void *ctx) { return cube(in[0]); }
@@ -106,6 +110,20 @@ Test(autograd, custom_op) {
     dg_tensor *x = gc_input(DG_SHAPE(4), -2, 2);
     gradcheck("cube", cube_fn, &x, 1, NULL, 1e-6);
     dg_tensor_free(x);
+}
+
+Test(autograd, custom_op_leaves_nothing_behind_without_a_scope) {
+    size_t before = dg_live_tensors();
+    dg_tensor *x = dg_ones(DG_SHAPE(4), DG_F32);
+    cr_assert_eq(dg_set_requires_grad(x, true), 0);
+    dg_tensor *y = cube(x);
+    cr_assert(y, "%s", dg_last_error());
+    dg_tensor *loss = dg_sum_all(y);
+    cr_assert_eq(dg_backward(loss), 0, "%s", dg_last_error());
+    dg_tensor_free(loss);
+    dg_tensor_free(y);
+    dg_tensor_free(x);
+    cr_expect_eq(dg_live_tensors(), before, "%zu tensors left", dg_live_tensors() - before);
 }
 
 Test(autograd, long_chain_frees_without_recursion) {

@@ -29,18 +29,21 @@ static const char *check_pair(const char *op, const dg_tensor *x, const dg_tenso
 
 dg_tensor *dg_square_error_cost(const dg_tensor *x, const dg_tensor *y) {
     CHECK_PAIR("square_error_cost", x, y);
+    dg_scope *s = dg_scope_begin();
     dg_tensor *d = dg_sub(x, y);
-    return dg_mul(d, d);
+    return dg_composite_end(s, dg_mul(d, d));
 }
 dg_tensor *dg_mse_loss_ext(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
     CHECK_PAIR("mse_loss", x, y);
+    dg_scope *s = dg_scope_begin();
     dg_tensor *d = dg_sub(x, y);
-    return reduce_loss(dg_mul(d, d), r);
+    return dg_composite_end(s, reduce_loss(dg_mul(d, d), r));
 }
 dg_tensor *dg_mse_loss(const dg_tensor *x, const dg_tensor *y) { return dg_mse_loss_ext(x, y, DG_REDUCE_MEAN); }
 dg_tensor *dg_l1_loss(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
     CHECK_PAIR("l1_loss", x, y);
-    return reduce_loss(dg_abs(dg_sub(x, y)), r);
+    dg_scope *s = dg_scope_begin();
+    return dg_composite_end(s, reduce_loss(dg_abs(dg_sub(x, y)), r));
 }
 
 /* ---- negative log likelihood over [rows, cols] ---- */
@@ -140,11 +143,16 @@ static int to_rows(const dg_tensor *x, const dg_tensor *label, int axis, bool so
     return (*xr && *yr) ? 0 : DG_EINVAL;
 }
 
+static dg_tensor *nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_reduction r, int64_t ignore_index);
 dg_tensor *dg_nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_reduction r, int64_t ignore_index) {
     DG_CHECK_INPUT("nll_loss", logp);
     DG_CHECK_INPUT("nll_loss", label);
     DG_CHECK_FLOAT("nll_loss", logp);
     DG_CHECK_SAME_DEVICE("nll_loss", logp, label);
+    dg_scope *s = dg_scope_begin();
+    return dg_composite_end(s, nll_loss(logp, label, r, ignore_index));
+}
+static dg_tensor *nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_reduction r, int64_t ignore_index) {
     int axis = logp->ndim >= 3 ? 1 : -1;   /* torch layout: [N, C, d1, ...] */
     dg_tensor *xr, *yr;
     if (to_rows(logp, label, axis, false, &xr, &yr, "nll_loss")) return NULL;
@@ -158,12 +166,17 @@ dg_tensor *dg_nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_reducti
     return reduce_loss(per, r);
 }
 
+static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
 dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
     DG_CHECK_INPUT("cross_entropy", logits);
     DG_CHECK_INPUT("cross_entropy", label);
     DG_CHECK_FLOAT("cross_entropy", logits);
     DG_CHECK_SAME_DEVICE("cross_entropy", logits, label);
     DG_CHECK(p.reduction >= DG_REDUCE_MEAN && p.reduction <= DG_REDUCE_NONE, "cross_entropy: unknown reduction %d", (int)p.reduction);
+    dg_scope *s = dg_scope_begin();
+    return dg_composite_end(s, cross_entropy(logits, label, p));
+}
+static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
     int axis = p.axis ? p.axis : -1;
     int64_t ignore = p.use_ignore_index ? p.ignore_index : INT64_MIN;
     dg_tensor *xr, *yr;
@@ -194,8 +207,9 @@ dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label) {
 dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
     CHECK_PAIR("binary_cross_entropy_with_logits", x, y);
     /* max(x,0) - x*y + log(1 + exp(-|x|)): stable for large |x| */
+    dg_scope *s = dg_scope_begin();
     dg_tensor *per = dg_add(dg_sub(dg_relu(x), dg_mul(x, y)), dg_log(dg_add_scalar(dg_exp(dg_neg(dg_abs(x))), 1.0)));
-    return reduce_loss(per, r);
+    return dg_composite_end(s, reduce_loss(per, r));
 }
 
 dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k) {

@@ -58,4 +58,14 @@ dg_tensor *dg_sum_to(const dg_tensor *g, dg_shape shape);
 /* Contiguous (a view when it already is). Recorded like any op. */
 dg_tensor *dg_contiguous(const dg_tensor *x);
 
+/* Ops built from other ops run inside a scope of their own, so their intermediates die when
+ * they return even with no scope open; the result goes to the caller's scope, or to the caller.
+ *   dg_scope *s = dg_scope_begin(); ... return dg_composite_end(s, y); */
+static inline dg_tensor *dg_composite_end(dg_scope *s, dg_tensor *y) {
+    if (!s) return y;
+    if (y) y = dg_keep_in_parent(y);
+    dg_scope_end(s);
+    return y;
+}
+
 #endif

@@ -18,13 +18,6 @@ static int axes_mask(const dg_tensor *x, const int *axes, int n, bool *mask, con
     return 0;
 }
 
-static dg_tensor *finish_keepdim(dg_tensor *yk, const bool *mask, bool keepdim) {
-    if (keepdim || !yk) return yk;
-    dg_shape s = { .ndim = 0 };
-    for (int i = 0; i < yk->ndim; i++) if (!mask[i]) s.d[s.ndim++] = yk->shape[i];
-    return dg_reshape(yk, s);
-}
-
 /* g with the reduced axes put back as size 1 */
 static dg_tensor *keepdim_grad(dg_node *n, const dg_tensor *g) {
     red_attr *a = dg_node_attr(n);
@@ -94,7 +87,8 @@ dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     int64_t cnt = 1;
     for (int i = 0; i < x->ndim; i++) if (mask[i]) cnt *= x->shape[i];
     DG_CHECK(cnt > 0, "mean: reducing an empty tensor %s", DG_SHAPE_STR(x));
-    return dg_mul_scalar(dg_sum(x, axes, n, keepdim), 1.0 / (double)cnt);
+    dg_scope *s = dg_scope_begin();
+    return dg_composite_end(s, dg_mul_scalar(dg_sum(x, axes, n, keepdim), 1.0 / (double)cnt));
 }
 dg_tensor *dg_sum_all(const dg_tensor *x) { return dg_sum(x, NULL, 0, false); }
 dg_tensor *dg_mean_all(const dg_tensor *x) { return dg_mean(x, NULL, 0, false); }
@@ -111,9 +105,12 @@ static dg_tensor *arg_op(const char *name, dg_reduce_op op, const dg_tensor *x, 
     dg_tensor *y = dg_new_on(x, shape, x->ndim, DG_I64);
     if (!y) return NULL;
     DG_TRY_KERNEL(dg_backend_of(x)->reduce(op, x, y), y);
-    bool mask[DG_MAX_DIMS] = {0};
-    mask[a] = true;
-    return finish_keepdim(y, mask, keepdim);
+    if (!keepdim) {   /* y is fresh, contiguous and has no graph: drop the axis in place */
+        for (int i = a; i < x->ndim - 1; i++) y->shape[i] = y->shape[i + 1];
+        y->ndim = x->ndim - 1;
+        dg_compute_strides(y->shape, y->ndim, y->stride);
+    }
+    return y;
 }
 dg_tensor *dg_argmax(const dg_tensor *x, int axis, bool keepdim) { return arg_op("argmax", DG_RED_ARGMAX, x, axis, keepdim); }
 dg_tensor *dg_argmin(const dg_tensor *x, int axis, bool keepdim) { return arg_op("argmin", DG_RED_ARGMIN, x, axis, keepdim); }
