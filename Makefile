@@ -79,7 +79,7 @@ STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
-.PHONY: emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
+.PHONY: test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED)
@@ -182,6 +182,19 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet
 
 test-run: $(TESTBIN)
 	$(TESTBIN) --jobs 2
+	@$(MAKE) --no-print-directory test-cxx
+
+# The public headers from C++: test/cxx/api_cxx.cc built by g++ (and clang++ when present) as
+# C++11 and C++17 against the static library, then run (libgomp named directly: clang's
+# -fopenmp would want its own runtime, which the static library does not use).
+CXX_COMPILERS := g++ $(if $(shell command -v clang++ 2>/dev/null),clang++)
+test-cxx: $(STATIC)
+	@mkdir -p $(BUILD)/cxx
+	@for c in $(CXX_COMPILERS); do for std in c++11 c++17; do \
+	  echo "$$c -std=$$std test/cxx/api_cxx.cc"; \
+	  $$c -std=$$std -Wall -Wextra -Werror -Iinclude test/cxx/api_cxx.cc -o $(BUILD)/cxx/api_cxx_$${c}_$$std $(STATIC) \
+	    -lgomp $(LDLIBS) || exit 1; \
+	  $(BUILD)/cxx/api_cxx_$${c}_$$std || exit 1; done; done
 
 asan-test: deps interop-files
 	@$(MAKE) --no-print-directory -j2 BUILD=build/asan OPT=-O1 \

@@ -20,13 +20,26 @@ typedef struct dg_shape { int ndim; int64_t d[DG_MAX_DIMS]; } dg_shape;
 
 #define DG_NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, N, ...) N
 #define DG_NARGS(...) DG_NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+dg_shape dg_make_shape(int ndim, const int64_t *dims);
 #ifdef __cplusplus
-#define DG_SHAPE(...) (dg_make_shape(DG_NARGS(__VA_ARGS__), (const int64_t[]){__VA_ARGS__}))
+}   /* C++ (11 and later) builds shapes with a template: compound literals are not C++, and g++
+     * refuses the address of a temporary array, so DG_SHAPE(n, 1, 28, 28) with a runtime n
+     * needs this */
+template <typename... T> static inline dg_shape dg_shape_from(T... v) {
+    static_assert(sizeof...(T) <= DG_MAX_DIMS, "DG_SHAPE: more dims than DG_MAX_DIMS");
+    const int64_t d[sizeof...(T) + 1] = { (int64_t)v..., 0 };
+    dg_shape s = dg_shape();
+    s.ndim = (int)sizeof...(T);
+    for (int i = 0; i < s.ndim; i++) s.d[i] = d[i];
+    return s;
+}
+#define DG_SHAPE(...) (dg_shape_from(__VA_ARGS__))
+#define DG_SCALAR_SHAPE (dg_shape_from())
+extern "C" {
 #else
 #define DG_SHAPE(...) ((dg_shape){ .ndim = DG_NARGS(__VA_ARGS__), .d = {__VA_ARGS__} })
-#endif
 #define DG_SCALAR_SHAPE ((dg_shape){ .ndim = 0 })
-dg_shape dg_make_shape(int ndim, const int64_t *dims);
+#endif
 
 /* Creation on the current device. */
 dg_tensor *dg_empty(dg_shape shape, dg_dtype dtype);
