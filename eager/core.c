@@ -41,7 +41,10 @@ int dg_set_device(const char *name) {
 }
 
 void dg_set_num_threads(int n) {
+    /* more threads than 4 per core only adds switching; libgomp dies making tens of thousands */
+    int most = 4 * omp_get_num_procs();
     if (n < 1) n = omp_get_num_procs();
+    if (n > most) n = most;
     g_threads = n;
     omp_set_num_threads(n);   /* oneDNN's GEMM reads the same OpenMP setting */
 }

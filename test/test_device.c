@@ -58,3 +58,18 @@ Test(device, tf32_switch_defaults_off) {
     cr_assert(dg_get_allow_tf32());
     dg_set_allow_tf32(false);
 }
+
+Test(device, thread_counts_are_clamped) {
+    dg_set_num_threads(100000);   /* libgomp crashed making this many */
+    int n = dg_get_num_threads();
+    cr_expect(n >= 1 && n <= 4 * 1024, "thread count %d", n);
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *a = dg_randn(DG_SHAPE(64, 64), DG_F32);
+    dg_tensor *p = dg_matmul(a, a);
+    cr_expect(p && isfinite(dg_item(dg_sum_all(p))), "%s", dg_last_error());
+    dg_scope_end(s);
+    dg_set_num_threads(0);
+    cr_expect_geq(dg_get_num_threads(), 1);
+    dg_set_num_threads(-5);
+    cr_expect_geq(dg_get_num_threads(), 1);
+}

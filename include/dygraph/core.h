@@ -103,7 +103,8 @@ bool dg_get_allow_tf32(void);
 int dg_set_cpu_bf16(bool on);
 bool dg_get_cpu_bf16(void);
 
-/* Threads used by CPU kernels (OpenMP and the GEMM library). */
+/* Threads used by CPU kernels (OpenMP and the GEMM library). n < 1 means one per core; more than
+ * four per core is clamped to that. */
 void dg_set_num_threads(int n);
 int dg_get_num_threads(void);
 
