@@ -2,7 +2,7 @@
  *
  * A dataset maps an index to a sample: a few tensors (image, label, …) made fresh for the
  * caller. Users implement one in C with a vtable; the built-in ones read MNIST/Fashion-MNIST
- * IDX (plain or .gz), the seed's mnist.json.gz, CIFAR-10 binary batches, the Kaggle facial
+ * IDX (plain or .gz), the mnist.json.gz of Paddle's MNIST tutorial, CIFAR-10 binary batches, the Kaggle facial
  * keypoints CSV, and image lists (`relative/path.jpeg label`, JPEG and PNG). Every parser
  * validates its file before serving from it: a bad file is an error naming the file and the
  * record/byte, never a crash or a partial batch.
@@ -116,7 +116,7 @@ dg_dataset *dg_cifar10_dataset(const char *dir, bool train);
  * Rows with a missing value are dropped. Image [1, 96, 96] / 255; label f32 [30] / 96 (as the
  * seed). Without label columns (test.csv: ImageId,Image) the sample holds the image only. */
 dg_dataset *dg_face_keypoints_dataset(const char *csv_path);
-/* Image list (seed 003): lines `relative/path label` under root; JPEG or PNG decoded to
+/* Image list (as in Paddle's collective FleetAPI guide): lines `relative/path label` under root; JPEG or PNG decoded to
  * f32 [3, H, W] in [0, 1] (gray expanded to 3 channels); label int64 0-d. */
 dg_dataset *dg_image_list_dataset(const char *root, const char *list_path);
 /* The same parsers over bytes in memory (gzip data is inflated first), with the same checks;

@@ -123,7 +123,7 @@ dg_comm *dg_fleet_comm(void);
 dg_layer *dg_fleet_distributed_model(dg_layer *net);
 /* The optimizer itself: gradients are already reduced by apply_collective_grads. */
 dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt);
-/* Seed 003: only rank 0 writes (others return 0 at once). */
+/* As Paddle's fleet.save in the collective guide: only rank 0 writes (others return 0 at once). */
 int dg_fleet_save(const dg_layer *net, const char *path);
 /* Frees the world communicator (MPI_Finalize where MPI was started here). */
 void dg_fleet_shutdown(void);

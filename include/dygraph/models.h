@@ -1,4 +1,4 @@
-/* dygraph/models.h — the model zoo: torchvision's ResNets and the seeds' networks, built on
+/* dygraph/models.h — the model zoo: torchvision's ResNets and the networks of Paddle's tutorials, built on
  * the layer API of nn.h.
  *
  * Every model is an ordinary dg_layer: run it with dg_forward, list its parameters with
@@ -36,7 +36,7 @@ extern "C" {
  * Init: every Conv2d kaiming_normal_(mode fan_out, relu); every BatchNorm2d weight 1, bias 0;
  * fc keeps Linear's default (kaiming_uniform a=sqrt(5), bias U(+-1/sqrt(in))).
  * Input [N, 3, H, W] gives [N, num_classes] logits for any H, W >= 32 thanks to the adaptive
- * pool (224x224 is ImageNet's, the seeds' face keypoints use 96x96); in training mode BatchNorm
+ * pool (224x224 is ImageNet's, Paddle's face-keypoint example uses 96x96); in training mode BatchNorm
  * needs more than one value per channel, so N * ceil(H/32) * ceil(W/32) must exceed 1.
  * Type strings: "ResNet", "BasicBlock", "Bottleneck".
  * resnet18 with 1000 classes has 11,689,512 parameters, resnet34 21,797,672, resnet50
@@ -54,7 +54,7 @@ typedef enum dg_resnet_block_kind {
 
 dg_layer *dg_resnet18(dg_resnet_params p);   /* BasicBlock, [2, 2, 2, 2] */
 dg_layer *dg_resnet34(dg_resnet_params p);   /* BasicBlock, [3, 4, 6, 3] */
-dg_layer *dg_resnet50(dg_resnet_params p);   /* Bottleneck, [3, 4, 6, 3] (seed 003's model) */
+dg_layer *dg_resnet50(dg_resnet_params p);   /* Bottleneck, [3, 4, 6, 3] (the model of Paddle's collective FleetAPI guide) */
 /* Any depth: torchvision's ResNet(block, layers, num_classes); layers[i] >= 1 blocks per stage
  * (resnet101 is Bottleneck [3, 4, 23, 3], resnet152 Bottleneck [3, 8, 36, 3]). */
 dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_params p);
@@ -66,36 +66,37 @@ dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_p
 dg_layer *dg_resnet_basic_block(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
 dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
 
-/* ======================= the seeds' networks ======================= */
+/* ======================= the networks of Paddle's tutorials ======================= */
 
-/* Seed 004's MNIST network (type "MNIST"): x [N, 1, 28, 28] -> [N, 10] LOGITS.
+/* The MNIST network of Paddle's multi-GPU tutorial (type "MNIST"): x [N, 1, 28, 28] -> [N, 10] LOGITS.
  *   conv1  Conv2d(1, 20, 5, stride 1, padding 2), then ReLU
  *   pool1  MaxPool2d(2, stride 2)
  *   conv2  Conv2d(20, 20, 5, stride 1, padding 2), then ReLU
  *   pool2  MaxPool2d(2, stride 2)
  *   fc     Linear(980, 10) on the input flattened from axis 1 (20 * 7 * 7 = 980)
- * The seed's FC applies softmax (act='softmax'); this model returns the logits instead and the
- * softmax belongs in the loss: dg_cross_entropy(logits, label) equals the seed's
+ * Paddle's FC there applies softmax (act='softmax'); this model returns the logits instead and the
+ * softmax belongs in the loss: dg_cross_entropy(logits, label) equals the tutorial's
  * cross_entropy(softmax(...)) and is numerically safer. Apply dg_softmax(out, -1) for the
- * probabilities. fc.weight is [10, 980] (torch layout; the seed's FC stores [980, 10]).
+ * probabilities. fc.weight is [10, 980] (torch layout; Paddle's FC stores [980, 10]).
  * Default init is PyTorch's for Conv2d/Linear (not fluid's). */
 dg_layer *dg_mnist_cnn(void);
 
-/* Seed 000's CIFAR-10 network MyNet (type "MyNet"): x [N, 3, 32, 32] -> [N, num_classes].
+/* MyNet, the CIFAR-10 network of Paddle's Fleet collective-training tutorial (type "MyNet"):
+ * x [N, 3, 32, 32] -> [N, num_classes].
  *   conv1 Conv2d(3, 32, 3) + ReLU, pool1 MaxPool2d(2, 2), conv2 Conv2d(32, 64, 3) + ReLU,
  *   pool2 MaxPool2d(2, 2), conv3 Conv2d(64, 64, 3) + ReLU, flatten (axes 1..-1),
  *   linear1 Linear(1024, 64) + ReLU, linear2 Linear(64, num_classes)
  * (no padding: 32 -> 30 -> 15 -> 13 -> 6 -> 4, and 64 * 4 * 4 = 1024). The sublayer names are
- * the seed's. Paddle's Linear stores its weight as [in, out]; ours follow torch's [out, in]
- * (linear1.weight is [64, 1024]). num_classes must be >= 1 (the seed trains with 10). */
+ * the tutorial's. Paddle's Linear stores its weight as [in, out]; ours follow torch's [out, in]
+ * (linear1.weight is [64, 1024]). num_classes must be >= 1 (the tutorial trains with 10). */
 dg_layer *dg_cifar_mynet(int64_t num_classes);
 
-/* Seed 000's face-keypoint network FaceNet (type "FaceNet"): x [N, 3, H, W] (the seed uses
- * 96x96) -> [N, num_keypoints * 2] (the seed: 15 keypoints -> 30 coordinates).
+/* FaceNet, the face-keypoint network of the same tutorial (type "FaceNet"): x [N, 3, H, W] (the
+ * tutorial uses 96x96) -> [N, num_keypoints * 2] (there: 15 keypoints -> 30 coordinates).
  *   backbone  = dg_resnet18 with 1000 classes ("backbone.conv1.weight", ...)
  *   outLayer1 = Sequential(Linear(1000, 512), ReLU, Dropout(0.1))  ("outLayer1.0.weight", ...)
  *   outLayer2 = Linear(512, num_keypoints * 2)
- * The seed's pretrained=False is the only variant: load pretrained weights into "backbone.*"
+ * The tutorial's pretrained=False is the only variant: load pretrained weights into "backbone.*"
  * from a checkpoint instead. num_keypoints must be >= 1. */
 dg_layer *dg_facenet(int64_t num_keypoints);
 

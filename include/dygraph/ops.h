@@ -98,7 +98,7 @@ typedef struct dg_cross_entropy_params {
     int axis;                 /* class axis; 0 means the default, the last axis (Paddle's -1);
                                  pass 1 for [N, C, H, W]-style inputs */
 } dg_cross_entropy_params;
-/* Labels: integer class ids of shape [N] or [N,1] (the seeds' layout), or soft labels. */
+/* Labels: integer class ids of shape [N] or [N,1] (Paddle's layout), or soft labels. */
 dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label);
 dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
 dg_tensor *dg_nll_loss(const dg_tensor *log_probs, const dg_tensor *label, dg_reduction r, int64_t ignore_index);
