@@ -107,7 +107,7 @@ dg_dataset *dg_dataset_transform(dg_dataset *base, const dg_transform *tf, int n
 /* ---- built-in datasets: field 0 image f32 [C,H,W] in [0,1], field 1 label ---- */
 /* MNIST / Fashion-MNIST IDX files, plain or gzip; label int64 0-d. */
 dg_dataset *dg_mnist_idx_dataset(const char *images_path, const char *labels_path);
-/* The seed-004 mnist.json(.gz): [train, valid, eval], each [images (784 floats), labels].
+/* The mnist.json(.gz) of Paddle's multi-GPU MNIST tutorial: [train, valid, eval], each [images (784 floats), labels].
  * split: 0 train, 1 valid, 2 eval. Image [1, 28, 28] as stored in the file. */
 dg_dataset *dg_mnist_json_dataset(const char *path, int split);
 /* CIFAR-10 binary: dir holds data_batch_1..5.bin (train) or test_batch.bin; label int64 0-d. */
