@@ -342,7 +342,7 @@ EMU_INC     := -Itest/cuda_emu/include -Itest/cuda_emu
 EMU_CFLAGS  := $(CFLAGS) $(EMU_INC) --coverage -fprofile-update=single -O2
 EMU_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -O2 -g -fPIC -fopenmp -ffp-contract=off -Wall -Wno-unused-parameter \
                 -Wno-unknown-pragmas -Wno-unused-function -Iinclude $(EMU_INC) --coverage -fprofile-update=single
-EMU_RT_SRC  := test/cuda_emu/runtime.cc test/cuda_emu/fiber_x86_64.S $(wildcard test/cuda_emu/cudnn*.c) test/cuda_emu/nccl.c
+EMU_RT_SRC  := test/cuda_emu/runtime.cc test/cuda_emu/fiber_x86_64.S $(wildcard test/cuda_emu/cudnn*.c) test/cuda_emu/nccl.c test/cuda_emu/nccl_shm.c
 EMU_RT      := $(EMU)/lib/libdgemu.so
 EMU_CUBLAS  := $(EMU)/lib/libcublas.so.13
 EMU_CUDA_OBJ := $(patsubst %.c,$(EMU)/obj/%.o,$(wildcard eager/cuda/*.c) dist/nccl/comm_nccl.c) \
