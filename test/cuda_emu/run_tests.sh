@@ -80,11 +80,13 @@ for model in linear mnist; do
 done
 steps=5 DGEMU_INTERLEAVE=random DGEMU_SEED=11 equiv mnist 16 1e-9 1 "mnist buckets=1e-9 overlap=1, streams interleaved at random"
 
-if "$B/bin/dgrun" --gpus 0,1 --log_dir "$TMP/log2" "$BIN/nccl_peer_exit" >"$TMP/pe.log" 2>&1; then
-    echo "PASS: a peer gone: $(grep -h 'all_reduce' "$TMP/pe.log" "$TMP"/log2/workerlog.0 | head -1 | cut -c1-160)"
-else
-    tail -5 "$TMP/pe.log" "$TMP"/log2/workerlog.*; bad "the NCCL transport with a peer gone"
-fi
+for mode in exit stall; do
+    if "$B/bin/dgrun" --gpus 0,1 --log_dir "$TMP/log2" "$BIN/nccl_peer_exit" $mode >"$TMP/pe.log" 2>&1; then
+        echo "PASS: a peer that does not answer ($mode): $(grep -h 'all_reduce' "$TMP/pe.log" "$TMP"/log2/workerlog.0 | head -1 | cut -c1-150)"
+    else
+        tail -5 "$TMP/pe.log" "$TMP"/log2/workerlog.*; bad "the NCCL transport with a peer that does not answer ($mode)"
+    fi
+done
 
 step "GPU tensors over MPI under plain mpirun"
 MPIRUN="mpirun -np 2 --oversubscribe"
