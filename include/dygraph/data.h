@@ -32,7 +32,7 @@ void dg_sample_clear(dg_sample *s);
  * shape and dtype: otherwise an error naming the sample positions and both shapes. The new
  * tensors follow the usual ownership rule (the open scope, else the caller). */
 int dg_collate(const dg_sample *samples, int64_t n, dg_sample *batch);
-/* The seed the DataLoader passes to get() for `index` in `epoch`: Philox keyed by the loader
+/* The per-sample random key the DataLoader passes to get() for `index` in `epoch`: Philox keyed by the loader
  * seed, so a sample's random transforms do not depend on worker count or batch position. */
 uint64_t dg_sample_seed(uint64_t loader_seed, int64_t epoch, int64_t index);
 
