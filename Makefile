@@ -15,11 +15,30 @@ SOMAJOR     := 0
 
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fPIC -fopenmp -Wall -Wextra -Wno-unused-parameter \
            -Wno-missing-field-initializers -Iinclude $(EXTRA_CFLAGS)
-LDLIBS  := -ldnnl -lz -ljpeg -lpng -lm -lpthread
+LDLIBS  := -ldnnl -lz -ljpeg -lpng -lm -lpthread -ldl
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
-LIB_SRC  := $(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c dist/*.c)
+# The core library: everything but the modules below. The module shims are built into modules only.
+LIB_SRC  := $(filter-out %/module_shim.c,$(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c dist/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+# The library exports only what include/ marks DG_API (tools/check_exports.py); programs and
+# tests are built without it (Criterion finds a test program's main by its symbol).
+$(LIB_OBJ): CFLAGS += -fvisibility=hidden
+# Where an installed core looks for its modules (eager/module.c; it also looks beside itself).
+$(BUILD)/obj/eager/module.o: CFLAGS += -DDG_MODULE_DIR='"$(PREFIX)/lib"'
+
+# Modules (eager/module.h): the CUDA backend, the NCCL and the MPI transports, each a shared
+# object of its own that the core opens on first use, so neither libdygraph.so nor a program
+# linked with libdygraph.a depends on CUDA, cuDNN, NCCL or MPI.
+MODULES  :=
+SHIM_OBJ := $(BUILD)/obj/eager/module_shim.o
+MODULE_LINK = $(CC) -shared -Wl,-soname,$(notdir $@) -Wl,--no-undefined
+# A module exports only its entries (DG_MODULE_EXPORT): the public API it calls through its
+# shims is declared without the export mark there.
+MODULE_CFLAGS := -DDG_API=
+$(BUILD)/obj/eager/module_shim.o $(BUILD)/obj/dist/module_shim.o $(BUILD)/obj/dist/mpi/%.o $(BUILD)/obj/dist/nccl/%.o \
+  $(BUILD)/obj/eager/cuda/%.o: CFLAGS += $(MODULE_CFLAGS) -fvisibility=hidden
+$(BUILD)/obj/eager/cuda/%.cu.o: NVCCFLAGS += $(MODULE_CFLAGS)
 
 # MPI transport (CPU data parallelism): MPI=auto (default) builds it whenever Open MPI's mpicc
 # is found (`make deps` installs it), MPI=0 never, MPI=1 always.
@@ -31,13 +50,11 @@ else
 endif
 ifeq ($(MPI_ON),1)
   MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
-  LIB_OBJ += $(BUILD)/obj/dist/mpi/comm_mpi.o
-  LDLIBS += $(shell mpicc --showme:link 2>/dev/null)
-else
-  LIB_OBJ += $(BUILD)/obj/dist/mpi/absent/no_mpi.o
+  MPI_MODULE := $(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR)
+  MODULES += $(MPI_MODULE)
 endif
 
-# what every build links; the CUDA build adds its libraries below, the emulation build its own
+# what every build links (the modules add their own libraries)
 BASE_LDLIBS := $(LDLIBS)
 
 # CUDA backend: CUDA=auto (default) builds it whenever nvcc is found, CUDA=0 never, CUDA=1 always.
@@ -52,20 +69,17 @@ ifeq ($(CUDA),auto)
 else
   CUDA_ON := $(CUDA)
 endif
+CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDNN_HOME)/include -I$(NCCL_HOME)/include
 ifeq ($(CUDA_ON),1)
   CUDA_C_SRC := $(wildcard eager/cuda/*.c)
   CUDA_CU_SRC := $(wildcard eager/cuda/*.cu)
-  LIB_OBJ += $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
-  CUDA_INC := -I$(CUDA_HOME)/include -I$(CUDNN_HOME)/include
-  CUDA_LIBDIRS := $(sort $(CUDA_HOME)/lib64 $(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib)
-  LIB_OBJ += $(BUILD)/obj/dist/nccl/comm_nccl.o
-  CUDA_LIBDIRS += $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib
-  CUDA_INC += -I$(NCCL_HOME)/include
-  LDLIBS += $(foreach d,$(sort $(CUDA_LIBDIRS)),-L$(d) -Wl,-rpath,$(d)) -lnccl -lcudnn -lcudart -ldl -lstdc++
-  NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC -Iinclude $(CUDA_INC) \
+  CUDA_MODULE := $(BUILD)/lib/libdygraph-cuda.so.$(SOMAJOR)
+  NCCL_MODULE := $(BUILD)/lib/libdygraph-nccl.so.$(SOMAJOR)
+  MODULES += $(CUDA_MODULE) $(NCCL_MODULE)
+  CUDA_LIBDIRS := $(sort $(CUDA_HOME)/lib64 $(CUDNN_HOME)/lib64 $(CUDNN_HOME)/lib $(NCCL_HOME)/lib64 $(NCCL_HOME)/lib)
+  CUDA_RPATH := $(foreach d,$(CUDA_LIBDIRS),-L$(d) -Wl,-rpath,$(d))
+  NVCCFLAGS := -O3 -std=c++17 -Xcompiler -fPIC -Xcompiler -fvisibility=hidden -Iinclude $(CUDA_INC) \
                -gencode arch=compute_90,code=[sm_90,compute_90] -gencode arch=compute_75,code=compute_75
-else
-  LIB_OBJ += $(BUILD)/obj/eager/cuda/absent/no_cuda.o $(BUILD)/obj/dist/nccl/absent/no_nccl.o
 endif
 TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
@@ -82,7 +96,7 @@ TESTBIN  := $(BUILD)/bin/dygraph_tests
 .PHONY: test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
-lib: $(STATIC) $(SHARED)
+lib: $(STATIC) $(SHARED) $(MODULES)
 
 $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/formats/*.h test/*.h test/fuzz/*.c)
 	@mkdir -p $(dir $@)
@@ -92,13 +106,9 @@ $(BUILD)/obj/dist/mpi/comm_mpi.o: dist/mpi/comm_mpi.c $(wildcard include/dygraph
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/dist/nccl/comm_nccl.o: dist/nccl/comm_nccl.c $(wildcard include/dygraph/*.h eager/*.h dist/*.h eager/cuda/*.h)
+$(BUILD)/obj/dist/nccl/%.o: dist/nccl/%.c $(wildcard include/dygraph/*.h eager/*.h dist/*.h eager/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CUDA_INC) -c $< -o $@
-
-$(BUILD)/obj/eager/cuda/absent/%.o: eager/cuda/absent/%.c $(wildcard eager/*.h)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/eager/cuda/%.o: eager/cuda/%.c $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h)
 	@mkdir -p $(dir $@)
@@ -116,9 +126,21 @@ $(STATIC): $(LIB_OBJ)
 
 $(SHARED): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libdygraph.so.$(SOMAJOR) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libdygraph.so.$(SOMAJOR) -Wl,--no-undefined $(LDFLAGS) -o $@ $^ $(LDLIBS)
 	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so.$(SOMAJOR)
 	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so
+
+$(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR): $(BUILD)/obj/dist/mpi/comm_mpi.o $(SHIM_OBJ)
+	@mkdir -p $(dir $@)
+	$(MODULE_LINK) -o $@ $^ $(shell mpicc --showme:link 2>/dev/null)
+$(BUILD)/lib/libdygraph-cuda.so.$(SOMAJOR): $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) \
+                                            $(BUILD)/obj/eager/device_pool.o $(SHIM_OBJ)
+	@mkdir -p $(dir $@)
+	$(MODULE_LINK) -o $@ $^ $(CUDA_RPATH) -lcudnn -lcudart -ldl -lstdc++ -lm -lpthread
+$(BUILD)/lib/libdygraph-nccl.so.$(SOMAJOR): $(BUILD)/obj/dist/nccl/comm_nccl.o $(BUILD)/obj/dist/nccl/cuda_shim.o \
+                                            $(BUILD)/obj/dist/module_shim.o $(SHIM_OBJ)
+	@mkdir -p $(dir $@)
+	$(MODULE_LINK) -o $@ $^ $(CUDA_RPATH) -lnccl -lcudart -lpthread
 
 $(TESTBIN): $(TEST_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
@@ -246,8 +268,7 @@ FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fopenmp -Ii
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB_SRC)
 	@sh scripts/deps.sh fuzz
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) $(LIB_SRC) eager/cuda/absent/no_cuda.c dist/mpi/absent/no_mpi.c dist/nccl/absent/no_nccl.c \
-	  $< -fsanitize=fuzzer -o $@ $(filter-out -lmpi -L%openmpi/lib,$(LDLIBS))
+	clang $(FUZZ_FLAGS) $(LIB_SRC) $< -fsanitize=fuzzer -o $@ $(LDLIBS)
 
 # $(call fuzz_run,target)
 fuzz_run = mkdir -p build/fuzz/corpus_$(1) && ASAN_OPTIONS=detect_leaks=1 \
@@ -339,16 +360,20 @@ bench-gpu: $(BUILD)/bin/bench_gpu_models
 # test-gpu-emu can report what they executed.
 EMU         := $(BUILD)/emu
 EMU_INC     := -Itest/cuda_emu/include -Itest/cuda_emu
-EMU_CFLAGS  := $(CFLAGS) $(EMU_INC) --coverage -fprofile-update=single -O2
-EMU_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -O2 -g -fPIC -fopenmp -ffp-contract=off -Wall -Wno-unused-parameter \
-                -Wno-unknown-pragmas -Wno-unused-function -Iinclude $(EMU_INC) --coverage -fprofile-update=single
+EMU_CFLAGS  := $(CFLAGS) $(MODULE_CFLAGS) -fvisibility=hidden $(EMU_INC) --coverage -fprofile-update=single -O2
+EMU_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -fopenmp -ffp-contract=off -Wall -Wno-unused-parameter \
+                -Wno-unknown-pragmas -Wno-unused-function -DDG_API= -Iinclude $(EMU_INC) --coverage -fprofile-update=single
 EMU_RT_SRC  := test/cuda_emu/runtime.cc test/cuda_emu/fiber_x86_64.S $(wildcard test/cuda_emu/cudnn*.c) test/cuda_emu/nccl.c test/cuda_emu/nccl_shm.c
 EMU_RT      := $(EMU)/lib/libdgemu.so
 EMU_CUBLAS  := $(EMU)/lib/libcublas.so.13
-EMU_CUDA_OBJ := $(patsubst %.c,$(EMU)/obj/%.o,$(wildcard eager/cuda/*.c) dist/nccl/comm_nccl.c) \
-                $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard eager/cuda/*.cu))
-EMU_LIB     := $(EMU)/lib/libdygraph_emu.a
-EMU_LDLIBS  := -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu $(BASE_LDLIBS) -ldl -lrt -lstdc++ -lgcov
+EMU_CUDA_OBJ := $(patsubst %.c,$(EMU)/obj/%.o,$(wildcard eager/cuda/*.c)) $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard eager/cuda/*.cu))
+# The emulated modules: the CUDA backend and the NCCL transport built against the emulator, in
+# $(EMU)/lib where the emulated programs ($(EMU)/bin) find them (eager/module.c looks in ../lib);
+# the MPI module is the CPU build's.
+EMU_MODULES := $(EMU)/lib/libdygraph-cuda.so.$(SOMAJOR) $(EMU)/lib/libdygraph-nccl.so.$(SOMAJOR) \
+               $(if $(MPI_MODULE),$(EMU)/lib/libdygraph-mpi.so.$(SOMAJOR))
+EMU_RT_LIBS := -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu -ldl -lrt -lstdc++ -lm -lpthread
+EMU_LDLIBS  := $(BASE_LDLIBS)
 EMU_BINS    := $(EMU)/bin/dygraph_gpu_tests $(EMU)/bin/mnist $(EMU)/bin/mnist_fleet $(EMU)/bin/dist_equiv \
                $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_backend \
                $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit
@@ -382,33 +407,40 @@ $(EMU)/obj/%.cu.o: %.cu $(EMU_HDRS) $(wildcard include/dygraph/*.h eager/*.h eag
 	@mkdir -p $(dir $@)
 	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
 
-$(EMU_LIB): $(EMU_CUDA_OBJ) $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(filter $(BUILD)/obj/dist/mpi/%,$(LIB_OBJ))
+$(EMU)/lib/libdygraph-cuda.so.$(SOMAJOR): $(EMU_CUDA_OBJ) $(EMU)/obj/eager/device_pool.o $(EMU)/obj/eager/module_shim.o $(EMU_RT) $(EMU_CUBLAS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(MODULE_LINK) --coverage -fopenmp -o $@ $(filter %.o,$^) $(EMU_RT_LIBS)
+$(EMU)/lib/libdygraph-nccl.so.$(SOMAJOR): $(EMU)/obj/dist/nccl/comm_nccl.o $(EMU)/obj/dist/nccl/cuda_shim.o \
+                                          $(EMU)/obj/dist/module_shim.o $(EMU)/obj/eager/module_shim.o $(EMU_RT)
+	@mkdir -p $(dir $@)
+	$(MODULE_LINK) --coverage -o $@ $(filter %.o,$^) $(EMU_RT_LIBS)
+$(EMU)/lib/libdygraph-mpi.so.$(SOMAJOR): $(MPI_MODULE)
+	@mkdir -p $(dir $@)
+	ln -sf ../../lib/$(notdir $<) $@
 
-$(EMU)/bin/dygraph_gpu_tests: $(GPU_TEST_OBJ) $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+$(EMU)/bin/dygraph_gpu_tests: $(GPU_TEST_OBJ) $(STATIC) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(GPU_TEST_OBJ) $(EMU_LIB) -lcriterion $(EMU_LDLIBS)
-$(EMU)/bin/%: samples/%.c samples/sample_util.h $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+	$(CC) $(LDFLAGS) -o $@ $(GPU_TEST_OBJ) $(STATIC) -lcriterion $(EMU_LDLIBS)
+$(EMU)/bin/%: samples/%.c samples/sample_util.h $(STATIC) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
-$(EMU)/bin/bench_%: bench/%.c $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(EMU_LDLIBS)
+$(EMU)/bin/bench_%: bench/%.c $(STATIC) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
-$(EMU)/bin/%: test/dist/%.c $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(EMU_LDLIBS)
+$(EMU)/bin/%: test/dist/%.c $(STATIC) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
-$(EMU)/bin/test_emu_%: test/cuda_emu/test_emu_%.c $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS) $(EMU_HDRS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(EMU_LDLIBS)
+$(EMU)/bin/test_emu_%: test/cuda_emu/test_emu_%.c $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(STATIC) $(EMU_RT) $(EMU_CUBLAS) $(EMU_HDRS) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(EMU_INC) $(LDFLAGS) -o $@ $< $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(EMU_LIB) -lcriterion $(EMU_LDLIBS)
+	$(CC) $(CFLAGS) $(EMU_INC) $(LDFLAGS) -o $@ $< $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(STATIC) -lcriterion $(EMU_LDLIBS) $(EMU_RT_LIBS) -lgcov
 
 # the emulated libraries' own tests and the MPI-with-GPU-tensors check: plain programs
 $(EMU)/bin/test_%_emu: test/cuda_emu/test_%_emu.c $(EMU_RT) $(EMU_HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall $(EMU_INC) -o $@ $< -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu -lrt -lpthread -lm
-$(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit: $(EMU)/bin/%: test/cuda_emu/%.c $(EMU_LIB) $(EMU_RT) $(EMU_CUBLAS)
+$(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit: $(EMU)/bin/%: test/cuda_emu/%.c $(STATIC) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_LIB) $(EMU_LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(EMU_LDLIBS)
 
 emu-lib: $(EMU_RT) $(EMU_CUBLAS)
 emu: $(EMU_BINS) $(DGRUN)

@@ -66,6 +66,33 @@ dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s) {
 }
 
 /* ---- communicator ---- */
+/* ---- the transport modules (libdygraph-mpi.so.0, libdygraph-nccl.so.0) ---- */
+bool dg_comm_mpi_built(void) { return dg_module_present("mpi"); }
+
+/* The NCCL transport shares its unique id over MPI under plain mpirun: it asks the core, which
+ * asks the MPI module, so the NCCL module never links MPI. */
+static int mpi_broadcast_bytes(void *buf, size_t n, int root) {
+    int (*fn)(void *, size_t, int) = (int (*)(void *, size_t, int))dg_module_symbol("mpi", "dg_mpi_broadcast_bytes");
+    return fn ? fn(buf, n, root) : dg_last_status();
+}
+
+static pthread_once_t g_provide_once = PTHREAD_ONCE_INIT;
+static int g_provide_rc;
+static void provide_to_modules(void) {
+    g_provide_rc = dg_module_provide("dg_store_set", (void *)dg_store_set);
+    if (!g_provide_rc) g_provide_rc = dg_module_provide("dg_store_get", (void *)dg_store_get);
+    if (!g_provide_rc) g_provide_rc = dg_module_provide("dg_mpi_broadcast_bytes", (void *)mpi_broadcast_bytes);
+    if (!g_provide_rc) g_provide_rc = dg_module_provide("dg_comm_mpi_built", (void *)dg_comm_mpi_built);
+}
+
+static int transport_make(const char *module, const char *entry, dg_comm *c, const dg_dist_env *env) {
+    pthread_once(&g_provide_once, provide_to_modules);
+    if (g_provide_rc) return g_provide_rc;
+    int (*make)(dg_comm *, const dg_dist_env *) = (int (*)(dg_comm *, const dg_dist_env *))dg_module_symbol(module, entry);
+    if (!make) return dg_last_status() ? dg_last_status() : DG_EUNSUPPORTED;
+    return make(c, env);
+}
+
 dg_comm *dg_comm_new(dg_comm_params p) {
     dg_dist_env env;
     if (dg_dist_env_read(&env) != 0) return NULL;
@@ -78,7 +105,7 @@ dg_comm *dg_comm_new(dg_comm_params p) {
     dg_comm_kind kind = p.kind;
     if (kind == DG_COMM_AUTO) {
         if (env.world_size == 1) kind = DG_COMM_LOCAL;
-        else if (dg_get_device().type == DG_CUDA && dg_comm_nccl_built()) kind = DG_COMM_NCCL;
+        else if (dg_get_device().type == DG_CUDA && dg_module_present("nccl")) kind = DG_COMM_NCCL;
         else kind = DG_COMM_MPI;
     }
     int rc = 0;
@@ -99,9 +126,9 @@ dg_comm *dg_comm_new(dg_comm_params p) {
                 DG_ERR(DG_EINVAL, "comm_new: rank %d of %d on CPUs uses MPI but was not started by mpirun: start CPU workers "
                        "with `dgrun --nproc_per_node N prog` (which runs mpirun) or `mpirun -np N prog`", env.rank, env.world_size);
                 rc = DG_EINVAL;
-            } else rc = dg_comm_mpi_make(c, &env);
+            } else rc = transport_make("mpi", "dg_comm_mpi_make", c, &env);
             break;
-        case DG_COMM_NCCL: rc = dg_comm_nccl_make(c, &env); break;
+        case DG_COMM_NCCL: rc = transport_make("nccl", "dg_comm_nccl_make", c, &env); break;
         default: DG_ERR(DG_EINVAL, "comm_new: unknown transport %d", (int)kind); rc = DG_EINVAL;
         }
     }

@@ -4,6 +4,7 @@
 #define DG_DIST_INTERNAL_H
 
 #include "../eager/backend.h"
+#include "../eager/module.h"
 #include <dygraph/dist.h>
 #include <pthread.h>
 
@@ -37,14 +38,15 @@ struct dg_comm {
 
 /* Transports. Each make function fills c->impl and returns 0, or an error with a message. */
 extern const dg_comm_backend dg_comm_local_backend;
-int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env);     /* dist/mpi/ or its absent twin */
-int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env);    /* dist/nccl/ or its absent twin */
-bool dg_comm_mpi_built(void);
-bool dg_comm_nccl_built(void);
+/* The MPI and NCCL transports live in modules (libdygraph-mpi.so.0, libdygraph-nccl.so.0,
+ * eager/module.h): dist/comm.c reaches these entries through dg_module_symbol. */
+int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env);     /* dist/mpi/comm_mpi.c */
+int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env);    /* dist/nccl/comm_nccl.c */
+bool dg_comm_mpi_built(void);    /* the MPI module is installed (dist/comm.c, forwarded to modules) */
 
 /* n bytes from `root` to every rank of MPI_COMM_WORLD (initialising MPI when the program has
  * not): how the NCCL transport shares its unique id under plain mpirun, where there is no
- * rendezvous store. Collective over all ranks. Without MPI in the build: DG_EUNSUPPORTED. */
+ * rendezvous store. Collective over all ranks. Without the MPI module: DG_EUNSUPPORTED. */
 int dg_mpi_broadcast_bytes(void *buf, size_t n, int root);
 
 /* A collective on a raw buffer of the transport's kind (used by the DataParallel reducer;

@@ -134,12 +134,11 @@ typedef struct dg_backend {
 } dg_backend;
 
 extern const dg_backend dg_cpu_backend;
-/* The CUDA table for device `index`, or NULL with a message (eager/cuda/cuda_backend.c, or
- * eager/cuda/absent/no_cuda.c in builds without CUDA). */
+/* The CUDA table for device `index`, or NULL with a message: the CUDA module's entry
+ * (eager/cuda/cuda_backend.c, in libdygraph-cuda.so.0), reached through eager/device.c. */
 const dg_backend *dg_cuda_backend_get(int index);
-/* Whether this build has the CUDA backend (it may still find no usable GPU at run time). */
-bool dg_cuda_built(void);
-/* The backend for a device type, or NULL when that backend is not built/available. */
+/* The backend for a device (eager/device.c), or NULL with a message when it is not available:
+ * the CUDA module missing or unloadable, no usable GPU, an index out of range. */
 const dg_backend *dg_backend_for(dg_device d);
 
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
 /* eager/core.c — library lifetime, the current device, thread count and the one-line notice. */
 #include "backend.h"
+#include "module.h"
 #include <omp.h>
 #include <unistd.h>
 
@@ -64,7 +65,7 @@ static int init_device(const dg_init_params *d) {
         /* a CUDA build on a machine without a GPU says once that it runs on the CPU. Only the
          * device nodes are looked at: starting the CUDA runtime just to ask would map ~150 MB
          * of libraries into a CPU-only process. */
-        if (dg_cuda_built() && !d->quiet && access("/dev/nvidiactl", F_OK) != 0)
+        if (!d->quiet && dg_module_present("cuda") && access("/dev/nvidiactl", F_OK) != 0)
             fprintf(stderr, "dygraph: no NVIDIA GPU here (no /dev/nvidiactl): running on the CPU backend\n");
         return 0;
     }

@@ -128,7 +128,6 @@ static const dg_comm_backend mpi_backend = {
     .barrier = mpi_barrier, .destroy = mpi_destroy, .start_all_reduce = mpi_start_all_reduce, .poll = mpi_poll,
 };
 
-bool dg_comm_mpi_built(void) { return true; }
 
 /* MPI initialised (by the program or here), or an error. */
 static int ensure_mpi(void) {
@@ -158,7 +157,7 @@ static int ensure_mpi(void) {
  * program's own traffic on the world communicator never matches ours. What the NCCL transport
  * uses to hand out its unique id under plain mpirun (no rendezvous endpoint). Collective: every
  * rank must call it. */
-int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
+DG_MODULE_EXPORT int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
     int rc = ensure_mpi();
     if (rc) return rc;
     int rank = 0, size = 1;
@@ -193,7 +192,7 @@ int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
     return 0;
 }
 
-int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
+DG_MODULE_EXPORT int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
     int rc = ensure_mpi();
     if (rc) return rc;
     int rank = 0, size = 1;

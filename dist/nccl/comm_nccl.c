@@ -143,7 +143,6 @@ static const dg_comm_backend nccl_backend = {
     .all_gather = nccl_all_gather, .barrier = nccl_barrier, .wait = nccl_wait, .destroy = nccl_destroy,
 };
 
-bool dg_comm_nccl_built(void) { return true; }
 
 static int make_id(ncclUniqueId *id) {
     ncclResult_t r = ncclGetUniqueId(id);
@@ -178,7 +177,7 @@ static int share_id_over_mpi(const dg_dist_env *env, ncclUniqueId *id) {
     return 0;
 }
 
-int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env) {
+DG_MODULE_EXPORT int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env) {
     dg_device d = dg_get_device();
     if (d.type != DG_CUDA) {
         DG_ERR(DG_EDEVICE, "nccl: rank %d has no GPU selected (dg_set_device(\"gpu\") or FLAGS_selected_gpus first)", env->rank);

@@ -185,9 +185,3 @@ const dg_backend dg_cpu_backend = {
     .batch_norm_backward = dg_cpu_batch_norm_backward,
     .fused_update = dg_cpu_fused_update,
 };
-
-const dg_backend *dg_backend_for(dg_device d) {
-    if (d.type == DG_CPU) return &dg_cpu_backend;
-    if (d.type == DG_CUDA) return dg_cuda_backend_get(d.index);
-    return NULL;
-}

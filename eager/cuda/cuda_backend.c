@@ -8,7 +8,7 @@
 #include <pthread.h>
 
 /* ---- errors ---- */
-int dg_cuda_check(cudaError_t e, const char *what, const char *file, int line) {
+DG_MODULE_EXPORT int dg_cuda_check(cudaError_t e, const char *what, const char *file, int line) {
     if (e == cudaSuccess) return 0;
     dg_set_error_at(DG_EDEVICE, file, line, "cuda: %s failed: %s (%d)", what, cudaGetErrorString(e), (int)e);
     return DG_EDEVICE;
@@ -37,15 +37,15 @@ static cublasHandle_t g_blas;
 static cudnnHandle_t g_dnn;
 
 cudaStream_t dg_cuda_stream(void) { return g_stream; }
-cudaStream_t dg_cuda_comm_stream(void) { return g_comm; }
+DG_MODULE_EXPORT cudaStream_t dg_cuda_comm_stream(void) { return g_comm; }
 cublasHandle_t dg_cuda_cublas(void) { return g_blas; }
 cudnnHandle_t dg_cuda_cudnn(void) { return g_dnn; }
 
-int dg_cuda_comm_wait_compute(void) {
+DG_MODULE_EXPORT int dg_cuda_comm_wait_compute(void) {
     int rc = DG_CUDA(cudaEventRecord(g_ev_compute, g_stream));
     return rc ? rc : DG_CUDA(cudaStreamWaitEvent(g_comm, g_ev_compute, 0));
 }
-int dg_cuda_compute_wait_comm(void) {
+DG_MODULE_EXPORT int dg_cuda_compute_wait_comm(void) {
     int rc = DG_CUDA(cudaEventRecord(g_ev_comm, g_comm));
     return rc ? rc : DG_CUDA(cudaStreamWaitEvent(g_stream, g_ev_comm, 0));
 }
@@ -69,7 +69,7 @@ static void *segment_alloc(size_t n, void *ctx) {
 /* cudaFree waits for the device, so queued kernels that used the segment have finished */
 static void segment_free(void *p, void *ctx) { cudaFree(p); }
 
-void *dg_cuda_alloc(size_t n) {
+DG_MODULE_EXPORT void *dg_cuda_alloc(size_t n) {
     pthread_mutex_lock(&g_lock);
     if (!g_pool) g_pool = dg_device_pool_new((dg_device_pool_ops){ segment_alloc, segment_free, NULL });
     g_seg_err = cudaSuccess;
@@ -90,7 +90,7 @@ void *dg_cuda_alloc(size_t n) {
     return p;
 }
 
-void dg_cuda_free(void *p) {
+DG_MODULE_EXPORT void dg_cuda_free(void *p) {
     if (!p) return;
     pthread_mutex_lock(&g_lock);
     if (g_pool) dg_device_pool_free(g_pool, p);
@@ -282,10 +282,10 @@ static int cuda_init(int index) {
     return 0;
 }
 
-/* The strong definition of the lookup eager/cpu/cpu_backend.c declares weak: NULL with a message
- * when no usable GPU exists (cudaGetDeviceCount fails, e.g. 35 with only the stub driver, or
+/* The module's entry for the device registry (eager/device.c): NULL with a message when no
+ * usable GPU exists (cudaGetDeviceCount fails, e.g. 35 with only the stub driver, or
  * reports fewer devices than the index). */
-const dg_backend *dg_cuda_backend_get(int index) {
+DG_MODULE_EXPORT const dg_backend *dg_cuda_backend_get(int index) {
     pthread_mutex_lock(&g_lock);
     if (g_count < 0) {
         int n = 0;
@@ -310,4 +310,3 @@ const dg_backend *dg_cuda_backend_get(int index) {
     return be;
 }
 
-bool dg_cuda_built(void) { return true; }

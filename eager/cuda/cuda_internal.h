@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include "../backend.h"
+#include "../module.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,33 +13,33 @@
 extern "C" {
 #endif
 
-int dg_set_requires_grad(dg_tensor *t, bool requires_grad);  /* leaves only */
-bool dg_requires_grad(const dg_tensor *t);
-int dg_set_stop_gradient(dg_tensor *t, bool stop);           /* Paddle spelling: stop = !requires_grad */
-bool dg_is_leaf(const dg_tensor *t);
-dg_tensor *dg_grad(const dg_tensor *t);                      /* borrowed; NULL if none yet */
-int dg_clear_grad(dg_tensor *t);                             /* drop the accumulated gradient */
-dg_tensor *dg_detach(const dg_tensor *t);                    /* shares storage, no history */
-const char *dg_grad_fn_name(const dg_tensor *t);             /* op that made t, or NULL */
+DG_API int dg_set_requires_grad(dg_tensor *t, bool requires_grad);  /* leaves only */
+DG_API bool dg_requires_grad(const dg_tensor *t);
+DG_API int dg_set_stop_gradient(dg_tensor *t, bool stop);           /* Paddle spelling: stop = !requires_grad */
+DG_API bool dg_is_leaf(const dg_tensor *t);
+DG_API dg_tensor *dg_grad(const dg_tensor *t);                      /* borrowed; NULL if none yet */
+DG_API int dg_clear_grad(dg_tensor *t);                             /* drop the accumulated gradient */
+DG_API dg_tensor *dg_detach(const dg_tensor *t);                    /* shares storage, no history */
+DG_API const char *dg_grad_fn_name(const dg_tensor *t);             /* op that made t, or NULL */
 
 typedef struct dg_backward_params {
     const dg_tensor *grad_output;  /* NULL: t must have one element, gradient 1 */
     bool retain_graph;             /* keep saved tensors for another backward */
 } dg_backward_params;
 
-int dg_backward(dg_tensor *t);
-int dg_backward_ext(dg_tensor *t, dg_backward_params params);
+DG_API int dg_backward(dg_tensor *t);
+DG_API int dg_backward_ext(dg_tensor *t, dg_backward_params params);
 
 /* Grad mode. Scoped like torch.no_grad(); nests. */
-void dg_no_grad_begin(void);
-void dg_no_grad_end(void);
-bool dg_is_grad_enabled(void);
+DG_API void dg_no_grad_begin(void);
+DG_API void dg_no_grad_end(void);
+DG_API bool dg_is_grad_enabled(void);
 
 /* Called on a leaf once its gradient for this backward pass is complete (every contribution
  * accumulated). DataParallel starts a bucket's all-reduce from here. */
 typedef void (*dg_grad_hook)(dg_tensor *leaf, void *user);
-int dg_register_grad_hook(dg_tensor *leaf, dg_grad_hook fn, void *user);
-int dg_clear_grad_hooks(dg_tensor *leaf);
+DG_API int dg_register_grad_hook(dg_tensor *leaf, dg_grad_hook fn, void *user);
+DG_API int dg_clear_grad_hooks(dg_tensor *leaf);
 
 #ifdef __cplusplus
 }

@@ -23,16 +23,16 @@ typedef struct dg_load_report {
 } dg_load_report;
 
 /* The layer's state_dict (torch order) as a dict of borrowed-by-reference tensors. */
-dg_tensor_dict *dg_layer_state_to_dict(const dg_layer *layer);
-int dg_layer_save(const dg_layer *layer, const char *path);
+DG_API dg_tensor_dict *dg_layer_state_to_dict(const dg_layer *layer);
+DG_API int dg_layer_save(const dg_layer *layer, const char *path);
 /* report may be NULL. The error message lists the offending names. */
-int dg_layer_load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_params p, dg_load_report *report);
-int dg_layer_load(dg_layer *layer, const char *path, dg_load_params p, dg_load_report *report);
+DG_API int dg_layer_load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_params p, dg_load_report *report);
+DG_API int dg_layer_load(dg_layer *layer, const char *path, dg_load_params p, dg_load_report *report);
 
-int dg_optimizer_save(const dg_optimizer *opt, const char *path);
+DG_API int dg_optimizer_save(const dg_optimizer *opt, const char *path);
 /* Every entry is checked against the optimizer's kind and parameters before any is loaded. */
-int dg_optimizer_load(dg_optimizer *opt, const char *path);
-int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *state);
+DG_API int dg_optimizer_load(dg_optimizer *opt, const char *path);
+DG_API int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *state);
 
 #ifdef __cplusplus
 }

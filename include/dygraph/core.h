@@ -20,6 +20,17 @@ extern "C" {
 #define DG_VERSION_PATCH 0
 #define DG_MAX_DIMS 8
 
+/* Marks what the library exports. It is built with -fvisibility=hidden, so every other function
+ * stays inside it; `make test` checks that the exported symbols are exactly those declared
+ * with DG_API in include/. */
+#ifndef DG_API   /* modules define it empty: what they use of the API stays theirs */
+#if defined(__GNUC__) || defined(__clang__)
+#define DG_API __attribute__((visibility("default")))
+#else
+#define DG_API
+#endif
+#endif
+
 typedef enum dg_dtype {
     DG_F32 = 0,
     DG_F64 = 1,
@@ -55,20 +66,20 @@ typedef struct dg_init_params {
 } dg_init_params;
 
 /* Optional: ops work without it (CPU, all cores, default seed). */
-int dg_init(const dg_init_params *params);
-void dg_shutdown(void);
-const char *dg_version(void);
+DG_API int dg_init(const dg_init_params *params);
+DG_API void dg_shutdown(void);
+DG_API const char *dg_version(void);
 
 /* Errors. The message names the op, the shapes/dtypes and the source location. */
-const char *dg_last_error(void);
-int dg_last_status(void);
-void dg_clear_error(void);
+DG_API const char *dg_last_error(void);
+DG_API int dg_last_status(void);
+DG_API void dg_clear_error(void);
 
 /* Devices. */
-dg_device dg_cpu(void);
-int dg_set_device(const char *name);  /* like paddle.set_device("cpu" | "gpu" | "gpu:1") */
-dg_device dg_get_device(void);
-const char *dg_device_name(dg_device d, char *buf, size_t len);
+DG_API dg_device dg_cpu(void);
+DG_API int dg_set_device(const char *name);  /* like paddle.set_device("cpu" | "gpu" | "gpu:1") */
+DG_API dg_device dg_get_device(void);
+DG_API const char *dg_device_name(dg_device d, char *buf, size_t len);
 
 /* Memory of the caching allocators. CUDA: device memory. CPU: blocks above 256 KB (the
  * activations, gradients and optimizer state of any real model); device_mallocs counts the times
@@ -79,20 +90,20 @@ typedef struct dg_memory_stats {
     size_t peak_allocated;
     uint64_t device_mallocs; /* calls to the device's malloc so far: flat in a steady loop */
 } dg_memory_stats;
-int dg_memory_stats_get(dg_device d, dg_memory_stats *out);
-int dg_empty_cache(dg_device d);      /* return cached blocks to the device */
-int dg_synchronize(dg_device d);      /* wait for queued work on the device */
+DG_API int dg_memory_stats_get(dg_device d, dg_memory_stats *out);
+DG_API int dg_empty_cache(dg_device d);      /* return cached blocks to the device */
+DG_API int dg_synchronize(dg_device d);      /* wait for queued work on the device */
 
 /* Page-locked host memory for batches bound for the current device (plain malloc when the
  * current device is the CPU). The signatures fit dg_dataloader_params.host_alloc/host_free, and
  * dg_dataloader_params.pin_memory uses them. */
-void *dg_pinned_alloc(size_t bytes, void *user);
-void dg_pinned_free(void *p, void *user);
+DG_API void *dg_pinned_alloc(size_t bytes, void *user);
+DG_API void dg_pinned_free(void *p, void *user);
 
 /* TF32 tensor-core math for f32 matmul and convolution on GPUs (torch.backends.*.allow_tf32):
  * off by default, so GPU f32 results round like the CPU's. */
-void dg_set_allow_tf32(bool allow);
-bool dg_get_allow_tf32(void);
+DG_API void dg_set_allow_tf32(bool allow);
+DG_API bool dg_get_allow_tf32(void);
 
 /* bf16 convolutions on the CPU's AMX / AVX512-BF16 units, like running them under
  * torch.autocast("cpu", torch.bfloat16): a convolution's inputs (activations, weights, upstream
@@ -100,22 +111,22 @@ bool dg_get_allow_tf32(void);
  * tensors, gradients and optimizer state all stay f32 (the master weights). Off by default.
  * Convolutions on the im2col fallback (f64, and the backward pass of layers with fewer than 16
  * input channels) and matmuls stay f32. DG_EUNSUPPORTED where the CPU lacks bf16 instructions. */
-int dg_set_cpu_bf16(bool on);
-bool dg_get_cpu_bf16(void);
+DG_API int dg_set_cpu_bf16(bool on);
+DG_API bool dg_get_cpu_bf16(void);
 
 /* Threads used by CPU kernels (OpenMP and the GEMM library). n < 1 means one per core; more than
  * four per core is clamped to that. */
-void dg_set_num_threads(int n);
-int dg_get_num_threads(void);
+DG_API void dg_set_num_threads(int n);
+DG_API int dg_get_num_threads(void);
 
 /* Random numbers: counter-based Philox4x32-10; a seed gives the same stream on every backend. */
-void dg_manual_seed(uint64_t seed);
-uint64_t dg_get_seed(void);
+DG_API void dg_manual_seed(uint64_t seed);
+DG_API uint64_t dg_get_seed(void);
 
 /* dtype helpers */
-size_t dg_dtype_size(dg_dtype dt);
-const char *dg_dtype_name(dg_dtype dt);
-bool dg_dtype_is_float(dg_dtype dt);
+DG_API size_t dg_dtype_size(dg_dtype dt);
+DG_API const char *dg_dtype_name(dg_dtype dt);
+DG_API bool dg_dtype_is_float(dg_dtype dt);
 
 #ifdef __cplusplus
 }

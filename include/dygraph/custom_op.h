@@ -22,20 +22,20 @@ typedef struct dg_node dg_node;
 typedef int (*dg_backward_fn)(dg_node *node, const dg_tensor *grad_output, dg_tensor **grad_inputs);
 
 /* True when any input requires grad and grad mode is on: only then is a node worth recording. */
-bool dg_needs_record(dg_tensor *const *inputs, int n_inputs);
+DG_API bool dg_needs_record(dg_tensor *const *inputs, int n_inputs);
 /* Attach a node to output (which must be freshly made by the op). Inputs that need no grad
  * may be NULL. Returns the node (owned by output) or NULL on error. */
-dg_node *dg_record(const char *name, dg_tensor *output, dg_tensor *const *inputs, int n_inputs,
+DG_API dg_node *dg_record(const char *name, dg_tensor *output, dg_tensor *const *inputs, int n_inputs,
                    dg_backward_fn backward);
 /* Keep a tensor for backward (a reference; values must not change afterwards). */
-int dg_node_save(dg_node *node, const dg_tensor *t);
-const dg_tensor *dg_node_saved(const dg_node *node, int i);
+DG_API int dg_node_save(dg_node *node, const dg_tensor *t);
+DG_API const dg_tensor *dg_node_saved(const dg_node *node, int i);
 /* Op attributes (stride, axis, …): DG_NODE_ATTR_BYTES of scratch, zeroed at record time. */
-void *dg_node_attr(dg_node *node);
-bool dg_node_needs_grad(const dg_node *node, int input);
-dg_shape dg_node_input_shape(const dg_node *node, int input);
-dg_dtype dg_node_input_dtype(const dg_node *node, int input);
-const char *dg_node_name(const dg_node *node);
+DG_API void *dg_node_attr(dg_node *node);
+DG_API bool dg_node_needs_grad(const dg_node *node, int input);
+DG_API dg_shape dg_node_input_shape(const dg_node *node, int input);
+DG_API dg_dtype dg_node_input_dtype(const dg_node *node, int input);
+DG_API const char *dg_node_name(const dg_node *node);
 
 #ifdef __cplusplus
 }

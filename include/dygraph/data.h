@@ -26,15 +26,15 @@ extern "C" {
 /* t[0..n-1] are distinct tensor references (the same tensor twice in one sample is not allowed). */
 typedef struct dg_sample { int n; dg_tensor *t[DG_MAX_SAMPLE_FIELDS]; } dg_sample;
 /* Releases the tensors of a sample and sets n to 0 (for samples got outside any scope). */
-void dg_sample_clear(dg_sample *s);
+DG_API void dg_sample_clear(dg_sample *s);
 /* Stacks field f of samples[0..n-1] along a new axis 0 into batch->t[f] (CPU tensors, like
  * torch's default_collate). Every sample must have the same field count and, per field, the same
  * shape and dtype: otherwise an error naming the sample positions and both shapes. The new
  * tensors follow the usual ownership rule (the open scope, else the caller). */
-int dg_collate(const dg_sample *samples, int64_t n, dg_sample *batch);
+DG_API int dg_collate(const dg_sample *samples, int64_t n, dg_sample *batch);
 /* The per-sample random key the DataLoader passes to get() for `index` in `epoch`: Philox keyed by the loader
  * seed, so a sample's random transforms do not depend on worker count or batch position. */
-uint64_t dg_sample_seed(uint64_t loader_seed, int64_t epoch, int64_t index);
+DG_API uint64_t dg_sample_seed(uint64_t loader_seed, int64_t epoch, int64_t index);
 
 /* ---- datasets ---- */
 typedef struct dg_dataset dg_dataset;
@@ -53,30 +53,30 @@ typedef struct dg_dataset_vtable {
 /* Datasets are refcounted: new returns one reference (the caller's); subset, map, transform and
  * the DataLoader take their own, so the caller may free its handle at once. vt is copied; self
  * is released with vt->free when the last reference goes (from whichever thread drops it). */
-dg_dataset *dg_dataset_new(const dg_dataset_vtable *vt, void *self, const char *name);
-dg_dataset *dg_dataset_ref(dg_dataset *ds);      /* another reference, released by dg_dataset_free */
-void dg_dataset_free(dg_dataset *ds);
-int64_t dg_dataset_len(const dg_dataset *ds);
-const char *dg_dataset_name(const dg_dataset *ds);
+DG_API dg_dataset *dg_dataset_new(const dg_dataset_vtable *vt, void *self, const char *name);
+DG_API dg_dataset *dg_dataset_ref(dg_dataset *ds);      /* another reference, released by dg_dataset_free */
+DG_API void dg_dataset_free(dg_dataset *ds);
+DG_API int64_t dg_dataset_len(const dg_dataset *ds);
+DG_API const char *dg_dataset_name(const dg_dataset *ds);
 /* Sample `index` (0 <= index < len) into out; its tensors follow the usual ownership rule (the
  * open scope, else the caller: dg_sample_clear). On failure out->n is 0 and the message names
  * the dataset and the index: "dataset 'NAME' index I: ...". */
-int dg_dataset_get(dg_dataset *ds, int64_t index, uint64_t seed, dg_sample *out);
+DG_API int dg_dataset_get(dg_dataset *ds, int64_t index, uint64_t seed, dg_sample *out);
 /* Sets the thread's error message from inside a get (printf-style); returns DG_EFORMAT. */
-int dg_dataset_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+DG_API int dg_dataset_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A view of base through an index list (train/val splits). Takes a reference to base. */
-dg_dataset *dg_dataset_subset(dg_dataset *base, const int64_t *indices, int64_t n);
+DG_API dg_dataset *dg_dataset_subset(dg_dataset *base, const int64_t *indices, int64_t n);
 /* Deterministic split: Fisher-Yates over 0..len-1 with the Philox stream keyed by seed (not the
  * global RNG); the first round(len*fraction) go to *first, the rest to *second. */
-int dg_dataset_random_split(dg_dataset *base, double fraction, uint64_t seed, dg_dataset **first, dg_dataset **second);
+DG_API int dg_dataset_random_split(dg_dataset *base, double fraction, uint64_t seed, dg_dataset **first, dg_dataset **second);
 
 /* ---- transforms: a dataset that applies fn to each sample of base (takes a reference) ---- */
 /* fn edits s in place: to replace a field it frees the old tensor (dg_tensor_free) and stores a
  * new one. seed is derived from the sample's seed (base gets the sample's own seed). Called
  * concurrently from worker threads. free_user (may be NULL) runs when the dataset dies. */
 typedef int (*dg_transform_fn)(dg_sample *s, uint64_t seed, void *user);
-dg_dataset *dg_dataset_map(dg_dataset *base, dg_transform_fn fn, void *user, void (*free_user)(void *));
+DG_API dg_dataset *dg_dataset_map(dg_dataset *base, dg_transform_fn fn, void *user, void (*free_user)(void *));
 /* Built-in transforms on field 0, an f32 image [C, H, W] (or [H, W, C] where said); the other
  * fields pass through. Each makes a new contiguous f32 CPU tensor. */
 typedef enum dg_transform_kind {
@@ -102,36 +102,36 @@ typedef struct dg_transform {
     double mean[4], std[4];
 } dg_transform;
 /* Applies the transforms in order (a Compose). */
-dg_dataset *dg_dataset_transform(dg_dataset *base, const dg_transform *tf, int n);
+DG_API dg_dataset *dg_dataset_transform(dg_dataset *base, const dg_transform *tf, int n);
 
 /* ---- built-in datasets: field 0 image f32 [C,H,W] in [0,1], field 1 label ---- */
 /* MNIST / Fashion-MNIST IDX files, plain or gzip; label int64 0-d. */
-dg_dataset *dg_mnist_idx_dataset(const char *images_path, const char *labels_path);
+DG_API dg_dataset *dg_mnist_idx_dataset(const char *images_path, const char *labels_path);
 /* The mnist.json(.gz) of Paddle's multi-GPU MNIST tutorial: [train, valid, eval], each [images (784 floats), labels].
  * split: 0 train, 1 valid, 2 eval. Image [1, 28, 28] as stored in the file. */
-dg_dataset *dg_mnist_json_dataset(const char *path, int split);
+DG_API dg_dataset *dg_mnist_json_dataset(const char *path, int split);
 /* CIFAR-10 binary: dir holds data_batch_1..5.bin (train) or test_batch.bin; label int64 0-d. */
-dg_dataset *dg_cifar10_dataset(const char *dir, bool train);
+DG_API dg_dataset *dg_cifar10_dataset(const char *dir, bool train);
 /* Kaggle facial keypoints CSV (30 float columns + Image of 96*96 space-separated pixels).
  * Rows with a missing value are dropped. Image [1, 96, 96] / 255; label f32 [30] / 96 (as the
  * seed). Without label columns (test.csv: ImageId,Image) the sample holds the image only. */
-dg_dataset *dg_face_keypoints_dataset(const char *csv_path);
+DG_API dg_dataset *dg_face_keypoints_dataset(const char *csv_path);
 /* Image list (as in Paddle's collective FleetAPI guide): lines `relative/path label` under root; JPEG or PNG decoded to
  * f32 [3, H, W] in [0, 1] (gray expanded to 3 channels); label int64 0-d. */
-dg_dataset *dg_image_list_dataset(const char *root, const char *list_path);
+DG_API dg_dataset *dg_image_list_dataset(const char *root, const char *list_path);
 /* The same parsers over bytes in memory (gzip data is inflated first), with the same checks;
  * `name` stands for the file in messages. The data is copied: buf may be freed afterwards.
  * For IDX both files are given; for CIFAR-10 one batch. */
-dg_dataset *dg_mnist_idx_dataset_buffer(const void *images, size_t images_len, const void *labels, size_t labels_len,
+DG_API dg_dataset *dg_mnist_idx_dataset_buffer(const void *images, size_t images_len, const void *labels, size_t labels_len,
                                         const char *name);
-dg_dataset *dg_mnist_json_dataset_buffer(const void *buf, size_t len, int split, const char *name);
-dg_dataset *dg_cifar10_dataset_buffer(const void *buf, size_t len, const char *name);
-dg_dataset *dg_face_keypoints_dataset_buffer(const void *buf, size_t len, const char *name);
-dg_dataset *dg_image_list_dataset_buffer(const char *root, const void *list, size_t len, const char *name);
+DG_API dg_dataset *dg_mnist_json_dataset_buffer(const void *buf, size_t len, int split, const char *name);
+DG_API dg_dataset *dg_cifar10_dataset_buffer(const void *buf, size_t len, const char *name);
+DG_API dg_dataset *dg_face_keypoints_dataset_buffer(const void *buf, size_t len, const char *name);
+DG_API dg_dataset *dg_image_list_dataset_buffer(const char *root, const void *list, size_t len, const char *name);
 /* A JPEG or PNG (sniffed from its bytes) to f32 [3, H, W] in [0, 1] on the CPU, as the image list
  * decodes it (gray repeated to 3 channels, alpha dropped); NULL and a message naming `name` if the
  * bytes are not a whole, valid image. */
-dg_tensor *dg_decode_image(const void *buf, size_t len, const char *name);
+DG_API dg_tensor *dg_decode_image(const void *buf, size_t len, const char *name);
 
 /* ---- samplers ---- */
 typedef struct dg_batch_sampler dg_batch_sampler;
@@ -141,7 +141,7 @@ typedef struct dg_batch_sampler_params {
     bool drop_last;
     uint64_t seed;
 } dg_batch_sampler_params;
-dg_batch_sampler *dg_batch_sampler_new(int64_t dataset_len, dg_batch_sampler_params p);
+DG_API dg_batch_sampler *dg_batch_sampler_new(int64_t dataset_len, dg_batch_sampler_params p);
 
 /* paddle.io.DistributedBatchSampler (Paddle 2.x __iter__, index for index): every rank gets the
  * same number of batches. indices = 0..n-1 padded by repeating its head up to
@@ -161,15 +161,15 @@ typedef struct dg_distributed_batch_sampler_params {
 } dg_distributed_batch_sampler_params;
 /* Bad values (negative sizes, rank outside [0, num_replicas), a non-numeric or out-of-range
  * environment variable) give NULL and a message naming the value. */
-dg_batch_sampler *dg_distributed_batch_sampler_new(int64_t dataset_len, dg_distributed_batch_sampler_params p);
+DG_API dg_batch_sampler *dg_distributed_batch_sampler_new(int64_t dataset_len, dg_distributed_batch_sampler_params p);
 
 /* The order of an epoch is a pure function of (seed, epoch); the sampler starts at epoch 0. */
-int dg_batch_sampler_set_epoch(dg_batch_sampler *s, int64_t epoch);
-int64_t dg_batch_sampler_num_batches(const dg_batch_sampler *s);
-int64_t dg_batch_sampler_dataset_len(const dg_batch_sampler *s);   /* the length it was made for */
+DG_API int dg_batch_sampler_set_epoch(dg_batch_sampler *s, int64_t epoch);
+DG_API int64_t dg_batch_sampler_num_batches(const dg_batch_sampler *s);
+DG_API int64_t dg_batch_sampler_dataset_len(const dg_batch_sampler *s);   /* the length it was made for */
 /* Indices of batch b of the current epoch; returns their count (<= cap) or a negative status. */
-int64_t dg_batch_sampler_batch(const dg_batch_sampler *s, int64_t b, int64_t *indices, int64_t cap);
-void dg_batch_sampler_free(dg_batch_sampler *s);
+DG_API int64_t dg_batch_sampler_batch(const dg_batch_sampler *s, int64_t b, int64_t *indices, int64_t cap);
+DG_API void dg_batch_sampler_free(dg_batch_sampler *s);
 
 /* ---- DataLoader ---- */
 typedef struct dg_dataloader dg_dataloader;
@@ -192,19 +192,19 @@ typedef struct dg_dataloader_params {
 } dg_dataloader_params;
 
 /* Takes a reference to ds. A given sampler must have been made for len(ds). */
-dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p);
+DG_API dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p);
 /* Starts (or restarts) an epoch: stops any batches in flight (joining the workers), sets the
  * sampler's epoch (a given sampler too) and starts the workers on it. dg_dataloader_next without
  * a start_epoch starts epoch 0. */
-int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch);
+DG_API int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch);
 /* 1 and a batch, 0 at the end of the epoch, or a negative status with the worker's message
  * ("dataloader: batch B: dataset 'NAME' index I: ..."). Batches come in sampler order. The first
  * error ends the epoch (the workers stop; later calls return DG_ESTATE until start_epoch). The
  * thread's error slot is cleared on entry, so the message is the loader's own. The batch's
  * tensors are on the current device (dg_set_device), as Paddle's DataLoader places them. */
-int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch);
-int64_t dg_dataloader_num_batches(const dg_dataloader *dl);
-void dg_dataloader_free(dg_dataloader *dl);   /* joins the workers, even mid-epoch */
+DG_API int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch);
+DG_API int64_t dg_dataloader_num_batches(const dg_dataloader *dl);
+DG_API void dg_dataloader_free(dg_dataloader *dl);   /* joins the workers, even mid-epoch */
 
 #ifdef __cplusplus
 }

@@ -30,10 +30,10 @@ typedef struct dg_dist_env {
 } dg_dist_env;
 /* Reads and checks the environment (rank < world size, endpoint list of world_size entries
  * that contains the current endpoint at position rank, ...). 0 or a negative status. */
-int dg_dist_env_read(dg_dist_env *env);
-void dg_dist_env_clear(dg_dist_env *env);
+DG_API int dg_dist_env_read(dg_dist_env *env);
+DG_API void dg_dist_env_clear(dg_dist_env *env);
 /* Endpoint i of env->endpoints into buf; 0 or negative. */
-int dg_dist_env_endpoint(const dg_dist_env *env, int i, char *buf, size_t len);
+DG_API int dg_dist_env_endpoint(const dg_dist_env *env, int i, char *buf, size_t len);
 
 /* ---- rendezvous store: a small key/value server on rank 0's endpoint ---- */
 typedef struct dg_store dg_store;
@@ -43,16 +43,16 @@ typedef struct dg_store_params {
     bool is_server;           /* rank 0: serve on host:port (and be a client of itself) */
     double timeout_s;         /* connect and wait limit; 0 means $DG_DIST_TIMEOUT or 300 */
 } dg_store_params;
-dg_store *dg_store_new(dg_store_params p);
-int dg_store_set(dg_store *s, const char *key, const void *value, size_t len);
+DG_API dg_store *dg_store_new(dg_store_params p);
+DG_API int dg_store_set(dg_store *s, const char *key, const void *value, size_t len);
 /* Waits until key exists (or the timeout), then returns a malloc'd copy in *value. */
-int dg_store_get(dg_store *s, const char *key, void **value, size_t *len);
+DG_API int dg_store_get(dg_store *s, const char *key, void **value, size_t *len);
 /* Atomically adds delta to the integer under key (0 when absent) and returns the new value
  * in *out. */
-int dg_store_add(dg_store *s, const char *key, int64_t delta, int64_t *out);
+DG_API int dg_store_add(dg_store *s, const char *key, int64_t delta, int64_t *out);
 /* Blocks until the integer under key reaches at least target (or the timeout). */
-int dg_store_wait_at_least(dg_store *s, const char *key, int64_t target);
-void dg_store_free(dg_store *s);
+DG_API int dg_store_wait_at_least(dg_store *s, const char *key, int64_t target);
+DG_API void dg_store_free(dg_store *s);
 
 /* ---- communicators ---- */
 typedef enum dg_comm_kind { DG_COMM_AUTO, DG_COMM_LOCAL, DG_COMM_MPI, DG_COMM_NCCL } dg_comm_kind;
@@ -63,17 +63,17 @@ typedef struct dg_comm_params {
     double timeout_s;         /* 0 means $DG_DIST_TIMEOUT or 300 */
 } dg_comm_params;
 /* A communicator over the world the environment describes (rendezvous included). */
-dg_comm *dg_comm_new(dg_comm_params p);
-void dg_comm_free(dg_comm *c);
-int dg_comm_rank(const dg_comm *c);
-int dg_comm_size(const dg_comm *c);
-const char *dg_comm_backend_name(const dg_comm *c);   /* "local", "mpi", "nccl" */
+DG_API dg_comm *dg_comm_new(dg_comm_params p);
+DG_API void dg_comm_free(dg_comm *c);
+DG_API int dg_comm_rank(const dg_comm *c);
+DG_API int dg_comm_size(const dg_comm *c);
+DG_API const char *dg_comm_backend_name(const dg_comm *c);   /* "local", "mpi", "nccl" */
 /* In place on contiguous float tensors (any device: host memory stages device tensors for MPI). */
-int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op);
-int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root);
+DG_API int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op);
+DG_API int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root);
 /* [world_size, ...t's shape] with every rank's t, on t's device. */
-dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t);
-int dg_comm_barrier(dg_comm *c);
+DG_API dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t);
+DG_API int dg_comm_barrier(dg_comm *c);
 
 /* ---- DataParallel ---- */
 typedef struct dg_dp_params {
@@ -88,21 +88,21 @@ typedef struct dg_dp_params {
  * runs net. The wrapper's parameters are net's, named "_layers.<name>" (Paddle's attribute);
  * save net itself for checkpoints that load into a single-process program. comm is borrowed
  * and must outlive the wrapper. */
-dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p);
+DG_API dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p);
 /* loss / world_size (a new tensor; the graph goes through it). */
-dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss);
+DG_API dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss);
 /* Sums every gradient over the ranks (bucketed; with overlap on, finishes the buckets backward
  * already started). Errors name parameters that got no gradient unless find_unused_parameters.
  * Every rank must make the same collectives in the same order: with overlap on, buckets start
  * during backward, so no other collective may use this communicator between backward and
  * apply; and an error here on one rank leaves the others waiting for it (MPI has no timeout):
  * end the process, and the launcher stops the job. */
-int dg_dp_apply_collective_grads(dg_layer *dp);
+DG_API int dg_dp_apply_collective_grads(dg_layer *dp);
 /* Gradient accumulation: while on, backward passes only accumulate locally and
  * apply_collective_grads is a no-op; the first step after no_sync(false) reduces the sum. */
-int dg_dp_no_sync(dg_layer *dp, bool on);
-dg_comm *dg_dp_comm(const dg_layer *dp);
-dg_layer *dg_dp_module(const dg_layer *dp);           /* the wrapped net, borrowed */
+DG_API int dg_dp_no_sync(dg_layer *dp, bool on);
+DG_API dg_comm *dg_dp_comm(const dg_layer *dp);
+DG_API dg_layer *dg_dp_module(const dg_layer *dp);           /* the wrapped net, borrowed */
 
 /* ---- fleet facade (paddle.distributed.fleet) ---- */
 typedef struct dg_fleet_strategy {
@@ -113,20 +113,20 @@ typedef struct dg_fleet_strategy {
 } dg_fleet_strategy;
 /* fleet.init(is_collective=True[, strategy]): reads the environment, makes the world
  * communicator (rendezvous with a timeout; errors name the endpoint). strategy may be NULL. */
-int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy);
-int dg_fleet_worker_index(void);
-int dg_fleet_worker_num(void);
-const char *dg_fleet_worker_endpoints(void);          /* "ip:port,..." or "" */
-bool dg_fleet_is_first_worker(void);
-dg_comm *dg_fleet_comm(void);
+DG_API int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy);
+DG_API int dg_fleet_worker_index(void);
+DG_API int dg_fleet_worker_num(void);
+DG_API const char *dg_fleet_worker_endpoints(void);          /* "ip:port,..." or "" */
+DG_API bool dg_fleet_is_first_worker(void);
+DG_API dg_comm *dg_fleet_comm(void);
 /* DataParallel with the strategy's settings (takes a reference to net). */
-dg_layer *dg_fleet_distributed_model(dg_layer *net);
+DG_API dg_layer *dg_fleet_distributed_model(dg_layer *net);
 /* The optimizer itself: gradients are already reduced by apply_collective_grads. */
-dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt);
+DG_API dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt);
 /* As Paddle's fleet.save in the collective guide: only rank 0 writes (others return 0 at once). */
-int dg_fleet_save(const dg_layer *net, const char *path);
+DG_API int dg_fleet_save(const dg_layer *net, const char *path);
 /* Frees the world communicator (MPI_Finalize where MPI was started here). */
-void dg_fleet_shutdown(void);
+DG_API void dg_fleet_shutdown(void);
 
 #ifdef __cplusplus
 }

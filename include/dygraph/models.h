@@ -52,19 +52,19 @@ typedef enum dg_resnet_block_kind {
     DG_RESNET_BOTTLENECK = 1,  /* Bottleneck, expansion 4 (resnet50/101/152) */
 } dg_resnet_block_kind;
 
-dg_layer *dg_resnet18(dg_resnet_params p);   /* BasicBlock, [2, 2, 2, 2] */
-dg_layer *dg_resnet34(dg_resnet_params p);   /* BasicBlock, [3, 4, 6, 3] */
-dg_layer *dg_resnet50(dg_resnet_params p);   /* Bottleneck, [3, 4, 6, 3] (the model of Paddle's collective FleetAPI guide) */
+DG_API dg_layer *dg_resnet18(dg_resnet_params p);   /* BasicBlock, [2, 2, 2, 2] */
+DG_API dg_layer *dg_resnet34(dg_resnet_params p);   /* BasicBlock, [3, 4, 6, 3] */
+DG_API dg_layer *dg_resnet50(dg_resnet_params p);   /* Bottleneck, [3, 4, 6, 3] (the model of Paddle's collective FleetAPI guide) */
 /* Any depth: torchvision's ResNet(block, layers, num_classes); layers[i] >= 1 blocks per stage
  * (resnet101 is Bottleneck [3, 4, 23, 3], resnet152 Bottleneck [3, 8, 36, 3]). */
-dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_params p);
+DG_API dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_params p);
 
 /* One residual block as torchvision builds it inside _make_layer: output channels
  * planes * expansion; a "downsample" branch is added when stride != 1 or inplanes differs from
  * planes * expansion. Init as in the full model (kaiming_normal_ fan_out for convs, BN 1/0).
  * dtype 0 means DG_F32. */
-dg_layer *dg_resnet_basic_block(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
-dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
+DG_API dg_layer *dg_resnet_basic_block(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
+DG_API dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
 
 /* ======================= the networks of Paddle's tutorials ======================= */
 
@@ -79,7 +79,7 @@ dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stride, dg_
  * cross_entropy(softmax(...)) and is numerically safer. Apply dg_softmax(out, -1) for the
  * probabilities. fc.weight is [10, 980] (torch layout; Paddle's FC stores [980, 10]).
  * Default init is PyTorch's for Conv2d/Linear (not fluid's). */
-dg_layer *dg_mnist_cnn(void);
+DG_API dg_layer *dg_mnist_cnn(void);
 
 /* MyNet, the CIFAR-10 network of Paddle's Fleet collective-training tutorial (type "MyNet"):
  * x [N, 3, 32, 32] -> [N, num_classes].
@@ -89,7 +89,7 @@ dg_layer *dg_mnist_cnn(void);
  * (no padding: 32 -> 30 -> 15 -> 13 -> 6 -> 4, and 64 * 4 * 4 = 1024). The sublayer names are
  * the tutorial's. Paddle's Linear stores its weight as [in, out]; ours follow torch's [out, in]
  * (linear1.weight is [64, 1024]). num_classes must be >= 1 (the tutorial trains with 10). */
-dg_layer *dg_cifar_mynet(int64_t num_classes);
+DG_API dg_layer *dg_cifar_mynet(int64_t num_classes);
 
 /* FaceNet, the face-keypoint network of the same tutorial (type "FaceNet"): x [N, 3, H, W] (the
  * tutorial uses 96x96) -> [N, num_keypoints * 2] (there: 15 keypoints -> 30 coordinates).
@@ -98,7 +98,7 @@ dg_layer *dg_cifar_mynet(int64_t num_classes);
  *   outLayer2 = Linear(512, num_keypoints * 2)
  * The tutorial's pretrained=False is the only variant: load pretrained weights into "backbone.*"
  * from a checkpoint instead. num_keypoints must be >= 1. */
-dg_layer *dg_facenet(int64_t num_keypoints);
+DG_API dg_layer *dg_facenet(int64_t num_keypoints);
 
 #ifdef __cplusplus
 }

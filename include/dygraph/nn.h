@@ -48,15 +48,15 @@ typedef dg_tensor *(*dg_loss_forward_fn)(dg_layer *self, const dg_tensor *input,
  * dg_layer_to_string ("Linear", "MyBlock"). `user` is the layer's own state, returned by
  * dg_layer_user and released with free_user (may be NULL) when the layer is freed — also when
  * this call fails. fn may be NULL for a pure container. */
-dg_layer *dg_layer_new(const char *type, dg_layer_forward_fn fn, void *user, void (*free_user)(void *));
+DG_API dg_layer *dg_layer_new(const char *type, dg_layer_forward_fn fn, void *user, void (*free_user)(void *));
 /* The same for a loss-style layer whose forward takes (input, label); see dg_loss_forward. */
-dg_layer *dg_loss_layer_new(const char *type, dg_loss_forward_fn fn, void *user, void (*free_user)(void *));
+DG_API dg_layer *dg_loss_layer_new(const char *type, dg_loss_forward_fn fn, void *user, void (*free_user)(void *));
 
 /* Releases the layer's reference: parameters, buffers, sublayers and user state go with the
  * last one. NULL is a no-op. */
-void dg_layer_free(dg_layer *layer);
+DG_API void dg_layer_free(dg_layer *layer);
 /* An extra reference, to share one layer under two parents (released by dg_layer_free). */
-dg_layer *dg_layer_ref(dg_layer *layer);
+DG_API dg_layer *dg_layer_ref(dg_layer *layer);
 
 /* Registration. `name` is one component: non-empty, no '.', unique among this layer's
  * parameters, buffers and sublayers. Each call takes over the given reference (see Ownership);
@@ -65,48 +65,48 @@ dg_layer *dg_layer_ref(dg_layer *layer);
  *    weights, pass dg_tensor_ref(t) to the second layer (iteration lists it once).
  *  - buffer: any dtype, never requires grad; saved in the state dict (running_mean, ...).
  *  - sublayer: a layer that may not contain `layer` (no cycles). */
-int dg_layer_add_parameter(dg_layer *layer, const char *name, dg_tensor *t);
-int dg_layer_add_buffer(dg_layer *layer, const char *name, dg_tensor *t);
-int dg_layer_add_sublayer(dg_layer *layer, const char *name, dg_layer *sub);
+DG_API int dg_layer_add_parameter(dg_layer *layer, const char *name, dg_tensor *t);
+DG_API int dg_layer_add_buffer(dg_layer *layer, const char *name, dg_tensor *t);
+DG_API int dg_layer_add_sublayer(dg_layer *layer, const char *name, dg_layer *sub);
 
 /* Lookup by hierarchical name ("0.weight", "layer1.0.bn1.running_mean", "layer1.0").
  * Borrowed; NULL if absent (not an error: dg_last_error is untouched). */
-dg_tensor *dg_layer_parameter(const dg_layer *layer, const char *name);
-dg_tensor *dg_layer_buffer(const dg_layer *layer, const char *name);
-dg_layer *dg_layer_sublayer(const dg_layer *layer, const char *name);
+DG_API dg_tensor *dg_layer_parameter(const dg_layer *layer, const char *name);
+DG_API dg_tensor *dg_layer_buffer(const dg_layer *layer, const char *name);
+DG_API dg_layer *dg_layer_sublayer(const dg_layer *layer, const char *name);
 
 /* Direct children in registration order ("0", "1", ... for Sequential). */
-int dg_layer_num_children(const dg_layer *layer);
-dg_layer *dg_layer_child(const dg_layer *layer, int i);               /* borrowed; NULL if out of range */
-const char *dg_layer_child_name(const dg_layer *layer, int i);
+DG_API int dg_layer_num_children(const dg_layer *layer);
+DG_API dg_layer *dg_layer_child(const dg_layer *layer, int i);               /* borrowed; NULL if out of range */
+DG_API const char *dg_layer_child_name(const dg_layer *layer, int i);
 
 /* Identity. */
-const char *dg_layer_type(const dg_layer *layer);                     /* "Linear" */
-void *dg_layer_user(const dg_layer *layer);
+DG_API const char *dg_layer_type(const dg_layer *layer);                     /* "Linear" */
+DG_API void *dg_layer_user(const dg_layer *layer);
 /* Path from the root of the tree the layer was first added to ("layer1.0.conv1"; "" for a
  * root). Writes into buf (always NUL-terminated) and returns buf. */
-const char *dg_layer_full_name(const dg_layer *layer, char *buf, size_t len);
+DG_API const char *dg_layer_full_name(const dg_layer *layer, char *buf, size_t len);
 /* Text shown after the type, as torch's extra_repr ("in_features=4, out_features=3, bias=True"). */
-int dg_layer_set_extra_repr(dg_layer *layer, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+DG_API int dg_layer_set_extra_repr(dg_layer *layer, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The tree as torch prints a module; malloc'd, free() it. dg_layer_print writes it to stdout. */
-char *dg_layer_to_string(const dg_layer *layer);
-int dg_layer_print(const dg_layer *layer);
+DG_API char *dg_layer_to_string(const dg_layer *layer);
+DG_API int dg_layer_print(const dg_layer *layer);
 
 /* Errors from a forward or constructor: records "<Type> '<path>' (<extra_repr>): <message>
  * (file:line)" unless an error is already pending, and returns NULL so that a forward may
  * `return DG_LAYER_ERROR(self, "input %s ...", ...)`. */
-dg_tensor *dg_layer_error_at(const dg_layer *layer, int status, const char *file, int line, const char *fmt, ...)
+DG_API dg_tensor *dg_layer_error_at(const dg_layer *layer, int status, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 #define DG_LAYER_ERROR(layer, ...) dg_layer_error_at((layer), DG_EINVAL, __FILE__, __LINE__, __VA_ARGS__)
 
 /* ---- running a layer ---- */
-dg_tensor *dg_forward(dg_layer *layer, const dg_tensor *x);
-dg_tensor *dg_loss_forward(dg_layer *loss, const dg_tensor *input, const dg_tensor *label);
+DG_API dg_tensor *dg_forward(dg_layer *layer, const dg_tensor *x);
+DG_API dg_tensor *dg_loss_forward(dg_layer *loss, const dg_tensor *input, const dg_tensor *label);
 
 /* ---- mode: train/eval set this layer and every sublayer (torch .train()/.eval()) ---- */
-int dg_layer_train(dg_layer *layer);
-int dg_layer_eval(dg_layer *layer);
-bool dg_layer_is_training(const dg_layer *layer);
+DG_API int dg_layer_train(dg_layer *layer);
+DG_API int dg_layer_eval(dg_layer *layer);
+DG_API bool dg_layer_is_training(const dg_layer *layer);
 
 /* ---- iteration ----
  * Order is torch's: each layer's own entries in registration order, then its sublayers', depth
@@ -114,21 +114,21 @@ bool dg_layer_is_training(const dg_layer *layer);
  * as torch's parameters()/named_parameters() do. */
 typedef struct dg_named_tensor { const char *name; dg_tensor *tensor; } dg_named_tensor;
 /* Array of n borrowed parameters plus a NULL terminator; *n may be NULL. free() the array. */
-dg_tensor **dg_layer_parameters(const dg_layer *layer, int *n);
-dg_named_tensor *dg_layer_named_parameters(const dg_layer *layer, int *n);
-dg_named_tensor *dg_layer_named_buffers(const dg_layer *layer, int *n);
+DG_API dg_tensor **dg_layer_parameters(const dg_layer *layer, int *n);
+DG_API dg_named_tensor *dg_layer_named_parameters(const dg_layer *layer, int *n);
+DG_API dg_named_tensor *dg_layer_named_buffers(const dg_layer *layer, int *n);
 /* Parameters and buffers in torch's state_dict() order: per layer its parameters then its
  * buffers, then its sublayers; not deduplicated (torch keeps tied entries under both names). */
-dg_named_tensor *dg_layer_state_dict(const dg_layer *layer, int *n);
+DG_API dg_named_tensor *dg_layer_state_dict(const dg_layer *layer, int *n);
 /* Total number of scalars in the parameters: sum(p.numel() for p in model.parameters()).
  * -1 for a NULL layer. */
-int64_t dg_layer_num_parameters(const dg_layer *layer);
+DG_API int64_t dg_layer_num_parameters(const dg_layer *layer);
 /* Drops the gradient of every parameter (Paddle's clear_gradients / torch's zero_grad(set_to_none)). */
-int dg_layer_clear_gradients(dg_layer *layer);
+DG_API int dg_layer_clear_gradients(dg_layer *layer);
 /* Calls fn on every sublayer (depth first, children before parents) and then on the layer, as
  * torch's Module.apply; stops at the first nonzero return and returns it. Use it to
  * re-initialise: check dg_layer_type and call a dg_nn_init_* function on its parameters. */
-int dg_layer_apply(dg_layer *layer, int (*fn)(dg_layer *layer, void *user), void *user);
+DG_API int dg_layer_apply(dg_layer *layer, int (*fn)(dg_layer *layer, void *user), void *user);
 
 /* ======================= built-in layers =======================
  * Each is a dg_layer; its type string and parameter/buffer names follow PyTorch. Parameters
@@ -143,8 +143,8 @@ typedef struct dg_nn_linear_params {
     bool no_bias;      /* default: with bias */
     dg_dtype dtype;    /* default DG_F32 */
 } dg_nn_linear_params;
-dg_layer *dg_nn_linear(int64_t in_features, int64_t out_features);
-dg_layer *dg_nn_linear_ext(int64_t in_features, int64_t out_features, dg_nn_linear_params p);
+DG_API dg_layer *dg_nn_linear(int64_t in_features, int64_t out_features);
+DG_API dg_layer *dg_nn_linear_ext(int64_t in_features, int64_t out_features, dg_nn_linear_params p);
 
 /* Conv2d (type "Conv2d"): x [N, in_channels, H, W] -> [N, out_channels, OH, OW]; square kernel.
  * weight [out_channels, in_channels/groups, k, k], bias [out_channels].
@@ -158,7 +158,7 @@ typedef struct dg_nn_conv2d_params {
     bool no_bias;      /* default: with bias */
     dg_dtype dtype;    /* default DG_F32 */
 } dg_nn_conv2d_params;
-dg_layer *dg_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, dg_nn_conv2d_params p);
+DG_API dg_layer *dg_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, dg_nn_conv2d_params p);
 
 /* Pools (types "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"), x [N, C, H, W], no parameters. */
 typedef struct dg_nn_pool2d_params {
@@ -167,9 +167,9 @@ typedef struct dg_nn_pool2d_params {
     bool ceil_mode;           /* default false */
     bool count_include_pad;   /* avg pool: default false = Paddle's exclusive=True (torch's default is true) */
 } dg_nn_pool2d_params;
-dg_layer *dg_nn_max_pool2d(int kernel_size, dg_nn_pool2d_params p);
-dg_layer *dg_nn_avg_pool2d(int kernel_size, dg_nn_pool2d_params p);
-dg_layer *dg_nn_adaptive_avg_pool2d(int out_h, int out_w);
+DG_API dg_layer *dg_nn_max_pool2d(int kernel_size, dg_nn_pool2d_params p);
+DG_API dg_layer *dg_nn_avg_pool2d(int kernel_size, dg_nn_pool2d_params p);
+DG_API dg_layer *dg_nn_adaptive_avg_pool2d(int out_h, int out_w);
 
 /* BatchNorm1d (x [N, C] or [N, C, L]) and BatchNorm2d (x [N, C, H, W]).
  * Parameters weight [C] (init 1), bias [C] (init 0) unless no_affine. Buffers, unless
@@ -186,36 +186,36 @@ typedef struct dg_nn_batch_norm_params {
     bool no_running_stats;    /* default: track running statistics */
     dg_dtype dtype;           /* default DG_F32 (num_batches_tracked is always i64) */
 } dg_nn_batch_norm_params;
-dg_layer *dg_nn_batch_norm1d(int64_t num_features, dg_nn_batch_norm_params p);
-dg_layer *dg_nn_batch_norm2d(int64_t num_features, dg_nn_batch_norm_params p);
+DG_API dg_layer *dg_nn_batch_norm1d(int64_t num_features, dg_nn_batch_norm_params p);
+DG_API dg_layer *dg_nn_batch_norm2d(int64_t num_features, dg_nn_batch_norm_params p);
 
 /* Dropout: in training zeroes each element with probability p and scales the rest by
  * 1/(1-p) (mask from the seeded Philox stream); identity (a copy) in eval. p in [0, 1]. */
-dg_layer *dg_nn_dropout(double p);
+DG_API dg_layer *dg_nn_dropout(double p);
 
 /* Activations and shape layers (no parameters). */
-dg_layer *dg_nn_relu(void);
-dg_layer *dg_nn_leaky_relu(double negative_slope);    /* torch's default is 0.01 */
-dg_layer *dg_nn_sigmoid(void);
-dg_layer *dg_nn_tanh(void);
-dg_layer *dg_nn_gelu(bool approximate_tanh);           /* false: exact erf form (torch's default) */
-dg_layer *dg_nn_softmax(int axis);                     /* Paddle's default axis is -1 */
-dg_layer *dg_nn_flatten(int start_axis, int stop_axis);/* torch/Paddle defaults: 1, -1 */
-dg_layer *dg_nn_identity(void);
+DG_API dg_layer *dg_nn_relu(void);
+DG_API dg_layer *dg_nn_leaky_relu(double negative_slope);    /* torch's default is 0.01 */
+DG_API dg_layer *dg_nn_sigmoid(void);
+DG_API dg_layer *dg_nn_tanh(void);
+DG_API dg_layer *dg_nn_gelu(bool approximate_tanh);           /* false: exact erf form (torch's default) */
+DG_API dg_layer *dg_nn_softmax(int axis);                     /* Paddle's default axis is -1 */
+DG_API dg_layer *dg_nn_flatten(int start_axis, int stop_axis);/* torch/Paddle defaults: 1, -1 */
+DG_API dg_layer *dg_nn_identity(void);
 
 /* Sequential: children named "0", "1", ... run in order. Takes over the n layers given; if any
  * is NULL the others are freed and NULL is returned (keeping the first error message). */
-dg_layer *dg_nn_sequential(int n, ...);
-dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers);
+DG_API dg_layer *dg_nn_sequential(int n, ...);
+DG_API dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers);
 /* Appends a child named by its index; takes over `layer`. */
-int dg_nn_sequential_append(dg_layer *seq, dg_layer *layer);
+DG_API int dg_nn_sequential_append(dg_layer *seq, dg_layer *layer);
 
 /* ======================= loss layers =======================
  * Run with dg_loss_forward(loss, input, label); dg_forward refuses them. */
-dg_layer *dg_nn_mse_loss(dg_reduction reduction);                      /* "MSELoss" */
-dg_layer *dg_nn_l1_loss(dg_reduction reduction);                       /* "L1Loss" */
-dg_layer *dg_nn_cross_entropy_loss(dg_cross_entropy_params p);         /* "CrossEntropyLoss"; see ops.h */
-dg_layer *dg_nn_bce_with_logits_loss(dg_reduction reduction);          /* "BCEWithLogitsLoss" */
+DG_API dg_layer *dg_nn_mse_loss(dg_reduction reduction);                      /* "MSELoss" */
+DG_API dg_layer *dg_nn_l1_loss(dg_reduction reduction);                       /* "L1Loss" */
+DG_API dg_layer *dg_nn_cross_entropy_loss(dg_cross_entropy_params p);         /* "CrossEntropyLoss"; see ops.h */
+DG_API dg_layer *dg_nn_bce_with_logits_loss(dg_reduction reduction);          /* "BCEWithLogitsLoss" */
 
 /* ======================= initialisers (torch.nn.init) =======================
  * In place on a float tensor, under no_grad (so they work on parameters); 0 or a negative
@@ -238,21 +238,21 @@ typedef struct dg_nn_kaiming_params {
     dg_nonlinearity nonlinearity; /* default DG_NONLIN_LEAKY_RELU (as torch) */
 } dg_nn_kaiming_params;
 
-double dg_nn_init_calculate_gain(dg_nonlinearity nonlinearity, double param);
-int dg_nn_init_calculate_fans(const dg_tensor *t, int64_t *fan_in, int64_t *fan_out);
-int dg_nn_init_constant_(dg_tensor *t, double value);
-int dg_nn_init_zeros_(dg_tensor *t);
-int dg_nn_init_ones_(dg_tensor *t);
-int dg_nn_init_uniform_(dg_tensor *t, double low, double high);
-int dg_nn_init_normal_(dg_tensor *t, double mean, double std);
+DG_API double dg_nn_init_calculate_gain(dg_nonlinearity nonlinearity, double param);
+DG_API int dg_nn_init_calculate_fans(const dg_tensor *t, int64_t *fan_in, int64_t *fan_out);
+DG_API int dg_nn_init_constant_(dg_tensor *t, double value);
+DG_API int dg_nn_init_zeros_(dg_tensor *t);
+DG_API int dg_nn_init_ones_(dg_tensor *t);
+DG_API int dg_nn_init_uniform_(dg_tensor *t, double low, double high);
+DG_API int dg_nn_init_normal_(dg_tensor *t, double mean, double std);
 /* U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)); gain 0 means 1. */
-int dg_nn_init_xavier_uniform_(dg_tensor *t, double gain);
+DG_API int dg_nn_init_xavier_uniform_(dg_tensor *t, double gain);
 /* N(0, gain * sqrt(2 / (fan_in + fan_out))); gain 0 means 1. */
-int dg_nn_init_xavier_normal_(dg_tensor *t, double gain);
+DG_API int dg_nn_init_xavier_normal_(dg_tensor *t, double gain);
 /* U(-b, b), b = gain * sqrt(3 / fan) with gain from nonlinearity and a. */
-int dg_nn_init_kaiming_uniform_(dg_tensor *t, dg_nn_kaiming_params p);
+DG_API int dg_nn_init_kaiming_uniform_(dg_tensor *t, dg_nn_kaiming_params p);
 /* N(0, gain / sqrt(fan)). */
-int dg_nn_init_kaiming_normal_(dg_tensor *t, dg_nn_kaiming_params p);
+DG_API int dg_nn_init_kaiming_normal_(dg_tensor *t, dg_nn_kaiming_params p);
 
 #ifdef __cplusplus
 }

@@ -11,83 +11,83 @@ extern "C" {
 #endif
 
 /* ---- elementwise arithmetic ---- */
-dg_tensor *dg_add(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_sub(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_mul(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_div(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_maximum(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_minimum(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_pow(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_add_scalar(const dg_tensor *a, double s);
-dg_tensor *dg_sub_scalar(const dg_tensor *a, double s);     /* a - s */
-dg_tensor *dg_rsub_scalar(const dg_tensor *a, double s);    /* s - a */
-dg_tensor *dg_mul_scalar(const dg_tensor *a, double s);
-dg_tensor *dg_div_scalar(const dg_tensor *a, double s);     /* a / s */
-dg_tensor *dg_rdiv_scalar(const dg_tensor *a, double s);    /* s / a */
-dg_tensor *dg_pow_scalar(const dg_tensor *a, double exponent);
-dg_tensor *dg_neg(const dg_tensor *a);
-dg_tensor *dg_exp(const dg_tensor *a);
-dg_tensor *dg_log(const dg_tensor *a);
-dg_tensor *dg_sqrt(const dg_tensor *a);
-dg_tensor *dg_abs(const dg_tensor *a);
-dg_tensor *dg_clip(const dg_tensor *a, double min, double max);
+DG_API dg_tensor *dg_add(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_sub(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_mul(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_div(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_maximum(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_minimum(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_pow(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_add_scalar(const dg_tensor *a, double s);
+DG_API dg_tensor *dg_sub_scalar(const dg_tensor *a, double s);     /* a - s */
+DG_API dg_tensor *dg_rsub_scalar(const dg_tensor *a, double s);    /* s - a */
+DG_API dg_tensor *dg_mul_scalar(const dg_tensor *a, double s);
+DG_API dg_tensor *dg_div_scalar(const dg_tensor *a, double s);     /* a / s */
+DG_API dg_tensor *dg_rdiv_scalar(const dg_tensor *a, double s);    /* s / a */
+DG_API dg_tensor *dg_pow_scalar(const dg_tensor *a, double exponent);
+DG_API dg_tensor *dg_neg(const dg_tensor *a);
+DG_API dg_tensor *dg_exp(const dg_tensor *a);
+DG_API dg_tensor *dg_log(const dg_tensor *a);
+DG_API dg_tensor *dg_sqrt(const dg_tensor *a);
+DG_API dg_tensor *dg_abs(const dg_tensor *a);
+DG_API dg_tensor *dg_clip(const dg_tensor *a, double min, double max);
 /* comparisons (not differentiable): DG_BOOL result */
-dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_equal(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_equal(const dg_tensor *a, const dg_tensor *b);
 
 /* ---- activations ---- */
-dg_tensor *dg_relu(const dg_tensor *x);
-dg_tensor *dg_add_relu(const dg_tensor *a, const dg_tensor *b);  /* relu(a + b) in one pass (residual blocks) */
-dg_tensor *dg_leaky_relu(const dg_tensor *x, double negative_slope);
-dg_tensor *dg_sigmoid(const dg_tensor *x);
-dg_tensor *dg_tanh(const dg_tensor *x);
-dg_tensor *dg_gelu(const dg_tensor *x, bool approximate_tanh);
-dg_tensor *dg_softmax(const dg_tensor *x, int axis);
-dg_tensor *dg_log_softmax(const dg_tensor *x, int axis);
+DG_API dg_tensor *dg_relu(const dg_tensor *x);
+DG_API dg_tensor *dg_add_relu(const dg_tensor *a, const dg_tensor *b);  /* relu(a + b) in one pass (residual blocks) */
+DG_API dg_tensor *dg_leaky_relu(const dg_tensor *x, double negative_slope);
+DG_API dg_tensor *dg_sigmoid(const dg_tensor *x);
+DG_API dg_tensor *dg_tanh(const dg_tensor *x);
+DG_API dg_tensor *dg_gelu(const dg_tensor *x, bool approximate_tanh);
+DG_API dg_tensor *dg_softmax(const dg_tensor *x, int axis);
+DG_API dg_tensor *dg_log_softmax(const dg_tensor *x, int axis);
 
 /* ---- linear algebra ---- */
 /* Batched matrix product over the last two dims; batch dims broadcast. A 1-D operand is a
  * vector as in paddle.matmul/numpy. */
-dg_tensor *dg_matmul(const dg_tensor *a, const dg_tensor *b);
-dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool transpose_a, bool transpose_b);
+DG_API dg_tensor *dg_matmul(const dg_tensor *a, const dg_tensor *b);
+DG_API dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool transpose_a, bool transpose_b);
 /* x @ w (+ b): x [..., in], w [in, out] (Paddle's Linear layout), b [out] or NULL. */
-dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b);
+DG_API dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b);
 
 /* ---- reductions ---- */
 /* axes: NULL/n_axes 0 reduces every axis. */
-dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
-dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
-dg_tensor *dg_max(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
-dg_tensor *dg_min(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
-dg_tensor *dg_sum_all(const dg_tensor *x);
-dg_tensor *dg_mean_all(const dg_tensor *x);
-dg_tensor *dg_argmax(const dg_tensor *x, int axis, bool keepdim);   /* DG_I64 */
-dg_tensor *dg_argmin(const dg_tensor *x, int axis, bool keepdim);   /* DG_I64 */
+DG_API dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
+DG_API dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
+DG_API dg_tensor *dg_max(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
+DG_API dg_tensor *dg_min(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
+DG_API dg_tensor *dg_sum_all(const dg_tensor *x);
+DG_API dg_tensor *dg_mean_all(const dg_tensor *x);
+DG_API dg_tensor *dg_argmax(const dg_tensor *x, int axis, bool keepdim);   /* DG_I64 */
+DG_API dg_tensor *dg_argmin(const dg_tensor *x, int axis, bool keepdim);   /* DG_I64 */
 
 /* ---- shape and indexing (views where possible) ---- */
-dg_tensor *dg_reshape(const dg_tensor *x, dg_shape shape);          /* one dim may be -1 */
-dg_tensor *dg_flatten(const dg_tensor *x, int start_axis, int stop_axis);
-dg_tensor *dg_transpose(const dg_tensor *x, int axis0, int axis1);
-dg_tensor *dg_permute(const dg_tensor *x, const int *perm);         /* perm has ndim entries */
-dg_tensor *dg_squeeze(const dg_tensor *x, int axis);                /* axis out of range of size-1 dims: all */
-dg_tensor *dg_unsqueeze(const dg_tensor *x, int axis);
-dg_tensor *dg_expand(const dg_tensor *x, dg_shape shape);           /* -1 keeps a dim */
-dg_tensor *dg_slice(const dg_tensor *x, int axis, int64_t start, int64_t end, int64_t step);
-dg_tensor *dg_contiguous(const dg_tensor *x);
-dg_tensor *dg_concat(dg_tensor *const *xs, int n, int axis);
+DG_API dg_tensor *dg_reshape(const dg_tensor *x, dg_shape shape);          /* one dim may be -1 */
+DG_API dg_tensor *dg_flatten(const dg_tensor *x, int start_axis, int stop_axis);
+DG_API dg_tensor *dg_transpose(const dg_tensor *x, int axis0, int axis1);
+DG_API dg_tensor *dg_permute(const dg_tensor *x, const int *perm);         /* perm has ndim entries */
+DG_API dg_tensor *dg_squeeze(const dg_tensor *x, int axis);                /* axis out of range of size-1 dims: all */
+DG_API dg_tensor *dg_unsqueeze(const dg_tensor *x, int axis);
+DG_API dg_tensor *dg_expand(const dg_tensor *x, dg_shape shape);           /* -1 keeps a dim */
+DG_API dg_tensor *dg_slice(const dg_tensor *x, int axis, int64_t start, int64_t end, int64_t step);
+DG_API dg_tensor *dg_contiguous(const dg_tensor *x);
+DG_API dg_tensor *dg_concat(dg_tensor *const *xs, int n, int axis);
 /* Splits into n parts of the given sizes (sizes NULL: equal parts); writes n tensors to out. */
-int dg_split(const dg_tensor *x, int n, const int64_t *sizes, int axis, dg_tensor **out);
-dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis);  /* index 1-D int */
-dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis);        /* torch.gather */
-dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes);              /* f32 */
-dg_tensor *dg_where(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b);
+DG_API int dg_split(const dg_tensor *x, int n, const int64_t *sizes, int axis, dg_tensor **out);
+DG_API dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis);  /* index 1-D int */
+DG_API dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis);        /* torch.gather */
+DG_API dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes);              /* f32 */
+DG_API dg_tensor *dg_where(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b);
 
 /* ---- losses ---- */
 typedef enum dg_reduction { DG_REDUCE_MEAN = 0, DG_REDUCE_SUM = 1, DG_REDUCE_NONE = 2 } dg_reduction;
-dg_tensor *dg_mse_loss(const dg_tensor *input, const dg_tensor *target);       /* mean */
-dg_tensor *dg_mse_loss_ext(const dg_tensor *input, const dg_tensor *target, dg_reduction r);
-dg_tensor *dg_l1_loss(const dg_tensor *input, const dg_tensor *target, dg_reduction r);
-dg_tensor *dg_square_error_cost(const dg_tensor *input, const dg_tensor *label); /* elementwise (x-y)^2 */
+DG_API dg_tensor *dg_mse_loss(const dg_tensor *input, const dg_tensor *target);       /* mean */
+DG_API dg_tensor *dg_mse_loss_ext(const dg_tensor *input, const dg_tensor *target, dg_reduction r);
+DG_API dg_tensor *dg_l1_loss(const dg_tensor *input, const dg_tensor *target, dg_reduction r);
+DG_API dg_tensor *dg_square_error_cost(const dg_tensor *input, const dg_tensor *label); /* elementwise (x-y)^2 */
 
 typedef struct dg_cross_entropy_params {
     dg_reduction reduction;   /* default DG_REDUCE_MEAN (over the rows that are not ignored) */
@@ -99,12 +99,12 @@ typedef struct dg_cross_entropy_params {
                                  pass 1 for [N, C, H, W]-style inputs */
 } dg_cross_entropy_params;
 /* Labels: integer class ids of shape [N] or [N,1] (Paddle's layout), or soft labels. */
-dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label);
-dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
-dg_tensor *dg_nll_loss(const dg_tensor *log_probs, const dg_tensor *label, dg_reduction r, int64_t ignore_index);
-dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *logits, const dg_tensor *label, dg_reduction r);
+DG_API dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label);
+DG_API dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
+DG_API dg_tensor *dg_nll_loss(const dg_tensor *log_probs, const dg_tensor *label, dg_reduction r, int64_t ignore_index);
+DG_API dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *logits, const dg_tensor *label, dg_reduction r);
 /* Fraction of rows whose label is among the top k scores ([N,C] scores, [N] or [N,1] labels). */
-dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k);
+DG_API dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k);
 
 /* ---- convolution, pooling, normalisation, dropout (NCHW) ---- */
 typedef struct dg_conv2d_params {
@@ -112,16 +112,16 @@ typedef struct dg_conv2d_params {
     int groups;                              /* 0 means 1 */
 } dg_conv2d_params;
 /* x [N,C,H,W], w [OC, C/groups, KH, KW], b [OC] or NULL */
-dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p);
+DG_API dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p);
 
 typedef struct dg_pool2d_params {
     int kernel[2], stride[2], padding[2];    /* stride 0: = kernel */
     bool ceil_mode;
     bool count_include_pad;                  /* avg pool; default false as Paddle's exclusive=True */
 } dg_pool2d_params;
-dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p);
-dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p);
-dg_tensor *dg_adaptive_avg_pool2d(const dg_tensor *x, int out_h, int out_w);
+DG_API dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p);
+DG_API dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p);
+DG_API dg_tensor *dg_adaptive_avg_pool2d(const dg_tensor *x, int out_h, int out_w);
 
 typedef struct dg_batch_norm_params {
     bool training;           /* batch statistics + running-stat update; else running stats */
@@ -130,12 +130,12 @@ typedef struct dg_batch_norm_params {
 } dg_batch_norm_params;
 /* x [N,C,...]; weight/bias [C] or NULL; running_mean/var [C] (updated in place when training),
  * may be NULL in training mode. */
-dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
+DG_API dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
                          const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p);
 
 /* Inverted dropout: kept values scaled by 1/(1-p) in training; identity in eval. Mask from
  * the seeded Philox stream. */
-dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training);
+DG_API dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training);
 
 #ifdef __cplusplus
 }

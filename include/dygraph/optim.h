@@ -74,25 +74,25 @@ typedef struct dg_adamw_params {
     double grad_clip_norm;
 } dg_adamw_params;
 
-dg_optimizer *dg_sgd(dg_tensor *const *params, int n, dg_sgd_params p);
-dg_optimizer *dg_momentum(dg_tensor *const *params, int n, dg_momentum_params p);
-dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p);
-dg_optimizer *dg_adam(dg_tensor *const *params, int n, dg_adam_params p);
-dg_optimizer *dg_adamw(dg_tensor *const *params, int n, dg_adamw_params p);
-void dg_optimizer_free(dg_optimizer *opt);          /* frees the state, never the parameters */
+DG_API dg_optimizer *dg_sgd(dg_tensor *const *params, int n, dg_sgd_params p);
+DG_API dg_optimizer *dg_momentum(dg_tensor *const *params, int n, dg_momentum_params p);
+DG_API dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p);
+DG_API dg_optimizer *dg_adam(dg_tensor *const *params, int n, dg_adam_params p);
+DG_API dg_optimizer *dg_adamw(dg_tensor *const *params, int n, dg_adamw_params p);
+DG_API void dg_optimizer_free(dg_optimizer *opt);          /* frees the state, never the parameters */
 
-int dg_optimizer_step(dg_optimizer *opt);
-int dg_optimizer_clear_grad(dg_optimizer *opt);     /* drops every parameter's gradient (set_to_none) */
-int dg_optimizer_set_lr(dg_optimizer *opt, double lr);   /* lr >= 0 */
-double dg_optimizer_get_lr(const dg_optimizer *opt);     /* NAN for NULL */
-const char *dg_optimizer_name(const dg_optimizer *opt);  /* "sgd", "momentum", "adagrad", "adam", "adamw" */
-int dg_optimizer_num_params(const dg_optimizer *opt);
-dg_tensor *dg_optimizer_param(const dg_optimizer *opt, int i);  /* borrowed */
+DG_API int dg_optimizer_step(dg_optimizer *opt);
+DG_API int dg_optimizer_clear_grad(dg_optimizer *opt);     /* drops every parameter's gradient (set_to_none) */
+DG_API int dg_optimizer_set_lr(dg_optimizer *opt, double lr);   /* lr >= 0 */
+DG_API double dg_optimizer_get_lr(const dg_optimizer *opt);     /* NAN for NULL */
+DG_API const char *dg_optimizer_name(const dg_optimizer *opt);  /* "sgd", "momentum", "adagrad", "adam", "adamw" */
+DG_API int dg_optimizer_num_params(const dg_optimizer *opt);
+DG_API dg_tensor *dg_optimizer_param(const dg_optimizer *opt, int i);  /* borrowed */
 
 /* torch.nn.utils.clip_grad_norm_ (L2): over the gradients of params that have one, total =
  * sqrt(sum of squares); every gradient is scaled by min(1, max_norm / (total + 1e-6)). Returns
  * total (0 when no parameter has a gradient), or a negative dg_status on bad input. */
-double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm);
+DG_API double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm);
 
 /* ---- state for checkpoints ----
  * The state is a list of named tensors: "lr" (f64, 0-d), then per parameter i that has state,
@@ -102,13 +102,13 @@ double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm);
  * and live until the optimizer is freed; the list grows when a parameter first gets state.
  * Loading every entry of one optimizer into a fresh one of the same kind over parameters of the
  * same values makes the two continue bit-identically. */
-int dg_optimizer_state_count(const dg_optimizer *opt);
-const char *dg_optimizer_state_name(const dg_optimizer *opt, int i);
-dg_tensor *dg_optimizer_state_tensor(const dg_optimizer *opt, int i);
+DG_API int dg_optimizer_state_count(const dg_optimizer *opt);
+DG_API const char *dg_optimizer_state_name(const dg_optimizer *opt, int i);
+DG_API dg_tensor *dg_optimizer_state_tensor(const dg_optimizer *opt, int i);
 /* Copies value into the state entry `name`, creating the parameter's state when it has none
  * yet. The shape must match (numel 1 for "lr" and "step"); values are cast to the state's dtype.
  * Unknown names, bad parameter indices and wrong shapes are DG_EINVAL and change nothing. */
-int dg_optimizer_load_state(dg_optimizer *opt, const char *name, const dg_tensor *value);
+DG_API int dg_optimizer_load_state(dg_optimizer *opt, const char *name, const dg_tensor *value);
 
 /* ---- learning-rate schedulers ----
  * A scheduler computes lr(epoch) in closed form and, when given an optimizer, sets its lr. It
@@ -143,20 +143,20 @@ typedef struct dg_piecewise_lr_params {
     const int *boundaries; int n_boundaries; const double *values;
 } dg_piecewise_lr_params;
 
-dg_lr_scheduler *dg_step_lr(dg_optimizer *opt, dg_step_lr_params p);
-dg_lr_scheduler *dg_multi_step_lr(dg_optimizer *opt, dg_multi_step_lr_params p);
-dg_lr_scheduler *dg_exponential_lr(dg_optimizer *opt, dg_exponential_lr_params p);
-dg_lr_scheduler *dg_cosine_annealing_lr(dg_optimizer *opt, dg_cosine_annealing_lr_params p);
+DG_API dg_lr_scheduler *dg_step_lr(dg_optimizer *opt, dg_step_lr_params p);
+DG_API dg_lr_scheduler *dg_multi_step_lr(dg_optimizer *opt, dg_multi_step_lr_params p);
+DG_API dg_lr_scheduler *dg_exponential_lr(dg_optimizer *opt, dg_exponential_lr_params p);
+DG_API dg_lr_scheduler *dg_cosine_annealing_lr(dg_optimizer *opt, dg_cosine_annealing_lr_params p);
 /* Takes ownership of `after` (may be NULL), even on failure, and detaches it from its optimizer;
  * when opt is NULL the warm-up drives the optimizer `after` had. */
-dg_lr_scheduler *dg_linear_warmup_lr(dg_optimizer *opt, dg_lr_scheduler *after, dg_linear_warmup_lr_params p);
-dg_lr_scheduler *dg_piecewise_lr(dg_optimizer *opt, dg_piecewise_lr_params p);
+DG_API dg_lr_scheduler *dg_linear_warmup_lr(dg_optimizer *opt, dg_lr_scheduler *after, dg_linear_warmup_lr_params p);
+DG_API dg_lr_scheduler *dg_piecewise_lr(dg_optimizer *opt, dg_piecewise_lr_params p);
 
-int dg_lr_scheduler_step(dg_lr_scheduler *s);
-double dg_lr_scheduler_get_lr(const dg_lr_scheduler *s);              /* lr at the current epoch; NAN for NULL */
-int64_t dg_lr_scheduler_epoch(const dg_lr_scheduler *s);              /* -1 for NULL */
-int dg_lr_scheduler_set_epoch(dg_lr_scheduler *s, int64_t epoch);     /* jump (e.g. on resume); epoch >= 0 */
-void dg_lr_scheduler_free(dg_lr_scheduler *s);                        /* not the optimizer */
+DG_API int dg_lr_scheduler_step(dg_lr_scheduler *s);
+DG_API double dg_lr_scheduler_get_lr(const dg_lr_scheduler *s);              /* lr at the current epoch; NAN for NULL */
+DG_API int64_t dg_lr_scheduler_epoch(const dg_lr_scheduler *s);              /* -1 for NULL */
+DG_API int dg_lr_scheduler_set_epoch(dg_lr_scheduler *s, int64_t epoch);     /* jump (e.g. on resume); epoch >= 0 */
+DG_API void dg_lr_scheduler_free(dg_lr_scheduler *s);                        /* not the optimizer */
 
 #ifdef __cplusplus
 }

@@ -20,7 +20,7 @@ typedef struct dg_shape { int ndim; int64_t d[DG_MAX_DIMS]; } dg_shape;
 
 #define DG_NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, N, ...) N
 #define DG_NARGS(...) DG_NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
-dg_shape dg_make_shape(int ndim, const int64_t *dims);
+DG_API dg_shape dg_make_shape(int ndim, const int64_t *dims);
 #ifdef __cplusplus
 }   /* C++ (11 and later) builds shapes with a template: compound literals are not C++, and g++
      * refuses the address of a temporary array, so DG_SHAPE(n, 1, 28, 28) with a runtime n
@@ -42,66 +42,66 @@ extern "C" {
 #endif
 
 /* Creation on the current device. */
-dg_tensor *dg_empty(dg_shape shape, dg_dtype dtype);
-dg_tensor *dg_zeros(dg_shape shape, dg_dtype dtype);
-dg_tensor *dg_ones(dg_shape shape, dg_dtype dtype);
-dg_tensor *dg_full(dg_shape shape, double value, dg_dtype dtype);
-dg_tensor *dg_scalar(double value, dg_dtype dtype);            /* 0-d tensor */
-dg_tensor *dg_arange(double start, double end, double step, dg_dtype dtype);
-dg_tensor *dg_rand(dg_shape shape, dg_dtype dtype);            /* U[0,1) */
-dg_tensor *dg_randn(dg_shape shape, dg_dtype dtype);           /* N(0,1) */
-dg_tensor *dg_uniform(dg_shape shape, double low, double high, dg_dtype dtype);
-dg_tensor *dg_normal(dg_shape shape, double mean, double std, dg_dtype dtype);
-dg_tensor *dg_from_data(dg_shape shape, dg_dtype dtype, const void *data); /* copies */
-dg_tensor *dg_zeros_like(const dg_tensor *t);
-dg_tensor *dg_ones_like(const dg_tensor *t);
-dg_tensor *dg_clone(const dg_tensor *t);                       /* differentiable copy */
-dg_tensor *dg_to_device(const dg_tensor *t, dg_device device);
-dg_tensor *dg_cast(const dg_tensor *t, dg_dtype dtype);        /* differentiable between float dtypes */
+DG_API dg_tensor *dg_empty(dg_shape shape, dg_dtype dtype);
+DG_API dg_tensor *dg_zeros(dg_shape shape, dg_dtype dtype);
+DG_API dg_tensor *dg_ones(dg_shape shape, dg_dtype dtype);
+DG_API dg_tensor *dg_full(dg_shape shape, double value, dg_dtype dtype);
+DG_API dg_tensor *dg_scalar(double value, dg_dtype dtype);            /* 0-d tensor */
+DG_API dg_tensor *dg_arange(double start, double end, double step, dg_dtype dtype);
+DG_API dg_tensor *dg_rand(dg_shape shape, dg_dtype dtype);            /* U[0,1) */
+DG_API dg_tensor *dg_randn(dg_shape shape, dg_dtype dtype);           /* N(0,1) */
+DG_API dg_tensor *dg_uniform(dg_shape shape, double low, double high, dg_dtype dtype);
+DG_API dg_tensor *dg_normal(dg_shape shape, double mean, double std, dg_dtype dtype);
+DG_API dg_tensor *dg_from_data(dg_shape shape, dg_dtype dtype, const void *data); /* copies */
+DG_API dg_tensor *dg_zeros_like(const dg_tensor *t);
+DG_API dg_tensor *dg_ones_like(const dg_tensor *t);
+DG_API dg_tensor *dg_clone(const dg_tensor *t);                       /* differentiable copy */
+DG_API dg_tensor *dg_to_device(const dg_tensor *t, dg_device device);
+DG_API dg_tensor *dg_cast(const dg_tensor *t, dg_dtype dtype);        /* differentiable between float dtypes */
 
 /* Inspection. */
-int dg_ndim(const dg_tensor *t);
-int64_t dg_dim(const dg_tensor *t, int axis);                  /* negative axis counts from the end */
-dg_shape dg_shape_of(const dg_tensor *t);
-int64_t dg_numel(const dg_tensor *t);
-dg_dtype dg_dtype_of(const dg_tensor *t);
-dg_device dg_device_of(const dg_tensor *t);
-bool dg_is_contiguous(const dg_tensor *t);
+DG_API int dg_ndim(const dg_tensor *t);
+DG_API int64_t dg_dim(const dg_tensor *t, int axis);                  /* negative axis counts from the end */
+DG_API dg_shape dg_shape_of(const dg_tensor *t);
+DG_API int64_t dg_numel(const dg_tensor *t);
+DG_API dg_dtype dg_dtype_of(const dg_tensor *t);
+DG_API dg_device dg_device_of(const dg_tensor *t);
+DG_API bool dg_is_contiguous(const dg_tensor *t);
 /* Host pointer to the first element of a CPU tensor (NULL for other devices). */
-void *dg_data(const dg_tensor *t);
+DG_API void *dg_data(const dg_tensor *t);
 /* Copy the values (in row-major order) to a host buffer of nbytes. */
-int dg_to_host(const dg_tensor *t, void *dst, size_t nbytes);
-int dg_copy_from_host(dg_tensor *t, const void *src, size_t nbytes);
-double dg_item(const dg_tensor *t);                            /* value of a 1-element tensor; NAN on error */
-double dg_get(const dg_tensor *t, const int64_t *index);       /* one element, for tests/debugging */
+DG_API int dg_to_host(const dg_tensor *t, void *dst, size_t nbytes);
+DG_API int dg_copy_from_host(dg_tensor *t, const void *src, size_t nbytes);
+DG_API double dg_item(const dg_tensor *t);                            /* value of a 1-element tensor; NAN on error */
+DG_API double dg_get(const dg_tensor *t, const int64_t *index);       /* one element, for tests/debugging */
 /* Readable text like PyTorch/Paddle: shape, dtype, device, values (elided past 6 per axis). */
-char *dg_to_string(const dg_tensor *t);                        /* malloc'd; free() it */
-int dg_print(const dg_tensor *t);
-char *dg_shape_str(const dg_tensor *t, char *buf, size_t len); /* "[2, 3]" */
+DG_API char *dg_to_string(const dg_tensor *t);                        /* malloc'd; free() it */
+DG_API int dg_print(const dg_tensor *t);
+DG_API char *dg_shape_str(const dg_tensor *t, char *buf, size_t len); /* "[2, 3]" */
 
 /* Ownership. */
-dg_scope *dg_scope_begin(void);
-void dg_scope_end(dg_scope *scope);
-dg_tensor *dg_keep(dg_tensor *t);          /* take t out of its scope: the caller (or the enclosing scope) now owns it */
-dg_tensor *dg_keep_in_parent(dg_tensor *t);/* hand t to the enclosing scope (caller if none) */
-void dg_tensor_free(dg_tensor *t);         /* release the owner's reference (also valid inside its scope) */
-dg_tensor *dg_tensor_ref(dg_tensor *t);    /* an extra owned reference, released by dg_tensor_free */
+DG_API dg_scope *dg_scope_begin(void);
+DG_API void dg_scope_end(dg_scope *scope);
+DG_API dg_tensor *dg_keep(dg_tensor *t);          /* take t out of its scope: the caller (or the enclosing scope) now owns it */
+DG_API dg_tensor *dg_keep_in_parent(dg_tensor *t);/* hand t to the enclosing scope (caller if none) */
+DG_API void dg_tensor_free(dg_tensor *t);         /* release the owner's reference (also valid inside its scope) */
+DG_API dg_tensor *dg_tensor_ref(dg_tensor *t);    /* an extra owned reference, released by dg_tensor_free */
 /* `y = dg_advance(y, dg_relu(y));` in a forward: releases prev (a temporary the forward made,
  * never its input) once next exists and returns next, so a chain of layers holds one
  * activation at a time instead of all of them until the forward returns. In training the tape
  * still keeps what backward needs. prev is released even when next is NULL. */
-dg_tensor *dg_advance(dg_tensor *prev, dg_tensor *next);
-size_t dg_live_tensors(void);              /* tensors alive in this process, for leak tests */
+DG_API dg_tensor *dg_advance(dg_tensor *prev, dg_tensor *next);
+DG_API size_t dg_live_tensors(void);              /* tensors alive in this process, for leak tests */
 
 /* In-place updates (not recorded on the tape; for optimizers and initialisers).
  * Refused on a tensor that requires grad unless inside dg_no_grad. */
-int dg_fill_(dg_tensor *t, double value);
-int dg_copy_(dg_tensor *dst, const dg_tensor *src);              /* broadcast src into dst */
-int dg_add_(dg_tensor *dst, const dg_tensor *src);               /* dst += src (broadcast) */
-int dg_axpy_(dg_tensor *y, double alpha, const dg_tensor *x);    /* y += alpha * x */
-int dg_scale_(dg_tensor *t, double alpha);                       /* t *= alpha */
-int dg_uniform_(dg_tensor *t, double low, double high);
-int dg_normal_(dg_tensor *t, double mean, double std);
+DG_API int dg_fill_(dg_tensor *t, double value);
+DG_API int dg_copy_(dg_tensor *dst, const dg_tensor *src);              /* broadcast src into dst */
+DG_API int dg_add_(dg_tensor *dst, const dg_tensor *src);               /* dst += src (broadcast) */
+DG_API int dg_axpy_(dg_tensor *y, double alpha, const dg_tensor *x);    /* y += alpha * x */
+DG_API int dg_scale_(dg_tensor *t, double alpha);                       /* t *= alpha */
+DG_API int dg_uniform_(dg_tensor *t, double low, double high);
+DG_API int dg_normal_(dg_tensor *t, double mean, double std);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,17 @@
+/* eager/device.c — the device registry: which backend table serves a device. The CPU table is
+ * part of the core; the CUDA table comes from the CUDA module, opened the first time a GPU is
+ * asked for (eager/module.h), so a CPU-only program never loads CUDA. */
+#include "backend.h"
+#include "module.h"
+
+typedef const dg_backend *(*backend_get_fn)(int index);
+
+const dg_backend *dg_backend_for(dg_device d) {
+    if (d.type == DG_CPU) return &dg_cpu_backend;
+    if (d.type == DG_CUDA) {
+        backend_get_fn get = (backend_get_fn)dg_module_symbol("cuda", "dg_cuda_backend_get");
+        return get ? get(d.index) : NULL;
+    }
+    DG_ERR(DG_EDEVICE, "device type %d is not one this library knows (cpu, gpu)", (int)d.type);
+    return NULL;
+}
