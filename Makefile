@@ -93,7 +93,7 @@ STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
-.PHONY: test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
+.PHONY: test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED) $(MODULES)
@@ -181,6 +181,7 @@ test: deps data
 	@$(MAKE) --no-print-directory -j2 all
 	@$(MAKE) --no-print-directory interop-files
 	@$(MAKE) --no-print-directory test-run
+	@$(MAKE) --no-print-directory test-install
 	/usr/bin/python3 test/goldens/resnet_interop.py check build/interop
 	@$(MAKE) --no-print-directory asan-test
 	@$(MAKE) --no-print-directory test-dist
@@ -294,10 +295,19 @@ install: lib
 	install -m 644 include/dygraph.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/dygraph/*.h $(DESTDIR)$(PREFIX)/include/dygraph/
 	install -m 644 $(STATIC) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(SHARED) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED) $(MODULES) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libdygraph.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libdygraph.so.$(SOMAJOR)
 	ln -sf libdygraph.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libdygraph.so
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' dygraph.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dygraph.pc
+	for pc in dygraph dygraph-static; do \
+	  sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' $$pc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/$$pc.pc; done
+
+# What an embedder gets: a staged install, README's programs and link lines, C++, exports, no
+# CUDA/NCCL/MPI dependency, and the tree without its modules (test/install/run.sh).
+INSTALL_STAGE := $(BUILD)/install/root
+test-install: lib
+	rm -rf $(INSTALL_STAGE)
+	@$(MAKE) --no-print-directory install DESTDIR=$(abspath $(INSTALL_STAGE)) PREFIX=$(PREFIX) >/dev/null
+	sh test/install/run.sh $(BUILD) $(INSTALL_STAGE) $(PREFIX)
 
 clean:
 	rm -rf build
