@@ -14,67 +14,38 @@
 #include <pthread.h>
 #include <stdint.h>
 
-/* ---- collated tensors in host_alloc memory ----
- * A tensor's storage is released through its backend's free(p), which has no user pointer, so
- * the memory carries its own header: host_alloc(bytes + HOOK_PAD) returns base; the data starts
- * at the first 64-byte boundary after a hook_hdr that records how to give base back. The
- * backend is the CPU backend with that alloc/free pair, so every kernel treats these tensors as
- * ordinary CPU tensors. */
-typedef struct hook_hdr { void (*host_free)(void *, void *); void *user; void *base; } hook_hdr;
-#define HOOK_PAD (sizeof(hook_hdr) + 64)
-
-static void *hook_place(void *base, void (*host_free)(void *, void *), void *user) {
-    uintptr_t p = ((uintptr_t)base + sizeof(hook_hdr) + 63) & ~(uintptr_t)63;
-    hook_hdr *h = (hook_hdr *)p - 1;
-    h->host_free = host_free;
-    h->user = user;
-    h->base = base;
-    return (void *)p;
-}
-static void *hook_backend_alloc(size_t n) {   /* plain memory in the same layout */
-    void *base = malloc(n + HOOK_PAD);
-    return base ? hook_place(base, NULL, NULL) : NULL;
-}
-static void hook_backend_free(void *p) {
-    if (!p) return;
-    hook_hdr *h = (hook_hdr *)p - 1;
-    if (h->host_free) h->host_free(h->base, h->user);
-    else free(h->base);
-}
-static dg_backend hook_backend;
-static pthread_once_t hook_once = PTHREAD_ONCE_INIT;
-static void hook_backend_init(void) {
-    hook_backend = *dg_backend_for(dg_cpu());
-    hook_backend.name = "cpu (host_alloc)";
-    hook_backend.alloc = hook_backend_alloc;
-    hook_backend.free = hook_backend_free;
-}
-
 typedef struct host_hooks {
     void *(*alloc)(size_t bytes, void *user);
     void (*free)(void *p, void *user);
     void *user;
 } host_hooks;
 
-/* A contiguous CPU tensor whose storage comes from hooks->alloc. */
+/* ---- collated tensors in host_alloc memory ----
+ * host_alloc's block is given to dg_from_blob with a deleter that hands it back, so every
+ * kernel treats the batch as an ordinary CPU tensor. The data starts at the block's first
+ * 64-byte boundary (the kernels' alignment); the deleter gets the block's own address back from
+ * the word just before the data. */
+#define HOOK_PAD 64
+typedef struct hook_ctx { void (*free)(void *p, void *user); void *user; } hook_ctx;
+
+static void hook_delete(void *data, void *ctx_) {
+    hook_ctx *ctx = ctx_;
+    void *base = ((void **)data)[-1];
+    ctx->free(base, ctx->user);
+    free(ctx);
+}
+
 static dg_tensor *hooked_tensor(const int64_t *shape, int ndim, dg_dtype dt, const host_hooks *hk) {
-    pthread_once(&hook_once, hook_backend_init);
     size_t nbytes = (size_t)dg_shape_numel(shape, ndim) * dg_dtype_size(dt);
-    void *base = hk->alloc(nbytes + HOOK_PAD, hk->user);
-    if (!base) { DG_ERR(DG_ENOMEM, "dataloader: host_alloc(%zu) returned NULL", nbytes + HOOK_PAD); return NULL; }
-    /* Made as an empty tensor, then given the hooked block as its storage. */
-    int64_t zero = 0;
-    dg_tensor *t = dg_tensor_alloc(&zero, 1, dt, dg_cpu());
-    if (!t) { hk->free(base, hk->user); return NULL; }
-    dg_storage *st = t->storage;
-    st->backend->free(st->data);
-    st->data = hook_place(base, hk->free, hk->user);
-    st->nbytes = nbytes;
-    st->backend = &hook_backend;
-    t->ndim = ndim;
-    memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
-    dg_compute_strides(shape, ndim, t->stride);
-    t->numel = dg_shape_numel(shape, ndim);
+    hook_ctx *ctx = malloc(sizeof *ctx);
+    void *base = ctx ? hk->alloc(nbytes + HOOK_PAD, hk->user) : NULL;
+    if (!base) { free(ctx); DG_ERR(DG_ENOMEM, "dataloader: host_alloc(%zu) returned NULL", nbytes + HOOK_PAD); return NULL; }
+    ctx->free = hk->free;
+    ctx->user = hk->user;
+    void *data = (void *)(((uintptr_t)base + sizeof(void *) + 63) & ~(uintptr_t)63);
+    ((void **)data)[-1] = base;
+    dg_tensor *t = dg_from_blob(data, dg_make_shape(ndim, shape), dt, dg_cpu(), hook_delete, ctx);
+    if (!t) { hk->free(base, hk->user); free(ctx); }
     return t;
 }
 

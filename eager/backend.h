@@ -71,6 +71,8 @@ typedef struct dg_backend {
     /* optional: page-locked host memory that uploads can read without a host wait (thread-safe) */
     void *(*host_alloc)(size_t nbytes);
     void (*host_free)(void *p);
+    /* optional: the queue work is issued on, for custom kernels (dg_device_stream) */
+    void *(*stream)(void);
 
     /* elementwise; x/a/b may be strided (stride 0 = broadcast) with y's shape */
     int (*fill)(dg_tensor *y, double value);

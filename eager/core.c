@@ -115,6 +115,11 @@ int dg_empty_cache(dg_device d) {
     if (!be) return DG_EDEVICE;
     return be->empty_cache ? be->empty_cache() : 0;
 }
+void *dg_device_stream(dg_device d) {
+    const dg_backend *be = dg_backend_for(d);
+    return be && be->stream ? be->stream() : NULL;
+}
+
 int dg_synchronize(dg_device d) {
     const dg_backend *be = dg_backend_for(d);
     if (!be) return DG_EDEVICE;

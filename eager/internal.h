@@ -4,6 +4,7 @@
 #define DG_EAGER_INTERNAL_H
 
 #include <dygraph.h>
+#include <dygraph/extension.h>
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
@@ -21,6 +22,10 @@ typedef struct dg_storage {
     const struct dg_backend *backend;
     size_t nbytes;
     void *data;
+    /* memory the library did not allocate (dg_from_blob): freed by this, not by the backend */
+    void (*deleter)(void *data, void *user);
+    void *deleter_user;
+    bool borrowed;                /* dg_from_blob without a deleter: the caller keeps it */
 } dg_storage;
 
 #define DG_MAX_HOOKS 4
@@ -69,10 +74,7 @@ struct dg_node {
     union { unsigned char bytes[DG_NODE_ATTR_BYTES]; double align_; } attr;
 };
 
-/* ---- errors (eager/error.c) ---- */
-void dg_set_error_at(int status, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-bool dg_has_error(void);
+/* ---- errors (eager/error.c; dg_set_error_at and dg_has_error are in dygraph/extension.h) ---- */
 /* Splits the trailing " (file:line)" off a message (in place), for re-raising it with more
  * context and one location; false when there is none. */
 bool dg_error_split_location(char *msg, const char **file, int *line);
@@ -99,7 +101,6 @@ void dg_large_free(void *p, size_t size);
 int dg_large_stats(dg_memory_stats *out);
 int dg_large_release_free(void);
 
-void *dg_tensor_ptr(const dg_tensor *t);   /* storage data + offset, host address space of its backend */
 const struct dg_backend *dg_backend_of(const dg_tensor *t);
 dg_device dg_current_device(void);
 char *dg_shape_fmt(const int64_t *shape, int ndim, char *buf, size_t len);

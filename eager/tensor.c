@@ -84,6 +84,7 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
         DG_ERR(DG_ENOMEM, "tensor: out of memory allocating %zu bytes", nbytes);
         return NULL;
     }
+    memset(st, 0, sizeof *st);
     st->refcount = 1; st->device = device; st->backend = be; st->nbytes = nbytes; st->data = data;
     t->storage = st;
     t->ndim = ndim;
@@ -114,7 +115,8 @@ void dg_tensor_retain(dg_tensor *t) { if (t) __atomic_add_fetch(&t->refcount, 1,
 
 static void storage_release(dg_storage *st) {
     if (__atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
-        st->backend->free(st->data);
+        if (st->deleter) st->deleter(st->data, st->deleter_user);
+        else if (!st->borrowed) st->backend->free(st->data);
         dg_block_free(st);
     }
 }
@@ -140,6 +142,39 @@ dg_tensor *dg_advance(dg_tensor *prev, dg_tensor *next) {
     return next;
 }
 size_t dg_live_tensors(void) { return __atomic_load_n(&dg_live_tensor_count, __ATOMIC_RELAXED); }
+
+dg_tensor *dg_from_blob(void *data, dg_shape shape, dg_dtype dtype, dg_device device,
+                        void (*deleter)(void *data, void *user), void *user) {
+    DG_CHECK(data || dg_shape_numel(shape.d, shape.ndim) == 0, "from_blob: data is NULL");
+    DG_CHECK(shape.ndim >= 0 && shape.ndim <= DG_MAX_DIMS, "from_blob: %d dims (at most %d)", shape.ndim, DG_MAX_DIMS);
+    for (int i = 0; i < shape.ndim; i++)
+        DG_CHECK(shape.d[i] >= 0, "from_blob: negative dim %lld at axis %d", (long long)shape.d[i], i);
+    DG_CHECK(dg_dtype_size(dtype) != 0, "from_blob: invalid dtype %d", (int)dtype);
+    const dg_backend *be = dg_backend_for(device);
+    if (!be) return NULL;
+    dg_storage *st = dg_block_alloc(sizeof *st);
+    dg_tensor *t = st ? tensor_struct() : NULL;
+    if (!t) { dg_block_free(st); DG_ERR(DG_ENOMEM, "from_blob: out of memory"); return NULL; }
+    memset(st, 0, sizeof *st);
+    st->refcount = 1; st->device = device; st->backend = be; st->data = data;
+    st->nbytes = (size_t)dg_shape_numel(shape.d, shape.ndim) * dg_dtype_size(dtype);
+    st->deleter = deleter; st->deleter_user = user; st->borrowed = deleter == NULL;
+    t->storage = st;
+    t->ndim = shape.ndim;
+    t->dtype = dtype;
+    t->numel = dg_shape_numel(shape.d, shape.ndim);
+    memcpy(t->shape, shape.d, sizeof(int64_t) * (size_t)shape.ndim);
+    dg_compute_strides(t->shape, t->ndim, t->stride);
+    dg_scope_adopt(t);
+    return t;
+}
+
+int64_t dg_stride(const dg_tensor *t, int axis) {
+    if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "stride: tensor is NULL"); return 0; }
+    int a = dg_norm_axis(axis, t->ndim);
+    if (a < 0) { DG_ERR(DG_EINVAL, "stride: axis %d out of range for %d dims", axis, t->ndim); return 0; }
+    return t->stride[a];
+}
 
 void *dg_tensor_ptr(const dg_tensor *t) {
     return (char *)t->storage->data + t->offset * (int64_t)dg_dtype_size(t->dtype);

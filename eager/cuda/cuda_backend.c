@@ -37,6 +37,7 @@ static cublasHandle_t g_blas;
 static cudnnHandle_t g_dnn;
 
 cudaStream_t dg_cuda_stream(void) { return g_stream; }
+static void *cuda_stream_entry(void) { return (void *)g_stream; }
 DG_MODULE_EXPORT cudaStream_t dg_cuda_comm_stream(void) { return g_comm; }
 cublasHandle_t dg_cuda_cublas(void) { return g_blas; }
 cudnnHandle_t dg_cuda_cudnn(void) { return g_dnn; }
@@ -214,6 +215,7 @@ static const dg_backend cuda_backend = {
     .free = dg_cuda_free,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .stream = cuda_stream_entry,
     .upload = cuda_upload,
     .download = cuda_download,
     .synchronize = cuda_sync,

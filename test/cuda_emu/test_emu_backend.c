@@ -6,6 +6,7 @@
  * own process (Criterion), so each starts with a fresh emulated device. */
 #include <criterion/criterion.h>
 #include <dygraph.h>
+#include <dygraph/extension.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,3 +193,28 @@ static void kernels_take_over(dg_dtype dt) {
 }
 Test(emu_backend, kernels_take_over_when_cudnn_refuses_f32) { kernels_take_over(DG_F32); }
 Test(emu_backend, kernels_take_over_when_cudnn_refuses_f64) { kernels_take_over(DG_F64); }
+
+/* The extension API's device side: the stream a custom kernel joins is the backend's (not the
+ * legacy default stream), and a device blob is freed by its deleter, not by the allocator. */
+static int g_blob_deleted;
+static void blob_delete(void *p, void *user) { g_blob_deleted++; cudaFree(p); }
+Test(emu_backend, device_stream_and_device_blobs) {
+    cr_assert_eq(dg_set_device("gpu:0"), 0, "%s", dg_last_error());
+    void *st = dg_device_stream(dg_get_device());
+    cr_expect_not_null(st, "the CUDA backend queues on a stream of its own");
+    float host[4] = { 1, 2, 3, 4 }, back[4];
+    void *dev = NULL;
+    cr_assert_eq(cudaMalloc(&dev, sizeof host), cudaSuccess);
+    cr_assert_eq(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+    g_blob_deleted = 0;
+    dg_tensor *t = dg_from_blob(dev, DG_SHAPE(4), DG_F32, dg_get_device(), blob_delete, NULL);
+    cr_assert(t, "%s", dg_last_error());
+    cr_expect_eq(dg_tensor_ptr(t), dev);
+    dg_tensor *y = dg_mul_scalar(t, 3.0);
+    cr_assert_eq(dg_to_host(y, back, sizeof back), 0, "%s", dg_last_error());
+    for (int i = 0; i < 4; i++) cr_expect_float_eq(back[i], 3.0f * host[i], 0);
+    dg_tensor_free(t);
+    cr_expect_eq(g_blob_deleted, 1);
+    dg_tensor_free(y);
+    dg_set_device("cpu");
+}
