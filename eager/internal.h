@@ -125,7 +125,7 @@ void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 /* ---- threads ---- */
 int dg_threads(void);
 
-/* ---- CPU features (eager/cpu/conv_dnnl.c) ---- */
+/* ---- CPU features (eager/cpu_features.c) ---- */
 bool dg_cpu_has_bf16(void);   /* AVX512-BF16 or AMX: what dg_set_cpu_bf16 needs */
 
 /* ---- fused ops for passes without gradients (eager/ops/) ---- */

@@ -73,3 +73,19 @@ Test(device, thread_counts_are_clamped) {
     dg_set_num_threads(-5);
     cr_expect_geq(dg_get_num_threads(), 1);
 }
+
+/* The core's own CPUID check agrees with what the kernel reports in /proc/cpuinfo: bf16 is
+ * offered exactly where AVX512-BF16 or AMX-BF16 is. */
+Test(device, cpu_bf16_offered_exactly_where_the_cpu_has_it) {
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) cr_skip_test("no /proc/cpuinfo");
+    char line[8192];
+    bool has = false;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "flags", 5) == 0) { has = strstr(line, " avx512_bf16") || strstr(line, " amx_bf16"); break; }
+    fclose(f);
+    int rc = dg_set_cpu_bf16(true);
+    cr_expect_eq(rc == 0, has, "dg_set_cpu_bf16: %d (%s); cpuinfo says bf16 %s", rc, dg_last_error(), has ? "yes" : "no");
+    dg_clear_error();
+    dg_set_cpu_bf16(false);
+}

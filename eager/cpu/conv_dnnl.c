@@ -315,10 +315,6 @@ static int64_t chunk_images(const dg_conv2d_geom *g) {
     return (g->n + pieces - 1) / pieces;
 }
 
-bool dg_cpu_has_bf16(void) {
-    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
-    return (isa & bf16) == bf16;   /* ISA values are nested bit sets: AMX includes AVX512-BF16 */
-}
 
 /* ---- entries (return 1 when done, 0 when the caller should fall back, negative on error) ---- */
 int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {
