@@ -57,8 +57,8 @@ Test(bad_input, matmul_shapes) {
     dg_clear_error();
     expect_error(dg_matmul(dg_ones(DG_SHAPE(2, 2, 3), DG_F32), dg_ones(DG_SHAPE(3, 3, 4), DG_F32)), "matmul", "batch broadcast");
     expect_error(dg_matmul(dg_scalar(1, DG_F32), a), "matmul", "0-d operand");
-    expect_error(dg_linear(a, dg_ones(DG_SHAPE(4, 2), DG_F32), NULL), "linear", "in_features");
-    expect_error(dg_linear(a, dg_ones(DG_SHAPE(3, 2), DG_F32), dg_ones(DG_SHAPE(3), DG_F32)), "linear", "bias");
+    expect_error(dg_linear(a, dg_ones(DG_SHAPE(2, 4), DG_F32), NULL), "linear", "in_features");
+    expect_error(dg_linear(a, dg_ones(DG_SHAPE(2, 3), DG_F32), dg_ones(DG_SHAPE(3), DG_F32)), "linear", "bias");
     dg_scope_end(s);
 }
 

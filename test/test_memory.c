@@ -16,7 +16,7 @@ static long rss_bytes(void) {
 Test(memory, ten_thousand_steps_flat) {
     dg_manual_seed(3);
     dg_tensor *p[4] = { dg_uniform(DG_SHAPE(10, 10), -0.5, 0.5, DG_F32), dg_zeros(DG_SHAPE(10), DG_F32),
-                        dg_uniform(DG_SHAPE(10, 1), -0.5, 0.5, DG_F32), dg_zeros(DG_SHAPE(1), DG_F32) };
+                        dg_uniform(DG_SHAPE(1, 10), -0.5, 0.5, DG_F32), dg_zeros(DG_SHAPE(1), DG_F32) };
     for (int i = 0; i < 4; i++) dg_set_requires_grad(p[i], true);
     size_t live_before = dg_live_tensors();
     long rss_at_1000 = 0;

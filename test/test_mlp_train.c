@@ -48,7 +48,7 @@ Test(mlp, matches_pytorch_and_flat_rss) {
         int64_t k = step % nbatch;
         dg_tensor *x = dg_reshape(dg_slice(xs, 0, k, k + 1, 1), DG_SHAPE(bs, dg_dim(xs, 2)));
         dg_tensor *y = dg_reshape(dg_slice(ys, 0, k, k + 1, 1), DG_SHAPE(bs, dg_dim(ys, 2)));
-        dg_tensor *loss = dg_mse_loss(dg_linear(dg_linear(x, p[0], p[1]), p[2], p[3]), y);
+        dg_tensor *loss = dg_mse_loss(dg_linear(dg_linear(x, dg_transpose(p[0], 0, 1), p[1]), dg_transpose(p[2], 0, 1), p[3]), y);
         cr_assert(loss, "step %d: forward failed: %s", step, dg_last_error());
         last = dg_item(loss);
         double e = fabs(last - want_loss[step]) / fabs(want_loss[step]);

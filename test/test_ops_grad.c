@@ -126,7 +126,7 @@ Test(grad, matmul_variants) {
     CHECK2(f_mm_tt, DG_SHAPE(4, 3), DG_SHAPE(5, 4), -1, 1);
     CHECK2(f_mm_ta, DG_SHAPE(2, 4, 3), DG_SHAPE(2, 4, 5), -1, 1);
     CHECK2(f_mm_strided, DG_SHAPE(4, 3), DG_SHAPE(4, 2), -1, 1);
-    dg_tensor *x[3] = { gc_input(DG_SHAPE(5, 3), -1, 1), gc_input(DG_SHAPE(3, 2), -1, 1), gc_input(DG_SHAPE(2), -1, 1) };
+    dg_tensor *x[3] = { gc_input(DG_SHAPE(5, 3), -1, 1), gc_input(DG_SHAPE(2, 3), -1, 1), gc_input(DG_SHAPE(2), -1, 1) };
     gradcheck("linear", f_linear, x, 3, NULL, TOL);
     for (int i = 0; i < 3; i++) dg_tensor_free(x[i]);
 }

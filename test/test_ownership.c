@@ -24,7 +24,7 @@ F(o_relu, dg_relu(in->x)) F(o_add_relu, dg_add_relu(in->x, in->y)) F(o_leaky, dg
 F(o_sigmoid, dg_sigmoid(in->x)) F(o_tanh, dg_tanh(in->x)) F(o_gelu, dg_gelu(in->x, false)) F(o_gelu_t, dg_gelu(in->x, true))
 F(o_softmax, dg_softmax(in->x, -1)) F(o_log_softmax, dg_log_softmax(in->x, 0))
 F(o_matmul, dg_matmul(in->x, in->m4)) F(o_matmul_t, dg_matmul_t(in->x, in->y, false, true))
-F(o_linear, dg_linear(in->x, in->m4, NULL))
+F(o_linear, dg_linear(in->x, in->y, NULL))   /* y [3, 5] as a [out, in] weight */
 F(o_sum, dg_sum(in->x, ax1, 1, false)) F(o_mean, dg_mean(in->x, ax1, 1, true)) F(o_max, dg_max(in->x, ax1, 1, false))
 F(o_min, dg_min(in->x, ax1, 1, true)) F(o_sum_all, dg_sum_all(in->x)) F(o_mean_all, dg_mean_all(in->x))
 F(o_argmax, dg_argmax(in->x, 1, false)) F(o_argmin, dg_argmin(in->x, 0, true))

@@ -147,10 +147,12 @@ dg_tensor *dg_matmul(const dg_tensor *a, const dg_tensor *b) { return dg_matmul_
 dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b) {
     DG_CHECK_INPUT("linear", x);
     DG_CHECK_INPUT("linear", w);
-    DG_CHECK(w->ndim == 2, "linear: weight must be [in, out], got %s", DG_SHAPE_STR(w));
-    DG_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[0], "linear: input %s does not match weight %s (in_features %lld)",
-             DG_SHAPE_STR(x), DG_SHAPE_STR(w), (long long)w->shape[0]);
-    if (b) DG_CHECK(b->ndim == 1 && b->shape[0] == w->shape[1], "linear: bias %s does not match weight %s", DG_SHAPE_STR(b), DG_SHAPE_STR(w));
-    dg_tensor *y = dg_matmul(x, w);
-    return b ? dg_add(y, b) : y;
+    DG_CHECK(w->ndim == 2, "linear: weight must be [out_features, in_features], got %s", DG_SHAPE_STR(w));
+    DG_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1], "linear: input %s does not match weight %s (in_features %lld)",
+             DG_SHAPE_STR(x), DG_SHAPE_STR(w), (long long)w->shape[1]);
+    if (b) DG_CHECK(b->ndim == 1 && b->shape[0] == w->shape[0], "linear: bias %s does not match weight %s (out_features %lld)",
+                    DG_SHAPE_STR(b), DG_SHAPE_STR(w), (long long)w->shape[0]);
+    if (!b) return dg_matmul_t(x, w, false, true);
+    dg_scope *s = dg_scope_begin();      /* x @ w^T dies here; only the sum leaves */
+    return dg_composite_end(s, dg_add(dg_matmul_t(x, w, false, true), b));
 }

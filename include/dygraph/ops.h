@@ -50,7 +50,8 @@ DG_API dg_tensor *dg_log_softmax(const dg_tensor *x, int axis);
  * vector as in paddle.matmul/numpy. */
 DG_API dg_tensor *dg_matmul(const dg_tensor *a, const dg_tensor *b);
 DG_API dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool transpose_a, bool transpose_b);
-/* x @ w (+ b): x [..., in], w [in, out] (Paddle's Linear layout), b [out] or NULL. */
+/* x @ w^T (+ b) as torch.nn.functional.linear: x [..., in], w [out, in] (the layout of
+ * dg_nn_linear's weight and of torch's and Paddle's state dicts), b [out] or NULL. */
 DG_API dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b);
 
 /* ---- reductions ---- */

@@ -67,10 +67,10 @@ static const gt_op_case cases[] = {
     { "matmul transposed view right batched", f_mm_strided_b, 2, IN(G(2, 3, 4), G(2, 5, 4)), GT_RED, GT_RED },
     { "matmul f64 [16,32]@[32,8]", f_mm, 2, IN(G64(16, 32), G64(32, 8)), TOL_F64, TOL_F64 },
     /* linear: x @ w + b, w [in, out] */
-    { "linear [5,3]x[3,2]+b", f_linear, 3, IN(G(5, 3), G(3, 2), G(2)), GT_RED, GT_RED },
-    { "linear [32,128]x[128,64]+b", f_linear, 3, IN(G(32, 128), G(128, 64), G(64)), GT_RED, GT_RED },
-    { "linear batched [2,3,4]x[4,6]+b", f_linear, 3, IN(G(2, 3, 4), G(4, 6), G(6)), GT_RED, GT_RED },
-    { "linear no bias", f_linear_nobias, 2, IN(G(7, 5), G(5, 3)), GT_RED, GT_RED },
+    { "linear [5,3]x[2,3]^T+b", f_linear, 3, IN(G(5, 3), G(2, 3), G(2)), GT_RED, GT_RED },
+    { "linear [32,128]x[64,128]^T+b", f_linear, 3, IN(G(32, 128), G(64, 128), G(64)), GT_RED, GT_RED },
+    { "linear batched [2,3,4]x[6,4]^T+b", f_linear, 3, IN(G(2, 3, 4), G(6, 4), G(6)), GT_RED, GT_RED },
+    { "linear no bias", f_linear_nobias, 2, IN(G(7, 5), G(3, 5)), GT_RED, GT_RED },
     /* sum */
     { "sum_all [3,4,2]", f_sum_all, 1, IN(G(3, 4, 2)), GT_RED, GT_RED },
     { "sum all axes (NULL)", f_sum_none, 1, IN(G(3, 4, 2)), GT_RED, GT_RED },
