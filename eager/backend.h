@@ -71,6 +71,10 @@ typedef struct dg_backend {
     /* optional: page-locked host memory that uploads can read without a host wait (thread-safe) */
     void *(*host_alloc)(size_t nbytes);
     void (*host_free)(void *p);
+    /* optional, for dg_shutdown: wait for queued work, then release what the backend holds
+     * (cached memory, library handles, streams, primitive caches). Memory of tensors still
+     * alive stays valid and may still be freed; the next use starts the backend again. */
+    void (*shutdown)(void);
 
     /* elementwise; x/a/b may be strided (stride 0 = broadcast) with y's shape */
     int (*fill)(dg_tensor *y, double value);
@@ -141,6 +145,10 @@ const dg_backend *dg_cuda_backend_get(int index);
 bool dg_cuda_built(void);
 /* The backend for a device type, or NULL when that backend is not built/available. */
 const dg_backend *dg_backend_for(dg_device d);
+/* The CUDA table when this process started it (a GPU was selected), else NULL; never starts it. */
+const dg_backend *dg_cuda_backend_started(void);
+/* The backends this process has started (the CPU's always), at most cap; returns how many. */
+int dg_backends_started(const dg_backend **out, int cap);
 
 #ifdef __cplusplus
 }

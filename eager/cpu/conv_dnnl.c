@@ -315,6 +315,27 @@ static int64_t chunk_images(const dg_conv2d_geom *g) {
     return (g->n + pieces - 1) / pieces;
 }
 
+/* dg_shutdown (the CPU backend's shutdown entry): every primitive, memory object and buffer, then
+ * the stream and engine; the next convolution makes them again. */
+void dg_dnnl_release(void) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_n; i++) {
+        direction_free(&g_table[i].fwd);
+        direction_free(&g_table[i].bwd_data);
+        direction_free(&g_table[i].bwd_w);
+    }
+    memset(g_table, 0, sizeof g_table);
+    g_n = 0;
+    g_clock = 0;
+    release_buffers();
+    if (g_strm) dnnl_stream_destroy(g_strm);
+    if (g_eng) dnnl_engine_destroy(g_eng);
+    g_strm = NULL;
+    g_eng = NULL;
+    g_broken = false;
+    pthread_mutex_unlock(&g_lock);
+}
+
 bool dg_cpu_has_bf16(void) {
     unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), bf16 = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
     return (isa & bf16) == bf16;   /* ISA values are nested bit sets: AMX includes AVX512-BF16 */

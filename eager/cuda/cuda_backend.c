@@ -193,6 +193,44 @@ static void release_pinned(void) {
     pthread_mutex_unlock(&g_pin_lock);
 }
 
+/* dg_shutdown: waits for both streams, then releases the cuDNN state, the idle pinned buffers,
+ * the cached device memory (the whole pool when no tensor still holds a block of it), the
+ * library handles, events and streams. A later request for the GPU starts it again. */
+static void cuda_shutdown(void) {
+    pthread_mutex_lock(&g_lock);
+    bool started = g_current >= 0;
+    pthread_mutex_unlock(&g_lock);
+    if (started) {
+        cudaSetDevice(g_current);
+        cudaStreamSynchronize(g_stream);
+        cudaStreamSynchronize(g_comm);
+        dg_cuda_conv_release();
+        dg_cuda_norm_pool_release();
+    }
+    release_pinned();
+    pthread_mutex_lock(&g_pin_lock);
+    if (g_npin == 0) { free(g_pin); g_pin = NULL; g_cappin = 0; }
+    pthread_mutex_unlock(&g_pin_lock);
+    pthread_mutex_lock(&g_lock);
+    if (g_pool) {
+        dg_memory_stats st;
+        dg_device_pool_stats(g_pool, &st);
+        if (st.allocated == 0) { dg_device_pool_destroy(g_pool); g_pool = NULL; }
+        else dg_device_pool_release_free(g_pool);
+    }
+    if (started) {
+        cudnnDestroy(g_dnn);
+        dg_cublas.destroy(g_blas);
+        cudaEventDestroy(g_ev_comm);
+        cudaEventDestroy(g_ev_compute);
+        cudaStreamDestroy(g_comm);
+        cudaStreamDestroy(g_stream);
+        g_dnn = NULL; g_blas = NULL; g_ev_comm = g_ev_compute = NULL; g_comm = g_stream = NULL;
+        g_current = -1;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
 /* ---- copies ---- */
 /* No wait: the runtime stages a pageable source before cudaMemcpyAsync returns, so the caller may
  * reuse it at once; a pinned buffer of ours is guarded by its release event. */
@@ -219,6 +257,7 @@ static const dg_backend cuda_backend = {
     .synchronize = cuda_sync,
     .memory_stats = cuda_memory_stats,
     .empty_cache = cuda_empty_cache,
+    .shutdown = cuda_shutdown,
     .fill = dg_cuda_fill,
     .copy = dg_cuda_copy,
     .unary = dg_cuda_unary,
@@ -311,3 +350,10 @@ const dg_backend *dg_cuda_backend_get(int index) {
 }
 
 bool dg_cuda_built(void) { return true; }
+
+const dg_backend *dg_cuda_backend_started(void) {
+    pthread_mutex_lock(&g_lock);
+    bool started = g_current >= 0 || g_pool;
+    pthread_mutex_unlock(&g_lock);
+    return started ? &cuda_backend : NULL;
+}

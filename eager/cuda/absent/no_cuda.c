@@ -9,3 +9,4 @@ const dg_backend *dg_cuda_backend_get(int index) {
 }
 
 bool dg_cuda_built(void) { return false; }
+const dg_backend *dg_cuda_backend_started(void) { return NULL; }
