@@ -164,21 +164,37 @@ void dg_shutdown(void) {
     dg_shut_down = true;
 }
 
+/* The backend these memory calls act on. After dg_shutdown one that is not running is not
+ * started again just to be asked (it holds nothing): NULL with *idle set. */
+static const dg_backend *backend_for_memory(dg_device d, bool *idle) {
+    *idle = false;
+    if (!dg_shut_down) return dg_backend_for(d);
+    const dg_backend *be[8];
+    int n = dg_backends_started(be, 8);
+    for (int i = 0; i < n; i++)
+        if (be[i]->type == d.type) return be[i];
+    *idle = true;
+    return NULL;
+}
+
 int dg_memory_stats_get(dg_device d, dg_memory_stats *out) {
     DG_CHECK_INT(out, "memory_stats: out is NULL");
     memset(out, 0, sizeof *out);
-    const dg_backend *be = dg_backend_for(d);
-    if (!be) return DG_EDEVICE;
+    bool idle;
+    const dg_backend *be = backend_for_memory(d, &idle);
+    if (!be) return idle ? 0 : DG_EDEVICE;
     return be->memory_stats ? be->memory_stats(out) : 0;
 }
 int dg_empty_cache(dg_device d) {
-    const dg_backend *be = dg_backend_for(d);
-    if (!be) return DG_EDEVICE;
+    bool idle;
+    const dg_backend *be = backend_for_memory(d, &idle);
+    if (!be) return idle ? 0 : DG_EDEVICE;
     return be->empty_cache ? be->empty_cache() : 0;
 }
 int dg_synchronize(dg_device d) {
-    const dg_backend *be = dg_backend_for(d);
-    if (!be) return DG_EDEVICE;
+    bool idle;
+    const dg_backend *be = backend_for_memory(d, &idle);
+    if (!be) return idle ? 0 : DG_EDEVICE;
     return be->synchronize();
 }
 
