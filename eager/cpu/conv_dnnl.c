@@ -3,9 +3,10 @@
  * fallback. oneDNN's fast kernels want blocked layouts (nChw16c, OIhw16i16o, ...): tensors stay
  * NCHW/OIHW in dygraph, so each call reorders its operands into the layouts the primitive asked
  * for and its result back. Primitives, memory objects and reorders are made once per geometry
- * and kept in a small table; the blocked copies and oneDNN's scratchpad are taken from the
- * block pool for the call and given back after it, so between convolutions they hold nothing and
- * a steady loop gets the same ranges back every step (no page faults). */
+ * and kept in a small table (emptied by dg_shutdown, through the CPU backend's shutdown entry);
+ * the blocked copies and oneDNN's scratchpad are taken from the block pool for the call and
+ * given back after it, so between convolutions they hold nothing and a steady loop gets the same
+ * ranges back every step (no page faults). */
 #include "../backend.h"
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>

@@ -1,8 +1,9 @@
 /* eager/cuda/cuda_backend.c — the CUDA backend's table: device selection (a missing GPU is an
  * error for whoever asked for one, never a crash), one compute stream and cuBLAS handle, the
  * communication stream with events between the two, the caching device allocator
- * (eager/device_pool.c), pinned host buffers and host<->device copies. Kernels live in the .cu files and
- * the cuDNN files beside this one. */
+ * (eager/device_pool.c), pinned host buffers and host<->device copies, and the shutdown entry that
+ * gives all of it back for dg_shutdown. Kernels live in the .cu files and the cuDNN files beside
+ * this one. */
 #include "cuda_internal.h"
 #include "../device_pool.h"
 #include <pthread.h>
