@@ -67,7 +67,11 @@ static int collate_impl(const dg_sample *s, int64_t n, const int64_t *idx, dg_sa
                      sample_label(lb, sizeof lb, 0, idx), nf);
         for (int f = 0; f < nf; f++) {
             const dg_tensor *a = s[k].t[f], *b = s[0].t[f];
-            DG_CHECK_INT(a, "collate: %s field %d is NULL", sample_label(la, sizeof la, k, idx), f);
+            if (!dg_tensor_live(a)) {
+                char what[96];
+                snprintf(what, sizeof what, "%s field %d", sample_label(la, sizeof la, k, idx), f);
+                return dg_tensor_bad("collate", what, a);
+            }
             bool same = a->ndim == b->ndim && a->dtype == b->dtype;
             for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
             DG_CHECK_INT(same, "collate: %s field %d is %s %s but %s is %s %s", sample_label(la, sizeof la, k, idx), f,
@@ -147,7 +151,7 @@ struct dg_dataloader {
 /* Makes batch b: 0 and *out, BATCH_STOPPED, or a negative status with msg. Runs on any thread. */
 static int make_batch(dg_dataloader *dl, int64_t b, dg_sample *out, char *msg, size_t msglen) {
     memset(out, 0, sizeof *out);
-    dg_clear_error();
+    uint64_t errs = dg_error_count();
     int64_t cnt = dl->boff[b + 1] - dl->boff[b];
     const int64_t *idx = dl->bidx + dl->boff[b];
     dg_sample *smp = calloc((size_t)(cnt ? cnt : 1), sizeof *smp);
@@ -171,8 +175,7 @@ static int make_batch(dg_dataloader *dl, int64_t b, dg_sample *out, char *msg, s
     free(smp);
     dg_scope_end(sc);
     if (rc < 0) {
-        snprintf(msg, msglen, "batch %lld: %s", (long long)b, dg_has_error() ? dg_last_error() : "failed without a message");
-        dg_clear_error();
+        snprintf(msg, msglen, "batch %lld: %s", (long long)b, dg_error_since(errs) ? dg_last_error() : "failed without a message");
     }
     return rc;
 }
@@ -227,7 +230,7 @@ static void stop_workers(dg_dataloader *dl) {
 }
 
 dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
-    DG_CHECK(ds, "dataloader_new: dataset is NULL");
+    DG_CHECK_HANDLE(ds, "dataloader_new: dataset is NULL");
     int64_t len = dg_dataset_len(ds);
     DG_CHECK(len >= 0, "dataloader_new('%s'): dataset length %lld", dg_dataset_name(ds), (long long)len);
     DG_CHECK(p.batch_size >= 0, "dataloader_new('%s'): batch_size %lld is negative", dg_dataset_name(ds), (long long)p.batch_size);
@@ -268,7 +271,7 @@ dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
 }
 
 int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch) {
-    DG_CHECK_INT(dl, "dataloader_start_epoch: loader is NULL");
+    DG_CHECK_HANDLE_INT(dl, "dataloader_start_epoch: loader is NULL");
     stop_workers(dl);
     dl->started = false;
     int rc = dg_batch_sampler_set_epoch(dl->sampler, epoch);
@@ -329,8 +332,8 @@ int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch) {
 }
 
 int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
-    dg_clear_error();
-    DG_CHECK_INT(dl && batch, "dataloader_next: %s is NULL", dl ? "batch" : "loader");
+    DG_CHECK_HANDLE_INT(dl, "dataloader_next: loader is NULL");
+    DG_CHECK_INT(batch, "dataloader_next: batch is NULL");
     memset(batch, 0, sizeof *batch);
     if (!dl->started) {
         int rc = dg_dataloader_start_epoch(dl, dl->epoch);
@@ -380,7 +383,6 @@ int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
             for (int k = 0; k < out.n; k++) dg_tensor_free(out.t[k]);
             char m[512];
             snprintf(m, sizeof m, "%s", dg_last_error());
-            dg_clear_error();
             DG_ERR(DG_EDEVICE, "dataloader('%s'): moving field %d of batch %lld to the device: %s", dg_dataset_name(dl->ds), f,
                    (long long)(dl->next - 1), m);
             return DG_EDEVICE;
@@ -394,7 +396,7 @@ int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
 }
 
 int64_t dg_dataloader_num_batches(const dg_dataloader *dl) {
-    if (!dl) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "dataloader_num_batches: loader is NULL"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(dl, "dataloader_num_batches: loader is NULL");
     return dg_batch_sampler_num_batches(dl->sampler);
 }
 

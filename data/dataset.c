@@ -35,7 +35,7 @@ void dg_dataset_free(dg_dataset *ds) {
 }
 
 int64_t dg_dataset_len(const dg_dataset *ds) {
-    if (!ds) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "dataset_len: dataset is NULL"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(ds, "dataset_len: dataset is NULL");
     return ds->vt.len(ds->self);
 }
 
@@ -60,16 +60,15 @@ int dg_dataset_error(const char *fmt, ...) {
 
 
 int dg_dataset_get(dg_dataset *ds, int64_t index, uint64_t seed, dg_sample *out) {
-    if (!ds || !out) {
-        if (!dg_has_error()) DG_ERR(DG_EINVAL, "dataset_get: %s is NULL", ds ? "out" : "dataset");
-        return DG_EINVAL;
-    }
+    DG_CHECK_HANDLE_INT(ds, "dataset_get: dataset is NULL");
+    DG_CHECK_INT(out, "dataset_get: out is NULL");
     memset(out, 0, sizeof *out);
     int64_t len = ds->vt.len(ds->self);
     if (index < 0 || index >= len) {
         DG_ERR(DG_EINVAL, "dataset '%s' index %lld: out of range (length %lld)", ds->name, (long long)index, (long long)len);
         return DG_EINVAL;
     }
+    uint64_t errs = dg_error_count();
     int rc = ds->vt.get(ds->self, index, seed, out);
     if (rc == 0) {
         int n = out->n;
@@ -88,12 +87,12 @@ int dg_dataset_get(dg_dataset *ds, int64_t index, uint64_t seed, dg_sample *out)
     memset(out, 0, sizeof *out);
     int status = rc < 0 ? rc : DG_EINVAL;
     /* Name the dataset and index unless an inner dataset (a subset's base, a transform's input)
-     * already did: its index is the one that points at the bad record. */
-    const char *inner = dg_last_error();
-    if (strncmp(inner, "dataset '", 9) != 0) {
+     * already did: its index is the one that points at the bad record. Only a message recorded
+     * by this get counts: an older one is about something else. */
+    const char *inner = dg_error_since(errs) ? dg_last_error() : NULL;
+    if (!inner || strncmp(inner, "dataset '", 9) != 0) {
         char msg[900];
-        snprintf(msg, sizeof msg, "%s", dg_has_error() ? inner : "get failed without a message");
-        dg_clear_error();
+        snprintf(msg, sizeof msg, "%s", inner ? inner : "get failed without a message");
         const char *file = __FILE__;
         int line = __LINE__;
         dg_error_split_location(msg, &file, &line);
@@ -140,7 +139,7 @@ static void subset_free(void *self) {
 static const dg_dataset_vtable subset_vt = { subset_len, subset_get, subset_free };
 
 dg_dataset *dg_dataset_subset(dg_dataset *base, const int64_t *indices, int64_t n) {
-    DG_CHECK(base, "dataset_subset: base is NULL");
+    DG_CHECK_HANDLE(base, "dataset_subset: base is NULL");
     DG_CHECK(n >= 0 && (indices || n == 0), "dataset_subset('%s'): %s", base->name, n < 0 ? "negative count" : "indices is NULL");
     int64_t len = dg_dataset_len(base);
     for (int64_t i = 0; i < n; i++)
@@ -161,7 +160,8 @@ dg_dataset *dg_dataset_subset(dg_dataset *base, const int64_t *indices, int64_t 
 }
 
 int dg_dataset_random_split(dg_dataset *base, double fraction, uint64_t seed, dg_dataset **first, dg_dataset **second) {
-    DG_CHECK_INT(base && first && second, "dataset_random_split: %s is NULL", !base ? "base" : "an output pointer");
+    DG_CHECK_HANDLE_INT(base, "dataset_random_split: base is NULL");
+    DG_CHECK_INT(first && second, "dataset_random_split: an output pointer is NULL");
     *first = *second = NULL;
     DG_CHECK_INT(fraction >= 0 && fraction <= 1, "dataset_random_split('%s'): fraction %g is outside [0, 1]", base->name, fraction);
     int64_t n = dg_dataset_len(base);

@@ -141,7 +141,7 @@ static int build_distributed(dg_batch_sampler *s, int64_t epoch) {
 }
 
 int dg_batch_sampler_set_epoch(dg_batch_sampler *s, int64_t epoch) {
-    DG_CHECK_INT(s, "batch_sampler_set_epoch: sampler is NULL");
+    DG_CHECK_HANDLE_INT(s, "batch_sampler_set_epoch: sampler is NULL");
     if (s->order && epoch == s->epoch) return 0;
     DG_CHECK_INT(epoch >= 0, "batch_sampler_set_epoch: epoch %lld is negative", (long long)epoch);
     int rc = s->distributed ? build_distributed(s, epoch) : build_plain(s, epoch);
@@ -218,12 +218,12 @@ dg_batch_sampler *dg_distributed_batch_sampler_new(int64_t dataset_len, dg_distr
 }
 
 int64_t dg_batch_sampler_num_batches(const dg_batch_sampler *s) {
-    if (!s) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "batch_sampler_num_batches: sampler is NULL"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(s, "batch_sampler_num_batches: sampler is NULL");
     return s->num_batches;
 }
 
 int64_t dg_batch_sampler_batch(const dg_batch_sampler *s, int64_t b, int64_t *indices, int64_t cap) {
-    DG_CHECK_INT(s, "batch_sampler_batch: sampler is NULL");
+    DG_CHECK_HANDLE_INT(s, "batch_sampler_batch: sampler is NULL");
     DG_CHECK_INT(b >= 0 && b < s->num_batches, "batch_sampler_batch: batch %lld is outside [0, %lld)", (long long)b,
                  (long long)s->num_batches);
     int64_t start = b * s->batch_size, count = s->m - start < s->batch_size ? s->m - start : s->batch_size;
@@ -240,6 +240,6 @@ void dg_batch_sampler_free(dg_batch_sampler *s) {
 }
 
 int64_t dg_batch_sampler_dataset_len(const dg_batch_sampler *s) {
-    if (!s) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "batch_sampler_dataset_len: sampler is NULL"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(s, "batch_sampler_dataset_len: sampler is NULL");
     return s->n;
 }

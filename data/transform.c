@@ -38,8 +38,9 @@ static int map_get(void *self, int64_t index, uint64_t seed, dg_sample *out) {
     map_ds *m = self;
     int rc = dg_dataset_get(m->base, index, seed, out);
     if (rc) return rc;
+    uint64_t errs = dg_error_count();
     rc = m->fn(out, philox64(seed, MAP_SALT), m->user);
-    if (rc && !dg_has_error()) DG_ERR(rc < 0 ? rc : DG_EINVAL, "map: the transform function returned %d", rc);
+    if (rc && !dg_error_since(errs)) DG_ERR(rc < 0 ? rc : DG_EINVAL, "map: the transform function returned %d", rc);
     return rc < 0 ? rc : rc > 0 ? DG_EINVAL : 0;
 }
 static void map_free(void *self) {
@@ -51,7 +52,8 @@ static void map_free(void *self) {
 static const dg_dataset_vtable map_vt = { map_len, map_get, map_free };
 
 dg_dataset *dg_dataset_map(dg_dataset *base, dg_transform_fn fn, void *user, void (*free_user)(void *)) {
-    DG_CHECK(base && fn, "dataset_map: %s is NULL", base ? "fn" : "base");
+    DG_CHECK_HANDLE(base, "dataset_map: base is NULL");
+    DG_CHECK(fn, "dataset_map: fn is NULL");
     map_ds *m = calloc(1, sizeof *m);
     DG_CHECK(m, "dataset_map: out of memory");
     m->base = dg_dataset_ref(base);
@@ -318,7 +320,7 @@ static void tf_free(void *self) {
 static const dg_dataset_vtable tf_vt = { tf_len, tf_get, tf_free };
 
 dg_dataset *dg_dataset_transform(dg_dataset *base, const dg_transform *tf, int n) {
-    DG_CHECK(base, "dataset_transform: base is NULL");
+    DG_CHECK_HANDLE(base, "dataset_transform: base is NULL");
     DG_CHECK(n >= 0 && (tf || n == 0), "dataset_transform('%s'): %s", dg_dataset_name(base), n < 0 ? "negative count" : "tf is NULL");
     for (int i = 0; i < n; i++)
         if (tf_validate(&tf[i], i)) return NULL;

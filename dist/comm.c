@@ -56,7 +56,6 @@ dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s) {
     if (!rc && dg_store_wait_at_least(st, "joined", env->world_size) != 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", dg_last_error());
-        dg_clear_error();
         DG_ERR(DG_ETIMEOUT, "rendezvous: rank %d of %d waited %.0f s at %s but not every rank arrived (%s)", env->rank,
                env->world_size, dg_dist_timeout(timeout_s), ep0, msg);
         rc = DG_ETIMEOUT;
@@ -155,7 +154,8 @@ int dg_comm_size(const dg_comm *c) { return c ? c->size : -1; }
 const char *dg_comm_backend_name(const dg_comm *c) { return c && c->be ? c->be->name : NULL; }
 
 static int check_buffer(const char *op, const dg_comm *c, const dg_tensor *t, bool need_float) {
-    DG_CHECK_INT(c && t, "%s: %s is NULL", op, c ? "tensor" : "communicator");
+    DG_CHECK_HANDLE_INT(c, "%s: communicator is NULL", op);
+    DG_CHECK_INPUT_INT(op, t);
     char sh[96];
     dg_shape_str(t, sh, sizeof sh);
     DG_CHECK_INT(dg_is_contiguous(t), "%s: tensor %s must be contiguous", op, sh);
@@ -176,8 +176,9 @@ static int stage_in(const dg_comm *c, const dg_tensor *t, staged *s, bool fill) 
     s->copied = !c->be->device_buffers && t->storage->device.type != DG_CPU;
     if (!s->copied) { s->host = dg_tensor_ptr(t); return 0; }
     const dg_backend *be = dg_backend_of(t);
+    uint64_t errs = dg_error_count();
     s->host = be->host_alloc && be->host_free ? be->host_alloc(nb ? nb : 1) : malloc(nb ? nb : 1);
-    if (!s->host) { if (!dg_has_error()) DG_ERR(DG_ENOMEM, "comm: staging %zu bytes", nb); return DG_ENOMEM; }
+    if (!s->host) { if (!dg_error_since(errs)) DG_ERR(DG_ENOMEM, "comm: staging %zu bytes", nb); return DG_ENOMEM; }
     int rc = fill ? be->download(s->host, dg_tensor_ptr(t), nb) : 0;
     if (rc) {   /* the caller only releases what stage_in returned successfully */
         if (be->host_alloc && be->host_free) be->host_free(s->host);
@@ -260,7 +261,7 @@ dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
 }
 
 int dg_comm_barrier(dg_comm *c) {
-    DG_CHECK_INT(c, "barrier: communicator is NULL");
+    DG_CHECK_HANDLE_INT(c, "barrier: communicator is NULL");
     pthread_mutex_lock(&c->lock);
     int rc = c->be->barrier(c);
     pthread_mutex_unlock(&c->lock);

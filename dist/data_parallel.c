@@ -47,7 +47,6 @@ static int broadcast_state(dg_layer *net, dg_comm *comm) {
         } else if ((rc = dg_comm_broadcast(comm, t, 0)) != 0) {
             char msg[512];
             snprintf(msg, sizeof msg, "%s", dg_last_error());
-            dg_clear_error();
             DG_ERR(rc, "data_parallel: broadcasting '%s' from rank 0: %s", sd[i].name, msg);
         }
     }
@@ -57,7 +56,7 @@ static int broadcast_state(dg_layer *net, dg_comm *comm) {
 }
 
 dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
-    DG_CHECK(net, "data_parallel: net is NULL");
+    DG_CHECK_HANDLE(net, "data_parallel: net is NULL");
     if (!comm) { dg_layer_free(net); DG_ERR(DG_EINVAL, "data_parallel: communicator is NULL (dg_fleet_init or dg_comm_new first)"); return NULL; }
     dp_state *s = calloc(1, sizeof *s);
     if (!s) { dg_layer_free(net); DG_ERR(DG_ENOMEM, "data_parallel: out of memory"); return NULL; }
@@ -91,7 +90,7 @@ dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
 dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss) {
     dp_state *s = state_of(dp, "scale_loss");
     if (!s) return NULL;
-    DG_CHECK(loss, "scale_loss: loss is NULL");
+    DG_CHECK_INPUT("scale_loss", loss);
     /* Paddle divides by the number of ranks so that summed gradients are the mean's */
     return s->comm->size == 1 ? dg_mul_scalar(loss, 1.0) : dg_div_scalar(loss, (double)s->comm->size);
 }

@@ -23,7 +23,6 @@ int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
         char msg[768];
         snprintf(msg, sizeof msg, "%s", dg_last_error());
         int st = dg_last_status() ? dg_last_status() : DG_ECOMM;
-        dg_clear_error();
         DG_ERR(st, "fleet_init: %s", msg);
         return st;
     }
@@ -44,13 +43,14 @@ dg_layer *dg_fleet_distributed_model(dg_layer *net) {
 }
 
 dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt) {
-    DG_CHECK(opt, "fleet_distributed_optimizer: optimizer is NULL");
+    DG_CHECK_HANDLE(opt, "fleet_distributed_optimizer: optimizer is NULL");
     DG_CHECK(g_comm, "fleet_distributed_optimizer: call dg_fleet_init first");
     return opt;
 }
 
 int dg_fleet_save(const dg_layer *net, const char *path) {
-    DG_CHECK_INT(net && path, "fleet_save: %s is NULL", net ? "path" : "layer");
+    DG_CHECK_HANDLE_INT(net, "fleet_save: layer is NULL");
+    DG_CHECK_INT(path, "fleet_save: path is NULL");
     if (!dg_fleet_is_first_worker()) return 0;
     return dg_layer_save(net, path);
 }

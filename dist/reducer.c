@@ -23,8 +23,9 @@
 static void *stage_alloc(const dg_bucket *b, size_t nb) {
     const dg_backend *be = dg_backend_for(b->device);
     if (!be) return NULL;   /* it said why */
+    uint64_t errs = dg_error_count();
     void *p = be->host_alloc && be->host_free ? be->host_alloc(nb ? nb : 1) : malloc(nb ? nb : 1);
-    if (!p && !dg_has_error()) DG_ERR(DG_ENOMEM, "data_parallel: %zu bytes of pinned host memory for a bucket", nb);
+    if (!p && !dg_error_since(errs)) DG_ERR(DG_ENOMEM, "data_parallel: %zu bytes of pinned host memory for a bucket", nb);
     return p;
 }
 static void stage_free(const dg_bucket *b) {
@@ -105,12 +106,12 @@ static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
 /* ---- overlap: starting buckets in order, polling them ---- */
 static bool can_start(const dg_reducer *r) { return r->comm->be->start_all_reduce && r->comm->be->poll; }
 
-/* Keeps the first error of the step (its message too) for apply to report. */
+/* Keeps the first error of the step (its message too) for apply to report: a hook that fails
+ * inside dg_backward cannot return it, and later buckets may fail too. */
 static void fail(dg_reducer *r, int rc) {
     if (!rc || r->error) return;
     r->error = rc;
     snprintf(r->error_msg, sizeof r->error_msg, "%s", dg_last_error());
-    dg_clear_error();
 }
 
 /* Starts every packed bucket from next_launch on, stopping at the first not packed yet. */
@@ -284,7 +285,10 @@ int dg_reducer_apply(dg_reducer *r) {
     finish_pending(r);   /* before the error is raised: polling may record one */
     if (r->error) {
         rc = r->error;
-        DG_ERR(rc, "%s", r->error_msg);
+        const char *file = __FILE__;
+        int line = __LINE__;
+        dg_error_split_location(r->error_msg, &file, &line);
+        dg_set_error_at(rc, file, line, "%s", r->error_msg);
         reset(r);
         return rc;
     }

@@ -73,6 +73,10 @@ typedef struct dg_backend {
     void (*host_free)(void *p);
     /* optional: the queue work is issued on, for custom kernels (dg_device_stream) */
     void *(*stream)(void);
+    /* optional, for dg_shutdown: wait for queued work, then release what the backend holds
+     * (cached memory, library handles, streams, primitive caches). Memory of tensors still
+     * alive stays valid and may still be freed; the next use starts the backend again. */
+    void (*shutdown)(void);
 
     /* elementwise; x/a/b may be strided (stride 0 = broadcast) with y's shape */
     int (*fill)(dg_tensor *y, double value);
@@ -142,6 +146,12 @@ const dg_backend *dg_cuda_backend_get(int index);
 /* The backend for a device (eager/device.c), or NULL with a message when it is not available:
  * the CUDA module missing or unloadable, no usable GPU, an index out of range. */
 const dg_backend *dg_backend_for(dg_device d);
+/* The CUDA table when this process started it (a GPU was selected), else NULL; never starts it
+ * (the CUDA module's entry, asked only when the module is already open). */
+const dg_backend *dg_cuda_backend_started(void);
+/* The backends this process has started (the CPU's always), at most cap; returns how many
+ * (eager/device.c). */
+int dg_backends_started(const dg_backend **out, int cap);
 
 #ifdef __cplusplus
 }

@@ -80,9 +80,10 @@ static bool shape_equal(const dg_tensor *t, dg_shape s) {
 int dg_backward(dg_tensor *t) { return dg_backward_ext(t, (dg_backward_params){0}); }
 
 int dg_backward_ext(dg_tensor *t, dg_backward_params p) {
-    if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "backward: tensor is NULL"); return DG_EINVAL; }
+    DG_CHECK_INPUT_INT("backward", t);
     DG_CHECK_INT(t->node || t->requires_grad, "backward: tensor %s does not require grad (no input of its ops requires grad)", DG_SHAPE_STR(t));
     if (p.grad_output) {
+        DG_CHECK_INPUT_INT("backward", p.grad_output);
         DG_CHECK_INT(p.grad_output->numel == t->numel && p.grad_output->dtype == t->dtype,
                      "backward: grad_output %s %s does not match output %s %s", DG_SHAPE_STR(p.grad_output),
                      dg_dtype_name(p.grad_output->dtype), DG_SHAPE_STR(t), dg_dtype_name(t->dtype));
@@ -158,6 +159,7 @@ int dg_backward_ext(dg_tensor *t, dg_backward_params p) {
         if (g) {
             dg_scope *s = dg_scope_begin();
             dg_no_grad_begin();
+            uint64_t errs = dg_error_count();
             int brc = n->backward(n, g, gin);
             for (int i = 0; i < n->n_in; i++) {
                 if (gin[i] && !dg_node_needs_grad(n, i)) gin[i] = NULL;
@@ -173,7 +175,7 @@ int dg_backward_ext(dg_tensor *t, dg_backward_params p) {
             dg_scope_end(s);
             dg_tensor_release(g);
             if (brc) {
-                if (!dg_has_error()) DG_ERR(brc, "backward of '%s' failed", n->name);
+                if (!dg_error_since(errs)) DG_ERR(brc, "backward of '%s' failed", n->name);
                 rc = brc;
                 for (int i = 0; i < n->n_in; i++) dg_tensor_release(gin[i]);
                 break;

@@ -6,7 +6,8 @@
  * so a block may be freed on another thread (DataLoader batches are) and simply joins that
  * thread's list. Each list is capped (at most 4096 blocks and 2 MB per class per thread, ≈22 MB
  * in all: enough for a step that records a thousand ops before its scope ends) and a
- * thread's lists are released when it exits.
+ * thread's lists are released when it exits. Every thread's lists are also on one registry so
+ * that dg_shutdown can empty them all (it runs when no other thread is inside the library).
  *
  * Blocks above 256 KB (activations) come from eager/large_blocks.c, whose header slot here
  * keeps their size. */
@@ -21,16 +22,31 @@
 #define CLASS_CAP_COUNT 4096
 
 typedef struct free_block { struct free_block *next; } free_block;
-typedef struct lists { free_block *head[NCLASS]; int count[NCLASS]; } lists;
+typedef struct lists {
+    free_block *head[NCLASS];
+    int count[NCLASS];
+    struct lists *prev, *next;       /* the registry */
+} lists;
 
 static _Thread_local lists *t_lists;
 static pthread_key_t g_key;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static lists *g_registry;
 
+static void empty_lists(lists *l) {
+    for (int c = 0; c < NCLASS; c++) {
+        while (l->head[c]) { free_block *b = l->head[c]; l->head[c] = b->next; free(b); }
+        l->count[c] = 0;
+    }
+}
 static void release_lists(void *p) {
     lists *l = p;
-    for (int c = 0; c < NCLASS; c++)
-        while (l->head[c]) { free_block *b = l->head[c]; l->head[c] = b->next; free(b); }
+    pthread_mutex_lock(&g_reg_lock);
+    if (l->prev) l->prev->next = l->next; else g_registry = l->next;
+    if (l->next) l->next->prev = l->prev;
+    pthread_mutex_unlock(&g_reg_lock);
+    empty_lists(l);
     free(l);
 }
 static void make_key(void) { pthread_key_create(&g_key, release_lists); }
@@ -39,8 +55,21 @@ static lists *my_lists(void) {
     if (t_lists) return t_lists;
     pthread_once(&g_once, make_key);
     t_lists = calloc(1, sizeof *t_lists);
-    if (t_lists) pthread_setspecific(g_key, t_lists);
+    if (!t_lists) return NULL;
+    pthread_setspecific(g_key, t_lists);
+    pthread_mutex_lock(&g_reg_lock);
+    t_lists->next = g_registry;
+    if (g_registry) g_registry->prev = t_lists;
+    g_registry = t_lists;
+    pthread_mutex_unlock(&g_reg_lock);
     return t_lists;
+}
+
+void dg_block_cache_release_all(void) {
+    pthread_mutex_lock(&g_reg_lock);
+    for (lists *l = g_registry; l; l = l->next) empty_lists(l);
+    pthread_mutex_unlock(&g_reg_lock);
+    dg_large_release_all();
 }
 
 static int class_of(size_t total) {

@@ -1,4 +1,15 @@
-/* eager/core.c — library lifetime, the current device, thread count and the one-line notice. */
+/* eager/core.c — library lifetime (dg_init, dg_shutdown and the session they delimit), checked
+ * mode, the current device, thread count and the one-line notice.
+ *
+ * Lifetime: dg_init is optional; without it the library starts on first use with its defaults.
+ * dg_shutdown ends a session: it releases what the library holds (this thread's open scopes and
+ * their tensors, each started backend's state through its `shutdown` entry, the checked-mode
+ * quarantine, every thread's block caches, the large-block reservation) and resets the RNG,
+ * device and math flags. Until dg_init is called again, making or using a tensor is a
+ * DG_ESTATE error ("called after dg_shutdown; call dg_init first"). Tensors the program still
+ * holds stay allocated and may still be freed, but they belong to the ended session: an op
+ * handed one, before or after the next dg_init, fails naming it (their tensor's `session`
+ * differs from dg_session). */
 #include "backend.h"
 #include "module.h"
 #include <omp.h>
@@ -6,6 +17,22 @@
 
 static dg_device g_device = { DG_CPU, 0 };
 static int g_threads = 0;
+static bool g_allow_tf32 = false;
+static bool g_cpu_bf16 = false;
+uint32_t dg_session = 1;
+bool dg_shut_down = false;
+
+/* ---- checked mode ---- */
+int dg_checked_mode = -1;
+bool dg_checked(void) {
+    if (dg_checked_mode < 0) {
+        const char *e = getenv("DG_CHECKED");
+        dg_checked_mode = e && atoi(e) > 0;
+    }
+    return dg_checked_mode > 0;
+}
+void dg_set_checked(bool on) { dg_checked_mode = on; }
+bool dg_get_checked(void) { return dg_checked(); }
 
 dg_device dg_cpu(void) { return (dg_device){ DG_CPU, 0 }; }
 dg_device dg_current_device(void) { return g_device; }
@@ -30,8 +57,20 @@ int dg_set_device(const char *name) {
         const char *colon = strchr(name, ':');
         d.type = DG_CUDA;
         d.index = colon ? atoi(colon + 1) : 0;
+        uint64_t errs = dg_error_count();
         if (!dg_backend_for(d)) {
-            DG_ERR(DG_EDEVICE, "set_device: '%s' requested but this build has no usable GPU backend", name);
+            if (!dg_error_since(errs)) {
+                DG_ERR(DG_EDEVICE, "set_device: '%s' requested but this build has no usable GPU backend", name);
+                return DG_EDEVICE;
+            }
+            /* the backend said why (no driver, too few GPUs, ...): that, under this call's name,
+             * with the backend's location */
+            char msg[DG_ERROR_MSG_LEN];
+            snprintf(msg, sizeof msg, "%s", dg_last_error());
+            const char *file = __FILE__;
+            int line = __LINE__;
+            dg_error_split_location(msg, &file, &line);
+            dg_set_error_at(DG_EDEVICE, file, line, "set_device('%s'): %s", name, msg);
             return DG_EDEVICE;
         }
         g_device = d;
@@ -69,13 +108,15 @@ static int init_device(const dg_init_params *d) {
             fprintf(stderr, "dygraph: no NVIDIA GPU here (no /dev/nvidiactl): running on the CPU backend\n");
         return 0;
     }
+    dg_error_saved before;
+    dg_error_save(&before);
     int rc = dg_set_device(dev);
     if (rc && dev == buf) {
         /* FLAGS_selected_gpus comes from a launcher, not from the program: fall back to the
-         * CPU with a one-line notice instead of failing */
+         * CPU with a one-line notice instead of failing (the notice is the whole report) */
         if (!d->quiet) fprintf(stderr, "dygraph: FLAGS_selected_gpus=%s but %s; running on the CPU backend\n",
                                getenv("FLAGS_selected_gpus"), dg_last_error());
-        dg_clear_error();
+        dg_error_restore(&before);
         return 0;
     }
     return rc;
@@ -84,6 +125,8 @@ static int init_device(const dg_init_params *d) {
 int dg_init(const dg_init_params *p) {
     dg_init_params d = {0};
     if (p) d = *p;
+    dg_shut_down = false;     /* a new session: dg_shutdown already moved dg_session on */
+    if (d.checked) dg_checked_mode = 1;
     int threads = d.num_threads;
     if (!threads && getenv("DG_NUM_THREADS")) threads = atoi(getenv("DG_NUM_THREADS"));
     if (threads > 0) dg_set_num_threads(threads);
@@ -94,25 +137,59 @@ int dg_init(const dg_init_params *p) {
      * program: an error; by the environment: a notice, and f32 */
     const char *bf = getenv("DG_CPU_BF16");
     if (d.cpu_bf16) return dg_set_cpu_bf16(true);
+    dg_error_saved before;
+    dg_error_save(&before);
     if (bf && atoi(bf) && dg_set_cpu_bf16(true) != 0) {
         if (!d.quiet) fprintf(stderr, "dygraph: DG_CPU_BF16=%s but %s\n", bf, dg_last_error());
-        dg_clear_error();
+        dg_error_restore(&before);   /* the notice is the whole report: f32 is a fine answer */
     }
     return 0;
 }
 
-void dg_shutdown(void) {}
+void dg_shutdown(void) {
+    if (dg_shut_down) return;
+    dg_scope_release_thread();
+    /* a device backend first: its queued work may still read host memory */
+    const dg_backend *be[8];
+    for (int i = dg_backends_started(be, 8) - 1; i >= 0; i--)
+        if (be[i]->shutdown) be[i]->shutdown();
+    dg_quarantine_release();
+    dg_block_cache_release_all();
+    dg_rng_reset();
+    dg_grad_mode_reset();
+    g_device = dg_cpu();
+    g_allow_tf32 = false;
+    g_cpu_bf16 = false;
+    dg_checked_mode = -1;
+    dg_session++;
+    dg_shut_down = true;
+}
+
+/* The backend these memory calls act on. After dg_shutdown one that is not running is not
+ * started again just to be asked (it holds nothing): NULL with *idle set. */
+static const dg_backend *backend_for_memory(dg_device d, bool *idle) {
+    *idle = false;
+    if (!dg_shut_down) return dg_backend_for(d);
+    const dg_backend *be[8];
+    int n = dg_backends_started(be, 8);
+    for (int i = 0; i < n; i++)
+        if (be[i]->type == d.type) return be[i];
+    *idle = true;
+    return NULL;
+}
 
 int dg_memory_stats_get(dg_device d, dg_memory_stats *out) {
     DG_CHECK_INT(out, "memory_stats: out is NULL");
     memset(out, 0, sizeof *out);
-    const dg_backend *be = dg_backend_for(d);
-    if (!be) return DG_EDEVICE;
+    bool idle;
+    const dg_backend *be = backend_for_memory(d, &idle);
+    if (!be) return idle ? 0 : DG_EDEVICE;
     return be->memory_stats ? be->memory_stats(out) : 0;
 }
 int dg_empty_cache(dg_device d) {
-    const dg_backend *be = dg_backend_for(d);
-    if (!be) return DG_EDEVICE;
+    bool idle;
+    const dg_backend *be = backend_for_memory(d, &idle);
+    if (!be) return idle ? 0 : DG_EDEVICE;
     return be->empty_cache ? be->empty_cache() : 0;
 }
 void *dg_device_stream(dg_device d) {
@@ -121,8 +198,9 @@ void *dg_device_stream(dg_device d) {
 }
 
 int dg_synchronize(dg_device d) {
-    const dg_backend *be = dg_backend_for(d);
-    if (!be) return DG_EDEVICE;
+    bool idle;
+    const dg_backend *be = backend_for_memory(d, &idle);
+    if (!be) return idle ? 0 : DG_EDEVICE;
     return be->synchronize();
 }
 
@@ -152,11 +230,9 @@ void dg_pinned_free(void *q, void *user) {
     else free(p);
 }
 
-static bool g_allow_tf32 = false;
 void dg_set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool dg_get_allow_tf32(void) { return g_allow_tf32; }
 
-static bool g_cpu_bf16 = false;
 int dg_set_cpu_bf16(bool on) {
     if (on && !dg_cpu_has_bf16()) {
         DG_ERR(DG_EUNSUPPORTED, "set_cpu_bf16: this CPU has no bf16 instructions (AVX512-BF16 or AMX); convolutions stay f32");

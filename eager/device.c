@@ -15,3 +15,15 @@ const dg_backend *dg_backend_for(dg_device d) {
     DG_ERR(DG_EDEVICE, "device type %d is not one this library knows (cpu, gpu)", (int)d.type);
     return NULL;
 }
+
+/* The backends that have started (for dg_shutdown and the memory calls): the CPU always; the
+ * CUDA backend only when its module is open and has started a device, so neither call ever
+ * loads CUDA. */
+int dg_backends_started(const dg_backend **out, int cap) {
+    int n = 0;
+    if (n < cap) out[n++] = &dg_cpu_backend;
+    const dg_backend *(*started)(void) = (const dg_backend *(*)(void))dg_module_symbol_if_open("cuda", "dg_cuda_backend_started");
+    const dg_backend *cuda = started ? started() : NULL;
+    if (cuda && n < cap) out[n++] = cuda;
+    return n;
+}

@@ -30,7 +30,18 @@ typedef struct dg_storage {
 
 #define DG_MAX_HOOKS 4
 
+/* What a tensor's `magic` holds: DG_TENSOR_LIVE from creation until its last reference goes,
+ * then DG_TENSOR_DEAD (with `released_by` saying who let go last), so a freed handle handed to
+ * an op or to dg_tensor_free again is recognised instead of read as a tensor. In checked mode
+ * (DG_CHECKED=1) the dead struct is also kept out of reuse for a while (eager/tensor.c). */
+#define DG_TENSOR_LIVE 0x6474656eu    /* "dten" */
+#define DG_TENSOR_DEAD 0x66726565u    /* "free" */
+enum { DG_RELEASED_BY_LIBRARY = 0, DG_RELEASED_BY_FREE, DG_RELEASED_BY_SCOPE };
+
 struct dg_tensor {
+    uint32_t magic;               /* DG_TENSOR_LIVE / DG_TENSOR_DEAD (first: reuse overwrites it) */
+    uint32_t session;             /* dg_session when made: one from before a dg_shutdown is stale */
+    uint8_t released_by;          /* DG_RELEASED_BY_*: the last owner's release, for messages */
     int refcount;                 /* owner (scope or caller) + nodes/aliases that hold it */
     int ndim;
     int64_t shape[DG_MAX_DIMS];
@@ -74,16 +85,64 @@ struct dg_node {
     union { unsigned char bytes[DG_NODE_ATTR_BYTES]; double align_; } attr;
 };
 
-/* ---- errors (eager/error.c; dg_set_error_at and dg_has_error are in dygraph/extension.h) ---- */
+/* ---- errors (eager/error.c; the model is described at the top of that file; dg_set_error_at,
+ * a new failure that replaces the message, and dg_has_error are in dygraph/extension.h) ---- */
+#define DG_ERROR_MSG_LEN 1024
+/* A NULL handed on from a failed call: records the message only when none is recorded. */
+void dg_propagate_error_at(int status, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Failures recorded by this thread so far; dg_error_since(n) is true when one was recorded
+ * after dg_error_count() returned n (whether a callee said why it failed). */
+uint64_t dg_error_count(void);
+bool dg_error_since(uint64_t count);
+/* For a failure that is handled (a fallback is taken): save before, restore after. */
+typedef struct dg_error_saved { int status; uint64_t count; char msg[DG_ERROR_MSG_LEN]; } dg_error_saved;
+void dg_error_save(dg_error_saved *s);
+void dg_error_restore(const dg_error_saved *s);
 /* Splits the trailing " (file:line)" off a message (in place), for re-raising it with more
  * context and one location; false when there is none. */
 bool dg_error_split_location(char *msg, const char **file, int *line);
 #define DG_ERR(status, ...) dg_set_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
+#define DG_PROPAGATE(status, ...) dg_propagate_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
 /* Fail the current function with NULL and a message unless cond holds. */
 #define DG_CHECK(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return NULL; } } while (0)
 #define DG_CHECK_INT(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return DG_EINVAL; } } while (0)
-/* An op handed NULL keeps the first message and passes NULL on. */
-#define DG_CHECK_INPUT(op, t) do { if (!(t)) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "%s: input '%s' is NULL", op, #t); return NULL; } } while (0)
+/* A handle argument (layer, optimizer, dataset, loader, ...) that is NULL because the call that
+ * should have made it failed: keep that call's message (see DG_PROPAGATE). */
+#define DG_CHECK_HANDLE(p, ...) do { if (!(p)) { DG_PROPAGATE(DG_EINVAL, __VA_ARGS__); return NULL; } } while (0)
+#define DG_CHECK_HANDLE_INT(p, ...) do { if (!(p)) { DG_PROPAGATE(DG_EINVAL, __VA_ARGS__); return DG_EINVAL; } } while (0)
+
+/* ---- library session (eager/core.c) ---- */
+/* Bumped by dg_shutdown: a tensor whose `session` differs was made before it. */
+extern uint32_t dg_session;
+/* True from dg_shutdown until the next dg_init: tensors are neither made nor used. */
+extern bool dg_shut_down;
+
+/* ---- tensor handles (eager/tensor.c) ---- */
+/* A tensor an op may read: not NULL, not freed, made in this session. Two compares, so every
+ * op entry can afford it. */
+static inline bool dg_tensor_live(const dg_tensor *t) {
+    return t && t->magic == DG_TENSOR_LIVE && t->session == dg_session && !dg_shut_down;
+}
+/* Records why t is not live, naming op and the argument (NULL propagates; a freed, stale or
+ * foreign handle, or a call after dg_shutdown, is a new DG_ESTATE failure). Returns the status. */
+int dg_tensor_bad(const char *op, const char *arg, const dg_tensor *t);
+/* 0 when t is live, else dg_tensor_bad's status: for functions that return a status. */
+static inline int dg_tensor_check(const char *op, const char *arg, const dg_tensor *t) {
+    return dg_tensor_live(t) ? 0 : dg_tensor_bad(op, arg, t);
+}
+/* An op's tensor input: NULL keeps the first message and passes NULL on; a freed or stale
+ * handle is an error naming the op. */
+#define DG_CHECK_INPUT(op, t) do { if (!dg_tensor_live(t)) { dg_tensor_bad((op), #t, (t)); return NULL; } } while (0)
+#define DG_CHECK_INPUT_INT(op, t) do { if (!dg_tensor_live(t)) return dg_tensor_bad((op), #t, (t)); } while (0)
+/* An optional input (a bias): NULL is fine, anything else must be live. */
+#define DG_CHECK_OPT_INPUT(op, t) do { if ((t) && !dg_tensor_live(t)) { dg_tensor_bad((op), #t, (t)); return NULL; } } while (0)
+/* Checked mode (DG_CHECKED=1, dg_init_params.checked, dg_set_checked): freed tensor structs are
+ * quarantined instead of reused at once. */
+extern int dg_checked_mode;   /* -1 until $DG_CHECKED is read */
+bool dg_checked(void);
+/* Frees the quarantine (dg_shutdown). */
+void dg_quarantine_release(void);
 
 /* ---- tensors (eager/tensor.c) ---- */
 dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_device device);
@@ -100,6 +159,10 @@ void *dg_large_alloc(size_t total, size_t *size_out);
 void dg_large_free(void *p, size_t size);
 int dg_large_stats(dg_memory_stats *out);
 int dg_large_release_free(void);
+/* dg_shutdown: every thread's cached small blocks go back to the system; the large-block
+ * reservation is unmapped when no block of it is live (else its free pages are returned). */
+void dg_block_cache_release_all(void);
+void dg_large_release_all(void);
 
 const struct dg_backend *dg_backend_of(const dg_tensor *t);
 dg_device dg_current_device(void);
@@ -112,15 +175,20 @@ int dg_check_inplace(const dg_tensor *t, const char *op);
 /* ---- scopes (eager/scope.c) ---- */
 void dg_scope_adopt(dg_tensor *t);         /* register a new tensor with the innermost scope */
 void dg_scope_forget(dg_tensor *t);
+/* dg_shutdown: ends this thread's open scopes (their tensors are released) and frees its spare
+ * slot array. */
+void dg_scope_release_thread(void);
 extern size_t dg_live_tensor_count;
 
 /* ---- tape (eager/tape.c) ---- */
 void dg_node_release(struct dg_node *n);
+void dg_grad_mode_reset(void);   /* this thread's no_grad depth back to 0 (dg_shutdown) */
 
 /* ---- RNG (eager/rng.c) ---- */
 /* Reserve n 32-bit draws from the global Philox stream; returns the starting counter. */
 uint64_t dg_rng_reserve(uint64_t n, uint64_t *seed_out);
 void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
+void dg_rng_reset(void);      /* the default seed, counter 0 (dg_shutdown) */
 
 /* ---- threads ---- */
 int dg_threads(void);

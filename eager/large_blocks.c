@@ -13,7 +13,9 @@
  *
  * Free ranges keep their pages until more than DG_LARGE_KEEP bytes of them are resident; beyond
  * that, a range being freed gives its pages back (madvise) but stays reusable. dg_empty_cache(cpu)
- * gives back all free pages. If the reservation cannot be made, blocks come from aligned_alloc. */
+ * gives back all free pages. If the reservation cannot be made, blocks come from aligned_alloc.
+ * dg_shutdown unmaps the reservation once no block of it is live (a later block reserves anew);
+ * while a tensor the program kept still lives in it, only the free pages go back. */
 #include "internal.h"
 #include <pthread.h>
 #include <sys/mman.h>
@@ -179,4 +181,24 @@ int dg_large_release_free(void) {
         }
     pthread_mutex_unlock(&g_lock);
     return 0;
+}
+
+/* dg_shutdown. */
+void dg_large_release_all(void) {
+    pthread_mutex_lock(&g_lock);
+    if (g_base && g_live == 0) {
+        munmap(g_base, g_reserved_bytes);
+        free(g_free);
+        g_base = NULL;
+        g_free = NULL;
+        g_nfree = g_capfree = 0;
+        g_reserved_bytes = g_top = 0;
+        g_resident_free = g_peak_live = 0;
+        g_grows = 0;
+        g_tried = false;
+        pthread_mutex_unlock(&g_lock);
+        return;
+    }
+    pthread_mutex_unlock(&g_lock);
+    dg_large_release_free();
 }

@@ -44,6 +44,8 @@ static void *host_symbol(const char *name) {
         { "dg_clear_error", (void *)dg_clear_error },
         { "dg_last_error", (void *)dg_last_error },
         { "dg_last_status", (void *)dg_last_status },
+        { "dg_error_save", (void *)dg_error_save },
+        { "dg_error_restore", (void *)dg_error_restore },
         { "dg_dtype_name", (void *)dg_dtype_name },
         { "dg_dtype_size", (void *)dg_dtype_size },
         { "dg_tensor_ptr", (void *)dg_tensor_ptr },
@@ -190,6 +192,15 @@ static void open_module(module *m) {
     m->handle = s.handle;
 }
 
+void *dg_module_symbol_if_open(const char *name, const char *symbol) {
+    void *handle = NULL;
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < MAX_MODULES && g_modules[i].name[0]; i++)
+        if (strcmp(g_modules[i].name, name) == 0) handle = g_modules[i].handle;
+    pthread_mutex_unlock(&g_lock);
+    return handle ? dlsym(handle, symbol) : NULL;
+}
+
 void *dg_module_symbol(const char *name, const char *symbol) {
     DG_CHECK(name && symbol && strlen(name) < sizeof g_modules[0].name, "module_symbol: bad module or symbol name");
     pthread_mutex_lock(&g_lock);
@@ -202,7 +213,11 @@ void *dg_module_symbol(const char *name, const char *symbol) {
     /* opened outside the table lock: a module's init may ask host_symbol for provided functions */
     static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&open_lock);
-    if (!m->tried) open_module(m);
+    if (!m->tried) {
+        open_module(m);
+        pthread_mutex_lock(&g_lock);     /* publish the handle for dg_module_symbol_if_open */
+        pthread_mutex_unlock(&g_lock);
+    }
     pthread_mutex_unlock(&open_lock);
     if (!m->handle) {
         DG_ERR(m->status, "%s", m->error);

@@ -39,6 +39,8 @@ typedef int (*dg_module_init_fn)(const dg_module_host *host, char *err, size_t e
  * module on first use; NULL with a message saying where it was looked for and why it failed.
  * A failure is remembered: later calls report it again without searching. Thread-safe. */
 void *dg_module_symbol(const char *name, const char *symbol);
+/* The entry when the module is already open, else NULL (nothing is opened, no error). */
+void *dg_module_symbol_if_open(const char *name, const char *symbol);
 /* Whether the module's file is present on the search path (nothing is loaded). */
 bool dg_module_present(const char *name);
 /* Adds a function modules may ask for by name (the layers above eager/, e.g. dist/, provide

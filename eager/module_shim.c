@@ -39,6 +39,8 @@ void dg_set_error_at(int status, const char *file, int line, const char *fmt, ..
     if (fn) fn(status, file, line, "%s", msg);
 }
 
+void dg_error_save(dg_error_saved *s) { DG_SHIM_FN(void (*)(dg_error_saved *), "dg_error_save"); if (fn) fn(s); }
+void dg_error_restore(const dg_error_saved *s) { DG_SHIM_FN(void (*)(const dg_error_saved *), "dg_error_restore"); if (fn) fn(s); }
 bool dg_has_error(void) { DG_SHIM_FN(bool (*)(void), "dg_has_error"); return fn && fn(); }
 void dg_clear_error(void) { DG_SHIM_FN(void (*)(void), "dg_clear_error"); if (fn) fn(); }
 const char *dg_last_error(void) { DG_SHIM_FN(const char *(*)(void), "dg_last_error"); return fn ? fn() : ""; }

@@ -49,7 +49,7 @@ static void values(sbuf *b, const dg_tensor *h, int d, int64_t off, bool elide, 
 }
 
 char *dg_to_string(const dg_tensor *t) {
-    if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "to_string: tensor is NULL"); return NULL; }
+    DG_CHECK_INPUT("to_string", t);
     /* print from a host copy so any backend prints the same way */
     const dg_tensor *h = t;
     dg_tensor *copy = NULL;

@@ -80,7 +80,7 @@ void dg_scope_end(dg_scope *s) {
     if (top != s) return;  /* not on this thread's stack: nothing we may free */
     for (int64_t i = s->n - 1; i >= 0; i--) {
         dg_tensor *t = s->items[i];
-        if (t) { t->scope = NULL; dg_tensor_release(t); }
+        if (t) { t->scope = NULL; t->released_by = DG_RELEASED_BY_SCOPE; dg_tensor_release(t); }
     }
     top = s->parent;
     spare_keep(s->items, s->cap);
@@ -88,14 +88,29 @@ void dg_scope_end(dg_scope *s) {
 }
 
 dg_tensor *dg_keep(dg_tensor *t) {
-    if (t) dg_scope_forget(t);
+    if (!t) return NULL;
+    DG_CHECK_INPUT("keep", t);
+    dg_scope_forget(t);
     return t;
 }
 
 dg_tensor *dg_keep_in_parent(dg_tensor *t) {
-    if (!t || !t->scope) return t;
+    if (!t) return NULL;
+    DG_CHECK_INPUT("keep_in_parent", t);
+    if (!t->scope) return t;
     dg_scope *parent = t->scope->parent;
     dg_scope_forget(t);
     if (parent && scope_push(parent, t) != 0) t->scope = NULL;
     return t;
+}
+
+void dg_scope_release_thread(void) {
+    dg_scope *outermost = top;
+    while (outermost && outermost->parent) outermost = outermost->parent;
+    if (outermost) dg_scope_end(outermost);
+    free(t_spare);
+    t_spare = NULL;
+    t_spare_cap = 0;
+    pthread_once(&g_spare_once, spare_key_make);
+    pthread_setspecific(g_spare_key, NULL);
 }

@@ -7,26 +7,33 @@ static _Thread_local int no_grad_depth;
 void dg_no_grad_begin(void) { no_grad_depth++; }
 void dg_no_grad_end(void) { if (no_grad_depth > 0) no_grad_depth--; }
 bool dg_is_grad_enabled(void) { return no_grad_depth == 0; }
+void dg_grad_mode_reset(void) { no_grad_depth = 0; }
 
 /* ---- leaves ---- */
 int dg_set_requires_grad(dg_tensor *t, bool rg) {
-    DG_CHECK_INT(t, "set_requires_grad: tensor is NULL");
+    DG_CHECK_INPUT_INT("set_requires_grad", t);
     DG_CHECK_INT(!t->node, "set_requires_grad: tensor made by '%s' is not a leaf; use dg_detach first", t->node->name);
     DG_CHECK_INT(!rg || dg_dtype_is_float(t->dtype), "set_requires_grad: dtype %s cannot require grad", dg_dtype_name(t->dtype));
     t->requires_grad = rg;
     return 0;
 }
 int dg_set_stop_gradient(dg_tensor *t, bool stop) { return dg_set_requires_grad(t, !stop); }
-bool dg_requires_grad(const dg_tensor *t) { return t && (t->requires_grad || t->node); }
-bool dg_is_leaf(const dg_tensor *t) { return t && !t->node; }
-dg_tensor *dg_grad(const dg_tensor *t) { return t ? t->grad : NULL; }
+/* NULL answers "no" silently, as before; a freed or stale handle also records why */
+static bool usable(const dg_tensor *t, const char *fn) {
+    if (dg_tensor_live(t)) return true;
+    if (t) dg_tensor_bad(fn, "t", t);
+    return false;
+}
+bool dg_requires_grad(const dg_tensor *t) { return usable(t, "requires_grad") && (t->requires_grad || t->node); }
+bool dg_is_leaf(const dg_tensor *t) { return usable(t, "is_leaf") && !t->node; }
+dg_tensor *dg_grad(const dg_tensor *t) { return usable(t, "grad") ? t->grad : NULL; }
 int dg_clear_grad(dg_tensor *t) {
-    DG_CHECK_INT(t, "clear_grad: tensor is NULL");
+    DG_CHECK_INPUT_INT("clear_grad", t);
     dg_tensor_release(t->grad);
     t->grad = NULL;
     return 0;
 }
-const char *dg_grad_fn_name(const dg_tensor *t) { return t && t->node ? t->node->name : NULL; }
+const char *dg_grad_fn_name(const dg_tensor *t) { return usable(t, "grad_fn_name") && t->node ? t->node->name : NULL; }
 
 dg_tensor *dg_detach(const dg_tensor *t) {
     DG_CHECK_INPUT("detach", t);
@@ -34,7 +41,8 @@ dg_tensor *dg_detach(const dg_tensor *t) {
 }
 
 int dg_register_grad_hook(dg_tensor *leaf, dg_grad_hook fn, void *user) {
-    DG_CHECK_INT(leaf && fn, "register_grad_hook: %s is NULL", leaf ? "fn" : "tensor");
+    DG_CHECK_INPUT_INT("register_grad_hook", leaf);
+    DG_CHECK_INT(fn, "register_grad_hook: fn is NULL");
     DG_CHECK_INT(!leaf->node, "register_grad_hook: only leaves get grad-ready hooks (tensor made by '%s')", leaf->node->name);
     DG_CHECK_INT(leaf->n_hooks < DG_MAX_HOOKS, "register_grad_hook: at most %d hooks per tensor", DG_MAX_HOOKS);
     leaf->hooks[leaf->n_hooks] = fn;
@@ -42,7 +50,7 @@ int dg_register_grad_hook(dg_tensor *leaf, dg_grad_hook fn, void *user) {
     return 0;
 }
 int dg_clear_grad_hooks(dg_tensor *leaf) {
-    DG_CHECK_INT(leaf, "clear_grad_hooks: tensor is NULL");
+    DG_CHECK_INPUT_INT("clear_grad_hooks", leaf);
     leaf->n_hooks = 0;
     return 0;
 }
@@ -56,7 +64,9 @@ bool dg_needs_record(dg_tensor *const *in, int n) {
 }
 
 dg_node *dg_record(const char *name, dg_tensor *out, dg_tensor *const *in, int n, dg_backward_fn bw) {
-    DG_CHECK(out && !out->node && n <= DG_MAX_NODE_INPUTS, "record(%s): bad output or %d inputs", name, n);
+    DG_CHECK_INPUT("record", out);
+    DG_CHECK(!out->node && n <= DG_MAX_NODE_INPUTS, "record(%s): output already has a node, or %d inputs", name, n);
+    for (int i = 0; i < n; i++) DG_CHECK_OPT_INPUT("record", in[i]);
     dg_node *node = dg_block_alloc(sizeof *node);
     DG_CHECK(node, "record(%s): out of memory", name);
     memset(node, 0, sizeof *node);
@@ -83,7 +93,9 @@ dg_node *dg_record(const char *name, dg_tensor *out, dg_tensor *const *in, int n
 }
 
 int dg_node_save(dg_node *node, const dg_tensor *t) {
-    DG_CHECK_INT(node && t && node->n_saved < DG_MAX_NODE_SAVED, "node_save: bad arguments");
+    DG_CHECK_HANDLE_INT(node, "node_save: node is NULL");
+    DG_CHECK_INPUT_INT("node_save", t);
+    DG_CHECK_INT(node->n_saved < DG_MAX_NODE_SAVED, "node_save: at most %d saved tensors per node", DG_MAX_NODE_SAVED);
     /* Save a history-free alias: a node never holds a tensor that holds a node, so the tape
      * has no cycles and freeing it needs no recursion through saved values. */
     dg_tensor *alias = dg_tensor_view(t, t->ndim, t->shape, t->stride, t->offset);

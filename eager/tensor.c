@@ -1,6 +1,17 @@
-/* eager/tensor.c — tensor and storage lifetime, views, creation, inspection and host copies. */
+/* eager/tensor.c — tensor and storage lifetime, views, creation, inspection and host copies;
+ * the validation every op entry runs on its tensor handles, and checked mode's quarantine.
+ *
+ * Handles: a tensor is DG_TENSOR_LIVE from creation until its last reference goes; then its
+ * struct is marked DG_TENSOR_DEAD and returned to the block cache. The mark costs one store and
+ * the check at each op entry two compares, so both are always on: a freed handle used again is
+ * reported as long as its memory has not been reused. Checked mode closes that gap: dead
+ * structs wait in a quarantine of QUARANTINE entries (oldest reused first) instead of going
+ * straight back, so a use after free, a double free or a use after the scope ended is an error
+ * naming the op for the next QUARANTINE frees. The quarantine holds only the 64 + ~300 byte
+ * structs, never tensor data, and is emptied by dg_shutdown. */
 #include "backend.h"
 #include <math.h>
+#include <pthread.h>
 
 size_t dg_live_tensor_count = 0;
 
@@ -43,7 +54,9 @@ char *dg_shape_fmt(const int64_t *shape, int ndim, char *buf, size_t len) {
     return buf;
 }
 char *dg_shape_str(const dg_tensor *t, char *buf, size_t len) {
+    /* text for messages: a bad handle is named, not reported (the message being built will be) */
     if (!t) { snprintf(buf, len, "(null)"); return buf; }
+    if (!dg_tensor_live(t)) { snprintf(buf, len, "(not a live tensor)"); return buf; }
     return dg_shape_fmt(t->shape, t->ndim, buf, len);
 }
 int dg_norm_axis(int axis, int ndim) {
@@ -55,18 +68,83 @@ static dg_tensor *tensor_struct(void) {
     dg_tensor *t = dg_block_alloc(sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
+    t->magic = DG_TENSOR_LIVE;
+    t->session = dg_session;
     t->refcount = 1;
     __atomic_add_fetch(&dg_live_tensor_count, 1, __ATOMIC_RELAXED);
     return t;
 }
 
+/* ---- checked mode: dead structs wait here before the block cache may hand them out again ---- */
+#define QUARANTINE 16384   /* × ~384 bytes: 6 MB at most */
+static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
+static dg_tensor **q_ring;          /* q_ring[q_next] is the oldest entry once the ring is full */
+static size_t q_next;
+
+static void struct_free(dg_tensor *t) {
+    if (!dg_checked() || dg_shut_down) { dg_block_free(t); return; }
+    dg_tensor *oldest = t;
+    pthread_mutex_lock(&q_lock);
+    if (!q_ring) q_ring = calloc(QUARANTINE, sizeof *q_ring);
+    if (q_ring) {
+        oldest = q_ring[q_next];
+        q_ring[q_next] = t;
+        q_next = (q_next + 1) % QUARANTINE;
+    }
+    pthread_mutex_unlock(&q_lock);
+    dg_block_free(oldest);
+}
+
+void dg_quarantine_release(void) {
+    pthread_mutex_lock(&q_lock);
+    dg_tensor **ring = q_ring;
+    q_ring = NULL;
+    q_next = 0;
+    pthread_mutex_unlock(&q_lock);
+    if (!ring) return;
+    for (size_t i = 0; i < QUARANTINE; i++) dg_block_free(ring[i]);
+    free(ring);
+}
+
+static const char *released_how(const dg_tensor *t) {
+    switch (t->released_by) {
+    case DG_RELEASED_BY_FREE: return "by dg_tensor_free";
+    case DG_RELEASED_BY_SCOPE: return "when its scope ended";
+    default: return "when the last reference the library held (the tape, a layer, an optimizer) went";
+    }
+}
+
+int dg_tensor_bad(const char *op, const char *arg, const dg_tensor *t) {
+    if (!t) {
+        DG_PROPAGATE(DG_EINVAL, "%s: input '%s' is NULL", op, arg);
+        return DG_EINVAL;
+    }
+    if (t->magic == DG_TENSOR_DEAD) {
+        DG_ERR(DG_ESTATE, "%s: tensor %p ('%s') was freed (%s)", op, (const void *)t, arg, released_how(t));
+    } else if (dg_shut_down) {
+        DG_ERR(DG_ESTATE, "%s: called after dg_shutdown; call dg_init first", op);
+    } else if (t->magic == DG_TENSOR_LIVE) {
+        DG_ERR(DG_ESTATE, "%s: tensor %p ('%s') was made before dg_shutdown; tensors do not outlive it", op,
+               (const void *)t, arg);
+    } else {
+        DG_ERR(DG_ESTATE, "%s: '%s' (%p) is not a live tensor: freed and its memory reused, or not a tensor "
+               "(DG_CHECKED=1 keeps freed tensors recognisable)", op, arg, (const void *)t);
+    }
+    return DG_ESTATE;
+}
+
 dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_device device) {
+    if (dg_shut_down) { DG_ERR(DG_ESTATE, "dygraph: called after dg_shutdown; call dg_init first"); return NULL; }
     if (ndim < 0 || ndim > DG_MAX_DIMS) { DG_ERR(DG_EINVAL, "tensor: %d dims (at most %d)", ndim, DG_MAX_DIMS); return NULL; }
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) { DG_ERR(DG_EINVAL, "tensor: negative dim %lld at axis %d", (long long)shape[i], i); return NULL; }
     if (dg_dtype_size(dtype) == 0) { DG_ERR(DG_EINVAL, "tensor: invalid dtype %d", (int)dtype); return NULL; }
+    uint64_t errs = dg_error_count();
     const dg_backend *be = dg_backend_for(device);
-    if (!be) { DG_ERR(DG_EDEVICE, "tensor: no backend for device type %d", (int)device.type); return NULL; }
+    if (!be) {   /* the backend lookup usually says why (no GPU, too few GPUs): keep that */
+        if (!dg_error_since(errs)) DG_ERR(DG_EDEVICE, "tensor: no backend for device type %d", (int)device.type);
+        return NULL;
+    }
     int64_t numel = 1;
     bool overflow = false;
     for (int i = 0; i < ndim; i++) overflow |= __builtin_mul_overflow(numel, shape[i], &numel);
@@ -76,12 +154,15 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     }
     size_t nbytes = (size_t)numel * dg_dtype_size(dtype);
     dg_storage *st = dg_block_alloc(sizeof *st);
+    errs = dg_error_count();
     void *data = be->alloc(nbytes ? nbytes : 1);
     dg_tensor *t = st && data ? tensor_struct() : NULL;
     if (!t) {
         dg_block_free(st);
         if (data) be->free(data);
-        DG_ERR(DG_ENOMEM, "tensor: out of memory allocating %zu bytes", nbytes);
+        /* a device allocator says more (what is allocated and cached): keep its message */
+        if (data || !dg_error_since(errs))
+            DG_ERR(DG_ENOMEM, "tensor: out of memory allocating %zu bytes", nbytes);
         return NULL;
     }
     memset(st, 0, sizeof *st);
@@ -123,20 +204,36 @@ static void storage_release(dg_storage *st) {
 
 void dg_tensor_release(dg_tensor *t) {
     if (!t) return;
+    if (t->magic != DG_TENSOR_LIVE) {
+        /* a reference the library held outlived the tensor: a dg_tensor_free too many freed it
+         * while the tape or a container still pointed at it */
+        DG_ERR(DG_ESTATE, "tensor %p was released after it was freed (%s): was it freed once too often?",
+               (const void *)t, released_how(t));
+        return;
+    }
     if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
     storage_release(t->storage);
     dg_tensor_release(t->grad);       /* grads carry no node: no deep recursion */
     if (t->node) dg_node_release(t->node);
     __atomic_sub_fetch(&dg_live_tensor_count, 1, __ATOMIC_RELAXED);
-    dg_block_free(t);
+    t->magic = DG_TENSOR_DEAD;
+    struct_free(t);
 }
 
 void dg_tensor_free(dg_tensor *t) {
     if (!t) return;
+    /* a tensor of an ended session may still be freed: that is how a program cleans up */
+    if (t->magic != DG_TENSOR_LIVE) { dg_tensor_bad("tensor_free", "t", t); return; }
     if (t->scope) dg_scope_forget(t);
+    t->released_by = DG_RELEASED_BY_FREE;
     dg_tensor_release(t);
 }
-dg_tensor *dg_tensor_ref(dg_tensor *t) { dg_tensor_retain(t); return t; }
+dg_tensor *dg_tensor_ref(dg_tensor *t) {
+    if (!t) return NULL;
+    DG_CHECK_INPUT("tensor_ref", t);
+    dg_tensor_retain(t);
+    return t;
+}
 dg_tensor *dg_advance(dg_tensor *prev, dg_tensor *next) {
     if (prev != next) dg_tensor_free(prev);
     return next;
@@ -181,23 +278,30 @@ void *dg_tensor_ptr(const dg_tensor *t) {
 }
 const dg_backend *dg_backend_of(const dg_tensor *t) { return t->storage->backend; }
 
-/* ---- inspection ---- */
-int dg_ndim(const dg_tensor *t) { return t ? t->ndim : -1; }
+/* ---- inspection ----
+ * NULL gives the documented "none" value without a message, as it always has; a freed or stale
+ * handle gives the same value and an error naming the function. */
+static bool inspectable(const dg_tensor *t, const char *fn) {
+    if (dg_tensor_live(t)) return true;
+    if (t) dg_tensor_bad(fn, "t", t);
+    return false;
+}
+int dg_ndim(const dg_tensor *t) { return inspectable(t, "ndim") ? t->ndim : -1; }
 int64_t dg_dim(const dg_tensor *t, int axis) {
-    if (!t) return -1;
+    if (!inspectable(t, "dim")) return -1;
     int a = dg_norm_axis(axis, t->ndim);
     return (a < 0 || t->ndim == 0) ? -1 : t->shape[a];
 }
 dg_shape dg_shape_of(const dg_tensor *t) {
     dg_shape s = {0};
-    if (t) { s.ndim = t->ndim; memcpy(s.d, t->shape, sizeof(int64_t) * (size_t)t->ndim); }
+    if (inspectable(t, "shape_of")) { s.ndim = t->ndim; memcpy(s.d, t->shape, sizeof(int64_t) * (size_t)t->ndim); }
     return s;
 }
-int64_t dg_numel(const dg_tensor *t) { return t ? t->numel : -1; }
-dg_dtype dg_dtype_of(const dg_tensor *t) { return t ? t->dtype : DG_F32; }
-dg_device dg_device_of(const dg_tensor *t) { return t ? t->storage->device : dg_cpu(); }
+int64_t dg_numel(const dg_tensor *t) { return inspectable(t, "numel") ? t->numel : -1; }
+dg_dtype dg_dtype_of(const dg_tensor *t) { return inspectable(t, "dtype_of") ? t->dtype : DG_F32; }
+dg_device dg_device_of(const dg_tensor *t) { return inspectable(t, "device_of") ? t->storage->device : dg_cpu(); }
 bool dg_is_contiguous(const dg_tensor *t) {
-    if (!t) return false;
+    if (!inspectable(t, "is_contiguous")) return false;
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] != 1 && t->stride[i] != s) return false;
@@ -206,12 +310,12 @@ bool dg_is_contiguous(const dg_tensor *t) {
     return true;
 }
 void *dg_data(const dg_tensor *t) {
-    if (!t || t->storage->device.type != DG_CPU) return NULL;
+    if (!inspectable(t, "data") || t->storage->device.type != DG_CPU) return NULL;
     return dg_tensor_ptr(t);
 }
 
 int dg_check_inplace(const dg_tensor *t, const char *op) {
-    if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "%s: tensor is NULL", op); return DG_EINVAL; }
+    if (!dg_tensor_live(t)) return dg_tensor_bad(op, "t", t);
     if ((t->requires_grad || t->node) && dg_is_grad_enabled()) {
         DG_ERR(DG_ESTATE, "%s: in-place write to a tensor that requires grad; wrap it in dg_no_grad_begin/end", op);
         return DG_ESTATE;
@@ -300,7 +404,8 @@ dg_tensor *dg_from_data(dg_shape s, dg_dtype dt, const void *data) {
 
 /* ---- host copies ---- */
 int dg_to_host(const dg_tensor *t, void *dst, size_t nbytes) {
-    if (!t || !dst) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "to_host: %s is NULL", t ? "dst" : "tensor"); return DG_EINVAL; }
+    DG_CHECK_INPUT_INT("to_host", t);
+    DG_CHECK_INT(dst, "to_host: dst is NULL");
     size_t need = (size_t)t->numel * dg_dtype_size(t->dtype);
     DG_CHECK_INT(nbytes >= need, "to_host: buffer of %zu bytes, tensor %s %s needs %zu", nbytes, DG_SHAPE_STR(t), dg_dtype_name(t->dtype), need);
     if (dg_is_contiguous(t)) return dg_backend_of(t)->download(dst, dg_tensor_ptr(t), need);
@@ -333,7 +438,7 @@ static double load_as_double(const void *p, dg_dtype dt) {
 }
 
 double dg_get(const dg_tensor *t, const int64_t *index) {
-    if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "get: tensor is NULL"); return NAN; }
+    if (!dg_tensor_live(t)) { dg_tensor_bad("get", "t", t); return NAN; }
     int64_t off = t->offset;
     for (int i = 0; i < t->ndim; i++) {
         if (index[i] < 0 || index[i] >= t->shape[i]) {
@@ -349,7 +454,7 @@ double dg_get(const dg_tensor *t, const int64_t *index) {
 }
 
 double dg_item(const dg_tensor *t) {
-    if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "item: tensor is NULL"); return NAN; }
+    if (!dg_tensor_live(t)) { dg_tensor_bad("item", "t", t); return NAN; }
     if (t->numel != 1) { DG_ERR(DG_EINVAL, "item: tensor %s has %lld elements, needs 1", DG_SHAPE_STR(t), (long long)t->numel); return NAN; }
     int64_t zeros[DG_MAX_DIMS] = {0};
     return dg_get(t, zeros);

@@ -5,7 +5,7 @@
 #include <dygraph/checkpoint.h>
 
 dg_tensor_dict *dg_layer_state_to_dict(const dg_layer *layer) {
-    DG_CHECK(layer, "layer_state_to_dict: layer is NULL");
+    DG_CHECK_HANDLE(layer, "layer_state_to_dict: layer is NULL");
     int n = 0;
     dg_named_tensor *sd = dg_layer_state_dict(layer, &n);
     if (!sd) return NULL;
@@ -38,7 +38,8 @@ static bool same_shape(const dg_tensor *a, const dg_tensor *b) {
 }
 
 static int load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_params p, dg_load_report *rep, const char *src) {
-    DG_CHECK_INT(layer && state, "layer_load: %s is NULL", layer ? "state" : "layer");
+    DG_CHECK_HANDLE_INT(layer, "layer_load: layer is NULL");
+    DG_CHECK_HANDLE_INT(state, "layer_load: state is NULL");
     int n = 0;
     dg_named_tensor *sd = dg_layer_state_dict(layer, &n);
     if (!sd) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
@@ -97,7 +98,8 @@ int dg_layer_load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_par
 }
 
 int dg_layer_load(dg_layer *layer, const char *path, dg_load_params p, dg_load_report *rep) {
-    DG_CHECK_INT(layer && path, "layer_load: %s is NULL", layer ? "path" : "layer");
+    DG_CHECK_HANDLE_INT(layer, "layer_load: layer is NULL");
+    DG_CHECK_INT(path, "layer_load: path is NULL");
     dg_tensor_dict *d = dg_load_safetensors(path);
     if (!d) return dg_last_status() ? dg_last_status() : DG_EIO;
     char src[600];

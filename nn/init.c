@@ -6,7 +6,8 @@
 #include <math.h>
 
 static int check(const dg_tensor *t, const char *op) {
-    if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "%s: tensor is NULL", op); return DG_EINVAL; }
+    int rc = dg_tensor_check(op, "t", t);
+    if (rc) return rc;
     if (t->dtype != DG_F32 && t->dtype != DG_F64) {
         DG_ERR(DG_EINVAL, "%s: expects a float32/float64 tensor, got %s %s", op, dg_dtype_name(t->dtype), DG_SHAPE_STR(t));
         return DG_EINVAL;
@@ -27,7 +28,7 @@ double dg_nn_init_calculate_gain(dg_nonlinearity nl, double param) {
 }
 
 int dg_nn_init_calculate_fans(const dg_tensor *t, int64_t *fan_in, int64_t *fan_out) {
-    if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "calculate_fans: tensor is NULL"); return DG_EINVAL; }
+    DG_CHECK_INPUT_INT("calculate_fans", t);
     if (t->ndim < 2) {
         DG_ERR(DG_EINVAL, "calculate_fans: fan in and fan out need a tensor of at least 2 dims, got %s", DG_SHAPE_STR(t));
         return DG_EINVAL;

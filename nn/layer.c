@@ -60,26 +60,41 @@ static void describe(const dg_layer *l, char *buf, size_t len) {
              l->extra_repr && l->extra_repr[0] ? ")" : "");
 }
 
-dg_tensor *dg_layer_error_at(const dg_layer *l, int status, const char *file, int line, const char *fmt, ...) {
-    if (dg_has_error()) return NULL;
+static void layer_error_v(const dg_layer *l, int status, const char *file, int line, const char *fmt, va_list ap) {
     char who[512], msg[768];
     if (l) describe(l, who, sizeof who);
     else snprintf(who, sizeof who, "layer (NULL)");
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    dg_set_error_at(status, file ? file : "?", line, "%s: %s", who, msg);
+}
+
+dg_tensor *dg_layer_error_at(const dg_layer *l, int status, const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    layer_error_v(l, status, file, line, fmt, ap);
     va_end(ap);
-    dg_set_error_at(status, file ? file : "?", line, "%s: %s", who, msg);
     return NULL;
 }
 #define LERR(l, st, ...) dg_layer_error_at((l), (st), __FILE__, __LINE__, __VA_ARGS__)
+
+/* A NULL input handed to a layer: the failed call that produced it has said why (see
+ * DG_PROPAGATE); say it here only when nothing is recorded. */
+static dg_tensor *layer_propagate_at(const dg_layer *l, const char *file, int line, const char *fmt, ...) {
+    if (dg_has_error()) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    layer_error_v(l, DG_EINVAL, file, line, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+#define LPROP(l, ...) layer_propagate_at((l), __FILE__, __LINE__, __VA_ARGS__)
 
 /* ---- lifetime ---- */
 
 static dg_layer *layer_new(const char *type, void *user, void (*free_user)(void *)) {
     if (!type || !type[0]) {
         if (free_user) free_user(user);
-        if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_new: type name is NULL or empty");
+        DG_ERR(DG_EINVAL, "layer_new: type name is NULL or empty");
         return NULL;
     }
     dg_layer *l = calloc(1, sizeof *l);
@@ -164,11 +179,12 @@ static int grow(void **arr, int *cap, int n, size_t elem) {
 static int add_tensor(dg_layer *l, const char *name, dg_tensor *t, bool param) {
     const char *what = param ? "parameter" : "buffer";
     if (!l) {
-        dg_tensor_free(t);
-        if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_add_%s: layer is NULL (adding '%s')", what, name ? name : "(null)");
+        if (dg_tensor_live(t)) dg_tensor_free(t);
+        DG_PROPAGATE(DG_EINVAL, "layer_add_%s: layer is NULL (adding '%s')", what, name ? name : "(null)");
         return DG_EINVAL;
     }
-    if (!t) { LERR(l, DG_EINVAL, "%s '%s' is NULL", what, name ? name : "(null)"); return DG_EINVAL; }
+    if (!t) { LPROP(l, "%s '%s' is NULL", what, name ? name : "(null)"); return DG_EINVAL; }
+    if (!dg_tensor_live(t)) return dg_tensor_bad(param ? "layer_add_parameter" : "layer_add_buffer", name ? name : "t", t);
     int rc = check_name(l, name, what);
     char sh[96];
     if (!rc && t->node) {
@@ -208,10 +224,10 @@ static bool contains(const dg_layer *root, const dg_layer *l) {
 int dg_layer_add_sublayer(dg_layer *l, const char *name, dg_layer *sub) {
     if (!l) {
         dg_layer_free(sub);
-        if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_add_sublayer: layer is NULL (adding '%s')", name ? name : "(null)");
+        DG_PROPAGATE(DG_EINVAL, "layer_add_sublayer: layer is NULL (adding '%s')", name ? name : "(null)");
         return DG_EINVAL;
     }
-    if (!sub) { LERR(l, DG_EINVAL, "sublayer '%s' is NULL", name ? name : "(null)"); return DG_EINVAL; }
+    if (!sub) { LPROP(l, "sublayer '%s' is NULL", name ? name : "(null)"); return DG_EINVAL; }
     int rc = check_name(l, name, "sublayer");
     if (!rc && contains(sub, l)) {
         LERR(l, DG_EINVAL, "sublayer '%s' (%s) contains this layer: a layer tree cannot have cycles", name, sub->type);
@@ -285,7 +301,8 @@ const char *dg_layer_type(const dg_layer *l) { return l ? l->type : NULL; }
 void *dg_layer_user(const dg_layer *l) { return l ? l->user : NULL; }
 
 int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
-    if (!l || !fmt) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_set_extra_repr: NULL argument"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(l, "layer_set_extra_repr: layer is NULL");
+    DG_CHECK_INT(fmt, "layer_set_extra_repr: fmt is NULL");
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
@@ -304,18 +321,20 @@ int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
  * made during the call dies here. A forward that returns a tensor it did not make in this call
  * (its input, a parameter) gets a fresh view of it instead, so the caller never owns an alias. */
 #define RUN_SCOPED(l, call)                                                                     \
+    uint64_t errs_ = dg_error_count();                                                         \
     dg_scope *s_ = dg_scope_begin();                                                           \
     if (!s_) return NULL;                                                                      \
     dg_tensor *y_ = (call);                                                                    \
     bool mine_ = y_ && y_->scope == s_;                                                        \
     if (mine_) dg_keep_in_parent(y_);                                                          \
     dg_scope_end(s_);                                                                          \
-    if (!y_) return dg_has_error() ? NULL : LERR(l, DG_EINVAL, "forward returned NULL without an error message"); \
+    if (!y_) return dg_error_since(errs_) ? NULL : LERR(l, DG_EINVAL, "forward returned NULL without an error message"); \
     return mine_ ? y_ : dg_reshape(y_, dg_shape_of(y_))
 
 dg_tensor *dg_forward(dg_layer *l, const dg_tensor *x) {
-    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "forward: layer is NULL"); return NULL; }
-    if (!x) return LERR(l, DG_EINVAL, "forward: input is NULL");
+    DG_CHECK_HANDLE(l, "forward: layer is NULL");
+    if (!x) return LPROP(l, "forward: input is NULL");
+    if (!dg_tensor_live(x)) { dg_tensor_bad("forward", "x", x); return NULL; }
     if (!l->forward)
         return LERR(l, DG_EINVAL, l->loss_forward ? "a loss layer takes (input, label): call dg_loss_forward"
                                                   : "has no forward function (a container layer)");
@@ -323,9 +342,11 @@ dg_tensor *dg_forward(dg_layer *l, const dg_tensor *x) {
 }
 
 dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor *label) {
-    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "loss_forward: layer is NULL"); return NULL; }
-    if (!input) return LERR(l, DG_EINVAL, "loss_forward: input is NULL");
-    if (!label) return LERR(l, DG_EINVAL, "loss_forward: label is NULL");
+    DG_CHECK_HANDLE(l, "loss_forward: layer is NULL");
+    if (!input) return LPROP(l, "loss_forward: input is NULL");
+    if (!label) return LPROP(l, "loss_forward: label is NULL");
+    DG_CHECK_INPUT("loss_forward", input);
+    DG_CHECK_INPUT("loss_forward", label);
     if (!l->loss_forward) return LERR(l, DG_EINVAL, "is not a loss layer: call dg_forward(layer, x)");
     RUN_SCOPED(l, l->loss_forward(l, input, label));
 }
@@ -337,12 +358,12 @@ static void set_mode(dg_layer *l, bool training) {
     for (int i = 0; i < l->n_children; i++) set_mode(l->children[i].l, training);
 }
 int dg_layer_train(dg_layer *l) {
-    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_train: layer is NULL"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(l, "layer_train: layer is NULL");
     set_mode(l, true);
     return 0;
 }
 int dg_layer_eval(dg_layer *l) {
-    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_eval: layer is NULL"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(l, "layer_eval: layer is NULL");
     set_mode(l, false);
     return 0;
 }
@@ -390,7 +411,7 @@ static void collect(const dg_layer *l, const char *prefix, bool params, bool buf
 /* One block: n+1 entries (the last {NULL, NULL}) followed by the names. */
 static dg_named_tensor *named(const dg_layer *l, int *n, bool params, bool buffers, bool dedup, const char *op) {
     if (n) *n = 0;
-    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "%s: layer is NULL", op); return NULL; }
+    DG_CHECK_HANDLE(l, "%s: layer is NULL", op);
     collector c = { .dedup = dedup };
     collect(l, "", params, buffers, &c);
     dg_named_tensor *out = NULL;
@@ -446,13 +467,14 @@ static void clear_grads(dg_layer *l) {
     for (int i = 0; i < l->n_children; i++) clear_grads(l->children[i].l);
 }
 int dg_layer_clear_gradients(dg_layer *l) {
-    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_clear_gradients: layer is NULL"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(l, "layer_clear_gradients: layer is NULL");
     clear_grads(l);
     return 0;
 }
 
 int dg_layer_apply(dg_layer *l, int (*fn)(dg_layer *, void *), void *user) {
-    if (!l || !fn) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_apply: %s is NULL", l ? "fn" : "layer"); return DG_EINVAL; }
+    DG_CHECK_HANDLE_INT(l, "layer_apply: layer is NULL");
+    DG_CHECK_INT(fn, "layer_apply: fn is NULL");
     for (int i = 0; i < l->n_children; i++) {
         int rc = dg_layer_apply(l->children[i].l, fn, user);
         if (rc) return rc;
@@ -501,7 +523,7 @@ static void repr(const dg_layer *l, strbuf *b, int depth) {
 }
 
 char *dg_layer_to_string(const dg_layer *l) {
-    if (!l) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "layer_to_string: layer is NULL"); return NULL; }
+    DG_CHECK_HANDLE(l, "layer_to_string: layer is NULL");
     strbuf b = {0};
     repr(l, &b, 0);
     if (b.failed || !b.s) { free(b.s); DG_ERR(DG_ENOMEM, "layer_to_string: out of memory"); return NULL; }

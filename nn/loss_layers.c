@@ -19,7 +19,7 @@ static dg_tensor *ce_fw(dg_layer *self, const dg_tensor *x, const dg_tensor *y) 
 
 static dg_layer *loss_new(const char *type, dg_loss_forward_fn fn, loss_state st) {
     if ((unsigned)st.r > DG_REDUCE_NONE) {
-        if (!dg_has_error()) DG_ERR(DG_EINVAL, "%s: bad reduction %d", type, (int)st.r);
+        DG_ERR(DG_EINVAL, "%s: bad reduction %d", type, (int)st.r);
         return NULL;
     }
     loss_state *s = malloc(sizeof *s);

@@ -41,10 +41,9 @@ dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers) {
             if (!layers[i] && missing < 0) missing = i;
             dg_layer_free(layers[i]);
         }
-        if (!dg_has_error()) {
-            if (missing >= 0) DG_ERR(DG_EINVAL, "Sequential: layer %d of %d is NULL", missing, n);
-            else DG_ERR(DG_EINVAL, "Sequential: %s", n < 0 ? "negative layer count" : "layer list is NULL");
-        }
+        /* a NULL layer is a constructor that failed and said why; a bad list is a new failure */
+        if (missing >= 0) DG_PROPAGATE(DG_EINVAL, "Sequential: layer %d of %d is NULL", missing, n);
+        else if (bad) DG_ERR(DG_EINVAL, "Sequential: %s", n < 0 ? "negative layer count" : "layer list is NULL");
         return NULL;
     }
     for (int i = 0; i < n; i++) {
@@ -59,7 +58,7 @@ dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers) {
 
 dg_layer *dg_nn_sequential(int n, ...) {
     if (n < 0 || n > 4096) {
-        if (!dg_has_error()) DG_ERR(DG_EINVAL, "Sequential: bad layer count %d", n);
+        DG_ERR(DG_EINVAL, "Sequential: bad layer count %d", n);
         return NULL;
     }
     dg_layer **ls = malloc(sizeof *ls * (size_t)(n ? n : 1));

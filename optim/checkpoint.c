@@ -6,7 +6,8 @@
 #include <errno.h>
 
 int dg_optimizer_save(const dg_optimizer *opt, const char *path) {
-    DG_CHECK_INT(opt && path, "optimizer_save: %s is NULL", opt ? "path" : "optimizer");
+    DG_CHECK_HANDLE_INT(opt, "optimizer_save: optimizer is NULL");
+    DG_CHECK_INT(path, "optimizer_save: path is NULL");
     dg_tensor_dict *d = dg_tensor_dict_new();
     int rc = d ? 0 : DG_ENOMEM;
     for (int i = 0; !rc && i < dg_optimizer_state_count(opt); i++)
@@ -52,7 +53,8 @@ static const char *check_entry(const dg_optimizer *opt, const char *name, const 
 }
 
 int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *d) {
-    DG_CHECK_INT(opt && d, "optimizer_load: %s is NULL", opt ? "state" : "optimizer");
+    DG_CHECK_HANDLE_INT(opt, "optimizer_load: optimizer is NULL");
+    DG_CHECK_HANDLE_INT(d, "optimizer_load: state is NULL");
     char why[160];
     for (int i = 0; i < dg_tensor_dict_size(d); i++) {
         const char *bad = check_entry(opt, dg_tensor_dict_name(d, i), dg_tensor_dict_tensor(d, i), why, sizeof why);
@@ -69,7 +71,8 @@ int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *d) {
 }
 
 int dg_optimizer_load(dg_optimizer *opt, const char *path) {
-    DG_CHECK_INT(opt && path, "optimizer_load: %s is NULL", opt ? "path" : "optimizer");
+    DG_CHECK_HANDLE_INT(opt, "optimizer_load: optimizer is NULL");
+    DG_CHECK_INT(path, "optimizer_load: path is NULL");
     dg_tensor_dict *d = dg_load_safetensors(path);
     if (!d) return dg_last_status() ? dg_last_status() : DG_EIO;
     int rc = dg_optimizer_load_dict(opt, d);

@@ -13,7 +13,11 @@ double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm) {
         return DG_EINVAL;
     }
     for (int i = 0; i < n; i++)
-        if (!params[i]) { DG_ERR(DG_EINVAL, "clip_grad_norm: parameter %d is NULL", i); return DG_EINVAL; }
+        if (!dg_tensor_live(params[i])) {
+            char what[32];
+            snprintf(what, sizeof what, "parameter %d", i);
+            return dg_tensor_bad("clip_grad_norm", what, params[i]);
+        }
 
     /* Sum of squares in float64, whatever the gradients' dtype. */
     double sumsq = 0;

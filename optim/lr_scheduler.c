@@ -168,18 +168,18 @@ dg_lr_scheduler *dg_piecewise_lr(dg_optimizer *opt, dg_piecewise_lr_params p) {
 }
 
 int dg_lr_scheduler_step(dg_lr_scheduler *s) {
-    DG_CHECK_INT(s, "lr_scheduler_step: scheduler is NULL");
+    DG_CHECK_HANDLE_INT(s, "lr_scheduler_step: scheduler is NULL");
     return set_epoch(s, s->epoch + 1);
 }
 
 int dg_lr_scheduler_set_epoch(dg_lr_scheduler *s, int64_t epoch) {
-    DG_CHECK_INT(s, "lr_scheduler_set_epoch: scheduler is NULL");
+    DG_CHECK_HANDLE_INT(s, "lr_scheduler_set_epoch: scheduler is NULL");
     DG_CHECK_INT(epoch >= 0, "%s: epoch must be >= 0, got %lld", s->name, (long long)epoch);
     return set_epoch(s, epoch);
 }
 
 double dg_lr_scheduler_get_lr(const dg_lr_scheduler *s) {
-    if (!s) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "lr_scheduler_get_lr: scheduler is NULL"); return NAN; }
+    if (!s) { DG_PROPAGATE(DG_EINVAL, "lr_scheduler_get_lr: scheduler is NULL"); return NAN; }
     return s->lr;
 }
 

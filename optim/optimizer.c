@@ -17,15 +17,20 @@ dg_tensor *dg_opt_cpu_scalar(double v, dg_dtype dt) {
 dg_optimizer *dg_opt_new(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tensor *const *params, int n,
                          double lr, double weight_decay, double grad_clip_norm) {
     const char *nm = info->name;
-    DG_CHECK(params, "%s: params is NULL", nm);
+    DG_CHECK(params, "%s: params is NULL", nm);   /* the array is the caller's own, not a result */
     DG_CHECK(n > 0, "%s: no parameters (n = %d)", nm, n);
     DG_CHECK(lr >= 0 && isfinite(lr), "%s: lr must be >= 0, got %g", nm, lr);
     DG_CHECK(weight_decay >= 0 && isfinite(weight_decay), "%s: weight_decay must be >= 0, got %g", nm, weight_decay);
     DG_CHECK(grad_clip_norm >= 0 && isfinite(grad_clip_norm), "%s: grad_clip_norm must be >= 0, got %g", nm, grad_clip_norm);
     for (int i = 0; i < n; i++) {
         const dg_tensor *p = params[i];
-        DG_CHECK(p, "%s: parameter %d is NULL", nm, i);
         char sh[96];
+        if (!dg_tensor_live(p)) {
+            snprintf(sh, sizeof sh, "parameter %d", i);
+            if (p) { dg_tensor_bad(nm, sh, p); return NULL; }
+            DG_PROPAGATE(DG_EINVAL, "%s: parameter %d is NULL", nm, i);
+            return NULL;
+        }
         dg_shape_str(p, sh, sizeof sh);
         DG_CHECK(dg_is_leaf(p), "%s: parameter %d %s is not a leaf (made by %s); pass the tensors being trained",
                  nm, i, sh, dg_grad_fn_name(p) ? dg_grad_fn_name(p) : "an op");
@@ -43,12 +48,13 @@ dg_optimizer *dg_opt_new(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tens
     o->params = malloc(sizeof *o->params * (size_t)n);
     o->state = calloc((size_t)n, sizeof *o->state);
     o->lr = lr;
+    uint64_t errs = dg_error_count();
     o->lr_t = dg_opt_cpu_scalar(lr, DG_F64);
     o->weight_decay = weight_decay;
     o->grad_clip_norm = grad_clip_norm;
     if (!o->params || !o->state || !o->lr_t) {
         dg_optimizer_free(o);
-        if (!dg_has_error()) DG_ERR(DG_ENOMEM, "%s: out of memory", nm);
+        if (!dg_error_since(errs)) DG_ERR(DG_ENOMEM, "%s: out of memory", nm);
         return NULL;
     }
     for (int i = 0; i < n; i++) {
@@ -66,6 +72,7 @@ int dg_opt_ensure_state(dg_optimizer *o, int i) {
     if (s->has) return 0;
     dg_tensor *buf[DG_OPT_MAX_SLOTS] = { 0 }, *step_t = NULL;
     bool ok = true;
+    uint64_t errs = dg_error_count();
     for (int k = 0; k < o->info->n_slots && ok; k++) {
         buf[k] = dg_keep(dg_zeros_like(o->params[i]));
         ok = buf[k] && (o->init_acc == 0 || dg_fill_(buf[k], o->init_acc) == 0);
@@ -74,7 +81,7 @@ int dg_opt_ensure_state(dg_optimizer *o, int i) {
     if (!ok) {
         for (int k = 0; k < DG_OPT_MAX_SLOTS; k++) dg_tensor_free(buf[k]);
         dg_tensor_free(step_t);
-        if (!dg_has_error()) DG_ERR(DG_ENOMEM, "%s: cannot make the state of parameter %d", o->info->name, i);
+        if (!dg_error_since(errs)) DG_ERR(DG_ENOMEM, "%s: cannot make the state of parameter %d", o->info->name, i);
         return dg_last_status() ? dg_last_status() : DG_ENOMEM;
     }
     memcpy(s->buf, buf, sizeof buf);
@@ -111,8 +118,14 @@ static int run_group(dg_optimizer *o, const dg_update_params *u, const dg_backen
 }
 
 int dg_optimizer_step(dg_optimizer *o) {
-    DG_CHECK_INT(o, "optimizer_step: optimizer is NULL");
+    DG_CHECK_HANDLE_INT(o, "optimizer_step: optimizer is NULL");
     const char *nm = o->info->name;
+    for (int i = 0; i < o->n; i++)
+        if (!dg_tensor_live(o->params[i])) {
+            char what[32];
+            snprintf(what, sizeof what, "parameter %d", i);
+            return dg_tensor_bad(nm, what, o->params[i]);   /* freed with its layer? */
+        }
     if (o->grad_clip_norm > 0) {
         double norm = dg_clip_grad_norm(o->params, o->n, o->grad_clip_norm);
         if (norm < 0) return (int)norm;
@@ -188,20 +201,20 @@ int dg_optimizer_step(dg_optimizer *o) {
 }
 
 int dg_optimizer_clear_grad(dg_optimizer *o) {
-    DG_CHECK_INT(o, "optimizer_clear_grad: optimizer is NULL");
+    DG_CHECK_HANDLE_INT(o, "optimizer_clear_grad: optimizer is NULL");
     for (int i = 0; i < o->n; i++) dg_clear_grad(o->params[i]);
     return 0;
 }
 
 int dg_optimizer_set_lr(dg_optimizer *o, double lr) {
-    DG_CHECK_INT(o, "optimizer_set_lr: optimizer is NULL");
+    DG_CHECK_HANDLE_INT(o, "optimizer_set_lr: optimizer is NULL");
     DG_CHECK_INT(lr >= 0 && isfinite(lr), "%s: lr must be >= 0, got %g", o->info->name, lr);
     o->lr = lr;
     return dg_fill_(o->lr_t, lr);
 }
 
 double dg_optimizer_get_lr(const dg_optimizer *o) {
-    if (!o) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "optimizer_get_lr: optimizer is NULL"); return NAN; }
+    if (!o) { DG_PROPAGATE(DG_EINVAL, "optimizer_get_lr: optimizer is NULL"); return NAN; }
     return o->lr;
 }
 
@@ -209,7 +222,7 @@ const char *dg_optimizer_name(const dg_optimizer *o) { return o ? o->info->name 
 int dg_optimizer_num_params(const dg_optimizer *o) { return o ? o->n : 0; }
 
 dg_tensor *dg_optimizer_param(const dg_optimizer *o, int i) {
-    DG_CHECK(o, "optimizer_param: optimizer is NULL");
+    DG_CHECK_HANDLE(o, "optimizer_param: optimizer is NULL");
     DG_CHECK(i >= 0 && i < o->n, "%s: parameter index %d out of range [0, %d)", o->info->name, i, o->n);
     return o->params[i];
 }

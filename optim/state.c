@@ -18,14 +18,14 @@ static bool locate(const dg_optimizer *o, int k, int *param, int *slot) {
 }
 
 int dg_optimizer_state_count(const dg_optimizer *o) {
-    DG_CHECK_INT(o, "optimizer_state_count: optimizer is NULL");
+    DG_CHECK_HANDLE_INT(o, "optimizer_state_count: optimizer is NULL");
     int per = o->info->n_slots + (o->info->has_step ? 1 : 0), c = 1;
     for (int i = 0; i < o->n; i++) c += o->state[i].has ? per : 0;
     return c;
 }
 
 const char *dg_optimizer_state_name(const dg_optimizer *o, int k) {
-    DG_CHECK(o, "optimizer_state_name: optimizer is NULL");
+    DG_CHECK_HANDLE(o, "optimizer_state_name: optimizer is NULL");
     int i, s;
     DG_CHECK(k >= 0 && locate(o, k, &i, &s), "%s: state index %d out of range [0, %d)", o->info->name, k,
              dg_optimizer_state_count(o));
@@ -33,7 +33,7 @@ const char *dg_optimizer_state_name(const dg_optimizer *o, int k) {
 }
 
 dg_tensor *dg_optimizer_state_tensor(const dg_optimizer *o, int k) {
-    DG_CHECK(o, "optimizer_state_tensor: optimizer is NULL");
+    DG_CHECK_HANDLE(o, "optimizer_state_tensor: optimizer is NULL");
     int i, s;
     DG_CHECK(k >= 0 && locate(o, k, &i, &s), "%s: state index %d out of range [0, %d)", o->info->name, k,
              dg_optimizer_state_count(o));
@@ -68,10 +68,14 @@ static int scalar_of(const dg_optimizer *o, const char *name, const dg_tensor *v
 }
 
 int dg_optimizer_load_state(dg_optimizer *o, const char *name, const dg_tensor *value) {
-    DG_CHECK_INT(o, "optimizer_load_state: optimizer is NULL");
+    DG_CHECK_HANDLE_INT(o, "optimizer_load_state: optimizer is NULL");
     const char *nm = o->info->name;
     DG_CHECK_INT(name, "%s: load_state: name is NULL", nm);
-    DG_CHECK_INT(value, "%s: load_state: tensor for '%s' is NULL", nm, name);
+    if (!dg_tensor_live(value)) {
+        char what[160];
+        snprintf(what, sizeof what, "tensor for '%s'", name);
+        return dg_tensor_bad(nm, what, value);
+    }
     int i, s, rc = parse_name(o, name, &i, &s);
     if (rc) return rc;
     double x;

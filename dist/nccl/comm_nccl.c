@@ -131,8 +131,12 @@ static void nccl_destroy(dg_comm *c) {
     if (!s) return;
     if (!s->aborted && s->comm) {
         ncclResult_t r = ncclCommFinalize(s->comm);
+        /* a communicator that cannot finalize is abandoned: freeing it is not a failure of
+         * anything the caller asked for, so it leaves no message */
+        dg_error_saved before;
+        dg_error_save(&before);
         if (settle(c, r, "ncclCommFinalize") == 0) ncclCommDestroy(s->comm);
-        else dg_clear_error();
+        else dg_error_restore(&before);
     }
     free(s);
     c->impl = NULL;
@@ -158,13 +162,12 @@ static int share_id_over_mpi(const dg_dist_env *env, ncclUniqueId *id) {
     memset(&msg, 0, sizeof msg);
     if (env->rank == 0) {
         msg.ok = make_id(&msg.id) == 0;
-        if (!msg.ok) { snprintf(msg.why, sizeof msg.why, "%s", dg_last_error()); dg_clear_error(); }
+        if (!msg.ok) snprintf(msg.why, sizeof msg.why, "%s", dg_last_error());
     }
     if (dg_mpi_broadcast_bytes(&msg, sizeof msg, 0) != 0) {
         char why[512];
         snprintf(why, sizeof why, "%s", dg_last_error());
         int st = dg_last_status() ? dg_last_status() : DG_ECOMM;
-        dg_clear_error();
         DG_ERR(st, "nccl: rank %d of %d could not receive the NCCL id over MPI (mpirun without PADDLE_TRAINER_ENDPOINTS): %s",
                env->rank, env->world_size, why);
         return st;

@@ -124,9 +124,11 @@ static int unsupported(const char *op, dg_dtype dt) {
     DG_ERR(DG_EUNSUPPORTED, "%s: dtype %s not supported on cpu", op, dg_dtype_name(dt));
     return DG_EUNSUPPORTED;
 }
-/* Kernel errors raised on a worker thread land in that thread's error slot; report here. */
-static int report(int rc, const char *op) {
-    if (rc && !dg_has_error()) DG_ERR(rc, "%s: cpu kernel failed (%s)", op, rc == DG_ENOMEM ? "out of memory" : "gemm");
+/* Kernel errors raised on a worker thread land in that thread's error slot: unless this thread
+ * recorded why since the entry began (errs), say it here. */
+static int report(int rc, const char *op, uint64_t errs) {
+    if (rc && !dg_error_since(errs))
+        DG_ERR(rc, "%s: cpu kernel failed (%s)", op, rc == DG_ENOMEM ? "out of memory" : "gemm");
     return rc;
 }
 
@@ -165,8 +167,9 @@ static bool use_dnnl(void) {
 }
 
 int dg_cpu_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {
+    uint64_t errs = dg_error_count();
     if (use_dnnl() && dg_dnnl_conv2d(g, x, w, b, y) == 1)
-        return g->relu ? report(dg_cpu_unary(DG_UN_RELU, y, y, 0, 0), "conv2d") : 0;   /* in place, NaN kept */
+        return g->relu ? report(dg_cpu_unary(DG_UN_RELU, y, y, 0, 0), "conv2d", errs) : 0;   /* in place, NaN kept */
     dg_dtype dt = x->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d", dt);
     size_t es = dg_dtype_size(dt);
@@ -189,7 +192,7 @@ int dg_cpu_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *
         }
     }
     if (!rc && g->relu) rc = dg_cpu_unary(DG_UN_RELU, y, y, 0, 0);
-    return report(rc, "conv2d");
+    return report(rc, "conv2d", errs);
 }
 
 /* ---- backward data ---- */
@@ -210,6 +213,7 @@ static int conv_bwd_data_image(const dg_conv2d_geom *g, dg_dtype dt, const char 
 }
 
 int dg_cpu_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx) {
+    uint64_t errs = dg_error_count();
     if (use_dnnl() && dg_dnnl_conv2d_backward_data(g, gy, w, gx) == 1) return 0;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d backward", dt);
@@ -232,7 +236,7 @@ int dg_cpu_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, co
             rc = my;
         }
     }
-    return report(rc, "conv2d backward");
+    return report(rc, "conv2d backward", errs);
 }
 
 /* ---- backward filter ---- */
@@ -252,6 +256,7 @@ static int conv_bwd_filter_image(const dg_conv2d_geom *g, dg_dtype dt, const cha
 }
 
 int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb) {
+    uint64_t errs = dg_error_count();
     if (use_dnnl() && dg_dnnl_conv2d_backward_filter(g, gy, x, gw, gb) == 1) return 0;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d backward", dt);
@@ -271,12 +276,12 @@ int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, 
     if (nt > 1 && gwb * (size_t)nt > PARTIAL_GW_MAX_BYTES) nt = 1;
     if (nt == 1) {
         char *col = colb ? malloc(colb) : NULL;
-        if (colb && !col) return report(DG_ENOMEM, "conv2d backward");
+        if (colb && !col) return report(DG_ENOMEM, "conv2d backward", errs);
         for (int64_t i = 0; i < g->n && !rc; i++)
             rc = conv_bwd_filter_image(g, dt, gyp + (size_t)(i * ys) * es, xp + (size_t)(i * xs) * es, gwp, col,
                                        i == 0 ? 0.0 : 1.0, true);
         free(col);
-        return report(rc, "conv2d backward");
+        return report(rc, "conv2d backward", errs);
     }
     /* each thread sums its images into its own zeroed buffer; thread 0 reuses gw itself */
     void *parts[64];
@@ -307,5 +312,5 @@ int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, 
         else reduce_parts_f64(dg_tensor_ptr(gw), parts, nt, gw->numel);
     }
     for (int t = 1; t < nt; t++) free(parts[t]);
-    return report(rc, "conv2d backward");
+    return report(rc, "conv2d backward", errs);
 }

@@ -3,9 +3,10 @@
  * fallback. oneDNN's fast kernels want blocked layouts (nChw16c, OIhw16i16o, ...): tensors stay
  * NCHW/OIHW in dygraph, so each call reorders its operands into the layouts the primitive asked
  * for and its result back. Primitives, memory objects and reorders are made once per geometry
- * and kept in a small table; the blocked copies and oneDNN's scratchpad are taken from the
- * block pool for the call and given back after it, so between convolutions they hold nothing and
- * a steady loop gets the same ranges back every step (no page faults). */
+ * and kept in a small table (emptied by dg_shutdown, through the CPU backend's shutdown entry);
+ * the blocked copies and oneDNN's scratchpad are taken from the block pool for the call and
+ * given back after it, so between convolutions they hold nothing and a steady loop gets the same
+ * ranges back every step (no page faults). */
 #include "../backend.h"
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
@@ -315,6 +316,26 @@ static int64_t chunk_images(const dg_conv2d_geom *g) {
     return (g->n + pieces - 1) / pieces;
 }
 
+/* dg_shutdown (the CPU backend's shutdown entry): every primitive, memory object and buffer, then
+ * the stream and engine; the next convolution makes them again. */
+void dg_dnnl_release(void) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_n; i++) {
+        direction_free(&g_table[i].fwd);
+        direction_free(&g_table[i].bwd_data);
+        direction_free(&g_table[i].bwd_w);
+    }
+    memset(g_table, 0, sizeof g_table);
+    g_n = 0;
+    g_clock = 0;
+    release_buffers();
+    if (g_strm) dnnl_stream_destroy(g_strm);
+    if (g_eng) dnnl_engine_destroy(g_eng);
+    g_strm = NULL;
+    g_eng = NULL;
+    g_broken = false;
+    pthread_mutex_unlock(&g_lock);
+}
 
 /* ---- entries (return 1 when done, 0 when the caller should fall back, negative on error) ---- */
 int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {

@@ -18,6 +18,7 @@ int dg_cpu_scatter_add(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_
 int dg_cpu_nll(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
 int dg_cpu_nll_backward(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
 int dg_cpu_conv2d(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *);
+void dg_dnnl_release(void);
 int dg_cpu_conv2d_backward_data(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *);
 int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *, dg_tensor *);
 int dg_cpu_max_pool2d(const dg_pool2d_geom *, const dg_tensor *, dg_tensor *);
@@ -156,6 +157,7 @@ const dg_backend dg_cpu_backend = {
     .synchronize = cpu_sync,
     .memory_stats = dg_large_stats,
     .empty_cache = dg_large_release_free,
+    .shutdown = dg_dnnl_release,
     .fill = cpu_fill,
     .copy = cpu_copy,
     .unary = dg_cpu_unary,

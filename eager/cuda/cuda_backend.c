@@ -1,8 +1,9 @@
 /* eager/cuda/cuda_backend.c — the CUDA backend's table: device selection (a missing GPU is an
  * error for whoever asked for one, never a crash), one compute stream and cuBLAS handle, the
  * communication stream with events between the two, the caching device allocator
- * (eager/device_pool.c), pinned host buffers and host<->device copies. Kernels live in the .cu files and
- * the cuDNN files beside this one. */
+ * (eager/device_pool.c), pinned host buffers and host<->device copies, and the shutdown entry that
+ * gives all of it back for dg_shutdown. Kernels live in the .cu files and the cuDNN files beside
+ * this one. */
 #include "cuda_internal.h"
 #include "../device_pool.h"
 #include <pthread.h>
@@ -194,6 +195,44 @@ static void release_pinned(void) {
     pthread_mutex_unlock(&g_pin_lock);
 }
 
+/* dg_shutdown: waits for both streams, then releases the cuDNN state, the idle pinned buffers,
+ * the cached device memory (the whole pool when no tensor still holds a block of it), the
+ * library handles, events and streams. A later request for the GPU starts it again. */
+static void cuda_shutdown(void) {
+    pthread_mutex_lock(&g_lock);
+    bool started = g_current >= 0;
+    pthread_mutex_unlock(&g_lock);
+    if (started) {
+        cudaSetDevice(g_current);
+        cudaStreamSynchronize(g_stream);
+        cudaStreamSynchronize(g_comm);
+        dg_cuda_conv_release();
+        dg_cuda_norm_pool_release();
+    }
+    release_pinned();
+    pthread_mutex_lock(&g_pin_lock);
+    if (g_npin == 0) { free(g_pin); g_pin = NULL; g_cappin = 0; }
+    pthread_mutex_unlock(&g_pin_lock);
+    pthread_mutex_lock(&g_lock);
+    if (g_pool) {
+        dg_memory_stats st;
+        dg_device_pool_stats(g_pool, &st);
+        if (st.allocated == 0) { dg_device_pool_destroy(g_pool); g_pool = NULL; }
+        else dg_device_pool_release_free(g_pool);
+    }
+    if (started) {
+        cudnnDestroy(g_dnn);
+        dg_cublas.destroy(g_blas);
+        cudaEventDestroy(g_ev_comm);
+        cudaEventDestroy(g_ev_compute);
+        cudaStreamDestroy(g_comm);
+        cudaStreamDestroy(g_stream);
+        g_dnn = NULL; g_blas = NULL; g_ev_comm = g_ev_compute = NULL; g_comm = g_stream = NULL;
+        g_current = -1;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
 /* ---- copies ---- */
 /* No wait: the runtime stages a pageable source before cudaMemcpyAsync returns, so the caller may
  * reuse it at once; a pinned buffer of ours is guarded by its release event. */
@@ -221,6 +260,7 @@ static const dg_backend cuda_backend = {
     .synchronize = cuda_sync,
     .memory_stats = cuda_memory_stats,
     .empty_cache = cuda_empty_cache,
+    .shutdown = cuda_shutdown,
     .fill = dg_cuda_fill,
     .copy = dg_cuda_copy,
     .unary = dg_cuda_unary,
@@ -312,3 +352,9 @@ DG_MODULE_EXPORT const dg_backend *dg_cuda_backend_get(int index) {
     return be;
 }
 
+DG_MODULE_EXPORT const dg_backend *dg_cuda_backend_started(void) {
+    pthread_mutex_lock(&g_lock);
+    bool started = g_current >= 0 || g_pool;
+    pthread_mutex_unlock(&g_lock);
+    return started ? &cuda_backend : NULL;
+}

@@ -75,6 +75,8 @@ int dg_cuda_fused_update(const dg_update_params *u, dg_dtype dt, const dg_update
 
 /* cuDNN convolution, pooling and batch norm (cudnn_*.c / pool.cu) */
 /* vtable entries (cudnn_conv.c, cudnn_norm_pool.c, pool.cu) */
+void dg_cuda_conv_release(void);        /* dg_shutdown: descriptors and chosen algorithms */
+void dg_cuda_norm_pool_release(void);   /* dg_shutdown: descriptors and stand-in buffers */
 int dg_cuda_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y);
 int dg_cuda_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx);
 int dg_cuda_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb);

@@ -63,6 +63,24 @@ static conv_slot g_slots[CONV_SLOTS];
 static uint64_t g_tick;
 static pthread_mutex_t g_conv_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* dg_shutdown: destroys every slot's descriptors and forgets the chosen algorithms. */
+void dg_cuda_conv_release(void) {
+    pthread_mutex_lock(&g_conv_lock);
+    for (int i = 0; i < CONV_SLOTS; i++) {
+        conv_slot *s = &g_slots[i];
+        if (s->made) {
+            cudnnDestroyConvolutionDescriptor(s->cd);
+            cudnnDestroyFilterDescriptor(s->wd);
+            cudnnDestroyTensorDescriptor(s->bd);
+            cudnnDestroyTensorDescriptor(s->yd);
+            cudnnDestroyTensorDescriptor(s->xd);
+        }
+        memset(s, 0, sizeof *s);
+    }
+    g_tick = 0;
+    pthread_mutex_unlock(&g_conv_lock);
+}
+
 /* What an error message names: the op, its geometry and dtype. */
 typedef struct conv_ctx {
     const char *op;
@@ -255,10 +273,11 @@ static int find_algo(conv_slot *s, int kind, void *x, void *w, void *y, const co
     if (rc) return rc;
     size_t wsz = search_ws(s, kind);
     void *ws = NULL;
-    bool had_error = dg_has_error();
+    dg_error_saved before;
+    dg_error_save(&before);
     while (wsz > 0 && !(ws = dg_cuda_alloc(wsz))) {
         /* short of memory: search with less; the failed try is not this op's error */
-        if (!had_error) dg_clear_error();
+        dg_error_restore(&before);
         wsz /= 4;
         if (wsz < ((size_t)1 << 20)) wsz = 0;
     }

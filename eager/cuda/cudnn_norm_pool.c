@@ -38,6 +38,26 @@ static cudnnPoolingDescriptor_t g_pool;
 static void *g_ones[2], *g_zeros[2];
 static int64_t g_pcap[2];
 
+/* dg_shutdown: the shared descriptors and the ones/zeros stand-ins (the caller has waited for
+ * the stream, so no queued kernel reads them). */
+void dg_cuda_norm_pool_release(void) {
+    pthread_mutex_lock(&g_np_lock);
+    if (g_np_made) {
+        cudnnDestroyPoolingDescriptor(g_pool);
+        cudnnDestroyTensorDescriptor(g_pd);
+        cudnnDestroyTensorDescriptor(g_yd);
+        cudnnDestroyTensorDescriptor(g_xd);
+        g_np_made = false;
+    }
+    for (int i = 0; i < 2; i++) {
+        cudaFree(g_ones[i]);
+        cudaFree(g_zeros[i]);
+        g_ones[i] = g_zeros[i] = NULL;
+        g_pcap[i] = 0;
+    }
+    pthread_mutex_unlock(&g_np_lock);
+}
+
 static const float k_one_f = 1.0f, k_zero_f = 0.0f;
 static const double k_one_d = 1.0, k_zero_d = 0.0;
 /* cuDNN's alpha/beta: host scalars of the compute type (double for f64, float for f32) */

@@ -354,7 +354,8 @@ static int write_all(int fd, const void *p, size_t n) {
 }
 
 int dg_save_safetensors(const char *path, const dg_tensor_dict *d) {
-    DG_CHECK_INT(path && d, "save_safetensors: %s is NULL", path ? "dict" : "path");
+    DG_CHECK_HANDLE_INT(d, "save_safetensors: dict is NULL");
+    DG_CHECK_INT(path, "save_safetensors: path is NULL");
     sb h = {0};
     uint64_t off = 0;
     int bad = sb_put(&h, "{", 1);
@@ -384,6 +385,7 @@ int dg_save_safetensors(const char *path, const dg_tensor_dict *d) {
     }
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    uint64_t errs = dg_error_count();
     int rc = write_all(fd, len8, 8) || write_all(fd, h.p, h.n) ? DG_EIO : 0;
     for (int i = 0; i < dg_tensor_dict_size(d) && !rc; i++) {
         dg_tensor *t = dg_tensor_dict_tensor(d, i);
@@ -399,7 +401,7 @@ int dg_save_safetensors(const char *path, const dg_tensor_dict *d) {
     if (rc) {
         int e = errno;
         unlink(tmp);
-        if (!dg_has_error()) DG_ERR(rc, "save_safetensors: writing '%s' failed: %s (the previous file, if any, is untouched)", path, strerror(e));
+        if (!dg_error_since(errs)) DG_ERR(rc, "save_safetensors: writing '%s' failed: %s (the previous file, if any, is untouched)", path, strerror(e));
     } else {
         /* make the rename itself durable */
         char *dir = strdup(path);

@@ -29,7 +29,9 @@ dg_tensor *dg_tensor_dict_get(const dg_tensor_dict *d, const char *name) {
 }
 
 int dg_tensor_dict_set(dg_tensor_dict *d, const char *name, dg_tensor *t) {
-    DG_CHECK_INT(d && name && t, "tensor_dict_set: %s is NULL", !d ? "dict" : !name ? "name" : "tensor");
+    DG_CHECK_HANDLE_INT(d, "tensor_dict_set: dict is NULL");
+    DG_CHECK_INPUT_INT("tensor_dict_set", t);
+    DG_CHECK_INT(name, "tensor_dict_set: name is NULL");
     DG_CHECK_INT(*name, "tensor_dict_set: empty name");
     DG_CHECK_INT(!dg_tensor_dict_get(d, name), "tensor_dict_set: name '%s' already present", name);
     if (d->n == d->cap) {

@@ -48,6 +48,8 @@ static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor
     DG_CHECK_FLOAT(OP, x);
     DG_CHECK_SAME_DTYPE(OP, x, w);
     DG_CHECK_SAME_DEVICE(OP, x, w);
+    DG_CHECK_OPT_INPUT(OP, b);
+    uint64_t errs = dg_error_count();
     if (b) {
         DG_CHECK_SAME_DTYPE(OP, x, b);
         DG_CHECK_SAME_DEVICE(OP, x, b);
@@ -97,7 +99,7 @@ static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor
     dg_dense_free(wc, w);
     dg_dense_free(bc, b);
     if (rc) {
-        if (!dg_has_error()) DG_ERR(rc, OP ": failed for input %s, weight %s", DG_SHAPE_STR(x), DG_SHAPE_STR(w));
+        if (!dg_error_since(errs)) DG_ERR(rc, OP ": failed for input %s, weight %s", DG_SHAPE_STR(x), DG_SHAPE_STR(w));
         dg_tensor_free(y);
         return NULL;
     }

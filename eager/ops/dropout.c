@@ -20,6 +20,7 @@ dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
     DG_CHECK_FLOAT(OP, x);
     DG_CHECK(p >= 0 && p <= 1, OP ": p must be in [0, 1], got %g (input %s)", p, DG_SHAPE_STR(x));
     const dg_backend *be = dg_backend_of(x);
+    uint64_t errs = dg_error_count();
     dg_tensor *y = dg_new_like(x), *mask = NULL;
     if (!y) return NULL;
     int rc;
@@ -46,7 +47,7 @@ dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
     }
     dg_tensor_free(mask);
     if (rc) {
-        if (!dg_has_error()) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
+        if (!dg_error_since(errs)) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
         dg_tensor_free(y);
         return NULL;
     }

@@ -302,7 +302,8 @@ int dg_fill_(dg_tensor *t, double v) {
 static int inplace_binary(const char *name, dg_binary_op op, dg_tensor *dst, const dg_tensor *src, double p0, double p1) {
     int rc = dg_check_inplace(dst, name);
     if (rc) return rc;
-    DG_CHECK_INT(src, "%s: source is NULL", name);
+    rc = dg_tensor_check(name, "src", src);
+    if (rc) return rc;
     DG_CHECK_INT(src->dtype == dst->dtype, "%s: dtype %s into %s", name, dg_dtype_name(src->dtype), dg_dtype_name(dst->dtype));
     int64_t shp[DG_MAX_DIMS]; int nd;
     DG_CHECK_INT(dg_broadcast_shape(dst, src, shp, &nd) && nd == dst->ndim && dg_shape_numel(shp, nd) == dst->numel,
@@ -314,7 +315,7 @@ static int inplace_binary(const char *name, dg_binary_op op, dg_tensor *dst, con
 int dg_copy_(dg_tensor *dst, const dg_tensor *src) {
     int rc = dg_check_inplace(dst, "copy_");
     if (rc) return rc;
-    DG_CHECK_INT(src, "copy_: source is NULL");
+    DG_CHECK_INPUT_INT("copy_", src);
     int64_t shp[DG_MAX_DIMS]; int nd;
     DG_CHECK_INT(dg_broadcast_shape(dst, src, shp, &nd) && nd == dst->ndim && dg_shape_numel(shp, nd) == dst->numel,
                  "copy_: source %s does not broadcast to destination %s", DG_SHAPE_STR(src), DG_SHAPE_STR(dst));

@@ -72,6 +72,7 @@ static dg_tensor *matmul_nd(const dg_tensor *a, const dg_tensor *b, bool ta, boo
     int64_t nn = tb ? b->shape[b->ndim - 2] : b->shape[b->ndim - 1];
     DG_CHECK(ka == kb, "matmul: shapes %s%s and %s%s do not match (inner dims %lld vs %lld)", DG_SHAPE_STR(a), ta ? "^T" : "",
              DG_SHAPE_STR(b), tb ? "^T" : "", (long long)ka, (long long)kb);
+    uint64_t errs = dg_error_count();
     /* batch broadcast */
     int nba = a->ndim - 2, nbb = b->ndim - 2, nb = nba > nbb ? nba : nbb;
     int64_t bshape[DG_MAX_DIMS];
@@ -109,7 +110,7 @@ static dg_tensor *matmul_nd(const dg_tensor *a, const dg_tensor *b, bool ta, boo
     dg_tensor_free(gb.tmp);
     dg_tensor_free(av);
     dg_tensor_free(bv);
-    if (rc) { if (!dg_has_error()) DG_ERR(rc, "matmul: kernel failed"); dg_tensor_free(y); return NULL; }
+    if (rc) { if (!dg_error_since(errs)) DG_ERR(rc, "matmul: kernel failed"); dg_tensor_free(y); return NULL; }
     dg_tensor *in[2] = { (dg_tensor *)a, (dg_tensor *)b };
     if (dg_needs_record(in, 2)) {
         dg_node *n = dg_record("matmul", y, in, 2, mm_bw);
@@ -147,6 +148,7 @@ dg_tensor *dg_matmul(const dg_tensor *a, const dg_tensor *b) { return dg_matmul_
 dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b) {
     DG_CHECK_INPUT("linear", x);
     DG_CHECK_INPUT("linear", w);
+    DG_CHECK_OPT_INPUT("linear", b);
     DG_CHECK(w->ndim == 2, "linear: weight must be [out_features, in_features], got %s", DG_SHAPE_STR(w));
     DG_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1], "linear: input %s does not match weight %s (in_features %lld)",
              DG_SHAPE_STR(x), DG_SHAPE_STR(w), (long long)w->shape[1]);

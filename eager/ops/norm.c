@@ -42,6 +42,7 @@ static int bn_bw(dg_node *nd, const dg_tensor *g, dg_tensor **gi) {
 /* weight, bias and the running stats are each NULL or [C] of x's dtype and device. */
 static bool check_param(const dg_tensor *x, const dg_tensor *t, const char *name) {
     if (!t) return true;
+    if (!dg_tensor_live(t)) { dg_tensor_bad(OP, name, t); return false; }
     char xs[96], ts[96];
     dg_shape_fmt(x->shape, x->ndim, xs, sizeof xs);
     dg_shape_fmt(t->shape, t->ndim, ts, sizeof ts);
@@ -80,6 +81,7 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
                          const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
     DG_CHECK_INPUT(OP, x);
     DG_CHECK(x->ndim >= 2, OP ": input must be [N, C, ...], got %s", DG_SHAPE_STR(x));
+    uint64_t errs = dg_error_count();
     DG_CHECK_FLOAT(OP, x);
     if (!check_param(x, weight, "weight") || !check_param(x, bias, "bias") ||
         !check_param(x, running_mean, "running_mean") || !check_param(x, running_var, "running_var"))
@@ -134,7 +136,7 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
         }
     }
     if (rc) {
-        if (!dg_has_error()) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
+        if (!dg_error_since(errs)) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
         y = NULL;   /* freed with the scope */
     }
     y = dg_keep_in_parent(y);

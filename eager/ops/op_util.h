@@ -15,9 +15,10 @@
     (a)->storage->device.index == (b)->storage->device.index, \
     "%s: inputs on different devices: '%s' on %s, '%s' on %s", op, #a, \
     dg_device_name((a)->storage->device, (char[16]){0}, 16), #b, dg_device_name((b)->storage->device, (char[16]){0}, 16))
-/* Propagate a backend failure: free the half-made output and return NULL. */
-#define DG_TRY_KERNEL(expr, out) do { int rc_ = (expr); if (rc_) {                   \
-        if (!dg_has_error()) { DG_ERR(rc_, "kernel failed in %s", __func__); }    \
+/* Propagate a backend failure: free the half-made output and return NULL. A kernel that said
+ * why keeps its message; one that failed silently gets this one. */
+#define DG_TRY_KERNEL(expr, out) do { uint64_t errs_ = dg_error_count(); int rc_ = (expr); if (rc_) { \
+        if (!dg_error_since(errs_)) { DG_ERR(rc_, "kernel failed in %s", __func__); } \
         dg_tensor_free(out);                                                      \
         return NULL;                                                              \
     } } while (0)

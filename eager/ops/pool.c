@@ -63,6 +63,7 @@ static int pool_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 
 /* Runs the forward kernel on a contiguous copy of x and records the node. */
 static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const dg_pool2d_geom *g) {
+    uint64_t errs = dg_error_count();
     dg_tensor *xc = dg_dense(x);
     int64_t shape[4] = { g->n, g->c, g->oh, g->ow };
     dg_tensor *y = xc ? dg_new_on(x, shape, 4, x->dtype) : NULL;
@@ -87,7 +88,7 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
     }
     dg_dense_free(xc, x);
     if (rc) {
-        if (!dg_has_error()) DG_ERR(rc, "%s: failed for input %s", op, DG_SHAPE_STR(x));
+        if (!dg_error_since(errs)) DG_ERR(rc, "%s: failed for input %s", op, DG_SHAPE_STR(x));
         dg_tensor_free(y);
         return NULL;
     }

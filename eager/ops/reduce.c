@@ -90,8 +90,9 @@ dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     dg_scope *s = dg_scope_begin();
     return dg_composite_end(s, dg_mul_scalar(dg_sum(x, axes, n, keepdim), 1.0 / (double)cnt));
 }
-dg_tensor *dg_sum_all(const dg_tensor *x) { return dg_sum(x, NULL, 0, false); }
-dg_tensor *dg_mean_all(const dg_tensor *x) { return dg_mean(x, NULL, 0, false); }
+/* checked here too, so that a bad handle is reported under the name the caller used */
+dg_tensor *dg_sum_all(const dg_tensor *x) { DG_CHECK_INPUT("sum_all", x); return dg_sum(x, NULL, 0, false); }
+dg_tensor *dg_mean_all(const dg_tensor *x) { DG_CHECK_INPUT("mean_all", x); return dg_mean(x, NULL, 0, false); }
 
 static dg_tensor *arg_op(const char *name, dg_reduce_op op, const dg_tensor *x, int axis, bool keepdim) {
     DG_CHECK_INPUT(name, x);

@@ -59,8 +59,12 @@ dg_tensor *dg_cast(const dg_tensor *x, dg_dtype dt) {
 static int to_device_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_to_device(g, SATTR(n)->dev); return 0; }
 dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
     DG_CHECK_INPUT("to_device", x);
+    uint64_t errs = dg_error_count();
     const dg_backend *be = dg_backend_for(dev);
-    if (!be) { DG_ERR(DG_EDEVICE, "to_device: no backend for %s", dg_device_name(dev, (char[16]){0}, 16)); return NULL; }
+    if (!be) {   /* the backend lookup usually says why (no GPU, too few GPUs): keep that */
+        if (!dg_error_since(errs)) DG_ERR(DG_EDEVICE, "to_device: no backend for %s", dg_device_name(dev, (char[16]){0}, 16));
+        return NULL;
+    }
     dg_device src = x->storage->device;
     if (src.type == dev.type && src.index == dev.index) return dg_clone(x);
     dg_tensor *c = dg_is_contiguous(x) ? (dg_tensor *)x : NULL;
@@ -325,7 +329,7 @@ dg_tensor *dg_concat(dg_tensor *const *xs, int n, int axis) {
 }
 
 int dg_split(const dg_tensor *x, int n, const int64_t *sizes, int axis, dg_tensor **out) {
-    if (!x) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "split: input is NULL"); return DG_EINVAL; }
+    DG_CHECK_INPUT_INT("split", x);
     DG_CHECK_INT(out && n > 0, "split: need n > 0 and an output array");
     int a = dg_norm_axis(axis, x->ndim);
     DG_CHECK_INT(a >= 0 && x->ndim > 0, "split: axis %d invalid for %s", axis, DG_SHAPE_STR(x));

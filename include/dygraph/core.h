@@ -2,8 +2,21 @@
  *
  * Error model: a function that returns a pointer returns NULL on failure and records a message
  * readable with dg_last_error(); a function that acts returns 0 on success and a negative
- * DG_E* code on failure. An op handed a NULL input returns NULL and keeps the first message, so a
- * training loop may check once per step. The library never exits or aborts the host program. */
+ * DG_E* code on failure. Messages are per thread. Each new failure replaces the message and
+ * status, so dg_last_error() names the call that failed last, as PyTorch and Paddle raise at
+ * the failing call. The exception is a NULL input: an op or function handed NULL where a
+ * tensor, layer, optimizer, dataset... belongs takes it to be the result of an earlier failed
+ * call, returns NULL (or an error code) and keeps that call's message, adding its own only when
+ * no message is recorded. So `dg_mean_all(dg_relu(dg_add(a, b)))` with mismatched a and b
+ * reports the add, and a training loop may check once per step. A successful call does not
+ * clear the message; dg_clear_error() does (after which a NULL input reports itself as NULL).
+ * The library never exits or aborts the host program.
+ *
+ * Handles: a tensor used after it was freed (dg_tensor_free, or the end of its scope), freed
+ * twice, or kept across dg_shutdown is reported as a DG_ESTATE error naming the op, provided
+ * its memory has not been reused yet. Checked mode (DG_CHECKED=1, dg_init_params.checked or
+ * dg_set_checked) guarantees it for the most recent frees: freed tensor handles are held back
+ * from reuse (a bounded quarantine, emptied by dg_shutdown). */
 #ifndef DYGRAPH_CORE_H
 #define DYGRAPH_CORE_H
 
@@ -63,17 +76,34 @@ typedef struct dg_init_params {
     uint64_t seed;       /* 0: default seed */
     bool quiet;          /* suppress the one-line device notice */
     bool cpu_bf16;       /* dg_set_cpu_bf16(true); also $DG_CPU_BF16=1 */
+    bool checked;        /* checked mode (see above); also $DG_CHECKED=1 */
 } dg_init_params;
 
-/* Optional: ops work without it (CPU, all cores, default seed). */
+/* Optional: ops work without it (CPU, all cores, default seed). After dg_shutdown it starts a
+ * new session and is required before tensors are made or used again. */
 DG_API int dg_init(const dg_init_params *params);
+/* Ends the session: frees what the library holds (the calling thread's open scopes and their
+ * tensors, cached host and device memory, device streams and library handles, convolution
+ * primitive caches, the checked-mode quarantine) and resets the seed, the device (cpu) and the
+ * TF32/bf16 flags. Then every call that makes or uses a tensor fails with DG_ESTATE ("called
+ * after dg_shutdown; call dg_init first") until dg_init. Tensors still held are not freed:
+ * dg_tensor_free (and dg_layer_free, dg_optimizer_free, ...) still releases them, but using
+ * one in an op, before or after the next dg_init, is an error. Call it when no other thread is
+ * inside the library (free DataLoaders and communicators first). A second call does nothing. */
 DG_API void dg_shutdown(void);
 DG_API const char *dg_version(void);
 
-/* Errors. The message names the op, the shapes/dtypes and the source location. */
+/* Errors (see the model above). The message names the op, the shapes/dtypes and the source
+ * location. */
 DG_API const char *dg_last_error(void);
 DG_API int dg_last_status(void);
 DG_API void dg_clear_error(void);
+
+/* Checked mode: on, freed tensor handles are quarantined so that any later use or second free
+ * is an error naming the op (costs a lock per freed tensor; for debugging and tests). Off by
+ * default unless $DG_CHECKED=1. */
+DG_API void dg_set_checked(bool on);
+DG_API bool dg_get_checked(void);
 
 /* Devices. */
 DG_API dg_device dg_cpu(void);

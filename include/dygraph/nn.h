@@ -14,7 +14,7 @@
  *  - dg_layer_add_parameter/_buffer/_sublayer take over the reference they are given, on
  *    success and on failure alike (on failure it is freed), so constructors chain without
  *    cleanup code. A constructor that is handed NULL (a failed inner constructor) returns
- *    NULL and keeps the first error message.
+ *    NULL and keeps that constructor's error message.
  *  - dg_forward returns a tensor owned by the innermost open scope (or by the caller when none
  *    is open), like any op. Every other tensor made during the forward call is freed when it
  *    returns, so a forward function may chain ops freely without freeing temporaries.
@@ -93,8 +93,9 @@ DG_API char *dg_layer_to_string(const dg_layer *layer);
 DG_API int dg_layer_print(const dg_layer *layer);
 
 /* Errors from a forward or constructor: records "<Type> '<path>' (<extra_repr>): <message>
- * (file:line)" unless an error is already pending, and returns NULL so that a forward may
- * `return DG_LAYER_ERROR(self, "input %s ...", ...)`. */
+ * (file:line)" as a new failure (it replaces any earlier message) and returns NULL so that a
+ * forward may `return DG_LAYER_ERROR(self, "input %s ...", ...)`. A forward that only passes on
+ * the failure of an op it called returns NULL: the op's message stands. */
 DG_API dg_tensor *dg_layer_error_at(const dg_layer *layer, int status, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 #define DG_LAYER_ERROR(layer, ...) dg_layer_error_at((layer), DG_EINVAL, __FILE__, __LINE__, __VA_ARGS__)
@@ -204,7 +205,7 @@ DG_API dg_layer *dg_nn_flatten(int start_axis, int stop_axis);/* torch/Paddle de
 DG_API dg_layer *dg_nn_identity(void);
 
 /* Sequential: children named "0", "1", ... run in order. Takes over the n layers given; if any
- * is NULL the others are freed and NULL is returned (keeping the first error message). */
+ * is NULL the others are freed and NULL is returned (keeping the failed constructor's message). */
 DG_API dg_layer *dg_nn_sequential(int n, ...);
 DG_API dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers);
 /* Appends a child named by its index; takes over `layer`. */

@@ -84,7 +84,10 @@ DG_API dg_scope *dg_scope_begin(void);
 DG_API void dg_scope_end(dg_scope *scope);
 DG_API dg_tensor *dg_keep(dg_tensor *t);          /* take t out of its scope: the caller (or the enclosing scope) now owns it */
 DG_API dg_tensor *dg_keep_in_parent(dg_tensor *t);/* hand t to the enclosing scope (caller if none) */
-DG_API void dg_tensor_free(dg_tensor *t);         /* release the owner's reference (also valid inside its scope) */
+/* Release the owner's reference (also valid inside its scope). Freeing a tensor that was already
+ * freed, or whose scope ended, is a DG_ESTATE error and changes nothing (always caught in checked
+ * mode, see core.h). */
+DG_API void dg_tensor_free(dg_tensor *t);
 DG_API dg_tensor *dg_tensor_ref(dg_tensor *t);    /* an extra owned reference, released by dg_tensor_free */
 /* `y = dg_advance(y, dg_relu(y));` in a forward: releases prev (a temporary the forward made,
  * never its input) once next exists and returns next, so a chain of layers holds one

@@ -62,9 +62,8 @@ static dg_tensor *block_forward(dg_layer *self, const dg_tensor *x) {
 static dg_layer *block_new(bool bottleneck, int64_t inplanes, int64_t planes, int stride, dg_dtype dtype) {
     const char *type = bottleneck ? "Bottleneck" : "BasicBlock";
     if (inplanes <= 0 || planes <= 0 || stride <= 0 || (dtype != DG_F32 && dtype != DG_F64)) {
-        if (!dg_has_error())
-            DG_ERR(DG_EINVAL, "%s: need inplanes > 0, planes > 0, stride > 0 and dtype float32/float64, got %lld, %lld, %d, %s",
-                   type, (long long)inplanes, (long long)planes, stride, dg_dtype_name(dtype));
+        DG_ERR(DG_EINVAL, "%s: need inplanes > 0, planes > 0, stride > 0 and dtype float32/float64, got %lld, %lld, %d, %s",
+               type, (long long)inplanes, (long long)planes, stride, dg_dtype_name(dtype));
         return NULL;
     }
     block_state *s = calloc(1, sizeof *s);
@@ -131,11 +130,10 @@ dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_p
                (p.dtype != DG_F32 && p.dtype != DG_F64);
     for (int i = 0; i < 4 && !bad; i++) bad = layers[i] < 1 || layers[i] > 1024;
     if (bad) {
-        if (!dg_has_error())
-            DG_ERR(DG_EINVAL, "ResNet: need a block kind (basic/bottleneck), four stage depths in 1..1024, "
-                              "num_classes >= 0 (0 means 1000) and dtype float32/float64; got block %d, layers %s, "
-                              "num_classes %lld, dtype %s", (int)block, layers ? "given" : "NULL", (long long)p.num_classes,
-                   dg_dtype_name(p.dtype));
+        DG_ERR(DG_EINVAL, "ResNet: need a block kind (basic/bottleneck), four stage depths in 1..1024, "
+                          "num_classes >= 0 (0 means 1000) and dtype float32/float64; got block %d, layers %s, "
+                          "num_classes %lld, dtype %s", (int)block, layers ? "given" : "NULL", (long long)p.num_classes,
+               dg_dtype_name(p.dtype));
         return NULL;
     }
     resnet_state *s = calloc(1, sizeof *s);

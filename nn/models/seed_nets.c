@@ -78,7 +78,7 @@ static dg_tensor *mynet_forward(dg_layer *self, const dg_tensor *x) {
 
 dg_layer *dg_cifar_mynet(int64_t num_classes) {
     if (num_classes < 1) {
-        if (!dg_has_error()) DG_ERR(DG_EINVAL, "MyNet: num_classes must be >= 1, got %lld", (long long)num_classes);
+        DG_ERR(DG_EINVAL, "MyNet: num_classes must be >= 1, got %lld", (long long)num_classes);
         return NULL;
     }
     mynet_state *s = calloc(1, sizeof *s);
@@ -110,7 +110,7 @@ static dg_tensor *facenet_forward(dg_layer *self, const dg_tensor *x) {
 
 dg_layer *dg_facenet(int64_t num_keypoints) {
     if (num_keypoints < 1 || num_keypoints > (INT64_C(1) << 40)) {
-        if (!dg_has_error()) DG_ERR(DG_EINVAL, "FaceNet: num_keypoints must be >= 1, got %lld", (long long)num_keypoints);
+        DG_ERR(DG_EINVAL, "FaceNet: num_keypoints must be >= 1, got %lld", (long long)num_keypoints);
         return NULL;
     }
     facenet_state *s = calloc(1, sizeof *s);
