@@ -98,7 +98,7 @@ TESTBIN  := $(BUILD)/bin/dygraph_tests
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED) $(MODULES)
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/formats/*.h test/*.h test/fuzz/*.c)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/*.h data/formats/*.h dist/*.h test/*.h test/fuzz/*.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

@@ -10,7 +10,7 @@
  * thread-local). Worker tensors belong to no scope; dg_dataloader_next registers the batch with
  * the caller's innermost scope (dg_scope_adopt). With num_workers = 0 the same batch function
  * runs on the caller's thread, so messages and bytes are the same. */
-#include "../eager/backend.h"
+#include "data_util.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -36,7 +36,7 @@ static void hook_delete(void *data, void *ctx_) {
 }
 
 static dg_tensor *hooked_tensor(const int64_t *shape, int ndim, dg_dtype dt, const host_hooks *hk) {
-    size_t nbytes = (size_t)dg_shape_numel(shape, ndim) * dg_dtype_size(dt);
+    size_t nbytes = (size_t)dg_data_numel(shape, ndim) * dg_dtype_size(dt);
     hook_ctx *ctx = malloc(sizeof *ctx);
     void *base = ctx ? hk->alloc(nbytes + HOOK_PAD, hk->user) : NULL;
     if (!base) { free(ctx); DG_ERR(DG_ENOMEM, "dataloader: host_alloc(%zu) returned NULL", nbytes + HOOK_PAD); return NULL; }
@@ -67,32 +67,33 @@ static int collate_impl(const dg_sample *s, int64_t n, const int64_t *idx, dg_sa
                      sample_label(lb, sizeof lb, 0, idx), nf);
         for (int f = 0; f < nf; f++) {
             const dg_tensor *a = s[k].t[f], *b = s[0].t[f];
-            if (!dg_tensor_live(a)) {
-                char what[96];
-                snprintf(what, sizeof what, "%s field %d", sample_label(la, sizeof la, k, idx), f);
-                return dg_tensor_bad("collate", what, a);
-            }
-            bool same = a->ndim == b->ndim && a->dtype == b->dtype;
-            for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+            char what[96];
+            snprintf(what, sizeof what, "%s field %d", sample_label(la, sizeof la, k, idx), f);
+            int bad = dg_tensor_check("collate", what, a);
+            if (bad) return bad;
+            dg_shape sa_ = dg_shape_of(a), sb_ = dg_shape_of(b);
+            bool same = sa_.ndim == sb_.ndim && dg_dtype_of(a) == dg_dtype_of(b);
+            for (int d = 0; same && d < sa_.ndim; d++) same = sa_.d[d] == sb_.d[d];
             DG_CHECK_INT(same, "collate: %s field %d is %s %s but %s is %s %s", sample_label(la, sizeof la, k, idx), f,
-                         dg_dtype_name(a->dtype), dg_shape_str(a, sa, sizeof sa), sample_label(lb, sizeof lb, 0, idx),
-                         dg_dtype_name(b->dtype), dg_shape_str(b, sb, sizeof sb));
+                         dg_dtype_name(dg_dtype_of(a)), dg_shape_str(a, sa, sizeof sa), sample_label(lb, sizeof lb, 0, idx),
+                         dg_dtype_name(dg_dtype_of(b)), dg_shape_str(b, sb, sizeof sb));
         }
     }
     for (int f = 0; f < nf; f++) {
         const dg_tensor *t0 = s[0].t[f];
-        DG_CHECK_INT(t0->ndim < DG_MAX_DIMS, "collate: field %d already has %d dims (at most %d after stacking)", f, t0->ndim, DG_MAX_DIMS);
+        dg_shape s0 = dg_shape_of(t0);
+        dg_dtype dt0 = dg_dtype_of(t0);
+        DG_CHECK_INT(s0.ndim < DG_MAX_DIMS, "collate: field %d already has %d dims (at most %d after stacking)", f, s0.ndim, DG_MAX_DIMS);
         int64_t shape[DG_MAX_DIMS];
         shape[0] = n;
-        memcpy(shape + 1, t0->shape, sizeof(int64_t) * (size_t)t0->ndim);
-        dg_tensor *y = hk && hk->alloc ? hooked_tensor(shape, t0->ndim + 1, t0->dtype, hk)
-                                       : dg_tensor_alloc(shape, t0->ndim + 1, t0->dtype, dg_cpu());
+        memcpy(shape + 1, s0.d, sizeof(int64_t) * (size_t)s0.ndim);
+        dg_tensor *y = hk && hk->alloc ? hooked_tensor(shape, s0.ndim + 1, dt0, hk) : dg_data_cpu_tensor(shape, s0.ndim + 1, dt0);
         int rc = y ? 0 : DG_ENOMEM;
-        size_t each = (size_t)t0->numel * dg_dtype_size(t0->dtype);
+        size_t each = (size_t)dg_numel(t0) * dg_dtype_size(dt0);
         char *dst = y ? dg_tensor_ptr(y) : NULL;
         for (int64_t k = 0; !rc && k < n; k++) {
             const dg_tensor *a = s[k].t[f];
-            if (dg_is_contiguous(a) && a->storage->device.type == DG_CPU) { if (each) memcpy(dst + (size_t)k * each, dg_tensor_ptr(a), each); }
+            if (dg_is_contiguous(a) && dg_device_of(a).type == DG_CPU) { if (each) memcpy(dst + (size_t)k * each, dg_tensor_ptr(a), each); }
             else rc = dg_to_host(a, dst + (size_t)k * each, each);
         }
         if (rc) {
@@ -390,7 +391,7 @@ int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
         dg_tensor_free(out.t[f]);
         out.t[f] = moved;
     }
-    for (int f = 0; f < out.n; f++) dg_scope_adopt(out.t[f]);
+    for (int f = 0; f < out.n; f++) dg_adopt(out.t[f]);
     *batch = out;
     return 1;
 }

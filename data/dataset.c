@@ -1,6 +1,6 @@
 /* data/dataset.c — the dataset base (a refcounted vtable + name), samples, per-sample seeds,
  * subsets and the deterministic random split. */
-#include "../eager/internal.h"
+#include "data_util.h"
 #include <math.h>
 #include <stdarg.h>
 

@@ -3,7 +3,7 @@
  * reproduces paddle.io.DistributedBatchSampler index for index, including numpy's
  * RandomState(epoch).shuffle (MT19937), so a run mixing dygraph and Paddle ranks agrees. An
  * epoch's batches are computed once by set_epoch; reading them is lock-free. */
-#include "../eager/internal.h"
+#include "data_util.h"
 #include <errno.h>
 
 struct dg_batch_sampler {

@@ -2,7 +2,7 @@
  * function) and dg_dataset_transform (a Compose of the built-in image transforms on field 0).
  * Randomness comes only from the sample's seed, so a sample's augmentation does not depend on
  * which worker made it. */
-#include "../eager/internal.h"
+#include "data_util.h"
 #include <math.h>
 
 static uint64_t philox64(uint64_t key, uint64_t counter) {
@@ -149,20 +149,21 @@ static void bilinear_axis(int64_t in, int64_t out, int64_t *i0, int64_t *i1, flo
 static int tf_apply(const dg_transform *t, int ti, dg_sample *s, uint64_t seed) {
     dg_tensor *x = s->t[0];
     char sh[96];
-    if (x->dtype != DG_F32 || x->ndim != 3) {
+    dg_shape xs = dg_shape_of(x);
+    if (dg_dtype_of(x) != DG_F32 || xs.ndim != 3) {
         DG_ERR(DG_EINVAL, "transform %d (%s): field 0 is %s %s, expected float32 %s", ti, tf_name(t->kind),
-               dg_dtype_name(x->dtype), dg_shape_str(x, sh, sizeof sh), t->kind == DG_TF_HWC_TO_CHW ? "[H, W, C]" : "[C, H, W]");
+               dg_dtype_name(dg_dtype_of(x)), dg_shape_str(x, sh, sizeof sh), t->kind == DG_TF_HWC_TO_CHW ? "[H, W, C]" : "[C, H, W]");
         return DG_EINVAL;
     }
-    int64_t A = x->shape[0], B = x->shape[1], Cc = x->shape[2];   /* C,H,W (or H,W,C) */
+    int64_t A = xs.d[0], B = xs.d[1], Cc = xs.d[2];   /* C,H,W (or H,W,C) */
     /* A contiguous CPU view of x's values. */
     const float *xv;
     dg_tensor *tmp = NULL;
-    if (dg_is_contiguous(x) && x->storage->device.type == DG_CPU) xv = dg_tensor_ptr(x);
+    if (dg_is_contiguous(x) && dg_device_of(x).type == DG_CPU) xv = dg_tensor_ptr(x);
     else {
-        tmp = dg_tensor_alloc(x->shape, 3, DG_F32, dg_cpu());
+        tmp = dg_data_cpu_tensor(xs.d, 3, DG_F32);
         if (!tmp) return DG_ENOMEM;
-        int rc = dg_to_host(x, dg_tensor_ptr(tmp), (size_t)x->numel * sizeof(float));
+        int rc = dg_to_host(x, dg_tensor_ptr(tmp), (size_t)dg_numel(x) * sizeof(float));
         if (rc) { dg_tensor_free(tmp); return rc; }
         xv = dg_tensor_ptr(tmp);
     }
@@ -225,7 +226,7 @@ static int tf_apply(const dg_transform *t, int ti, dg_sample *s, uint64_t seed) 
     case DG_TF_SCALE: break;
     }
     if (identity) { dg_tensor_free(tmp); return 0; }
-    dg_tensor *y = dg_tensor_alloc(oshape, 3, DG_F32, dg_cpu());
+    dg_tensor *y = dg_data_cpu_tensor(oshape, 3, DG_F32);
     if (!y) { dg_tensor_free(tmp); return DG_ENOMEM; }
     float *yv = dg_tensor_ptr(y);
     int64_t hw = H * W;
@@ -287,7 +288,7 @@ static int tf_apply(const dg_transform *t, int ti, dg_sample *s, uint64_t seed) 
         break;
     case DG_TF_SCALE: {
         float sc = (float)t->scale;
-        for (int64_t i = 0; i < x->numel; i++) yv[i] = xv[i] * sc;
+        for (int64_t i = 0, nx = dg_numel(x); i < nx; i++) yv[i] = xv[i] * sc;
         break;
     }
     }

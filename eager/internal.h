@@ -85,32 +85,11 @@ struct dg_node {
     union { unsigned char bytes[DG_NODE_ATTR_BYTES]; double align_; } attr;
 };
 
-/* ---- errors (eager/error.c; the model is described at the top of that file; dg_set_error_at,
- * a new failure that replaces the message, and dg_has_error are in dygraph/extension.h) ---- */
-#define DG_ERROR_MSG_LEN 1024
-/* A NULL handed on from a failed call: records the message only when none is recorded. */
-void dg_propagate_error_at(int status, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* Failures recorded by this thread so far; dg_error_since(n) is true when one was recorded
- * after dg_error_count() returned n (whether a callee said why it failed). */
-uint64_t dg_error_count(void);
-bool dg_error_since(uint64_t count);
-/* For a failure that is handled (a fallback is taken): save before, restore after. */
-typedef struct dg_error_saved { int status; uint64_t count; char msg[DG_ERROR_MSG_LEN]; } dg_error_saved;
-void dg_error_save(dg_error_saved *s);
-void dg_error_restore(const dg_error_saved *s);
-/* Splits the trailing " (file:line)" off a message (in place), for re-raising it with more
- * context and one location; false when there is none. */
-bool dg_error_split_location(char *msg, const char **file, int *line);
+/* ---- errors (eager/error.c; the model is described at the top of that file; the functions are
+ * declared in dygraph/extension.h) ---- */
 #define DG_ERR(status, ...) dg_set_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
-#define DG_PROPAGATE(status, ...) dg_propagate_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
-/* Fail the current function with NULL and a message unless cond holds. */
-#define DG_CHECK(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return NULL; } } while (0)
-#define DG_CHECK_INT(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return DG_EINVAL; } } while (0)
-/* A handle argument (layer, optimizer, dataset, loader, ...) that is NULL because the call that
- * should have made it failed: keep that call's message (see DG_PROPAGATE). */
-#define DG_CHECK_HANDLE(p, ...) do { if (!(p)) { DG_PROPAGATE(DG_EINVAL, __VA_ARGS__); return NULL; } } while (0)
-#define DG_CHECK_HANDLE_INT(p, ...) do { if (!(p)) { DG_PROPAGATE(DG_EINVAL, __VA_ARGS__); return DG_EINVAL; } } while (0)
+/* (DG_PROPAGATE, DG_CHECK, DG_CHECK_INT, DG_CHECK_HANDLE and the error save/restore calls are in
+ * dygraph/extension.h, shared with the layers above eager/.) */
 
 /* ---- library session (eager/core.c) ---- */
 /* Bumped by dg_shutdown: a tensor whose `session` differs was made before it. */
@@ -127,10 +106,7 @@ static inline bool dg_tensor_live(const dg_tensor *t) {
 /* Records why t is not live, naming op and the argument (NULL propagates; a freed, stale or
  * foreign handle, or a call after dg_shutdown, is a new DG_ESTATE failure). Returns the status. */
 int dg_tensor_bad(const char *op, const char *arg, const dg_tensor *t);
-/* 0 when t is live, else dg_tensor_bad's status: for functions that return a status. */
-static inline int dg_tensor_check(const char *op, const char *arg, const dg_tensor *t) {
-    return dg_tensor_live(t) ? 0 : dg_tensor_bad(op, arg, t);
-}
+/* (dg_tensor_check, the same test for callers outside eager/, is in dygraph/extension.h.) */
 /* An op's tensor input: NULL keeps the first message and passes NULL on; a freed or stale
  * handle is an error naming the op. */
 #define DG_CHECK_INPUT(op, t) do { if (!dg_tensor_live(t)) { dg_tensor_bad((op), #t, (t)); return NULL; } } while (0)
@@ -187,7 +163,6 @@ void dg_grad_mode_reset(void);   /* this thread's no_grad depth back to 0 (dg_sh
 /* ---- RNG (eager/rng.c) ---- */
 /* Reserve n 32-bit draws from the global Philox stream; returns the starting counter. */
 uint64_t dg_rng_reserve(uint64_t n, uint64_t *seed_out);
-void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 void dg_rng_reset(void);      /* the default seed, counter 0 (dg_shutdown) */
 
 /* ---- threads ---- */

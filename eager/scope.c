@@ -64,6 +64,13 @@ void dg_scope_adopt(dg_tensor *t) {
     if (top && scope_push(top, t) != 0) t->scope = NULL;
 }
 
+int dg_adopt(dg_tensor *t) {
+    DG_CHECK_INPUT_INT("adopt", t);
+    if (t->scope) { DG_ERR(DG_ESTATE, "adopt: the tensor already belongs to a scope"); return DG_ESTATE; }
+    dg_scope_adopt(t);
+    return 0;
+}
+
 void dg_scope_forget(dg_tensor *t) {
     dg_scope *s = t->scope;
     if (!s) return;

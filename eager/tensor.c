@@ -114,6 +114,10 @@ static const char *released_how(const dg_tensor *t) {
     }
 }
 
+int dg_tensor_check(const char *op, const char *arg, const dg_tensor *t) {
+    return dg_tensor_live(t) ? 0 : dg_tensor_bad(op, arg, t);
+}
+
 int dg_tensor_bad(const char *op, const char *arg, const dg_tensor *t) {
     if (!t) {
         DG_PROPAGATE(DG_EINVAL, "%s: input '%s' is NULL", op, arg);
@@ -325,6 +329,7 @@ int dg_check_inplace(const dg_tensor *t, const char *op) {
 
 /* ---- creation ---- */
 dg_tensor *dg_empty(dg_shape s, dg_dtype dt) { return dg_tensor_alloc(s.d, s.ndim, dt, dg_current_device()); }
+dg_tensor *dg_empty_on(dg_shape s, dg_dtype dt, dg_device d) { return dg_tensor_alloc(s.d, s.ndim, dt, d); }
 
 dg_tensor *dg_full(dg_shape s, double v, dg_dtype dt) {
     dg_tensor *t = dg_empty(s, dt);

@@ -6,7 +6,7 @@
 #ifndef DG_DATA_FORMATS_H
 #define DG_DATA_FORMATS_H
 
-#include "../../eager/internal.h"
+#include "../data_util.h"
 #include <zlib.h>
 
 /* Largest decompressed size accepted from a gzip file or buffer (a zip bomb guard). */

@@ -209,12 +209,11 @@ dg_dataset *dgf_dataset_wrap(const dg_dataset_vtable *vt, void *self, const char
 }
 
 dg_tensor *dgf_cpu_tensor(int ndim, const int64_t *shape, dg_dtype dtype) {
-    return dg_tensor_alloc(shape, ndim, dtype, dg_cpu());
+    return dg_data_cpu_tensor(shape, ndim, dtype);
 }
 
 dg_tensor *dgf_label_i64(int64_t v) {
-    int64_t none = 0;   /* 0-d: the shape array is not read, but must not be NULL (memcpy) */
-    dg_tensor *t = dg_tensor_alloc(&none, 0, DG_I64, dg_cpu());
+    dg_tensor *t = dg_empty_on(dg_make_shape(0, NULL), DG_I64, dg_cpu());
     if (t) *(int64_t *)dg_tensor_ptr(t) = v;
     return t;
 }

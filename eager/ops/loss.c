@@ -51,7 +51,7 @@ static int nll_rows_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     nll_attr *a = dg_node_attr(n);
     const dg_tensor *label = dg_node_saved(n, 0);
     dg_tensor *gc = dg_contiguous(g);
-    dg_tensor *gx = dg_empty_on(g, dg_node_input_shape(n, 0), g->dtype);
+    dg_tensor *gx = dg_empty_as(g, dg_node_input_shape(n, 0), g->dtype);
     if (!gc || !gx) return DG_ENOMEM;
     gi[0] = gx;
     return dg_backend_of(gx)->nll_backward(gc, label, gx, a->rows, a->cols, a->ignore);

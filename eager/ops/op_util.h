@@ -33,7 +33,7 @@ static inline dg_tensor *dg_full_on(const dg_tensor *like, dg_shape s, double v,
     if (t && dg_backend_of(t)->fill(t, v) != 0) { dg_tensor_free(t); return NULL; }
     return t;
 }
-static inline dg_tensor *dg_empty_on(const dg_tensor *like, dg_shape s, dg_dtype dt) {
+static inline dg_tensor *dg_empty_as(const dg_tensor *like, dg_shape s, dg_dtype dt) {
     return dg_tensor_alloc(s.d, s.ndim, dt, like->storage->device);
 }
 static inline dg_tensor *dg_new_like(const dg_tensor *like) {

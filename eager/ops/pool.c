@@ -52,7 +52,7 @@ static int pool_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     int kind = a->kind;
     const dg_pool2d_geom *geo = &a->g;
     dg_tensor *gc = dg_dense(g);
-    dg_tensor *gx = gc ? dg_empty_on(gc, dg_node_input_shape(n, 0), gc->dtype) : NULL;
+    dg_tensor *gx = gc ? dg_empty_as(gc, dg_node_input_shape(n, 0), gc->dtype) : NULL;
     if (!gx) return DG_ENOMEM;
     gi[0] = gx;
     const dg_backend *be = dg_backend_of(gc);

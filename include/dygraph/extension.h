@@ -22,12 +22,58 @@ DG_API void dg_set_error_at(int status, const char *file, int line, const char *
 #define DG_RAISE(status, ...) dg_set_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
 /* Whether a failure is recorded on this thread (dg_last_status() != 0). */
 DG_API bool dg_has_error(void);
+/* A NULL handed on from a call that failed: records the message only when none is recorded, so
+ * the first failure stays what dg_last_error() reports. */
+DG_API void dg_propagate_error_at(int status, const char *file, int line, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+#define DG_PROPAGATE(status, ...) dg_propagate_error_at((status), __FILE__, __LINE__, __VA_ARGS__)
+/* Failures recorded by this thread so far; dg_error_since(n) is true when one was recorded after
+ * dg_error_count() returned n: whether a callee said why it failed. */
+DG_API uint64_t dg_error_count(void);
+DG_API bool dg_error_since(uint64_t count);
+/* For a failure that is handled (a fallback is taken): save before, restore after. */
+#define DG_ERROR_MSG_LEN 1024
+typedef struct dg_error_saved { int status; uint64_t count; char msg[DG_ERROR_MSG_LEN]; } dg_error_saved;
+DG_API void dg_error_save(dg_error_saved *s);
+DG_API void dg_error_restore(const dg_error_saved *s);
+/* Splits the trailing " (file:line)" off a message (in place), to re-raise it with more context
+ * and one location; false when there is none. */
+DG_API bool dg_error_split_location(char *msg, const char **file, int *line);
+/* 0 when t may be used (not NULL, not freed, made in this session); otherwise the failure is
+ * recorded naming op and arg (a NULL propagates, a freed handle is DG_ESTATE) and its status
+ * returned. */
+DG_API int dg_tensor_check(const char *op, const char *arg, const dg_tensor *t);
+
+/* Fail the calling function unless cond holds: with NULL, or with DG_EINVAL. */
+#define DG_CHECK(cond, ...) do { if (!(cond)) { DG_RAISE(DG_EINVAL, __VA_ARGS__); return NULL; } } while (0)
+#define DG_CHECK_INT(cond, ...) do { if (!(cond)) { DG_RAISE(DG_EINVAL, __VA_ARGS__); return DG_EINVAL; } } while (0)
+/* A handle argument (layer, optimizer, dataset, ...) that is NULL because the call that should
+ * have made it failed: that call's message stands. */
+#define DG_CHECK_HANDLE(p, ...) do { if (!(p)) { DG_PROPAGATE(DG_EINVAL, __VA_ARGS__); return NULL; } } while (0)
+#define DG_CHECK_HANDLE_INT(p, ...) do { if (!(p)) { DG_PROPAGATE(DG_EINVAL, __VA_ARGS__); return DG_EINVAL; } } while (0)
+/* A tensor argument: NULL propagates, a freed or stale handle is an error naming op. */
+#define DG_CHECK_TENSOR(op, t) do { if (dg_tensor_check((op), #t, (t)) != 0) return NULL; } while (0)
+#define DG_CHECK_TENSOR_INT(op, t) do { int rc_ = dg_tensor_check((op), #t, (t)); if (rc_) return rc_; } while (0)
 
 /* The address of element 0 on the tensor's device: host memory for a CPU tensor, device memory
  * for a GPU tensor (pass it to a kernel, never dereference it on the host). */
 DG_API void *dg_tensor_ptr(const dg_tensor *t);
 /* Stride of an axis in elements (negative axes count from the end); 0 with an error if out of range. */
 DG_API int64_t dg_stride(const dg_tensor *t, int axis);
+
+/* An uninitialised contiguous tensor on a given device (dg_empty uses the current one). */
+DG_API dg_tensor *dg_empty_on(dg_shape shape, dg_dtype dtype, dg_device device);
+/* Hands t, which the caller owns (made with no scope open, e.g. on a worker thread), to the
+ * calling thread's innermost scope; with none open it stays the caller's. An error for a tensor
+ * that already belongs to a scope. */
+DG_API int dg_adopt(dg_tensor *t);
+
+/* One Philox4x32-10 block: four 32-bit draws, a pure function of (seed, counter). What every
+ * random op uses, for datasets and transforms that want the same property. */
+DG_API void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 
 /* A tensor over `data`, which the library did not allocate: contiguous, on `device` (host
  * memory for the CPU, device memory for a GPU). When the tensor and every view of it are gone,
