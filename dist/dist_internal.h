@@ -4,7 +4,7 @@
 #define DG_DIST_INTERNAL_H
 
 #include "../eager/backend.h"
-#include "../eager/module.h"
+#include <dygraph/module.h>
 #include <dygraph/dist.h>
 #include <pthread.h>
 
@@ -39,7 +39,7 @@ struct dg_comm {
 /* Transports. Each make function fills c->impl and returns 0, or an error with a message. */
 extern const dg_comm_backend dg_comm_local_backend;
 /* The MPI and NCCL transports live in modules (libdygraph-mpi.so.0, libdygraph-nccl.so.0,
- * eager/module.h): dist/comm.c reaches these entries through dg_module_symbol. */
+ * dygraph/module.h): dist/comm.c reaches these entries through dg_module_symbol. */
 int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env);     /* dist/mpi/comm_mpi.c */
 int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env);    /* dist/nccl/comm_nccl.c */
 bool dg_comm_mpi_built(void);    /* the MPI module is installed (dist/comm.c, forwarded to modules) */

@@ -3,18 +3,18 @@
  * through the core (dist/comm.c provides them), and the CUDA module's streams and memory
  * (asked for as "cuda:NAME", so the NCCL module never links the CUDA module itself). */
 #include "dist_internal.h"
-#include "../eager/module_shim.h"
+
 
 int dg_store_set(dg_store *s, const char *key, const void *value, size_t len) {
-    DG_SHIM_FN(int (*)(dg_store *, const char *, const void *, size_t), "dg_store_set");
+    DG_MODULE_FN(int (*)(dg_store *, const char *, const void *, size_t), "dg_store_set");
     return fn ? fn(s, key, value, len) : DG_EUNSUPPORTED;
 }
 int dg_store_get(dg_store *s, const char *key, void **value, size_t *len) {
-    DG_SHIM_FN(int (*)(dg_store *, const char *, void **, size_t *), "dg_store_get");
+    DG_MODULE_FN(int (*)(dg_store *, const char *, void **, size_t *), "dg_store_get");
     return fn ? fn(s, key, value, len) : DG_EUNSUPPORTED;
 }
 int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
-    DG_SHIM_FN(int (*)(void *, size_t, int), "dg_mpi_broadcast_bytes");
+    DG_MODULE_FN(int (*)(void *, size_t, int), "dg_mpi_broadcast_bytes");
     return fn ? fn(buf, n, root) : DG_EUNSUPPORTED;
 }
-bool dg_comm_mpi_built(void) { DG_SHIM_FN(bool (*)(void), "dg_comm_mpi_built"); return fn && fn(); }
+bool dg_comm_mpi_built(void) { DG_MODULE_FN(bool (*)(void), "dg_comm_mpi_built"); return fn && fn(); }

@@ -11,7 +11,7 @@
  * handed one, before or after the next dg_init, fails naming it (their tensor's `session`
  * differs from dg_session). */
 #include "backend.h"
-#include "module.h"
+#include <dygraph/module.h>
 #include <omp.h>
 #include <unistd.h>
 

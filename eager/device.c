@@ -1,8 +1,8 @@
 /* eager/device.c — the device registry: which backend table serves a device. The CPU table is
  * part of the core; the CUDA table comes from the CUDA module, opened the first time a GPU is
- * asked for (eager/module.h), so a CPU-only program never loads CUDA. */
+ * asked for (dygraph/module.h), so a CPU-only program never loads CUDA. */
 #include "backend.h"
-#include "module.h"
+#include <dygraph/module.h>
 
 typedef const dg_backend *(*backend_get_fn)(int index);
 

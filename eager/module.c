@@ -1,4 +1,4 @@
-/* eager/module.c — opens the modules of eager/module.h on first use and answers their requests
+/* eager/module.c — opens the modules of dygraph/module.h on first use and answers their requests
  * for the core's functions.
  *
  * Where a module is looked for, in order: the folders of $DG_MODULE_PATH (colon-separated); the
@@ -6,7 +6,7 @@
  * libdygraph.a) and its ../lib; the library folder the build was configured for; then the
  * dynamic linker's own search (LD_LIBRARY_PATH, ld.so.cache). So a build tree, an install tree
  * and a relocated install all find their modules without settings. */
-#include "module.h"
+#include <dygraph/module.h>
 #include "backend.h"
 #include <dlfcn.h>
 #include <pthread.h>

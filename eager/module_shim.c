@@ -1,15 +1,15 @@
 /* eager/module_shim.c — built into every module (never into the core): the module's entry
  * dg_module_init, and the core functions the module's sources call, each forwarding to the
- * function the core handed over by name (eager/module.h). Hidden like everything in a module,
+ * function the core handed over by name (dygraph/module.h). Hidden like everything in a module,
  * so they never collide with the core's own definitions in the same process. */
-#include "module.h"
-#include "module_shim.h"
+#include <dygraph/module.h>
+
 #include "backend.h"
 #include <stdarg.h>
 
 static dg_module_host g_host;   /* a copy: the core's may not outlive the init call */
 
-void *dg_shim_host_symbol(const char *name) {
+void *dg_module_host_symbol(const char *name) {
     void *fn = g_host.host_symbol ? g_host.host_symbol(name) : NULL;
     /* a module built against a newer core asking an older one: the build pairs them, so this is
      * a packaging error worth naming rather than a crash */
@@ -30,7 +30,7 @@ DG_MODULE_EXPORT int dg_module_init(const dg_module_host *host, char *err, size_
 }
 
 void dg_set_error_at(int status, const char *file, int line, const char *fmt, ...) {
-    DG_SHIM_FN(void (*)(int, const char *, int, const char *, ...), "dg_set_error_at");
+    DG_MODULE_FN(void (*)(int, const char *, int, const char *, ...), "dg_set_error_at");
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -39,20 +39,20 @@ void dg_set_error_at(int status, const char *file, int line, const char *fmt, ..
     if (fn) fn(status, file, line, "%s", msg);
 }
 
-void dg_error_save(dg_error_saved *s) { DG_SHIM_FN(void (*)(dg_error_saved *), "dg_error_save"); if (fn) fn(s); }
-void dg_error_restore(const dg_error_saved *s) { DG_SHIM_FN(void (*)(const dg_error_saved *), "dg_error_restore"); if (fn) fn(s); }
-bool dg_has_error(void) { DG_SHIM_FN(bool (*)(void), "dg_has_error"); return fn && fn(); }
-void dg_clear_error(void) { DG_SHIM_FN(void (*)(void), "dg_clear_error"); if (fn) fn(); }
-const char *dg_last_error(void) { DG_SHIM_FN(const char *(*)(void), "dg_last_error"); return fn ? fn() : ""; }
-int dg_last_status(void) { DG_SHIM_FN(int (*)(void), "dg_last_status"); return fn ? fn() : DG_EUNSUPPORTED; }
-const char *dg_dtype_name(dg_dtype dt) { DG_SHIM_FN(const char *(*)(dg_dtype), "dg_dtype_name"); return fn ? fn(dt) : "?"; }
-size_t dg_dtype_size(dg_dtype dt) { DG_SHIM_FN(size_t (*)(dg_dtype), "dg_dtype_size"); return fn ? fn(dt) : 0; }
-void *dg_tensor_ptr(const dg_tensor *t) { DG_SHIM_FN(void *(*)(const dg_tensor *), "dg_tensor_ptr"); return fn ? fn(t) : NULL; }
+void dg_error_save(dg_error_saved *s) { DG_MODULE_FN(void (*)(dg_error_saved *), "dg_error_save"); if (fn) fn(s); }
+void dg_error_restore(const dg_error_saved *s) { DG_MODULE_FN(void (*)(const dg_error_saved *), "dg_error_restore"); if (fn) fn(s); }
+bool dg_has_error(void) { DG_MODULE_FN(bool (*)(void), "dg_has_error"); return fn && fn(); }
+void dg_clear_error(void) { DG_MODULE_FN(void (*)(void), "dg_clear_error"); if (fn) fn(); }
+const char *dg_last_error(void) { DG_MODULE_FN(const char *(*)(void), "dg_last_error"); return fn ? fn() : ""; }
+int dg_last_status(void) { DG_MODULE_FN(int (*)(void), "dg_last_status"); return fn ? fn() : DG_EUNSUPPORTED; }
+const char *dg_dtype_name(dg_dtype dt) { DG_MODULE_FN(const char *(*)(dg_dtype), "dg_dtype_name"); return fn ? fn(dt) : "?"; }
+size_t dg_dtype_size(dg_dtype dt) { DG_MODULE_FN(size_t (*)(dg_dtype), "dg_dtype_size"); return fn ? fn(dt) : 0; }
+void *dg_tensor_ptr(const dg_tensor *t) { DG_MODULE_FN(void *(*)(const dg_tensor *), "dg_tensor_ptr"); return fn ? fn(t) : NULL; }
 char *dg_shape_fmt(const int64_t *shape, int ndim, char *buf, size_t len) {
-    DG_SHIM_FN(char *(*)(const int64_t *, int, char *, size_t), "dg_shape_fmt");
+    DG_MODULE_FN(char *(*)(const int64_t *, int, char *, size_t), "dg_shape_fmt");
     if (fn) return fn(shape, ndim, buf, len);
     if (len) buf[0] = 0;
     return buf;
 }
-bool dg_get_allow_tf32(void) { DG_SHIM_FN(bool (*)(void), "dg_get_allow_tf32"); return fn && fn(); }
-dg_device dg_get_device(void) { DG_SHIM_FN(dg_device (*)(void), "dg_get_device"); return fn ? fn() : (dg_device){ DG_CPU, 0 }; }
+bool dg_get_allow_tf32(void) { DG_MODULE_FN(bool (*)(void), "dg_get_allow_tf32"); return fn && fn(); }
+dg_device dg_get_device(void) { DG_MODULE_FN(dg_device (*)(void), "dg_get_device"); return fn ? fn() : (dg_device){ DG_CPU, 0 }; }

@@ -27,6 +27,26 @@ static bool usable(const dg_tensor *t, const char *fn) {
 bool dg_requires_grad(const dg_tensor *t) { return usable(t, "requires_grad") && (t->requires_grad || t->node); }
 bool dg_is_leaf(const dg_tensor *t) { return usable(t, "is_leaf") && !t->node; }
 dg_tensor *dg_grad(const dg_tensor *t) { return usable(t, "grad") ? t->grad : NULL; }
+int dg_set_grad(dg_tensor *t, const dg_tensor *g) {
+    DG_CHECK_INPUT_INT("set_grad", t);
+    DG_CHECK_INPUT_INT("set_grad", g);
+    DG_CHECK_INT(g->dtype == t->dtype && g->ndim == t->ndim && !memcmp(g->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim),
+                 "set_grad: gradient %s %s does not match tensor %s %s", DG_SHAPE_STR(g), dg_dtype_name(g->dtype),
+                 DG_SHAPE_STR(t), dg_dtype_name(t->dtype));
+    dg_no_grad_begin();
+    int rc = 0;
+    if (t->grad) rc = dg_copy_(t->grad, g);
+    else {
+        dg_scope *s = dg_scope_begin();
+        dg_tensor *c = dg_clone(g);
+        t->grad = c ? dg_keep(c) : NULL;
+        dg_scope_end(s);
+        if (!t->grad) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    }
+    dg_no_grad_end();
+    return rc;
+}
+
 int dg_clear_grad(dg_tensor *t) {
     DG_CHECK_INPUT_INT("clear_grad", t);
     dg_tensor_release(t->grad);

@@ -2,14 +2,14 @@
  * memory that the transport orders its collectives with, reached through the core by name
  * ("cuda:NAME", eager/module.c) so that both modules share the one CUDA context and stream. */
 #include "../../eager/cuda/cuda_internal.h"
-#include "../../eager/module_shim.h"
 
-cudaStream_t dg_cuda_comm_stream(void) { DG_SHIM_FN(cudaStream_t (*)(void), "cuda:dg_cuda_comm_stream"); return fn ? fn() : NULL; }
-int dg_cuda_comm_wait_compute(void) { DG_SHIM_FN(int (*)(void), "cuda:dg_cuda_comm_wait_compute"); return fn ? fn() : DG_EUNSUPPORTED; }
-int dg_cuda_compute_wait_comm(void) { DG_SHIM_FN(int (*)(void), "cuda:dg_cuda_compute_wait_comm"); return fn ? fn() : DG_EUNSUPPORTED; }
-void *dg_cuda_alloc(size_t n) { DG_SHIM_FN(void *(*)(size_t), "cuda:dg_cuda_alloc"); return fn ? fn(n) : NULL; }
-void dg_cuda_free(void *p) { DG_SHIM_FN(void (*)(void *), "cuda:dg_cuda_free"); if (fn) fn(p); }
+
+cudaStream_t dg_cuda_comm_stream(void) { DG_MODULE_FN(cudaStream_t (*)(void), "cuda:dg_cuda_comm_stream"); return fn ? fn() : NULL; }
+int dg_cuda_comm_wait_compute(void) { DG_MODULE_FN(int (*)(void), "cuda:dg_cuda_comm_wait_compute"); return fn ? fn() : DG_EUNSUPPORTED; }
+int dg_cuda_compute_wait_comm(void) { DG_MODULE_FN(int (*)(void), "cuda:dg_cuda_compute_wait_comm"); return fn ? fn() : DG_EUNSUPPORTED; }
+void *dg_cuda_alloc(size_t n) { DG_MODULE_FN(void *(*)(size_t), "cuda:dg_cuda_alloc"); return fn ? fn(n) : NULL; }
+void dg_cuda_free(void *p) { DG_MODULE_FN(void (*)(void *), "cuda:dg_cuda_free"); if (fn) fn(p); }
 int dg_cuda_check(cudaError_t e, const char *what, const char *file, int line) {
-    DG_SHIM_FN(int (*)(cudaError_t, const char *, const char *, int), "cuda:dg_cuda_check");
+    DG_MODULE_FN(int (*)(cudaError_t, const char *, const char *, int), "cuda:dg_cuda_check");
     return fn ? fn(e, what, file, line) : DG_EUNSUPPORTED;
 }

@@ -8,7 +8,7 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 #include "../backend.h"
-#include "../module.h"
+#include <dygraph/module.h>
 
 #ifdef __cplusplus
 extern "C" {

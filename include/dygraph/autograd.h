@@ -19,6 +19,9 @@ DG_API int dg_set_stop_gradient(dg_tensor *t, bool stop);           /* Paddle sp
 DG_API bool dg_is_leaf(const dg_tensor *t);
 DG_API dg_tensor *dg_grad(const dg_tensor *t);                      /* borrowed; NULL if none yet */
 DG_API int dg_clear_grad(dg_tensor *t);                             /* drop the accumulated gradient */
+/* t.grad = g: copies g (same shape and dtype as t) into t's gradient, made if there is none
+ * (what DataParallel does after its all-reduce). */
+DG_API int dg_set_grad(dg_tensor *t, const dg_tensor *g);
 DG_API dg_tensor *dg_detach(const dg_tensor *t);                    /* shares storage, no history */
 DG_API const char *dg_grad_fn_name(const dg_tensor *t);             /* op that made t, or NULL */
 
