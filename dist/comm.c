@@ -155,46 +155,44 @@ const char *dg_comm_backend_name(const dg_comm *c) { return c && c->be ? c->be->
 
 static int check_buffer(const char *op, const dg_comm *c, const dg_tensor *t, bool need_float) {
     DG_CHECK_HANDLE_INT(c, "%s: communicator is NULL", op);
-    DG_CHECK_INPUT_INT(op, t);
+    DG_CHECK_TENSOR_INT(op, t);
     char sh[96];
+    dg_dtype dt = dg_dtype_of(t);
     dg_shape_str(t, sh, sizeof sh);
     DG_CHECK_INT(dg_is_contiguous(t), "%s: tensor %s must be contiguous", op, sh);
-    DG_CHECK_INT(!need_float || t->dtype == DG_F32 || t->dtype == DG_F64 || t->dtype == DG_I64 || t->dtype == DG_I32,
-                 "%s: tensor %s of dtype %s: collectives take f32/f64/i32/i64", op, sh, dg_dtype_name(t->dtype));
+    DG_CHECK_INT(!need_float || dt == DG_F32 || dt == DG_F64 || dt == DG_I64 || dt == DG_I32,
+                 "%s: tensor %s of dtype %s: collectives take f32/f64/i32/i64", op, sh, dg_dtype_name(dt));
     if (c->be->device_buffers) {
         char d[16];
-        DG_CHECK_INT(t->storage->device.type == DG_CUDA, "%s: the %s transport takes GPU tensors; %s is on %s", op,
-                     c->be->name, sh, dg_device_name(t->storage->device, d, sizeof d));
+        DG_CHECK_INT(dg_device_of(t).type == DG_CUDA, "%s: the %s transport takes GPU tensors; %s is on %s", op,
+                     c->be->name, sh, dg_device_name(dg_device_of(t), d, sizeof d));
     }
     return 0;
 }
 
 /* For a host transport and a GPU tensor: a pinned host copy, else the tensor's own memory. */
 typedef struct staged { void *host; bool copied; } staged;
+static size_t tensor_bytes(const dg_tensor *t) { return (size_t)dg_numel(t) * dg_dtype_size(dg_dtype_of(t)); }
 static int stage_in(const dg_comm *c, const dg_tensor *t, staged *s, bool fill) {
-    size_t nb = (size_t)t->numel * dg_dtype_size(t->dtype);
-    s->copied = !c->be->device_buffers && t->storage->device.type != DG_CPU;
+    size_t nb = tensor_bytes(t);
+    s->copied = !c->be->device_buffers && dg_device_of(t).type != DG_CPU;
     if (!s->copied) { s->host = dg_tensor_ptr(t); return 0; }
-    const dg_backend *be = dg_backend_of(t);
     uint64_t errs = dg_error_count();
-    s->host = be->host_alloc && be->host_free ? be->host_alloc(nb ? nb : 1) : malloc(nb ? nb : 1);
+    s->host = dg_pinned_alloc(nb ? nb : 1, NULL);
     if (!s->host) { if (!dg_error_since(errs)) DG_ERR(DG_ENOMEM, "comm: staging %zu bytes", nb); return DG_ENOMEM; }
-    int rc = fill ? be->download(s->host, dg_tensor_ptr(t), nb) : 0;
+    int rc = fill ? dg_to_host(t, s->host, nb) : 0;
     if (rc) {   /* the caller only releases what stage_in returned successfully */
-        if (be->host_alloc && be->host_free) be->host_free(s->host);
-        else free(s->host);
+        dg_pinned_free(s->host, NULL);
         s->host = NULL;
     }
     return rc;
 }
 static int stage_out(const dg_tensor *t, staged *s, bool write_back) {
     if (!s->copied) return 0;
-    size_t nb = (size_t)t->numel * dg_dtype_size(t->dtype);
-    int rc = write_back ? dg_backend_of(t)->upload(dg_tensor_ptr((dg_tensor *)t), s->host, nb) : 0;
-    /* the upload is ordered on the stream; a pinned buffer's release waits for it */
-    const dg_backend *be = dg_backend_of(t);
-    if (be->host_alloc && be->host_free) { dg_synchronize(t->storage->device); be->host_free(s->host); }
-    else free(s->host);
+    int rc = write_back ? dg_copy_from_host((dg_tensor *)t, s->host, tensor_bytes(t)) : 0;
+    /* the upload is ordered on the stream; the pinned buffer's release waits for it */
+    dg_synchronize(dg_device_of(t));
+    dg_pinned_free(s->host, NULL);
     return rc;
 }
 
@@ -215,10 +213,11 @@ int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_com
 int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op) {
     int rc = check_buffer("all_reduce", c, t, true);
     if (rc) return rc;
-    DG_CHECK_INT(op != DG_COMM_AVG || dg_dtype_is_float(t->dtype), "all_reduce: AVG needs a float tensor, got %s", dg_dtype_name(t->dtype));
+    DG_CHECK_INT(op != DG_COMM_AVG || dg_dtype_is_float(dg_dtype_of(t)), "all_reduce: AVG needs a float tensor, got %s",
+                 dg_dtype_name(dg_dtype_of(t)));
     staged s;
     if ((rc = stage_in(c, t, &s, true))) return rc;
-    rc = dg_comm_all_reduce_raw(c, s.host, t->numel, t->dtype, op);
+    rc = dg_comm_all_reduce_raw(c, s.host, dg_numel(t), dg_dtype_of(t), op);
     int rc2 = stage_out(t, &s, rc == 0);
     if (!rc && c->be->wait) rc = c->be->wait(c);
     return rc ? rc : rc2;
@@ -231,7 +230,7 @@ int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root) {
     staged s;
     if ((rc = stage_in(c, t, &s, c->rank == root))) return rc;
     pthread_mutex_lock(&c->lock);
-    rc = c->be->broadcast(c, s.host, (int64_t)(t->numel * (int64_t)dg_dtype_size(t->dtype)), DG_BOOL, root);  /* as bytes */
+    rc = c->be->broadcast(c, s.host, (int64_t)tensor_bytes(t), DG_BOOL, root);  /* as bytes */
     pthread_mutex_unlock(&c->lock);
     int rc2 = stage_out(t, &s, rc == 0);
     if (!rc && c->be->wait) rc = c->be->wait(c);
@@ -240,18 +239,18 @@ int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root) {
 
 dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
     if (check_buffer("all_gather", c, t, false)) return NULL;
-    int64_t shape[DG_MAX_DIMS];
-    DG_CHECK(t->ndim < DG_MAX_DIMS, "all_gather: tensor has %d dims; the result needs one more", t->ndim);
-    shape[0] = c->size;
-    memcpy(shape + 1, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-    dg_tensor *y = dg_tensor_alloc(shape, t->ndim + 1, t->dtype, t->storage->device);
+    dg_shape ts = dg_shape_of(t), ys = { .ndim = ts.ndim + 1 };
+    DG_CHECK(ts.ndim < DG_MAX_DIMS, "all_gather: tensor has %d dims; the result needs one more", ts.ndim);
+    ys.d[0] = c->size;
+    memcpy(ys.d + 1, ts.d, sizeof(int64_t) * (size_t)ts.ndim);
+    dg_tensor *y = dg_empty_on(ys, dg_dtype_of(t), dg_device_of(t));
     if (!y) return NULL;
     staged si, so;
     int rc = stage_in(c, t, &si, true);
     if (!rc && (rc = stage_in(c, y, &so, false))) stage_out(t, &si, false);
     if (rc) { dg_tensor_free(y); return NULL; }
     pthread_mutex_lock(&c->lock);
-    rc = c->be->all_gather(c, si.host, so.host, (int64_t)(t->numel * (int64_t)dg_dtype_size(t->dtype)), DG_BOOL);
+    rc = c->be->all_gather(c, si.host, so.host, (int64_t)tensor_bytes(t), DG_BOOL);
     pthread_mutex_unlock(&c->lock);
     stage_out(t, &si, false);
     int rc2 = stage_out(y, &so, rc == 0);

@@ -90,7 +90,7 @@ dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
 dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss) {
     dp_state *s = state_of(dp, "scale_loss");
     if (!s) return NULL;
-    DG_CHECK_INPUT("scale_loss", loss);
+    DG_CHECK_TENSOR("scale_loss", loss);
     /* Paddle divides by the number of ranks so that summed gradients are the mean's */
     return s->comm->size == 1 ? dg_mul_scalar(loss, 1.0) : dg_div_scalar(loss, (double)s->comm->size);
 }

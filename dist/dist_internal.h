@@ -3,10 +3,16 @@
 #ifndef DG_DIST_INTERNAL_H
 #define DG_DIST_INTERNAL_H
 
-#include "../eager/backend.h"
+#include <dygraph.h>
+#include <dygraph/extension.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <dygraph/module.h>
 #include <dygraph/dist.h>
 #include <pthread.h>
+
+#define DG_ERR DG_RAISE
 
 /* One transport. Buffers are contiguous, of n elements of dt, on the device the transport
  * works on (host for MPI, the GPU for NCCL); staging is done by dist/comm.c. */

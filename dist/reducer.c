@@ -21,18 +21,13 @@
 /* The bucket's pinned host copy, made with the bucket device's backend (ordinary memory where
  * it has no pinned allocator). */
 static void *stage_alloc(const dg_bucket *b, size_t nb) {
-    const dg_backend *be = dg_backend_for(b->device);
-    if (!be) return NULL;   /* it said why */
     uint64_t errs = dg_error_count();
-    void *p = be->host_alloc && be->host_free ? be->host_alloc(nb ? nb : 1) : malloc(nb ? nb : 1);
+    void *p = dg_pinned_alloc(nb ? nb : 1, NULL);
     if (!p && !dg_error_since(errs)) DG_ERR(DG_ENOMEM, "data_parallel: %zu bytes of pinned host memory for a bucket", nb);
     return p;
 }
 static void stage_free(const dg_bucket *b) {
-    if (!b->stage) return;
-    const dg_backend *be = dg_backend_for(b->device);
-    if (be && be->host_alloc && be->host_free) be->host_free(b->stage);
-    else free(b->stage);
+    if (b->stage) dg_pinned_free(b->stage, NULL);
 }
 
 static size_t bucket_bytes(const dg_bucket *b) { return (size_t)b->numel * dg_dtype_size(b->dtype); }
@@ -79,14 +74,14 @@ static int pack_bucket(dg_reducer *r, dg_bucket *b) {
     dg_no_grad_end();
     /* a host transport reads the buffer as soon as its all-reduce starts: the packed bucket goes
      * to its pinned copy now (the download waits for the packing kernels and for itself) */
-    if (!rc && b->stage) rc = dg_backend_for(b->device)->download(b->stage, dg_tensor_ptr(b->flat), bucket_bytes(b));
+    if (!rc && b->stage) rc = dg_to_host(b->flat, b->stage, bucket_bytes(b));
     return rc;
 }
 
 /* Flat buffer back into the gradients; a parameter without one gets the buffer's slice. A
  * staged bucket's sum is uploaded first (queued before the unpacking copies on the same stream). */
 static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
-    int rc = b->stage ? dg_backend_for(b->device)->upload(dg_tensor_ptr(b->flat), b->stage, bucket_bytes(b)) : 0;
+    int rc = b->stage ? dg_copy_from_host(b->flat, b->stage, bucket_bytes(b)) : 0;
     if (rc) return rc;
     dg_no_grad_begin();
     dg_scope *sc = dg_scope_begin();
@@ -95,8 +90,7 @@ static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
         int64_t n = dg_numel(p);
         dg_tensor *src = dg_reshape(dg_slice(b->flat, 0, b->offsets[k], b->offsets[k] + n, 1), dg_shape_of(p));
         if (!src) { rc = dg_last_status() ? dg_last_status() : DG_ENOMEM; break; }
-        if (p->grad) rc = dg_copy_(p->grad, src);
-        else if (!(p->grad = dg_keep(dg_clone(src)))) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+        rc = dg_set_grad(p, src);
     }
     dg_scope_end(sc);
     dg_no_grad_end();
@@ -192,13 +186,15 @@ dg_reducer *dg_reducer_new(dg_comm *comm, dg_tensor *const *params, char *const 
         dg_tensor *t = params[i];
         dg_bucket *b = r->nb ? &r->buckets[r->nb - 1] : NULL;
         double limit = r->nb == 1 ? first : cap;   /* the current bucket is index nb-1 */
-        size_t es = dg_dtype_size(t->dtype);
-        bool fits = b && b->dtype == t->dtype && b->device.type == t->storage->device.type &&
-                    b->device.index == t->storage->device.index && (double)(b->numel + t->numel) * (double)es <= limit;
+        dg_dtype dt = dg_dtype_of(t);
+        dg_device dev = dg_device_of(t);
+        size_t es = dg_dtype_size(dt);
+        bool fits = b && b->dtype == dt && b->device.type == dev.type && b->device.index == dev.index &&
+                    (double)(b->numel + dg_numel(t)) * (double)es <= limit;
         if (!fits) {
             b = &r->buckets[r->nb++];
-            b->dtype = t->dtype;
-            b->device = t->storage->device;
+            b->dtype = dt;
+            b->device = dev;
             b->params = malloc(sizeof *b->params * (size_t)np);
             b->offsets = malloc(sizeof *b->offsets * (size_t)np);
             if (!b->params || !b->offsets) { dg_reducer_free(r); DG_ERR(DG_ENOMEM, "data_parallel: out of memory"); return NULL; }
@@ -206,12 +202,12 @@ dg_reducer *dg_reducer_new(dg_comm *comm, dg_tensor *const *params, char *const 
         b->params[b->n] = i;
         b->offsets[b->n] = b->numel;
         b->n++;
-        b->numel += t->numel;
+        b->numel += dg_numel(t);
         r->bucket_of[i] = r->nb - 1;
     }
     for (int k = 0; k < r->nb; k++) {
         dg_bucket *b = &r->buckets[k];
-        b->flat = dg_tensor_alloc(&b->numel, 1, b->dtype, b->device);
+        b->flat = dg_empty_on(DG_SHAPE(b->numel), b->dtype, b->device);
         if (!b->flat) { dg_reducer_free(r); return NULL; }
         b->host = dg_tensor_ptr(b->flat);
         /* a GPU bucket on a host transport: reduced in a pinned host copy (CPU buckets, and

@@ -6,7 +6,7 @@
  * runs in NCCL's non-blocking mode and is polled against the timeout: a peer that never comes
  * or dies makes this rank abort the communicator and return an error instead of hanging. */
 #include "../dist_internal.h"
-#include "../../eager/cuda/cuda_internal.h"
+#include "nccl_cuda.h"
 #include <nccl.h>
 #include <time.h>
 #include <unistd.h>

@@ -1,7 +1,8 @@
 /* dist/nccl/cuda_shim.c — built into the NCCL module: the CUDA module's streams, events and
  * memory that the transport orders its collectives with, reached through the core by name
  * ("cuda:NAME", eager/module.c) so that both modules share the one CUDA context and stream. */
-#include "../../eager/cuda/cuda_internal.h"
+#include "../dist_internal.h"
+#include "nccl_cuda.h"
 
 
 cudaStream_t dg_cuda_comm_stream(void) { DG_MODULE_FN(cudaStream_t (*)(void), "cuda:dg_cuda_comm_stream"); return fn ? fn() : NULL; }
