@@ -43,17 +43,19 @@ done
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    f = line.split()   # load setting s/step "s/step" steps "steps" threads "threads"
-    rows.setdefault((f[0], f[1]), []).append((float(f[2]), int(f[6])))
-print(f"{'machine':8s} {'threads':8s} {'s/step median of %s' % sys.argv[2]:>20s} {'(min-max)':>19s}  threads at the end")
+    f = line.split()   # load setting s/step "s/step" steps "steps" threads "threads" others "others"
+    rows.setdefault((f[0], f[1]), []).append((float(f[2]), int(f[6]), float(f[8])))
+print(f"{'machine':8s} {'threads':8s} {'s/step median of %s' % sys.argv[2]:>20s} {'(min-max)':>19s}  "
+      "threads at the end; CPUs busy with other work per run (the busy loop included)")
 med = {}
 for load in ("idle", "loaded"):
     for s in ("default", "1"):
         v = rows.get((load, s), [])
         if not v: continue
-        xs = [x for x, _ in v]
+        xs = [x for x, _, _ in v]
         med[(load, s)] = statistics.median(xs)
-        print(f"{load:8s} {s:8s} {med[(load, s)]:20.5f} ({min(xs):.5f}-{max(xs):.5f})  {' '.join(str(t) for _, t in v)}")
+        print(f"{load:8s} {s:8s} {med[(load, s)]:20.5f} ({min(xs):.5f}-{max(xs):.5f})  "
+              f"{' '.join(str(t) for _, t, _ in v)}; {' '.join('%.2f' % o for _, _, o in v)}")
 if ("loaded", "default") in med and ("loaded", "1") in med:
     r = med[("loaded", "default")] / med[("loaded", "1")]
     print(f"loaded: default / 1 thread = {r:.2f} ({'no slower' if r <= 1.05 else 'SLOWER'} than 1 thread, 5% noise allowed)")

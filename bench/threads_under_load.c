@@ -7,16 +7,34 @@
  * never thinks about threads gets. The timed loop stops after STEPS steps (default 300) or
  * MAX_SECONDS (default 30), whichever comes first, so a pathological setting cannot hold the
  * machine for minutes. Prints
- *   <setting> <seconds per step> s/step <steps> steps <threads in use at the end> threads */
+ *   <setting> <seconds per step> s/step <steps> steps <threads in use at the end> threads
+ *   <CPUs other processes kept busy during the timed loop> others
+ * the last from /proc/stat's busy time less this process's own CPU time, so a run can be read
+ * against what else the machine was doing. */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* busy seconds of all CPUs (user, nice, system, irq, softirq, steal); -1 without /proc/stat */
+static double machine_busy(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long u = 0, ni = 0, sy = 0, id = 0, io = 0, irq = 0, si = 0, st = 0;
+    int got = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &u, &ni, &sy, &id, &io, &irq, &si, &st) : 0;
+    if (f) fclose(f);
+    return got >= 8 ? (double)(u + ni + sy + irq + si + st) / (double)sysconf(_SC_CLK_TCK) : -1;
+}
+static double own_cpu(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
@@ -48,13 +66,15 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++)   /* warm-up: primitives made, blocks first touched */
         if (step(net, opt, x, y)) { fprintf(stderr, "step: %s\n", dg_last_error()); return 1; }
     int done = 0;
+    double busy0 = machine_busy(), own0 = own_cpu();
     double t0 = now(), t = 0;
     while (done < steps && t < max_s) {
         if (step(net, opt, x, y)) { fprintf(stderr, "step: %s\n", dg_last_error()); return 1; }
         done++;
         t = now() - t0;
     }
-    printf("%s %.5f s/step %d steps %d threads\n", setting, t / done, done, dg_get_num_threads());
+    double others = busy0 < 0 ? -1 : (machine_busy() - busy0 - (own_cpu() - own0)) / t;
+    printf("%s %.5f s/step %d steps %d threads %.2f others\n", setting, t / done, done, dg_get_num_threads(), others);
     dg_optimizer_free(opt);
     dg_layer_free(net);
     dg_tensor_free(x);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <sched.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -121,8 +122,14 @@ void dg_node_release(struct dg_node *n);
 uint64_t dg_rng_reserve(uint64_t n, uint64_t *seed_out);
 void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
 
-/* ---- threads ---- */
+/* ---- threads (eager/core.c) ---- */
+/* The thread count CPU kernels use now; also sets the calling thread's OpenMP count to it. */
 int dg_threads(void);
+/* The automatic count for ncpu CPUs while other processes keep `others` CPUs busy. */
+int dg_threads_for_load(int ncpu, double others);
+/* Busy clock ticks (user, nice, system, irq, softirq, steal) summed over the per-CPU lines of a
+ * /proc/stat text for the CPUs in mask (NULL: all); false when no such line was read. */
+bool dg_proc_stat_busy(FILE *f, const cpu_set_t *mask, uint64_t *busy, int *ncpu);
 
 /* ---- CPU features (eager/cpu/conv_dnnl.c) ---- */
 bool dg_cpu_has_bf16(void);   /* AVX512-BF16 or AMX: what dg_set_cpu_bf16 needs */

@@ -67,6 +67,9 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     if (dg_dtype_size(dtype) == 0) { DG_ERR(DG_EINVAL, "tensor: invalid dtype %d", (int)dtype); return NULL; }
     const dg_backend *be = dg_backend_for(device);
     if (!be) { DG_ERR(DG_EDEVICE, "tensor: no backend for device type %d", (int)device.type); return NULL; }
+    /* every op makes its output here first: the point where the calling thread's OpenMP count
+     * follows the current thread setting (and the automatic one looks at the load) */
+    if (device.type == DG_CPU) dg_threads();
     int64_t numel = 1;
     bool overflow = false;
     for (int i = 0; i < ndim; i++) overflow |= __builtin_mul_overflow(numel, shape[i], &numel);

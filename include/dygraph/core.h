@@ -48,13 +48,13 @@ typedef enum dg_status {
 
 typedef struct dg_init_params {
     const char *device;  /* "cpu", "gpu", "gpu:N"; NULL: $DG_DEVICE, else FLAGS_selected_gpus, else cpu */
-    int num_threads;     /* 0: $DG_NUM_THREADS, else $OMP_NUM_THREADS, else all cores */
+    int num_threads;     /* 0: $DG_NUM_THREADS, else $OMP_NUM_THREADS, else automatic (dg_set_num_threads) */
     uint64_t seed;       /* 0: default seed */
     bool quiet;          /* suppress the one-line device notice */
     bool cpu_bf16;       /* dg_set_cpu_bf16(true); also $DG_CPU_BF16=1 */
 } dg_init_params;
 
-/* Optional: ops work without it (CPU, all cores, default seed). */
+/* Optional: ops work without it (CPU, automatic thread count, default seed). */
 int dg_init(const dg_init_params *params);
 void dg_shutdown(void);
 const char *dg_version(void);
@@ -103,10 +103,17 @@ bool dg_get_allow_tf32(void);
 int dg_set_cpu_bf16(bool on);
 bool dg_get_cpu_bf16(void);
 
-/* Threads used by CPU kernels (OpenMP and the GEMM library). n < 1 means one per core; more than
- * four per core is clamped to that. */
+/* Threads used by CPU kernels (OpenMP, and oneDNN's GEMM and convolutions on the same pool).
+ * n >= 1: that many (more than four per CPU is clamped to that). n < 1: automatic, also the
+ * default when neither dg_init's num_threads, DG_NUM_THREADS nor OMP_NUM_THREADS names a count:
+ * one per CPU this process may run on, less the CPUs that other processes keep busy (measured
+ * from /proc/stat about every quarter second), at least one. OpenMP's idle workers spin, so a
+ * thread on a CPU that something else holds slows every step down many times; the automatic
+ * count avoids that. Where a kernel's rounding depends on its thread count (oneDNN's weight
+ * gradients of large convolutions), an automatic run's last bits can then depend on the load:
+ * name a count for bit-reproducible runs. */
 void dg_set_num_threads(int n);
-int dg_get_num_threads(void);
+int dg_get_num_threads(void);   /* the count ops on the calling thread use now */
 
 /* Random numbers: counter-based Philox4x32-10; a seed gives the same stream on every backend. */
 void dg_manual_seed(uint64_t seed);
