@@ -117,10 +117,7 @@ extern size_t dg_live_tensor_count;
 /* ---- tape (eager/tape.c) ---- */
 void dg_node_release(struct dg_node *n);
 
-/* ---- RNG (eager/rng.c) ---- */
-/* Reserve n 32-bit draws from the global Philox stream; returns the starting counter. */
-uint64_t dg_rng_reserve(uint64_t n, uint64_t *seed_out);
-void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
+/* ---- RNG (eager/rng.c): dg_generator_reserve and dg_philox4x32 are in custom_op.h ---- */
 
 /* ---- threads (eager/core.c) ---- */
 /* The thread count CPU kernels use now; also sets the calling thread's OpenMP count to it. */

@@ -115,9 +115,35 @@ bool dg_get_cpu_bf16(void);
 void dg_set_num_threads(int n);
 int dg_get_num_threads(void);   /* the count ops on the calling thread use now */
 
-/* Random numbers: counter-based Philox4x32-10; a seed gives the same stream on every backend. */
-void dg_manual_seed(uint64_t seed);
+/* Random numbers: counter-based Philox4x32-10; a seed gives the same stream on every backend.
+ * A generator (torch.Generator) is a seed and the position in its stream. Random ops draw from
+ * the calling thread's generator (dg_generator_use) unless given one, and that is the default
+ * generator until the thread picks another: dg_manual_seed / dg_get_seed act on the default one.
+ * Draws from one generator may come from several threads at once: each op reserves its own
+ * counters with one atomic step, so no two draws overlap (which thread gets which numbers
+ * follows the order they arrive in). Seeding or setting the state of a generator while another
+ * thread draws from it leaves that draw's numbers unspecified. */
+typedef struct dg_generator dg_generator;
+typedef struct dg_generator_state {
+    uint64_t seed;
+    uint64_t offset;   /* the next unused Philox counter (each gives four 32-bit draws) */
+} dg_generator_state;
+
+void dg_manual_seed(uint64_t seed);             /* the default generator: seed, from the start */
 uint64_t dg_get_seed(void);
+dg_generator *dg_default_generator(void);       /* never freed; dg_generator_free ignores it */
+dg_generator *dg_generator_new(uint64_t seed);  /* NULL when out of memory */
+void dg_generator_free(dg_generator *g);        /* not while an op or a thread still uses it */
+int dg_generator_manual_seed(dg_generator *g, uint64_t seed);
+uint64_t dg_generator_get_seed(const dg_generator *g);   /* 0 and an error for NULL */
+/* The exact position: restoring a saved state makes the next draws repeat (a checkpoint saves
+ * it beside the model to resume dropout masks and random transforms where they were). */
+int dg_generator_get_state(const dg_generator *g, dg_generator_state *out);
+int dg_generator_set_state(dg_generator *g, const dg_generator_state *state);
+/* Makes g the calling thread's generator for random ops given none (layer initialisation in
+ * dg_nn_linear and the models, dropout layers, dg_rand...); NULL or the default generator: back
+ * to the default. Returns the one used before, for nesting. Other threads are not affected. */
+dg_generator *dg_generator_use(dg_generator *g);
 
 /* dtype helpers */
 size_t dg_dtype_size(dg_dtype dt);

@@ -52,6 +52,11 @@ dg_tensor *dg_rand(dg_shape shape, dg_dtype dtype);            /* U[0,1) */
 dg_tensor *dg_randn(dg_shape shape, dg_dtype dtype);           /* N(0,1) */
 dg_tensor *dg_uniform(dg_shape shape, double low, double high, dg_dtype dtype);
 dg_tensor *dg_normal(dg_shape shape, double mean, double std, dg_dtype dtype);
+/* The same, drawn from g (NULL: the calling thread's generator, as the four above). */
+dg_tensor *dg_generator_rand(dg_generator *g, dg_shape shape, dg_dtype dtype);
+dg_tensor *dg_generator_randn(dg_generator *g, dg_shape shape, dg_dtype dtype);
+dg_tensor *dg_generator_uniform(dg_generator *g, dg_shape shape, double low, double high, dg_dtype dtype);
+dg_tensor *dg_generator_normal(dg_generator *g, dg_shape shape, double mean, double std, dg_dtype dtype);
 dg_tensor *dg_from_data(dg_shape shape, dg_dtype dtype, const void *data); /* copies */
 dg_tensor *dg_zeros_like(const dg_tensor *t);
 dg_tensor *dg_ones_like(const dg_tensor *t);
@@ -102,6 +107,8 @@ int dg_axpy_(dg_tensor *y, double alpha, const dg_tensor *x);    /* y += alpha *
 int dg_scale_(dg_tensor *t, double alpha);                       /* t *= alpha */
 int dg_uniform_(dg_tensor *t, double low, double high);
 int dg_normal_(dg_tensor *t, double mean, double std);
+int dg_generator_uniform_(dg_generator *g, dg_tensor *t, double low, double high);   /* g NULL: as above */
+int dg_generator_normal_(dg_generator *g, dg_tensor *t, double mean, double std);
 
 #ifdef __cplusplus
 }
