@@ -3,7 +3,14 @@
  * Error model: a function that returns a pointer returns NULL on failure and records a message
  * readable with dg_last_error(); a function that acts returns 0 on success and a negative
  * DG_E* code on failure. An op handed a NULL input returns NULL and keeps the first message, so a
- * training loop may check once per step. The library never exits or aborts the host program. */
+ * training loop may check once per step. The library never exits or aborts the host program.
+ *
+ * Threads (README.md, "Threads", says it in full): the last error, the scope stack, no-grad mode
+ * and the generator picked with dg_generator_use are per thread. Threads may train models of
+ * their own at once, share one model for inference (eval mode, each thread under no-grad), draw
+ * from one generator, and free on one thread a caller-owned tensor made on another. Anything else
+ * (a tensor, layer, optimizer) is used by one thread at a time; the current device and the bf16 /
+ * TF32 switches are process-wide and set before other threads run ops. */
 #ifndef DYGRAPH_CORE_H
 #define DYGRAPH_CORE_H
 
