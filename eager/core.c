@@ -51,9 +51,9 @@ int dg_set_device(const char *name) {
  * Why: libgomp's idle workers spin (GOMP_SPINCOUNT, 300,000 pauses, milliseconds) before they
  * sleep, and oneDNN's kernels run on the same pool. When another process holds one of the cores,
  * a worker that shares it burns its time slices spinning between the many short parallel
- * regions of a training step, and every region then waits a scheduler slice for it: the MNIST CNN
- * ran 10-20x slower at two threads than at one on a 2-CPU machine with one busy-loop process
- * (bench/RESULTS.md). The wait policy cannot be changed from here: libgomp reads OMP_WAIT_POLICY
+ * regions of a training step, and every region then waits a scheduler slice for it: on a 2-CPU
+ * machine the MNIST CNN ran 1.8x slower at two threads than at one beside one busy-loop process,
+ * and 7-15x slower when other work shared the machine too (bench/RESULTS.md). The wait policy cannot be changed from here: libgomp reads OMP_WAIT_POLICY
  * and GOMP_SPINCOUNT once, in its own constructor, which runs before any constructor of ours or
  * of the program (a setenv there was measured to change nothing), and it offers no call to change
  * them later; omp_set_dynamic only follows the 15-minute load average, which counts our own
@@ -182,6 +182,12 @@ int dg_threads(void) {
 
 void dg_set_num_threads(int n) {
     pthread_once(&g_threads_once, threads_init);
+    if (n < 1) {   /* back to automatic: measure afresh, not over the time the count was fixed */
+        pthread_mutex_lock(&g_load_lock);
+        g_prev.ok = false;
+        __atomic_store_n(&g_load_due, 0, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&g_load_lock);
+    }
     __atomic_store_n(&g_explicit, n < 1 ? 0 : clamp_threads(n), __ATOMIC_RELAXED);
     dg_threads();   /* the caller's own OpenMP setting follows at once */
 }
