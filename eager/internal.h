@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <sched.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -160,13 +161,17 @@ extern size_t dg_live_tensor_count;
 void dg_node_release(struct dg_node *n);
 void dg_grad_mode_reset(void);   /* this thread's no_grad depth back to 0 (dg_shutdown) */
 
-/* ---- RNG (eager/rng.c) ---- */
-/* Reserve n 32-bit draws from the global Philox stream; returns the starting counter. */
-uint64_t dg_rng_reserve(uint64_t n, uint64_t *seed_out);
-void dg_rng_reset(void);      /* the default seed, counter 0 (dg_shutdown) */
+/* ---- RNG (eager/rng.c): dg_generator_reserve and dg_philox4x32 are in custom_op.h ---- */
+void dg_rng_reset(void);      /* the default generator back to its first seed, counter 0 (dg_shutdown) */
 
-/* ---- threads ---- */
+/* ---- threads (eager/core.c) ---- */
+/* The thread count CPU kernels use now; also sets the calling thread's OpenMP count to it. */
 int dg_threads(void);
+/* The automatic count for ncpu CPUs while other processes keep `others` CPUs busy. */
+int dg_threads_for_load(int ncpu, double others);
+/* Busy clock ticks (user, nice, system, irq, softirq, steal) summed over the per-CPU lines of a
+ * /proc/stat text for the CPUs in mask (NULL: all); false when no such line was read. */
+bool dg_proc_stat_busy(FILE *f, const cpu_set_t *mask, uint64_t *busy, int *ncpu);
 
 /* ---- CPU features (eager/cpu_features.c) ---- */
 bool dg_cpu_has_bf16(void);   /* AVX512-BF16 or AMX: what dg_set_cpu_bf16 needs */

@@ -1,20 +1,82 @@
-/* eager/rng.c — Philox4x32-10, the counter-based generator behind every random op. A draw is a
- * pure function of (seed, counter), so any backend reproduces the same numbers for a seed: the
- * global state is only the seed and the next unused counter. */
+/* eager/rng.c — random-number generators (torch.Generator's role) over Philox4x32-10, the
+ * counter-based generator behind every random op. A draw is a pure function of (seed, counter),
+ * so any backend reproduces the same numbers for a seed, and a generator's whole state is its
+ * seed and its next unused counter: saving those two numbers saves the stream's position.
+ *
+ * Random ops reserve a range of counters and compute from it. The reservation is one atomic
+ * fetch-add, so threads drawing from one generator (the default one, typically) get disjoint
+ * ranges without a lock; which thread gets which range follows the order they arrive in. */
 #include "internal.h"
 
-#define DEFAULT_SEED 0x2024u
-static uint64_t g_seed = DEFAULT_SEED;
-static uint64_t g_counter = 0;
+struct dg_generator {
+    uint64_t seed;
+    uint64_t counter;   /* the next unused Philox counter; each yields four 32-bit draws */
+    bool is_default;
+};
 
-void dg_manual_seed(uint64_t seed) { g_seed = seed; g_counter = 0; }
-void dg_rng_reset(void) { g_seed = DEFAULT_SEED; g_counter = 0; }
-uint64_t dg_get_seed(void) { return g_seed; }
+/* The seed and counter the library has always started from: programs that never make a
+ * generator of their own draw exactly the numbers they drew before generators existed. */
+static dg_generator g_default = { 0x2024u, 0, true };
+static _Thread_local dg_generator *t_current;   /* dg_generator_use; NULL: the default */
 
-uint64_t dg_rng_reserve(uint64_t n, uint64_t *seed_out) {
-    uint64_t start = g_counter;
-    g_counter += (n + 3) / 4;     /* each counter value yields four 32-bit draws */
-    *seed_out = g_seed;
+dg_generator *dg_default_generator(void) { return &g_default; }
+
+static dg_generator *resolve(dg_generator *g) { return g ? g : t_current ? t_current : &g_default; }
+
+dg_generator *dg_generator_new(uint64_t seed) {
+    dg_generator *g = malloc(sizeof *g);
+    if (!g) { DG_ERR(DG_ENOMEM, "generator_new: out of memory"); return NULL; }
+    g->seed = seed;
+    g->counter = 0;
+    g->is_default = false;
+    return g;
+}
+
+void dg_generator_free(dg_generator *g) {
+    if (!g || g->is_default) return;   /* the default generator lives as long as the library */
+    if (t_current == g) t_current = NULL;
+    free(g);
+}
+
+dg_generator *dg_generator_use(dg_generator *g) {
+    dg_generator *prev = resolve(NULL);
+    t_current = g && !g->is_default ? g : NULL;
+    return prev;
+}
+
+int dg_generator_manual_seed(dg_generator *g, uint64_t seed) {
+    DG_CHECK_INT(g, "generator_manual_seed: generator is NULL");
+    __atomic_store_n(&g->seed, seed, __ATOMIC_RELAXED);
+    __atomic_store_n(&g->counter, 0, __ATOMIC_RELEASE);
+    return 0;
+}
+
+uint64_t dg_generator_get_seed(const dg_generator *g) {
+    if (!g) { DG_ERR(DG_EINVAL, "generator_get_seed: generator is NULL"); return 0; }
+    return __atomic_load_n(&g->seed, __ATOMIC_RELAXED);
+}
+
+int dg_generator_get_state(const dg_generator *g, dg_generator_state *out) {
+    DG_CHECK_INT(g && out, "generator_get_state: %s is NULL", g ? "out" : "generator");
+    out->offset = __atomic_load_n(&g->counter, __ATOMIC_ACQUIRE);
+    out->seed = __atomic_load_n(&g->seed, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int dg_generator_set_state(dg_generator *g, const dg_generator_state *state) {
+    DG_CHECK_INT(g && state, "generator_set_state: %s is NULL", g ? "state" : "generator");
+    __atomic_store_n(&g->seed, state->seed, __ATOMIC_RELAXED);
+    __atomic_store_n(&g->counter, state->offset, __ATOMIC_RELEASE);
+    return 0;
+}
+
+void dg_manual_seed(uint64_t seed) { dg_generator_manual_seed(&g_default, seed); }
+uint64_t dg_get_seed(void) { return dg_generator_get_seed(&g_default); }
+
+uint64_t dg_generator_reserve(dg_generator *g, uint64_t n, uint64_t *seed_out) {
+    g = resolve(g);
+    uint64_t start = __atomic_fetch_add(&g->counter, (n + 3) / 4, __ATOMIC_ACQ_REL);
+    if (seed_out) *seed_out = __atomic_load_n(&g->seed, __ATOMIC_RELAXED);
     return start;
 }
 
@@ -30,4 +92,11 @@ void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]) {
         k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
     }
     out[0] = c[0]; out[1] = c[1]; out[2] = c[2]; out[3] = c[3];
+}
+
+/* dg_shutdown: the default generator starts over from the seed the library has always used. */
+void dg_rng_reset(void) {
+    __atomic_store_n(&g_default.counter, 0, __ATOMIC_RELAXED);
+    g_default.seed = 0x2024u;
+    t_current = NULL;
 }

@@ -149,6 +149,9 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
         if (!dg_error_since(errs)) DG_ERR(DG_EDEVICE, "tensor: no backend for device type %d", (int)device.type);
         return NULL;
     }
+    /* every op makes its output here first: the point where the calling thread's OpenMP count
+     * follows the current thread setting (and the automatic one looks at the load) */
+    if (device.type == DG_CPU) dg_threads();
     int64_t numel = 1;
     bool overflow = false;
     for (int i = 0; i < ndim; i++) overflow |= __builtin_mul_overflow(numel, shape[i], &numel);
@@ -373,29 +376,47 @@ dg_tensor *dg_arange(double start, double end, double step, dg_dtype dt) {
     return t;
 }
 
-static dg_tensor *random_tensor(dg_shape s, dg_dtype dt, dg_random_kind kind, double a, double b, const char *op) {
+static dg_tensor *random_tensor(dg_generator *g, dg_shape s, dg_dtype dt, dg_random_kind kind, double a, double b, const char *op) {
     DG_CHECK(dt == DG_F32 || dt == DG_F64, "%s: dtype must be float32 or float64, got %s", op, dg_dtype_name(dt));
     dg_tensor *t = dg_empty(s, dt);
     if (!t) return NULL;
-    uint64_t seed, ctr = dg_rng_reserve((uint64_t)t->numel * 2, &seed);
+    uint64_t seed, ctr = dg_generator_reserve(g, (uint64_t)t->numel * 2, &seed);
     if (dg_backend_of(t)->random(kind, t, a, b, seed, ctr) != 0) { dg_tensor_free(t); return NULL; }
     return t;
 }
-dg_tensor *dg_rand(dg_shape s, dg_dtype dt) { return random_tensor(s, dt, DG_RAND_UNIFORM, 0.0, 1.0, "rand"); }
-dg_tensor *dg_randn(dg_shape s, dg_dtype dt) { return random_tensor(s, dt, DG_RAND_NORMAL, 0.0, 1.0, "randn"); }
-dg_tensor *dg_uniform(dg_shape s, double lo, double hi, dg_dtype dt) { return random_tensor(s, dt, DG_RAND_UNIFORM, lo, hi, "uniform"); }
-dg_tensor *dg_normal(dg_shape s, double mean, double std, dg_dtype dt) { return random_tensor(s, dt, DG_RAND_NORMAL, mean, std, "normal"); }
+dg_tensor *dg_rand(dg_shape s, dg_dtype dt) { return random_tensor(NULL, s, dt, DG_RAND_UNIFORM, 0.0, 1.0, "rand"); }
+dg_tensor *dg_randn(dg_shape s, dg_dtype dt) { return random_tensor(NULL, s, dt, DG_RAND_NORMAL, 0.0, 1.0, "randn"); }
+dg_tensor *dg_uniform(dg_shape s, double lo, double hi, dg_dtype dt) { return random_tensor(NULL, s, dt, DG_RAND_UNIFORM, lo, hi, "uniform"); }
+dg_tensor *dg_normal(dg_shape s, double mean, double std, dg_dtype dt) { return random_tensor(NULL, s, dt, DG_RAND_NORMAL, mean, std, "normal"); }
+dg_tensor *dg_generator_rand(dg_generator *g, dg_shape s, dg_dtype dt) {
+    return random_tensor(g, s, dt, DG_RAND_UNIFORM, 0.0, 1.0, "generator_rand");
+}
+dg_tensor *dg_generator_randn(dg_generator *g, dg_shape s, dg_dtype dt) {
+    return random_tensor(g, s, dt, DG_RAND_NORMAL, 0.0, 1.0, "generator_randn");
+}
+dg_tensor *dg_generator_uniform(dg_generator *g, dg_shape s, double lo, double hi, dg_dtype dt) {
+    return random_tensor(g, s, dt, DG_RAND_UNIFORM, lo, hi, "generator_uniform");
+}
+dg_tensor *dg_generator_normal(dg_generator *g, dg_shape s, double mean, double std, dg_dtype dt) {
+    return random_tensor(g, s, dt, DG_RAND_NORMAL, mean, std, "generator_normal");
+}
 
-static int random_fill_(dg_tensor *t, dg_random_kind kind, double a, double b, const char *op) {
+static int random_fill_(dg_generator *g, dg_tensor *t, dg_random_kind kind, double a, double b, const char *op) {
     int rc = dg_check_inplace(t, op);
     if (rc) return rc;
     DG_CHECK_INT(dg_is_contiguous(t) && (t->dtype == DG_F32 || t->dtype == DG_F64),
                  "%s: needs a contiguous float tensor, got %s", op, dg_dtype_name(t->dtype));
-    uint64_t seed, ctr = dg_rng_reserve((uint64_t)t->numel * 2, &seed);
+    uint64_t seed, ctr = dg_generator_reserve(g, (uint64_t)t->numel * 2, &seed);
     return dg_backend_of(t)->random(kind, t, a, b, seed, ctr);
 }
-int dg_uniform_(dg_tensor *t, double lo, double hi) { return random_fill_(t, DG_RAND_UNIFORM, lo, hi, "uniform_"); }
-int dg_normal_(dg_tensor *t, double mean, double std) { return random_fill_(t, DG_RAND_NORMAL, mean, std, "normal_"); }
+int dg_uniform_(dg_tensor *t, double lo, double hi) { return random_fill_(NULL, t, DG_RAND_UNIFORM, lo, hi, "uniform_"); }
+int dg_normal_(dg_tensor *t, double mean, double std) { return random_fill_(NULL, t, DG_RAND_NORMAL, mean, std, "normal_"); }
+int dg_generator_uniform_(dg_generator *g, dg_tensor *t, double lo, double hi) {
+    return random_fill_(g, t, DG_RAND_UNIFORM, lo, hi, "generator_uniform_");
+}
+int dg_generator_normal_(dg_generator *g, dg_tensor *t, double mean, double std) {
+    return random_fill_(g, t, DG_RAND_NORMAL, mean, std, "generator_normal_");
+}
 
 dg_tensor *dg_from_data(dg_shape s, dg_dtype dt, const void *data) {
     DG_CHECK(data, "from_data: data is NULL");

@@ -1,15 +1,20 @@
-/* nn/dropout.c — Dropout: inverted dropout in training mode (mask from the seeded Philox
- * stream, kept values scaled by 1/(1-p)); a copy of the input in eval mode. */
+/* nn/dropout.c — Dropout: inverted dropout in training mode (mask from the layer's generator,
+ * else the generator of the thread running forward; kept values scaled by 1/(1-p)); a copy of
+ * the input in eval mode. */
 #include "../eager/internal.h"
 
 static dg_tensor *dropout_fw(dg_layer *self, const dg_tensor *x) {
-    return dg_dropout(x, *(double *)dg_layer_user(self), dg_layer_is_training(self));
+    dg_nn_dropout_params *p = dg_layer_user(self);
+    return dg_dropout_ext(x, (dg_dropout_params){ .p = p->p, .training = dg_layer_is_training(self), .generator = p->generator });
 }
 
-dg_layer *dg_nn_dropout(double p) {
-    double *s = malloc(sizeof *s);
+dg_layer *dg_nn_dropout(double p) { return dg_nn_dropout_ext((dg_nn_dropout_params){ .p = p }); }
+
+dg_layer *dg_nn_dropout_ext(dg_nn_dropout_params prm) {
+    dg_nn_dropout_params *s = malloc(sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Dropout: out of memory"); return NULL; }
-    *s = p;
+    *s = prm;
+    double p = prm.p;
     dg_layer *l = dg_layer_new("Dropout", dropout_fw, s, free);
     if (!l) return NULL;
     dg_layer_set_extra_repr(l, "p=%g, inplace=False", p);

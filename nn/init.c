@@ -1,6 +1,7 @@
 /* nn/init.c — parameter initialisers as torch.nn.init: constant, uniform, normal, xavier and
  * kaiming (uniform and normal), with torch's fan and gain rules. They write in place under
- * no_grad, so they work on parameters that require grad. */
+ * no_grad, so they work on parameters that require grad; draws come from the calling thread's
+ * generator, or for kaiming from the one its params name. */
 #include "../eager/internal.h"
 #include <dygraph/nn.h>
 #include <math.h>
@@ -40,10 +41,10 @@ int dg_nn_init_calculate_fans(const dg_tensor *t, int64_t *fan_in, int64_t *fan_
     return 0;
 }
 
-/* Runs an in-place fill with recording off. */
-static int no_grad_rand(dg_tensor *t, bool normal, double a, double b) {
+/* Runs an in-place fill from g (NULL: the calling thread's generator) with recording off. */
+static int no_grad_rand(dg_tensor *t, bool normal, double a, double b, dg_generator *g) {
     dg_no_grad_begin();
-    int rc = normal ? dg_normal_(t, a, b) : dg_uniform_(t, a, b);
+    int rc = normal ? dg_generator_normal_(g, t, a, b) : dg_generator_uniform_(g, t, a, b);
     dg_no_grad_end();
     return rc;
 }
@@ -66,7 +67,7 @@ int dg_nn_init_uniform_(dg_tensor *t, double low, double high) {
         DG_ERR(DG_EINVAL, "init_uniform_: need finite low <= high, got [%g, %g) for %s", low, high, DG_SHAPE_STR(t));
         return DG_EINVAL;
     }
-    return no_grad_rand(t, false, low, high);
+    return no_grad_rand(t, false, low, high, NULL);
 }
 
 int dg_nn_init_normal_(dg_tensor *t, double mean, double std) {
@@ -76,7 +77,7 @@ int dg_nn_init_normal_(dg_tensor *t, double mean, double std) {
         DG_ERR(DG_EINVAL, "init_normal_: need finite mean and std >= 0, got mean %g std %g for %s", mean, std, DG_SHAPE_STR(t));
         return DG_EINVAL;
     }
-    return no_grad_rand(t, true, mean, std);
+    return no_grad_rand(t, true, mean, std, NULL);
 }
 
 static int xavier(dg_tensor *t, double gain, bool normal, const char *op) {
@@ -86,7 +87,7 @@ static int xavier(dg_tensor *t, double gain, bool normal, const char *op) {
     if ((rc = dg_nn_init_calculate_fans(t, &fi, &fo))) return rc;
     if (fi + fo == 0) { DG_ERR(DG_EINVAL, "%s: tensor %s has zero fans", op, DG_SHAPE_STR(t)); return DG_EINVAL; }
     double std = (gain == 0 ? 1.0 : gain) * sqrt(2.0 / (double)(fi + fo));
-    return normal ? no_grad_rand(t, true, 0.0, std) : no_grad_rand(t, false, -sqrt(3.0) * std, sqrt(3.0) * std);
+    return normal ? no_grad_rand(t, true, 0.0, std, NULL) : no_grad_rand(t, false, -sqrt(3.0) * std, sqrt(3.0) * std, NULL);
 }
 int dg_nn_init_xavier_uniform_(dg_tensor *t, double gain) { return xavier(t, gain, false, "init_xavier_uniform_"); }
 int dg_nn_init_xavier_normal_(dg_tensor *t, double gain) { return xavier(t, gain, true, "init_xavier_normal_"); }
@@ -104,7 +105,8 @@ static int kaiming(dg_tensor *t, dg_nn_kaiming_params p, bool normal, const char
     int64_t fan = p.mode == DG_FAN_IN ? fi : fo;
     if (fan == 0) { DG_ERR(DG_EINVAL, "%s: tensor %s has a zero fan", op, DG_SHAPE_STR(t)); return DG_EINVAL; }
     double std = dg_nn_init_calculate_gain(p.nonlinearity, p.a) / sqrt((double)fan);
-    return normal ? no_grad_rand(t, true, 0.0, std) : no_grad_rand(t, false, -sqrt(3.0) * std, sqrt(3.0) * std);
+    return normal ? no_grad_rand(t, true, 0.0, std, p.generator)
+                  : no_grad_rand(t, false, -sqrt(3.0) * std, sqrt(3.0) * std, p.generator);
 }
 int dg_nn_init_kaiming_uniform_(dg_tensor *t, dg_nn_kaiming_params p) { return kaiming(t, p, false, "init_kaiming_uniform_"); }
 int dg_nn_init_kaiming_normal_(dg_tensor *t, dg_nn_kaiming_params p) { return kaiming(t, p, true, "init_kaiming_normal_"); }

@@ -55,6 +55,9 @@ typedef struct direction {
 typedef struct entry {
     dg_conv2d_geom g;
     bool bias, bf16;
+    /* oneDNN fixes a primitive's thread count when it makes it: a count that changed since
+     * (dg_set_num_threads, the automatic count under load) needs primitives of its own */
+    int nthr;
     direction fwd, bwd_data, bwd_w;
     unsigned long last_use;
 } entry;
@@ -241,6 +244,7 @@ static bool make_bwd_w(entry *e, const mds *m) {
  * with g_lock held. */
 static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
     bool bf16 = dg_get_cpu_bf16();
+    int nthr = dg_threads();   /* also the OpenMP count that oneDNN reads while making them */
     if (g_broken) return NULL;
     if (!g_eng) {
         if (dnnl_engine_create(&g_eng, dnnl_cpu, 0) != dnnl_success ||
@@ -251,7 +255,9 @@ static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
     }
     entry *e = NULL;
     for (int i = 0; i < g_n && !e; i++)
-        if (g_table[i].bias == bias && g_table[i].bf16 == bf16 && memcmp(&g_table[i].g, g, sizeof *g) == 0) e = &g_table[i];
+        if (g_table[i].bias == bias && g_table[i].bf16 == bf16 && g_table[i].nthr == nthr &&
+            memcmp(&g_table[i].g, g, sizeof *g) == 0)
+            e = &g_table[i];
     if (!e) {
         if (g_n < TABLE) e = &g_table[g_n++];
         else {   /* evict the least recently used geometry */
@@ -263,6 +269,7 @@ static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
         e->g = *g;
         e->bias = bias;
         e->bf16 = bf16;
+        e->nthr = nthr;
     }
     e->last_use = ++g_clock;
     direction *d = which == 0 ? &e->fwd : which == 1 ? &e->bwd_data : &e->bwd_w;

@@ -1,8 +1,9 @@
 /* eager/ops/dropout.c — inverted dropout (paddle's upscale_in_train, torch's F.dropout).
  *
  * Training with 0 < p < 1: a mask holding 1/(1-p) where an element is kept (probability 1-p)
- * and 0 elsewhere is drawn from the global Philox stream by the backend's `random` entry, so a
- * seed gives the same mask on every backend and thread count; y = x * mask and the gradient is
+ * and 0 elsewhere is drawn from a generator's Philox stream (the one given, else the calling
+ * thread's) by the backend's `random` entry, so a seed gives the same mask on every backend and
+ * thread count; y = x * mask and the gradient is
  * g * mask. p = 1 zeroes everything. Eval or p = 0 copies x; it stays a recorded op so a graph
  * has the same shape in train and eval. */
 #include "op_util.h"
@@ -16,6 +17,12 @@ static int dropout_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 }
 
 dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
+    return dg_dropout_ext(x, (dg_dropout_params){ .p = p, .training = training });
+}
+
+dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
+    double p = prm.p;
+    bool training = prm.training;
     DG_CHECK_INPUT(OP, x);
     DG_CHECK_FLOAT(OP, x);
     DG_CHECK(p >= 0 && p <= 1, OP ": p must be in [0, 1], got %g (input %s)", p, DG_SHAPE_STR(x));
@@ -34,7 +41,7 @@ dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
             if (!rc) rc = be->fill(y, 0.0);   /* zeros even where x is inf or nan */
         } else {
             /* same reservation as dg_rand: element i uses counter ctr + i/2 */
-            uint64_t seed, ctr = dg_rng_reserve((uint64_t)mask->numel * 2, &seed);
+            uint64_t seed, ctr = dg_generator_reserve(prm.generator, (uint64_t)mask->numel * 2, &seed);
             rc = be->random(DG_RAND_BERNOULLI_KEEP, mask, 1.0 - p, 1.0 / (1.0 - p), seed, ctr);
             if (!rc) rc = be->binary(DG_BIN_MUL, x, mask, y, 0, 0);
         }

@@ -16,7 +16,14 @@
  * twice, or kept across dg_shutdown is reported as a DG_ESTATE error naming the op, provided
  * its memory has not been reused yet. Checked mode (DG_CHECKED=1, dg_init_params.checked or
  * dg_set_checked) guarantees it for the most recent frees: freed tensor handles are held back
- * from reuse (a bounded quarantine, emptied by dg_shutdown). */
+ * from reuse (a bounded quarantine, emptied by dg_shutdown).
+ *
+ * Threads (README.md, "Threads", says it in full): the last error, the scope stack, no-grad mode
+ * and the generator picked with dg_generator_use are per thread. Threads may train models of
+ * their own at once, share one model for inference (eval mode, each thread under no-grad), draw
+ * from one generator, and free on one thread a caller-owned tensor made on another. Anything else
+ * (a tensor, layer, optimizer) is used by one thread at a time; the current device and the bf16 /
+ * TF32 switches are process-wide and set before other threads run ops. */
 #ifndef DYGRAPH_CORE_H
 #define DYGRAPH_CORE_H
 
@@ -72,14 +79,14 @@ typedef enum dg_status {
 
 typedef struct dg_init_params {
     const char *device;  /* "cpu", "gpu", "gpu:N"; NULL: $DG_DEVICE, else FLAGS_selected_gpus, else cpu */
-    int num_threads;     /* 0: $DG_NUM_THREADS, else $OMP_NUM_THREADS, else all cores */
+    int num_threads;     /* 0: $DG_NUM_THREADS, else $OMP_NUM_THREADS, else automatic (dg_set_num_threads) */
     uint64_t seed;       /* 0: default seed */
     bool quiet;          /* suppress the one-line device notice */
     bool cpu_bf16;       /* dg_set_cpu_bf16(true); also $DG_CPU_BF16=1 */
     bool checked;        /* checked mode (see above); also $DG_CHECKED=1 */
 } dg_init_params;
 
-/* Optional: ops work without it (CPU, all cores, default seed). After dg_shutdown it starts a
+/* Optional: ops work without it (CPU, automatic thread count, default seed). After dg_shutdown it starts a
  * new session and is required before tensors are made or used again. */
 DG_API int dg_init(const dg_init_params *params);
 /* Ends the session: frees what the library holds (the calling thread's open scopes and their
@@ -144,14 +151,47 @@ DG_API bool dg_get_allow_tf32(void);
 DG_API int dg_set_cpu_bf16(bool on);
 DG_API bool dg_get_cpu_bf16(void);
 
-/* Threads used by CPU kernels (OpenMP and the GEMM library). n < 1 means one per core; more than
- * four per core is clamped to that. */
+/* Threads used by CPU kernels (OpenMP, and oneDNN's GEMM and convolutions on the same pool).
+ * n >= 1: that many (more than four per CPU is clamped to that). n < 1: automatic, also the
+ * default when neither dg_init's num_threads, DG_NUM_THREADS nor OMP_NUM_THREADS names a count:
+ * one per CPU this process may run on, less the CPUs that other processes keep busy (measured
+ * from /proc/stat about every quarter second), at least one. OpenMP's idle workers spin, so a
+ * thread on a CPU that something else holds slows every step down many times; the automatic
+ * count avoids that. Where a kernel's rounding depends on its thread count (oneDNN's weight
+ * gradients of large convolutions), an automatic run's last bits can then depend on the load:
+ * name a count for bit-reproducible runs. */
 DG_API void dg_set_num_threads(int n);
-DG_API int dg_get_num_threads(void);
+DG_API int dg_get_num_threads(void);   /* the count ops on the calling thread use now */
 
-/* Random numbers: counter-based Philox4x32-10; a seed gives the same stream on every backend. */
-DG_API void dg_manual_seed(uint64_t seed);
+/* Random numbers: counter-based Philox4x32-10; a seed gives the same stream on every backend.
+ * A generator (torch.Generator) is a seed and the position in its stream. Random ops draw from
+ * the calling thread's generator (dg_generator_use) unless given one, and that is the default
+ * generator until the thread picks another: dg_manual_seed / dg_get_seed act on the default one.
+ * Draws from one generator may come from several threads at once: each op reserves its own
+ * counters with one atomic step, so no two draws overlap (which thread gets which numbers
+ * follows the order they arrive in). Seeding or setting the state of a generator while another
+ * thread draws from it leaves that draw's numbers unspecified. */
+typedef struct dg_generator dg_generator;
+typedef struct dg_generator_state {
+    uint64_t seed;
+    uint64_t offset;   /* the next unused Philox counter (each gives four 32-bit draws) */
+} dg_generator_state;
+
+DG_API void dg_manual_seed(uint64_t seed);             /* the default generator: seed, from the start */
 DG_API uint64_t dg_get_seed(void);
+DG_API dg_generator *dg_default_generator(void);       /* never freed; dg_generator_free ignores it */
+DG_API dg_generator *dg_generator_new(uint64_t seed);  /* NULL when out of memory */
+DG_API void dg_generator_free(dg_generator *g);        /* not while an op or a thread still uses it */
+DG_API int dg_generator_manual_seed(dg_generator *g, uint64_t seed);
+DG_API uint64_t dg_generator_get_seed(const dg_generator *g);   /* 0 and an error for NULL */
+/* The exact position: restoring a saved state makes the next draws repeat (a checkpoint saves
+ * it beside the model to resume dropout masks and random transforms where they were). */
+DG_API int dg_generator_get_state(const dg_generator *g, dg_generator_state *out);
+DG_API int dg_generator_set_state(dg_generator *g, const dg_generator_state *state);
+/* Makes g the calling thread's generator for random ops given none (layer initialisation in
+ * dg_nn_linear and the models, dropout layers, dg_rand...); NULL or the default generator: back
+ * to the default. Returns the one used before, for nesting. Other threads are not affected. */
+DG_API dg_generator *dg_generator_use(dg_generator *g);
 
 /* dtype helpers */
 DG_API size_t dg_dtype_size(dg_dtype dt);

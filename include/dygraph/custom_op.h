@@ -37,6 +37,14 @@ DG_API dg_shape dg_node_input_shape(const dg_node *node, int input);
 DG_API dg_dtype dg_node_input_dtype(const dg_node *node, int input);
 DG_API const char *dg_node_name(const dg_node *node);
 
+/* Random numbers for an op of your own, from the streams the built-in ops draw from: reserves n
+ * 32-bit draws of g (NULL: the calling thread's generator, see dg_generator_use), stores the
+ * generator's seed in *seed and returns the first Philox counter of the reservation; the draws
+ * are the four words of dg_philox4x32(*seed, counter + k) for k < ceil(n / 4). Threads reserving
+ * from one generator at once get disjoint counters. */
+DG_API uint64_t dg_generator_reserve(dg_generator *g, uint64_t n, uint64_t *seed);
+DG_API void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
+
 #ifdef __cplusplus
 }
 #endif

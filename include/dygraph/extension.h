@@ -71,9 +71,8 @@ DG_API dg_tensor *dg_empty_on(dg_shape shape, dg_dtype dtype, dg_device device);
  * that already belongs to a scope. */
 DG_API int dg_adopt(dg_tensor *t);
 
-/* One Philox4x32-10 block: four 32-bit draws, a pure function of (seed, counter). What every
- * random op uses, for datasets and transforms that want the same property. */
-DG_API void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]);
+/* (dg_philox4x32 and dg_generator_reserve, for random numbers of one's own, are in
+ * dygraph/custom_op.h.) */
 
 /* A tensor over `data`, which the library did not allocate: contiguous, on `device` (host
  * memory for the CPU, device memory for a GPU). When the tensor and every view of it are gone,

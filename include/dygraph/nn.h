@@ -191,8 +191,14 @@ DG_API dg_layer *dg_nn_batch_norm1d(int64_t num_features, dg_nn_batch_norm_param
 DG_API dg_layer *dg_nn_batch_norm2d(int64_t num_features, dg_nn_batch_norm_params p);
 
 /* Dropout: in training zeroes each element with probability p and scales the rest by
- * 1/(1-p) (mask from the seeded Philox stream); identity (a copy) in eval. p in [0, 1]. */
+ * 1/(1-p) (mask from the calling thread's generator); identity (a copy) in eval. p in [0, 1]. */
 DG_API dg_layer *dg_nn_dropout(double p);
+typedef struct dg_nn_dropout_params {
+    double p;
+    dg_generator *generator;   /* NULL: the generator of the thread that runs forward; else it
+                                  must outlive the layer */
+} dg_nn_dropout_params;
+DG_API dg_layer *dg_nn_dropout_ext(dg_nn_dropout_params p);
 
 /* Activations and shape layers (no parameters). */
 DG_API dg_layer *dg_nn_relu(void);
@@ -220,7 +226,8 @@ DG_API dg_layer *dg_nn_bce_with_logits_loss(dg_reduction reduction);          /*
 
 /* ======================= initialisers (torch.nn.init) =======================
  * In place on a float tensor, under no_grad (so they work on parameters); 0 or a negative
- * dg_status. Random draws come from the seeded Philox stream. Fans follow torch: for a tensor
+ * dg_status. Random draws come from the calling thread's generator (dg_generator_use; the
+ * kaiming ones also take one in their params). Fans follow torch: for a tensor
  * of ndim >= 2, fan_in = size(1) * receptive field, fan_out = size(0) * receptive field,
  * receptive field = product of dims 2.. (so Linear [out, in] has fan_in = in). */
 typedef enum dg_nonlinearity {
@@ -237,6 +244,7 @@ typedef struct dg_nn_kaiming_params {
     double a;                     /* negative slope for leaky_relu; default 0 */
     dg_fan_mode mode;             /* default DG_FAN_IN */
     dg_nonlinearity nonlinearity; /* default DG_NONLIN_LEAKY_RELU (as torch) */
+    dg_generator *generator;      /* NULL: the calling thread's generator */
 } dg_nn_kaiming_params;
 
 DG_API double dg_nn_init_calculate_gain(dg_nonlinearity nonlinearity, double param);

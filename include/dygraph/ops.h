@@ -135,8 +135,14 @@ DG_API dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_
                          const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p);
 
 /* Inverted dropout: kept values scaled by 1/(1-p) in training; identity in eval. Mask from
- * the seeded Philox stream. */
+ * the calling thread's generator (the default one unless dg_generator_use picked another). */
 DG_API dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training);
+typedef struct dg_dropout_params {
+    double p;
+    bool training;
+    dg_generator *generator;   /* NULL: the calling thread's generator */
+} dg_dropout_params;
+DG_API dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params p);
 
 #ifdef __cplusplus
 }

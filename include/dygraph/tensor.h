@@ -52,6 +52,11 @@ DG_API dg_tensor *dg_rand(dg_shape shape, dg_dtype dtype);            /* U[0,1) 
 DG_API dg_tensor *dg_randn(dg_shape shape, dg_dtype dtype);           /* N(0,1) */
 DG_API dg_tensor *dg_uniform(dg_shape shape, double low, double high, dg_dtype dtype);
 DG_API dg_tensor *dg_normal(dg_shape shape, double mean, double std, dg_dtype dtype);
+/* The same, drawn from g (NULL: the calling thread's generator, as the four above). */
+DG_API dg_tensor *dg_generator_rand(dg_generator *g, dg_shape shape, dg_dtype dtype);
+DG_API dg_tensor *dg_generator_randn(dg_generator *g, dg_shape shape, dg_dtype dtype);
+DG_API dg_tensor *dg_generator_uniform(dg_generator *g, dg_shape shape, double low, double high, dg_dtype dtype);
+DG_API dg_tensor *dg_generator_normal(dg_generator *g, dg_shape shape, double mean, double std, dg_dtype dtype);
 DG_API dg_tensor *dg_from_data(dg_shape shape, dg_dtype dtype, const void *data); /* copies */
 DG_API dg_tensor *dg_zeros_like(const dg_tensor *t);
 DG_API dg_tensor *dg_ones_like(const dg_tensor *t);
@@ -105,6 +110,8 @@ DG_API int dg_axpy_(dg_tensor *y, double alpha, const dg_tensor *x);    /* y += 
 DG_API int dg_scale_(dg_tensor *t, double alpha);                       /* t *= alpha */
 DG_API int dg_uniform_(dg_tensor *t, double low, double high);
 DG_API int dg_normal_(dg_tensor *t, double mean, double std);
+DG_API int dg_generator_uniform_(dg_generator *g, dg_tensor *t, double low, double high);   /* g NULL: as above */
+DG_API int dg_generator_normal_(dg_generator *g, dg_tensor *t, double mean, double std);
 
 #ifdef __cplusplus
 }
