@@ -9,33 +9,13 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <dygraph/extension.h>
 
 #ifndef DG_HOSTDEV
 #define DG_HOSTDEV
 #endif
 
-typedef enum dg_update_kind {
-    DG_UPD_SGD, DG_UPD_MOMENTUM, DG_UPD_ADAGRAD, DG_UPD_ADAM, DG_UPD_ADAMW
-} dg_update_kind;
-
-/* What is the same for every tensor of one step. */
-typedef struct dg_update_params {
-    dg_update_kind kind;
-    double lr, weight_decay;
-    double momentum; bool nesterov;     /* momentum */
-    double beta1, beta2, eps;           /* adam/adamw; eps also adagrad */
-} dg_update_params;
-
-/* One parameter: contiguous p, g and state buffers of n elements, and its per-step scalars. */
-typedef struct dg_update_tensor {
-    void *p;
-    const void *g;
-    void *s0, *s1;            /* momentum buffer | adagrad sum | adam exp_avg, exp_avg_sq */
-    int64_t n;
-    double step_size;         /* sgd/momentum: lr; adagrad: lr / (1 + (t-1) lr_decay); adam: lr / (1 - b1^t) */
-    double bc2_sqrt;          /* adam: sqrt(1 - b2^t) */
-    bool fresh;               /* momentum: the buffer starts as the first d */
-} dg_update_tensor;
+/* dg_update_kind, dg_update_params and dg_update_tensor are public (dygraph/extension.h). */
 
 /* Per kind, element i, in T (float or double; SQRT is T's square root). Branches depend only
  * on per-call scalars, so a CPU loop over i vectorises once they are hoisted. */

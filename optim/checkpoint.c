@@ -1,7 +1,7 @@
 /* optim/checkpoint.c — an optimizer's state ("lr", "<i>.<slot>", "<i>.step") to and from
  * safetensors. Every entry is checked against the optimizer's kind and parameters before the
  * first one is loaded, so a bad file changes nothing. */
-#include "../eager/internal.h"
+#include "optim_internal.h"
 #include <dygraph/checkpoint.h>
 #include <errno.h>
 

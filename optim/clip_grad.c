@@ -13,10 +13,10 @@ double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm) {
         return DG_EINVAL;
     }
     for (int i = 0; i < n; i++)
-        if (!dg_tensor_live(params[i])) {
+        if (dg_tensor_check("clip_grad_norm", "parameter", params[i]) != 0) {
             char what[32];
             snprintf(what, sizeof what, "parameter %d", i);
-            return dg_tensor_bad("clip_grad_norm", what, params[i]);
+            return dg_tensor_check("clip_grad_norm", what, params[i]);   /* the same failure, named by index */
         }
 
     /* Sum of squares in float64, whatever the gradients' dtype. */

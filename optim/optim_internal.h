@@ -3,7 +3,13 @@
 #ifndef DG_OPTIM_INTERNAL_H
 #define DG_OPTIM_INTERNAL_H
 
-#include "../eager/backend.h"    /* DG_ERR / DG_CHECK, tensors, and the backends' fused_update */
+#include <dygraph.h>
+#include <dygraph/extension.h>   /* errors, dg_tensor_ptr, the fused update */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DG_ERR DG_RAISE
 
 #define DG_OPT_MAX_SLOTS 2        /* buffers shaped like a parameter */
 
@@ -22,7 +28,7 @@ typedef struct dg_opt_state {
 
 typedef struct dg_optimizer dg_optimizer;
 
-/* Per-kind description. The element rule runs on the parameters' backend (fused_update);
+/* Per-kind description. The element rule runs on the parameters' device (dg_fused_update);
  * prepare(o, i, t) advances parameter i's step count and fills its per-step scalars in t
  * (its state exists when the kind has slots). */
 typedef struct dg_opt_kind_info {

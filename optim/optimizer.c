@@ -25,12 +25,9 @@ dg_optimizer *dg_opt_new(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tens
     for (int i = 0; i < n; i++) {
         const dg_tensor *p = params[i];
         char sh[96];
-        if (!dg_tensor_live(p)) {
-            snprintf(sh, sizeof sh, "parameter %d", i);
-            if (p) { dg_tensor_bad(nm, sh, p); return NULL; }
-            DG_PROPAGATE(DG_EINVAL, "%s: parameter %d is NULL", nm, i);
-            return NULL;
-        }
+        if (!p) { DG_PROPAGATE(DG_EINVAL, "%s: parameter %d is NULL", nm, i); return NULL; }
+        snprintf(sh, sizeof sh, "parameter %d", i);
+        if (dg_tensor_check(nm, sh, p) != 0) return NULL;
         dg_shape_str(p, sh, sizeof sh);
         DG_CHECK(dg_is_leaf(p), "%s: parameter %d %s is not a leaf (made by %s); pass the tensors being trained",
                  nm, i, sh, dg_grad_fn_name(p) ? dg_grad_fn_name(p) : "an op");
@@ -105,26 +102,16 @@ void dg_optimizer_free(dg_optimizer *o) {
     free(o);
 }
 
-/* Parameters of one backend and dtype go to that backend's fused_update in one call; a
- * gradient that is not contiguous is copied first (the copy lives until the call is done). */
-static int run_group(dg_optimizer *o, const dg_update_params *u, const dg_backend *be, dg_dtype dt,
-                     dg_update_tensor *t, int n) {
-    if (n == 0) return 0;
-    if (!be->fused_update) {
-        DG_ERR(DG_EUNSUPPORTED, "%s: the %s backend has no fused_update", o->info->name, be->name);
-        return DG_EUNSUPPORTED;
-    }
-    return be->fused_update(u, dt, t, n);
-}
+static bool same_device(dg_device a, dg_device b) { return a.type == b.type && a.index == b.index; }
 
 int dg_optimizer_step(dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_step: optimizer is NULL");
     const char *nm = o->info->name;
     for (int i = 0; i < o->n; i++)
-        if (!dg_tensor_live(o->params[i])) {
+        if (dg_tensor_check(nm, "parameter", o->params[i]) != 0) {
             char what[32];
             snprintf(what, sizeof what, "parameter %d", i);
-            return dg_tensor_bad(nm, what, o->params[i]);   /* freed with its layer? */
+            return dg_tensor_check(nm, what, o->params[i]);   /* freed with its layer? named by index */
         }
     if (o->grad_clip_norm > 0) {
         double norm = dg_clip_grad_norm(o->params, o->n, o->grad_clip_norm);
@@ -156,9 +143,9 @@ int dg_optimizer_step(dg_optimizer *o) {
             rc = DG_EINVAL;
             break;
         }
-        if (g->storage->backend != p->storage->backend || g->storage->device.index != p->storage->device.index) {
+        if (!same_device(dg_device_of(g), dg_device_of(p))) {
             DG_ERR(DG_EDEVICE, "%s: parameter %d %s is on %s but its gradient is on %s", nm, i, dg_shape_str(p, a, sizeof a),
-                   dg_device_name(p->storage->device, da, sizeof da), dg_device_name(g->storage->device, db, sizeof db));
+                   dg_device_name(dg_device_of(p), da, sizeof da), dg_device_name(dg_device_of(g), db, sizeof db));
             rc = DG_EDEVICE;
             break;
         }
@@ -178,14 +165,15 @@ int dg_optimizer_step(dg_optimizer *o) {
         };
         idx[n++] = i;
     }
-    /* per-step scalars (this advances step counts), then one fused call per backend and dtype */
+    /* per-step scalars (this advances step counts), then one fused call per device and dtype (a
+     * gradient that was not contiguous was copied above; the copy lives until the call is done) */
     for (int k = 0; k < n && rc == 0; k++) o->info->prepare(o, idx[k], &t[k]);
     int start = 0;
     for (int k = 1; k <= n && rc == 0; k++) {
         const dg_tensor *a = o->params[idx[start]];
-        if (k < n && o->params[idx[k]]->storage->backend == a->storage->backend &&
+        if (k < n && same_device(dg_device_of(o->params[idx[k]]), dg_device_of(a)) &&
             dg_dtype_of(o->params[idx[k]]) == dg_dtype_of(a)) continue;
-        rc = run_group(o, &u, a->storage->backend, dg_dtype_of(a), t + start, k - start);
+        rc = dg_fused_update(dg_device_of(a), dg_dtype_of(a), &u, t + start, k - start);
         start = k;
     }
     for (int k = 0; k < n && rc == 0; k++) {

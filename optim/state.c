@@ -71,11 +71,10 @@ int dg_optimizer_load_state(dg_optimizer *o, const char *name, const dg_tensor *
     DG_CHECK_HANDLE_INT(o, "optimizer_load_state: optimizer is NULL");
     const char *nm = o->info->name;
     DG_CHECK_INT(name, "%s: load_state: name is NULL", nm);
-    if (!dg_tensor_live(value)) {
-        char what[160];
-        snprintf(what, sizeof what, "tensor for '%s'", name);
-        return dg_tensor_bad(nm, what, value);
-    }
+    char what[160];
+    snprintf(what, sizeof what, "tensor for '%s'", name);
+    int bad = dg_tensor_check(nm, what, value);
+    if (bad) return bad;
     int i, s, rc = parse_name(o, name, &i, &s);
     if (rc) return rc;
     double x;

@@ -71,6 +71,36 @@ DG_API dg_tensor *dg_empty_on(dg_shape shape, dg_dtype dtype, dg_device device);
  * that already belongs to a scope. */
 DG_API int dg_adopt(dg_tensor *t);
 
+/* ---- the fused optimizer step, for optimizer authors ----
+ * The element rules follow PyTorch 1.13's single-tensor optimizers operation by operation in
+ * the parameter's dtype, so a step rounds the same on every device. */
+typedef enum dg_update_kind {
+    DG_UPD_SGD, DG_UPD_MOMENTUM, DG_UPD_ADAGRAD, DG_UPD_ADAM, DG_UPD_ADAMW
+} dg_update_kind;
+
+/* What is the same for every tensor of one step. */
+typedef struct dg_update_params {
+    dg_update_kind kind;
+    double lr, weight_decay;
+    double momentum; bool nesterov;     /* momentum */
+    double beta1, beta2, eps;           /* adam/adamw; eps also adagrad */
+} dg_update_params;
+
+/* One parameter: contiguous p, g and state buffers of n elements, and its per-step scalars. */
+typedef struct dg_update_tensor {
+    void *p;
+    const void *g;
+    void *s0, *s1;            /* momentum buffer | adagrad sum | adam exp_avg, exp_avg_sq */
+    int64_t n;
+    double step_size;         /* sgd/momentum: lr; adagrad: lr / (1 + (t-1) lr_decay); adam: lr / (1 - b1^t) */
+    double bc2_sqrt;          /* adam: sqrt(1 - b2^t) */
+    bool fresh;               /* momentum: the buffer starts as the first d */
+} dg_update_tensor;
+/* One step over n parameters that share a device and a float dtype, in as few passes as the
+ * device's backend allows; t's pointers are dg_tensor_ptr addresses of contiguous tensors on
+ * that device (parameters, gradients, state buffers of the same shape). */
+DG_API int dg_fused_update(dg_device device, dg_dtype dtype, const dg_update_params *u, const dg_update_tensor *t, int n);
+
 /* (dg_philox4x32 and dg_generator_reserve, for random numbers of one's own, are in
  * dygraph/custom_op.h.) */
 
