@@ -10,7 +10,16 @@ const dg_backend *dg_backend_for(dg_device d) {
     if (d.type == DG_CPU) return &dg_cpu_backend;
     if (d.type == DG_CUDA) {
         backend_get_fn get = (backend_get_fn)dg_module_symbol("cuda", "dg_cuda_backend_get");
-        return get ? get(d.index) : NULL;
+        if (!get) {   /* say which device was asked for, keeping the loader's reason and location */
+            char msg[DG_ERROR_MSG_LEN];
+            snprintf(msg, sizeof msg, "%s", dg_last_error());
+            const char *file = __FILE__;
+            int line = __LINE__;
+            dg_error_split_location(msg, &file, &line);
+            dg_set_error_at(DG_EDEVICE, file, line, "gpu:%d requested but %s", d.index, msg);
+            return NULL;
+        }
+        return get(d.index);
     }
     DG_ERR(DG_EDEVICE, "device type %d is not one this library knows (cpu, gpu)", (int)d.type);
     return NULL;
