@@ -197,7 +197,7 @@ build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 	/usr/bin/python3 test/goldens/resnet_interop.py make build/interop
 
 # Multi-process data parallelism on this machine's CPUs: the launcher's own checks, then
-# seed 001's LinearNet and seed 004's MNIST CNN trained 20 steps by 2 ranks (batch B each, dgrun
+# Paddle's dynamic-graph distributed quick start's LinearNet and Paddle's multi-GPU MNIST tutorial's MNIST CNN trained 20 steps by 2 ranks (batch B each, dgrun
 # over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on.
 test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet
 	bash test/dist/launcher_test.sh $(BUILD)/bin
@@ -239,7 +239,7 @@ asan-test: deps interop-files
 data: deps
 	@sh scripts/make_data.sh
 
-# The main job: seed 004's network trained on real Fashion-MNIST for 2 epochs (Adam 1e-3,
+# The main job: Paddle's multi-GPU MNIST tutorial's network trained on real Fashion-MNIST for 2 epochs (Adam 1e-3,
 # batch 100), test accuracy and training time printed, checkpoint saved under build/.
 run: deps data
 	@$(MAKE) --no-print-directory -j2 $(BUILD)/bin/mnist
@@ -337,7 +337,7 @@ $(GPU_TESTBIN): $(GPU_TEST_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(GPU_TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS)
 
-# The suite, then seed 004's sample for one epoch on the GPU (it needs `make data`'s
+# The suite, then Paddle's multi-GPU MNIST tutorial's sample for one epoch on the GPU (it needs `make data`'s
 # Fashion-MNIST, as `make run` does).
 test-gpu: $(GPU_TESTBIN) $(BUILD)/bin/mnist
 	$(GPU_TESTBIN) --jobs $(GPU_TEST_JOBS)
@@ -456,7 +456,7 @@ emu-lib: $(EMU_RT) $(EMU_CUBLAS)
 emu: $(EMU_BINS) $(DGRUN)
 
 # The GPU suite on emulated gpu:0, the emulator's detectors and the backend's defect tests,
-# seed 004's MNIST on the emulated GPU against the CPU, 2-rank DataParallel over emulated NCCL,
+# Paddle's multi-GPU MNIST tutorial's MNIST on the emulated GPU against the CPU, 2-rank DataParallel over emulated NCCL,
 # then the coverage report (test/cuda_emu/coverage.sh).
 test-gpu-emu: emu $(BUILD)/bin/mnist $(DGRUN)
 	sh test/cuda_emu/run_tests.sh $(BUILD)

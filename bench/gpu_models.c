@@ -2,8 +2,8 @@
  *   resnet18_b32_96    ResNet18, 1000 classes, batch 32 at 96x96, SGD momentum, cross-entropy
  *   resnet18_b128_224  the same at batch 128, 224x224
  *   resnet18_b16_224   the same at batch 16 (the allocator's reserved/peak figure is read here)
- *   mnist_cnn_b100     seed 004's MNIST CNN (dg_mnist_cnn), batch 100, SGD momentum, cross-entropy
- *   linearnet          seed 001's LinearNet (samples/linear_single.c): Linear(10,10) -> Linear(10,1),
+ *   mnist_cnn_b100     Paddle's multi-GPU MNIST tutorial's MNIST CNN (dg_mnist_cnn), batch 100, SGD momentum, cross-entropy
+ *   linearnet          Paddle's dynamic-graph distributed quick start's LinearNet (samples/linear_single.c): Linear(10,10) -> Linear(10,1),
  *                      MSE, Adam 1e-3, a fresh random batch of 10 each step
  *   bench_gpu_models [--probe] [workload ...]     (no workload: all four)
  * Each workload warms up (first-touch allocations, cuDNN algorithm choice), then times a number
@@ -63,7 +63,7 @@ static void step(run *r) {
     if (r->w->batch) {
         loss = dg_cross_entropy(dg_forward(r->net, r->x), r->y);
     } else {
-        /* as the seed's loop: new inputs and labels every step, made on the device */
+        /* as the tutorial's loop: new inputs and labels every step, made on the device */
         dg_tensor *x = dg_randn(DG_SHAPE(10, 10), DG_F32), *y = dg_randn(DG_SHAPE(10, 1), DG_F32);
         loss = dg_mse_loss(dg_forward(r->net, x), y);
     }

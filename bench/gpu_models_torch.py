@@ -2,8 +2,8 @@
 cuda:0, for bench/run_gpu.sh to compare against:
     resnet18_b32_96    torchvision resnet18 (1000 classes), batch 32 at 96x96, SGD momentum, cross-entropy
     resnet18_b128_224  the same at batch 128, 224x224
-    mnist_cnn_b100     seed 004's MNIST CNN, batch 100, SGD momentum, cross-entropy
-    linearnet          seed 001's LinearNet, Linear(10,10) -> Linear(10,1), MSE, Adam 1e-3, fresh batch each step
+    mnist_cnn_b100     Paddle's multi-GPU MNIST tutorial's MNIST CNN, batch 100, SGD momentum, cross-entropy
+    linearnet          Paddle's dynamic-graph distributed quick start's LinearNet, Linear(10,10) -> Linear(10,1), MSE, Adam 1e-3, fresh batch each step
 Usage: python3 bench/gpu_models_torch.py [workload ...]   (no workload: all four)
 cudnn.benchmark is on (PyTorch's best convolution algorithms) and TF32 is off for matmul and
 cuDNN, as dygraph's default. Warm-up, then a timed run sized from the warm-up to last about
@@ -44,7 +44,7 @@ WORKLOADS = {  # name: (batch, side, warm-up steps); batch 0 is LinearNet
 }
 
 
-class MnistCNN(nn.Module):  # seed 004 (softmax folded into the loss), as dg_mnist_cnn
+class MnistCNN(nn.Module):  # Paddle's multi-GPU MNIST tutorial (softmax folded into the loss), as dg_mnist_cnn
     def __init__(self):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 20, 5, 1, 2)

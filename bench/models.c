@@ -1,9 +1,9 @@
-/* bench/models.c — training and inference throughput of the seeds' models on the CPU, one
+/* bench/models.c — training and inference throughput of the Paddle tutorials' models on the CPU, one
  * workload per process so peak RSS belongs to it:
  *   bench_models <workload> <threads>
- * workloads: mnist (seed 004 CNN, batch 100, SGD 0.01), cifar (seed 000 MyNet, batch 32, Adam),
- * face (seed 000 FaceNet = ResNet18 + keypoint head, batch 32 at 96x96, MSE, Adam),
- * resnet18_infer (ResNet18 eval, batch 32 at 224x224), linear (seed 001 LinearNet, batch 10,
+ * workloads: mnist (Paddle's multi-GPU MNIST tutorial CNN, batch 100, SGD 0.01), cifar (Paddle's Fleet collective tutorial MyNet, batch 32, Adam),
+ * face (Paddle's Fleet collective tutorial FaceNet = ResNet18 + keypoint head, batch 32 at 96x96, MSE, Adam),
+ * resnet18_infer (ResNet18 eval, batch 32 at 224x224), linear (Paddle's dynamic-graph distributed quick start LinearNet, batch 10,
  * MSE, Adam: an overhead-bound loop, reported in steps/s). Prints
  *   <workload>_t<threads> <images/s | steps/s> img/s|steps/s <peak RSS MB> MB
  * bench/run_models.sh alternates it with bench/models_torch.py. */

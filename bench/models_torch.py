@@ -20,7 +20,7 @@ torch.set_num_threads(threads)
 torch.manual_seed(1)
 
 
-class MnistCNN(nn.Module):  # seed 004 (softmax folded into the loss)
+class MnistCNN(nn.Module):  # Paddle's multi-GPU MNIST tutorial (softmax folded into the loss)
     def __init__(self):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 20, 5, 1, 2)
@@ -33,7 +33,7 @@ class MnistCNN(nn.Module):  # seed 004 (softmax folded into the loss)
         return self.fc(torch.flatten(x, 1))
 
 
-class MyNet(nn.Module):  # seed 000 CIFAR
+class MyNet(nn.Module):  # Paddle's Fleet collective tutorial CIFAR
     def __init__(self, num_classes=10):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 32, 3)
@@ -49,7 +49,7 @@ class MyNet(nn.Module):  # seed 000 CIFAR
         return self.linear2(F.relu(self.linear1(x)))
 
 
-class FaceNet(nn.Module):  # seed 000 keypoints
+class FaceNet(nn.Module):  # Paddle's Fleet collective tutorial keypoints
     def __init__(self, num_keypoints=15):
         super().__init__()
         self.backbone = torchvision.models.resnet18()
@@ -61,7 +61,7 @@ class FaceNet(nn.Module):  # seed 000 keypoints
 
 
 train, mse, per_step = True, False, False
-if name == "linear":  # seed 001 LinearNet
+if name == "linear":  # Paddle's dynamic-graph distributed quick start LinearNet
     net, batch, mse, per_step = nn.Sequential(nn.Linear(10, 10), nn.Linear(10, 1)), 10, True, True
     x, y = torch.randn(10, 10), torch.randn(10, 1)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)

@@ -1,6 +1,6 @@
 /* dist/fleet.c — the fleet facade (paddle.distributed.fleet, collective mode): one world
  * communicator per process made by dg_fleet_init, the worker queries, distributed_model /
- * distributed_optimizer, and saving on the first worker only (seed 003). */
+ * distributed_optimizer, and saving on the first worker only (Paddle's collective FleetAPI guide). */
 #include "dist_internal.h"
 
 static dg_comm *g_comm;

@@ -1,4 +1,4 @@
-/* samples/cifar10.c — seed 000's first example: MyNet (3 convs, 2 linears) on CIFAR-10 binary
+/* samples/cifar10.c — Paddle's Fleet collective tutorial's first example: MyNet (3 convs, 2 linears) on CIFAR-10 binary
  * batches with Adam 1e-3, batch 32, validation loss and accuracy every epoch. Without the real
  * files it trains on the synthetic CIFAR-format set that `make data` generates (a learnable
  * colour/pattern rule, clearly not CIFAR); pass --data DIR for the real data_batch_*.bin.

@@ -1,11 +1,11 @@
-/* samples/eval_offline.c — seed 003's offline evaluation: run a saved model over a dataset
+/* samples/eval_offline.c — Paddle's collective FleetAPI guide's offline evaluation: run a saved model over a dataset
  * and write its last layer's output vectors, so a deployed service can be checked against
  * them. Output: a safetensors file with "vectors" [N, D] (f32) and "labels" [N] (i64).
  *
  *   eval_offline --model resnet50|resnet18|mnist|mynet|facenet [--num-classes 1000]
  *                --checkpoint MODEL.safetensors --out vectors.safetensors [--batch-size 32]
  *                and one data source:
- *                --list train.txt --root DIR [--image-size 224]   (seed 003 image list)
+ *                --list train.txt --root DIR [--image-size 224]   (Paddle's collective FleetAPI guide image list)
  *                --mnist DIR                                     (IDX t10k-* files)
  *                --cifar DIR                                     (test_batch.bin) */
 #include "sample_util.h"
@@ -26,7 +26,7 @@ static dg_dataset *make_data(int argc, char **argv) {
     if (list) {
         int size = (int)su_flag_num(argc, argv, "--image-size", 224);
         dg_dataset *raw = dg_image_list_dataset(su_flag(argc, argv, "--root", "."), list);
-        /* the seed's reader: resize the short side to 256/224 of the crop, center crop, ImageNet normalisation */
+        /* the tutorial's reader: resize the short side to 256/224 of the crop, center crop, ImageNet normalisation */
         dg_transform tf[3] = {
             { .kind = DG_TF_RESIZE, .size = {size * 256 / 224, size * 256 / 224} },
             { .kind = DG_TF_CENTER_CROP, .size = {size, size} },

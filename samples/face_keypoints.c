@@ -1,8 +1,8 @@
-/* samples/face_keypoints.c — seed 000's second example: FaceNet (ResNet18 backbone ->
+/* samples/face_keypoints.c — Paddle's Fleet collective tutorial's second example: FaceNet (ResNet18 backbone ->
  * Linear(1000,512) -> ReLU -> Dropout(0.1) -> Linear(512,30)) regressing 15 facial keypoints
  * with MSE and Adam 1e-3, batch 32, on the Kaggle facial-keypoints CSV layout split 80/20 with a
  * seed (as the seed program does). The learning rate follows a per-step cosine from 1e-3 to 0
- * over the run (`--lr-schedule constant` keeps the seed's constant rate). Without the real training.csv it uses the synthetic set that
+ * over the run (`--lr-schedule constant` keeps the tutorial's constant rate). Without the real training.csv it uses the synthetic set that
  * `make data` generates; pass --data FILE for Kaggle's.
  *
  *   face_keypoints [--data training.csv] [--epochs 6] [--batch-size 32] [--lr 1e-3] [--lr-schedule cosine|constant]
@@ -23,7 +23,7 @@ int main(int argc, char **argv) {
 
     dg_dataset *all = dg_face_keypoints_dataset(csv);
     if (!all) return su_die("dataset (run `make data`, or pass --data training.csv)");
-    /* the backbone wants 3 channels: repeat the gray image, as the seed's transform does */
+    /* the backbone wants 3 channels: repeat the gray image, as the tutorial's transform does */
     dg_transform rgb = { .kind = DG_TF_GRAY_TO_RGB };
     dg_dataset *rgb_all = dg_dataset_transform(all, &rgb, 1), *train = NULL, *val = NULL;
     if (!rgb_all || dg_dataset_random_split(rgb_all, 0.8, seed, &train, &val)) return su_die("split");

@@ -1,4 +1,4 @@
-/* samples/linear_fleet.c — seed 001's multi-card program in C: the LinearNet of
+/* samples/linear_fleet.c — Paddle's dynamic-graph distributed quick start's multi-card program in C: the LinearNet of
  * samples/linear_single.c with the four distributed steps marked. Run it with the launcher:
  *
  *   dgrun --nproc_per_node 2 build/bin/linear_fleet      (CPU workers, MPI)

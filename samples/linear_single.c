@@ -1,4 +1,4 @@
-/* samples/linear_single.c — seed 001's single-card program in C: LinearNet (Linear(10,10) ->
+/* samples/linear_single.c — Paddle's dynamic-graph distributed quick start's single-card program in C: LinearNet (Linear(10,10) ->
  * Linear(10,1)), MSE loss, Adam (lr 0.001), 20 steps on random batches, printing
  * `step:N\tloss:[X]` like the seed. */
 #include <dygraph.h>

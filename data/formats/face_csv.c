@@ -4,7 +4,7 @@
  * each row has 30 numbers (any may be empty: missing) and Image, 96*96 space-separated pixel
  * values 0..255. test.csv: ImageId,Image. The file is read as a stream and checked whole: the
  * header, every row's column count, every number, every pixel count and range; only then does the
- * dataset exist. Rows with any missing value are dropped (the seed's dropna). Lines end in \n or
+ * dataset exist. Rows with any missing value are dropped (the tutorial's dropna). Lines end in \n or
  * \r\n; empty lines are skipped; a field may be double-quoted ("" is a quote); a leading UTF-8 BOM
  * is skipped. Pixels are kept as bytes; get() gives the image f32 [1, 96, 96] / 255 and, with
  * labels, the keypoints f32 [30] / 96. */

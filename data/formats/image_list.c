@@ -1,4 +1,4 @@
-/* data/formats/image_list.c — an image list (seed 003's ImageNet train.txt / val.txt): one
+/* data/formats/image_list.c — an image list (Paddle's collective FleetAPI guide's ImageNet train.txt / val.txt): one
  * `relative/path.jpeg label` per line, paths relative to a root folder.
  *
  * The list is parsed and checked whole when the dataset is made (every non-empty line is a path,

@@ -1,7 +1,7 @@
-/* data/formats/mnist_json.c — the seed-004 mnist.json(.gz): a JSON array [train, valid, eval],
+/* data/formats/mnist_json.c — the mnist.json(.gz) of Paddle's multi-GPU MNIST tutorial: a JSON array [train, valid, eval],
  * each [images, labels] with images a list of 784-number lists and labels a list of integers.
  *
- * The file is parsed as a stream (the seed's file inflates to a few hundred megabytes) by a small
+ * The file is parsed as a stream (the tutorial's file inflates to a few hundred megabytes) by a small
  * strict parser that accepts exactly that shape: JSON numbers per RFC 8259, whitespace anywhere,
  * nothing else. All three splits are checked (784 values per image, integer labels >= 0, as many
  * labels as images, nothing after the array) before the dataset exists; only the requested split

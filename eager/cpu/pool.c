@@ -74,7 +74,7 @@ static inline int64_t argmax_in_##SUF(const T *xp, int64_t w, int64_t ys, int64_
         }                                                                                          \
     return best;                                                                                   \
 }                                                                                                  \
-/* 2x2 windows with stride 2 and no padding (the seeds' CNNs): every window is inside the plane  \
+/* 2x2 windows with stride 2 and no padding (the Paddle tutorials' CNNs): every window is inside the plane  \
  * and windows do not overlap, so each output looks at exactly its four inputs, in the generic  \
  * rule's order (first maximum, NaN wins). */                                                      \
 /* 2x2/stride-2 rows written so the compiler vectorises them: a vertical pass (the larger of the \

@@ -4,7 +4,7 @@
 #   1. the GPU suite (test/gpu) on emulated gpu:0;
 #   2. the emulator's detectors and the backend checks only the emulator can make, and the
 #      emulated cuDNN's and NCCL's own tests;
-#   3. seed 004's MNIST sample for 20 steps on the emulated GPU: its losses must equal the CPU
+#   3. Paddle's multi-GPU MNIST tutorial's MNIST sample for 20 steps on the emulated GPU: its losses must equal the CPU
 #      run's to 1e-4;
 #   4. DataParallel: 2 ranks under `dgrun --gpus 0,1` over emulated NCCL against one process on
 #      the emulated GPU with the whole batch (bit-identical ranks, rel. error <= 1e-5), once more

@@ -1,4 +1,4 @@
-/* test/fuzz/fuzz_json.c — libFuzzer target for the seed-004 mnist.json parser. The input is
+/* test/fuzz/fuzz_json.c — libFuzzer target for mnist.json parser (Paddle's multi-GPU MNIST tutorial's format). The input is
  * parsed twice: by the parser with 2x2-value images (so valid splits fit in a few bytes; split
  * size % 3 is kept) and through the public buffer entry (784 values, gzip). It must load and serve
  * its samples or fail with a message; never crash, leak or read out of bounds. Build and run:

@@ -195,7 +195,7 @@ def linear_case(fname, xshape, fin, fout, bias=True):
 
 # ---------------------------------------------------------------------------- training run
 def mlp_train(fname, steps=200, nbatches=20, lr=0.01):
-    """Seed 001's LinearNet (Linear(10,10) -> Linear(10,1), no activation), MSE loss, plain SGD
+    """Paddle's dynamic-graph distributed quick start's LinearNet (Linear(10,10) -> Linear(10,1), no activation), MSE loss, plain SGD
     (p -= lr * grad) for `steps` steps over `nbatches` fixed batches cycled (batch = step % nbatches).
     Everything in float32, as a PyTorch user would run it."""
     torch.manual_seed(1)

@@ -43,11 +43,11 @@ torch.use_deterministic_algorithms(True)
 OUT_DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.join("test", "goldens")
 
 
-# ---- the seeds' networks, in PyTorch, with the seeds' attribute names ----
+# ---- the Paddle tutorials' networks, in PyTorch, with the Paddle tutorials' attribute names ----
 
 class MNIST(nn.Module):
-    """Seed 004: conv(1->20, 5, p2)+relu, maxpool 2, conv(20->20, 5, p2)+relu, maxpool 2, fc(980->10).
-    Returns logits (the seed's softmax is folded into the loss)."""
+    """Paddle's multi-GPU MNIST tutorial: conv(1->20, 5, p2)+relu, maxpool 2, conv(20->20, 5, p2)+relu, maxpool 2, fc(980->10).
+    Returns logits (the tutorial's softmax is folded into the loss)."""
 
     def __init__(self):
         super().__init__()
@@ -64,7 +64,7 @@ class MNIST(nn.Module):
 
 
 class MyNet(nn.Module):
-    """Seed 000's CIFAR-10 network."""
+    """Paddle's Fleet collective tutorial's CIFAR-10 network."""
 
     def __init__(self, num_classes=1):
         super().__init__()
@@ -86,7 +86,7 @@ class MyNet(nn.Module):
 
 
 class FaceNet(nn.Module):
-    """Seed 000's face keypoint network."""
+    """Paddle's Fleet collective tutorial's face keypoint network."""
 
     def __init__(self, num_keypoints):
         super().__init__()
@@ -173,7 +173,7 @@ def block_records(tag, block, x):
 
 def numeric_file():
     recs = []
-    # seed 004's MNIST network: weights, logits and gradients
+    # Paddle's multi-GPU MNIST tutorial's MNIST network: weights, logits and gradients
     torch.manual_seed(21)
     mnist = MNIST()
     x = torch.randn(3, 1, 28, 28)

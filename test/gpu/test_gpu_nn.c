@@ -50,7 +50,7 @@ MAKE(m_softmax, dg_nn_softmax(-1))
 MAKE(m_softmax1, dg_nn_softmax(1))
 MAKE(m_flatten, dg_nn_flatten(1, -1))
 MAKE(m_identity, dg_nn_identity())
-/* the seed's LinearNet (samples/linear_single.c) */
+/* the tutorial's LinearNet (samples/linear_single.c) */
 MAKE(m_linearnet, dg_nn_sequential(2, dg_nn_linear(10, 10), dg_nn_linear(10, 1)))
 MAKE(m_mlp, dg_nn_sequential(4, dg_nn_linear(20, 32), dg_nn_relu(), dg_nn_dropout(0.2), dg_nn_linear(32, 5)))
 /* the convolution before a batch norm has no bias, as such nets are built: its gradient would be

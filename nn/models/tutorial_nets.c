@@ -1,6 +1,6 @@
-/* nn/models/seed_nets.c — the seeds' networks: seed 004's MNIST CNN, seed 000's CIFAR-10 MyNet
+/* nn/models/tutorial_nets.c — the Paddle tutorials' networks: Paddle's multi-GPU MNIST tutorial's MNIST CNN, Paddle's Fleet collective tutorial's CIFAR-10 MyNet
  * and face-keypoint FaceNet (a resnet18 backbone with two Linear heads). Sublayer names are the
- * seeds' attribute names, so parameters are "conv1.weight", "linear1.bias", "backbone.fc.weight",
+ * the Paddle tutorials' attribute names, so parameters are "conv1.weight", "linear1.bias", "backbone.fc.weight",
  * "outLayer1.0.weight", ... Weights use torch's layout (Linear [out, in]). */
 #include "../../eager/internal.h"
 #include <dygraph/models.h>
@@ -19,7 +19,7 @@ static dg_layer *conv(int64_t in, int64_t out, int k, int padding) {
 }
 static dg_layer *pool2(void) { return dg_nn_max_pool2d(2, (dg_nn_pool2d_params){ .stride = 2 }); }
 
-/* The seeds' relu -> max pool, computed as max pool -> relu: the two commute (relu is monotonic
+/* The tutorials' relu -> max pool, computed as max pool -> relu: the two commute (relu is monotonic
  * and keeps NaN), and the gradient reaches the same input either way (the window's first
  * maximum when it is positive, no input otherwise), so values and gradients are the seeds'
  * while the ReLU and its gradient touch a quarter of the values. */
@@ -35,7 +35,7 @@ static bool check_input(dg_layer *self, const dg_tensor *x, int64_t c, int64_t h
     return false;
 }
 
-/* ---- seed 004: MNIST ---- */
+/* ---- Paddle's multi-GPU MNIST tutorial: MNIST ---- */
 
 typedef struct { dg_layer *conv1, *pool1, *conv2, *pool2, *fc; } mnist_state;
 
@@ -44,7 +44,7 @@ static dg_tensor *mnist_forward(dg_layer *self, const dg_tensor *x) {
     if (!check_input(self, x, 1, 28, 28)) return NULL;
     dg_tensor *y = relu_then_pool(s->pool1, dg_forward(s->conv1, x));
     y = relu_then_pool(s->pool2, dg_forward(s->conv2, y));
-    return dg_forward(s->fc, dg_flatten(y, 1, -1));   /* logits: the seed's softmax goes into the loss */
+    return dg_forward(s->fc, dg_flatten(y, 1, -1));   /* logits: the tutorial's softmax goes into the loss */
 }
 
 dg_layer *dg_mnist_cnn(void) {
@@ -62,7 +62,7 @@ dg_layer *dg_mnist_cnn(void) {
     return l;
 }
 
-/* ---- seed 000: CIFAR-10 MyNet ---- */
+/* ---- Paddle's Fleet collective tutorial: CIFAR-10 MyNet ---- */
 
 typedef struct { dg_layer *conv1, *pool1, *conv2, *pool2, *conv3, *flatten, *linear1, *linear2; } mynet_state;
 
@@ -98,7 +98,7 @@ dg_layer *dg_cifar_mynet(int64_t num_classes) {
     return l;
 }
 
-/* ---- seed 000: FaceNet ---- */
+/* ---- Paddle's Fleet collective tutorial: FaceNet ---- */
 
 typedef struct { dg_layer *backbone, *out1, *out2; } facenet_state;
 
