@@ -1,5 +1,6 @@
-/* eager/tape.c — autograd: recording nodes, the reverse topological walk of dg_backward,
- * gradient accumulation into leaves and the leaf-gradient-ready hooks. */
+/* eager/tape.c — autograd's bookkeeping: grad mode, leaf flags and gradients, recording nodes
+ * (dg_record, saved tensors, attributes) and the leaf-gradient-ready hooks. The walk itself is
+ * eager/backward.c. */
 #include "backend.h"
 
 static _Thread_local int no_grad_depth;

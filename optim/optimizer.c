@@ -1,5 +1,6 @@
 /* optim/optimizer.c — what every optimizer shares: parameter validation, lifetime, the step
- * driver (clip, then one update per parameter that has a gradient, in no-grad mode), clearing
+ * driver (clip, then one fused update per device and dtype over the parameters that have a
+ * gradient, in no-grad mode), clearing
  * gradients, the learning rate, and the small tensor helpers the update rules use. */
 #include "optim_internal.h"
 #include <math.h>

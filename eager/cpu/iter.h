@@ -1,4 +1,4 @@
-/* eager/cpu/iter.h — walking up to three strided operands over one output shape. Dims are
+/* eager/cpu/iter.h — walking an output and up to three strided inputs over the output's shape. Dims are
  * coalesced first (so contiguous and broadcast cases become one long row), then the work is
  * cut into rows that OpenMP threads take independently. */
 #ifndef DG_CPU_ITER_H

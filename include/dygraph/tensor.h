@@ -87,7 +87,7 @@ DG_API char *dg_shape_str(const dg_tensor *t, char *buf, size_t len); /* "[2, 3]
 /* Ownership. */
 DG_API dg_scope *dg_scope_begin(void);
 DG_API void dg_scope_end(dg_scope *scope);
-DG_API dg_tensor *dg_keep(dg_tensor *t);          /* take t out of its scope: the caller (or the enclosing scope) now owns it */
+DG_API dg_tensor *dg_keep(dg_tensor *t);          /* take t out of its scope: the caller now owns it (dg_tensor_free) */
 DG_API dg_tensor *dg_keep_in_parent(dg_tensor *t);/* hand t to the enclosing scope (caller if none) */
 /* Release the owner's reference (also valid inside its scope). Freeing a tensor that was already
  * freed, or whose scope ended, is a DG_ESTATE error and changes nothing (always caught in checked
