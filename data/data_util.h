@@ -23,4 +23,25 @@ static inline dg_tensor *dg_data_cpu_tensor(const int64_t *shape, int ndim, dg_d
     return dg_empty_on(dg_make_shape(ndim, shape), dt, dg_cpu());
 }
 
+/* Random numbers of data/ (shuffles, augmentations): a stream (key, *counter) of Philox blocks,
+ * so a sample's randomness depends only on its own seed, never on which worker made it. */
+static inline uint64_t dg_data_philox64(uint64_t key, uint64_t counter) {
+    uint32_t o[4];
+    dg_philox4x32(key, counter, o);
+    return (uint64_t)o[0] | (uint64_t)o[1] << 32;
+}
+/* Uniform integer in [0, bound] from the stream, without modulo bias. */
+static inline uint64_t dg_data_uniform_upto(uint64_t key, uint64_t *counter, uint64_t bound) {
+    if (bound == UINT64_MAX) return dg_data_philox64(key, (*counter)++);
+    uint64_t range = bound + 1, limit = UINT64_MAX - UINT64_MAX % range;
+    for (;;) {
+        uint64_t v = dg_data_philox64(key, (*counter)++);
+        if (v < limit) return v % range;
+    }
+}
+/* Uniform double in [0, 1). */
+static inline double dg_data_uniform01(uint64_t key, uint64_t *counter) {
+    return (double)(dg_data_philox64(key, (*counter)++) >> 11) * 0x1.0p-53;
+}
+
 #endif

@@ -102,25 +102,10 @@ int dg_dataset_get(dg_dataset *ds, int64_t index, uint64_t seed, dg_sample *out)
 }
 
 /* ---- per-sample seeds and the Philox stream used for permutations ---- */
-static uint64_t philox64(uint64_t key, uint64_t counter) {
-    uint32_t o[4];
-    dg_philox4x32(key, counter, o);
-    return (uint64_t)o[0] | (uint64_t)o[1] << 32;
-}
-
 uint64_t dg_sample_seed(uint64_t loader_seed, int64_t epoch, int64_t index) {
-    return philox64(philox64(loader_seed, (uint64_t)epoch), (uint64_t)index);
+    return dg_data_philox64(dg_data_philox64(loader_seed, (uint64_t)epoch), (uint64_t)index);
 }
 
-/* Uniform integer in [0, bound] from the stream (key, *counter), without modulo bias. */
-static uint64_t uniform_upto(uint64_t key, uint64_t *counter, uint64_t bound) {
-    if (bound == UINT64_MAX) return philox64(key, (*counter)++);
-    uint64_t range = bound + 1, limit = UINT64_MAX - UINT64_MAX % range;
-    for (;;) {
-        uint64_t v = philox64(key, (*counter)++);
-        if (v < limit) return v % range;
-    }
-}
 
 /* ---- subsets ---- */
 typedef struct subset { dg_dataset *base; int64_t *idx; int64_t n; } subset;
@@ -171,7 +156,7 @@ int dg_dataset_random_split(dg_dataset *base, double fraction, uint64_t seed, dg
     for (int64_t i = 0; i < n; i++) perm[i] = i;
     uint64_t counter = 0;
     for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = (int64_t)uniform_upto(seed, &counter, (uint64_t)i);
+        int64_t j = (int64_t)dg_data_uniform_upto(seed, &counter, (uint64_t)i);
         int64_t t = perm[i]; perm[i] = perm[j]; perm[j] = t;
     }
     int64_t k = (int64_t)llround((double)n * fraction);

@@ -19,19 +19,7 @@ struct dg_batch_sampler {
     int64_t num_batches;
 };
 
-/* ---- Philox permutation (plain sampler) ---- */
-static uint64_t philox64(uint64_t key, uint64_t counter) {
-    uint32_t o[4];
-    dg_philox4x32(key, counter, o);
-    return (uint64_t)o[0] | (uint64_t)o[1] << 32;
-}
-static int64_t uniform_upto(uint64_t key, uint64_t *counter, int64_t bound) {
-    uint64_t range = (uint64_t)bound + 1, limit = UINT64_MAX - UINT64_MAX % range;
-    for (;;) {
-        uint64_t v = philox64(key, (*counter)++);
-        if (v < limit) return (int64_t)(v % range);
-    }
-}
+/* ---- Philox permutation (plain sampler; the stream helpers are in data_util.h) ---- */
 
 /* ---- MT19937 and numpy's legacy RandomState.shuffle ---- */
 typedef struct mt19937 { uint32_t key[624]; int pos; } mt19937;
@@ -92,9 +80,9 @@ static int build_plain(dg_batch_sampler *s, int64_t epoch) {
     if (!o) { DG_ERR(DG_ENOMEM, "batch_sampler: out of memory for %lld indices", (long long)s->n); return DG_ENOMEM; }
     for (int64_t i = 0; i < s->n; i++) o[i] = i;
     if (s->shuffle) {
-        uint64_t key = philox64(s->seed, (uint64_t)epoch), counter = 0;
+        uint64_t key = dg_data_philox64(s->seed, (uint64_t)epoch), counter = 0;
         for (int64_t i = s->n - 1; i > 0; i--) {
-            int64_t j = uniform_upto(key, &counter, i);
+            int64_t j = (int64_t)dg_data_uniform_upto(key, &counter, (uint64_t)i);
             int64_t t = o[i]; o[i] = o[j]; o[j] = t;
         }
     }

@@ -5,23 +5,6 @@
 #include "data_util.h"
 #include <math.h>
 
-static uint64_t philox64(uint64_t key, uint64_t counter) {
-    uint32_t o[4];
-    dg_philox4x32(key, counter, o);
-    return (uint64_t)o[0] | (uint64_t)o[1] << 32;
-}
-/* Uniform integer in [0, bound] from the stream (key, *counter), without modulo bias. */
-static int64_t uniform_upto(uint64_t key, uint64_t *counter, int64_t bound) {
-    uint64_t range = (uint64_t)bound + 1, limit = UINT64_MAX - UINT64_MAX % range;
-    for (;;) {
-        uint64_t v = philox64(key, (*counter)++);
-        if (v < limit) return (int64_t)(v % range);
-    }
-}
-/* Uniform double in [0, 1). */
-static double uniform01(uint64_t key, uint64_t *counter) {
-    return (double)(philox64(key, (*counter)++) >> 11) * 0x1.0p-53;
-}
 
 /* ---- map ---- */
 typedef struct map_ds {
@@ -39,7 +22,7 @@ static int map_get(void *self, int64_t index, uint64_t seed, dg_sample *out) {
     int rc = dg_dataset_get(m->base, index, seed, out);
     if (rc) return rc;
     uint64_t errs = dg_error_count();
-    rc = m->fn(out, philox64(seed, MAP_SALT), m->user);
+    rc = m->fn(out, dg_data_philox64(seed, MAP_SALT), m->user);
     if (rc && !dg_error_since(errs)) DG_ERR(rc < 0 ? rc : DG_EINVAL, "map: the transform function returned %d", rc);
     return rc < 0 ? rc : rc > 0 ? DG_EINVAL : 0;
 }
@@ -214,13 +197,13 @@ static int tf_apply(const dg_transform *t, int ti, dg_sample *s, uint64_t seed) 
             dg_tensor_free(tmp);
             return DG_EINVAL;
         }
-        top = uniform_upto(seed, &counter, H + 2 * p - oh) - p;
-        left = uniform_upto(seed, &counter, W + 2 * p - ow) - p;
+        top = (int64_t)dg_data_uniform_upto(seed, &counter, (uint64_t)(H + 2 * p - oh)) - p;
+        left = (int64_t)dg_data_uniform_upto(seed, &counter, (uint64_t)(W + 2 * p - ow)) - p;
         oshape[1] = oh; oshape[2] = ow;
         break;
     }
     case DG_TF_RANDOM_HFLIP:
-        flip = uniform01(seed, &counter) < (t->p == 0 ? 0.5 : t->p);
+        flip = dg_data_uniform01(seed, &counter) < (t->p == 0 ? 0.5 : t->p);
         identity = !flip;
         break;
     case DG_TF_SCALE: break;
@@ -307,7 +290,7 @@ static int tf_get(void *self, int64_t index, uint64_t seed, dg_sample *out) {
     if (rc) return rc;
     for (int i = 0; i < d->n; i++) {
         /* each transform draws from its own stream, derived from the sample seed */
-        rc = tf_apply(&d->tf[i], i, out, philox64(seed, 0x7466000000000000ULL + (uint64_t)i));
+        rc = tf_apply(&d->tf[i], i, out, dg_data_philox64(seed, 0x7466000000000000ULL + (uint64_t)i));
         if (rc) return rc;
     }
     return 0;
