@@ -76,3 +76,37 @@ Test(extension, cpu_has_no_stream_and_errors_carry_the_callers_location) {
     cr_expect(strstr(dg_last_error(), "my_dataset: record 7 is short (test/test_extension.c:"), "%s", dg_last_error());
     dg_clear_error();
 }
+
+/* The optimizer step as an op, for optimizer authors: one SGD step through raw addresses, and
+ * the errors for what the rules cannot run on. */
+Test(extension, fused_update_runs_the_rule_and_checks_its_arguments) {
+    dg_tensor *p = dg_from_data(DG_SHAPE(3), DG_F32, (float[]){ 1, 2, 3 });
+    dg_tensor *g = dg_from_data(DG_SHAPE(3), DG_F32, (float[]){ 10, 20, 30 });
+    dg_update_params u = { .kind = DG_UPD_SGD, .lr = 0.1 };
+    dg_update_tensor t = { .p = dg_tensor_ptr(p), .g = dg_tensor_ptr(g), .n = 3, .step_size = 0.1 };
+    cr_assert_eq(dg_fused_update(dg_cpu(), DG_F32, &u, &t, 1), 0, "%s", dg_last_error());
+    for (int i = 0; i < 3; i++)
+        cr_expect_float_eq(dg_get(p, (int64_t[]){ i }), 0.0, 1e-6, "p[%d] = %g", i, dg_get(p, (int64_t[]){ i }));
+    cr_expect_eq(dg_fused_update(dg_cpu(), DG_F32, &u, NULL, 0), 0, "nothing to do is fine");
+    dg_clear_error();
+    cr_expect_eq(dg_fused_update(dg_cpu(), DG_I64, &u, &t, 1), DG_EINVAL);
+    cr_expect(strstr(dg_last_error(), "fused_update"), "%s", dg_last_error());
+    dg_clear_error();
+    dg_update_params bad = { .kind = (dg_update_kind)42 };
+    cr_expect_eq(dg_fused_update(dg_cpu(), DG_F32, &bad, &t, 1), DG_EINVAL);
+    dg_clear_error();
+    dg_tensor_free(p);
+    dg_tensor_free(g);
+}
+
+/* dg_adopt hands a caller-owned tensor to the innermost scope, once. */
+Test(extension, adopt_gives_a_tensor_to_the_innermost_scope) {
+    size_t before = dg_live_tensors();
+    dg_tensor *t = dg_ones(DG_SHAPE(2), DG_F32);     /* no scope: the caller's */
+    dg_scope *s = dg_scope_begin();
+    cr_assert_eq(dg_adopt(t), 0, "%s", dg_last_error());
+    cr_expect_eq(dg_adopt(t), DG_ESTATE, "a second adopt is an error");
+    dg_clear_error();
+    dg_scope_end(s);
+    cr_expect_eq(dg_live_tensors(), before, "the scope freed the adopted tensor");
+}
