@@ -3,12 +3,11 @@
  * global state is only the seed and the next unused counter. */
 #include "internal.h"
 
-#define DEFAULT_SEED 0x2024u
-static uint64_t g_seed = DEFAULT_SEED;
+static uint64_t g_seed = DG_DEFAULT_SEED;
 static uint64_t g_counter = 0;
 
 void dg_manual_seed(uint64_t seed) { g_seed = seed; g_counter = 0; }
-void dg_rng_reset(void) { g_seed = DEFAULT_SEED; g_counter = 0; }
+void dg_rng_reset(void) { g_seed = DG_DEFAULT_SEED; g_counter = 0; }
 uint64_t dg_get_seed(void) { return g_seed; }
 
 uint64_t dg_rng_reserve(uint64_t n, uint64_t *seed_out) {
