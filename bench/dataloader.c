@@ -94,7 +94,12 @@ static int write_jpegs(const char *dir, int count) {
 
 /* ---- the measurement ---- */
 static void run(const char *name, dg_dataset *ds, int workers, double min_seconds) {
-    dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .batch_size = 64, .shuffle = true, .num_workers = workers, .seed = 1 });
+    dg_dataloader_params dlp = dg_dataloader_default_params();
+    dlp.batch_size = 64;
+    dlp.shuffle = true;
+    dlp.num_workers = workers;
+    dlp.seed = 1;
+    dg_dataloader *dl = dg_dataloader_new(ds, dlp);
     if (!dl) { fprintf(stderr, "%s: %s\n", name, dg_last_error()); exit(1); }
     dg_sample b;
     if (dg_dataloader_start_epoch(dl, 0) || dg_dataloader_next(dl, &b) != 1) { fprintf(stderr, "%s: %s\n", name, dg_last_error()); exit(1); }
@@ -122,7 +127,9 @@ static void bench(const char *name, dg_dataset *ds, double min_seconds) {
 
 int main(int argc, char **argv) {
     double min_seconds = argc > 1 ? atof(argv[1]) : 2.0;
-    dg_init(&(dg_init_params){ .quiet = true });
+    dg_init_params ip = dg_init_default_params();
+    ip.quiet = true;
+    dg_init(&ip);
 
     dg_dataset *base = synth_new(60000);
     dg_transform mnist_tf[] = {
@@ -141,7 +148,7 @@ int main(int argc, char **argv) {
     else {
         dg_transform tf[] = {
             { .kind = DG_TF_RANDOM_CROP, .size = { 28, 28 }, .padding = 2 },
-            { .kind = DG_TF_RANDOM_HFLIP },
+            { .kind = DG_TF_RANDOM_HFLIP, .p = 0.5 },
             { .kind = DG_TF_NORMALIZE, .channels = 1, .mean = { 0.2860 }, .std = { 0.3530 } },
         };
         ds = dg_dataset_transform(base, tf, 3);
@@ -162,7 +169,7 @@ int main(int argc, char **argv) {
             dg_transform tf[] = {
                 { .kind = DG_TF_RESIZE, .size = { 110, 110 } },
                 { .kind = DG_TF_RANDOM_CROP, .size = { 96, 96 } },
-                { .kind = DG_TF_RANDOM_HFLIP },
+                { .kind = DG_TF_RANDOM_HFLIP, .p = 0.5 },
                 { .kind = DG_TF_NORMALIZE, .channels = 3, .mean = { 0.485, 0.456, 0.406 }, .std = { 0.229, 0.224, 0.225 } },
             };
             ds = dg_dataset_transform(base, tf, 4);

@@ -12,7 +12,10 @@ static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
 static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 
 int main(void) {
-    if (dg_init(&(dg_init_params){ .quiet = true, .num_threads = 1 }) || dg_fleet_init(true, NULL)) {
+    dg_init_params ip = dg_init_default_params();
+    ip.quiet = true;
+    ip.num_threads = 1;
+    if (dg_init(&ip) || dg_fleet_init(true, NULL)) {
         fprintf(stderr, "bench_dist_allreduce: %s\n", dg_last_error());
         return 1;
     }

@@ -24,10 +24,15 @@ static const char *flag(int argc, char **argv, const char *name, const char *def
 int main(int argc, char **argv) {
     int64_t B = atoll(flag(argc, argv, "--batch", "64"));
     int steps = atoi(flag(argc, argv, "--steps", "60")), warm = atoi(flag(argc, argv, "--warmup", "10"));
-    dg_fleet_strategy st = { .overlap = atoi(flag(argc, argv, "--overlap", "0")) != 0,
-                             .fuse_grad_size_in_MB = atof(flag(argc, argv, "--bucket-mb", "0")),
-                             .first_bucket_mb = atof(flag(argc, argv, "--bucket-mb", "0")) };
-    if (dg_init(&(dg_init_params){ .quiet = true, .num_threads = atoi(flag(argc, argv, "--threads", "1")), .seed = 7 }) ||
+    dg_fleet_strategy st = dg_fleet_default_strategy();
+    st.overlap = atoi(flag(argc, argv, "--overlap", "0")) != 0;
+    if (flag(argc, argv, "--bucket-mb", NULL))   /* else Paddle's 25 MB and a 1 MB first bucket */
+        st.fuse_grad_size_in_MB = st.first_bucket_mb = atof(flag(argc, argv, "--bucket-mb", NULL));
+    dg_init_params ip = dg_init_default_params();
+    ip.quiet = true;
+    ip.num_threads = atoi(flag(argc, argv, "--threads", "1"));
+    ip.seed = 7;
+    if (dg_init(&ip) ||
         dg_fleet_init(true, &st)) {
         fprintf(stderr, "bench_dist_step: %s\n", dg_last_error());
         return 1;
@@ -36,7 +41,9 @@ int main(int argc, char **argv) {
     dg_layer *dp = dg_fleet_distributed_model(dg_layer_ref(net));
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = dg_adam(params, n, (dg_adam_params){ .lr = 1e-3 });
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = 1e-3;
+    dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
     if (!dp || !opt) { fprintf(stderr, "bench_dist_step: %s\n", dg_last_error()); return 1; }
     dg_tensor *x = dg_randn(DG_SHAPE(B, 1, 28, 28), DG_F32);

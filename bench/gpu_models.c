@@ -89,7 +89,9 @@ static uint64_t bench(const workload *w, double seconds, double *ratio) {
     dg_manual_seed(1);
     run r = { .w = w };
     if (w->batch) {
-        r.net = w->hw == 28 ? dg_mnist_cnn() : dg_resnet18((dg_resnet_params){ .num_classes = 1000 });
+        dg_resnet_params rp = dg_resnet_default_params();
+        rp.num_classes = 1000;
+        r.net = w->hw == 28 ? dg_mnist_cnn() : dg_resnet18(rp);
         int64_t classes = w->hw == 28 ? 10 : 1000;
         r.x = dg_randn(DG_SHAPE(w->batch, w->hw == 28 ? 1 : 3, w->hw, w->hw), DG_F32);
         dg_tensor *u = dg_rand(DG_SHAPE(w->batch), DG_F32);
@@ -104,8 +106,13 @@ static uint64_t bench(const workload *w, double seconds, double *ratio) {
     int n;
     dg_tensor **p = dg_layer_parameters(r.net, &n);
     if (!p) die(w->name, "parameters");
-    r.opt = w->batch ? dg_momentum(p, n, (dg_momentum_params){ .lr = 0.01, .momentum = 0.9 })
-                     : dg_adam(p, n, (dg_adam_params){ .lr = 1e-3 });
+    dg_momentum_params momp = dg_momentum_default_params();
+    momp.lr = 0.01;
+    momp.momentum = 0.9;
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = 1e-3;
+    r.opt = w->batch ? dg_momentum(p, n, momp)
+                     : dg_adam(p, n, adp);
     free(p);
     if (!r.opt) die(w->name, "optimizer");
 
@@ -145,7 +152,10 @@ static uint64_t bench(const workload *w, double seconds, double *ratio) {
 
 int main(int argc, char **argv) {
     bool probe = argc > 1 && strcmp(argv[1], "--probe") == 0;
-    if (dg_init(&(dg_init_params){ .device = "gpu:0", .quiet = true }) != 0) {
+    dg_init_params ip = dg_init_default_params();
+    ip.device = "gpu:0";
+    ip.quiet = true;
+    if (dg_init(&ip) != 0) {
         printf("bench_gpu_models: no usable GPU (%s): skipped\n", dg_last_error());
         return probe ? SKIP_STATUS : 0;
     }

@@ -47,7 +47,9 @@ int main(int argc, char **argv) {
     if (argc < 3) { fprintf(stderr, "usage: %s linear|mnist|cifar|face|resnet18_infer THREADS\n", argv[0]); return 2; }
     const char *name = argv[1];
     int threads = atoi(argv[2]);
-    dg_init(&(dg_init_params){ .num_threads = threads });
+    dg_init_params ip = dg_init_default_params();
+    ip.num_threads = threads;
+    dg_init(&ip);
     dg_manual_seed(1);
     work w = { .train = true };
     bool per_step = false;
@@ -68,7 +70,7 @@ int main(int argc, char **argv) {
         w.x = dg_randn(DG_SHAPE(32, 3, 96, 96), DG_F32);
         w.y = dg_rand(DG_SHAPE(32, 30), DG_F32);
     } else if (strcmp(name, "resnet18_infer") == 0) {
-        w.net = dg_resnet18((dg_resnet_params){0}); w.batch = 32; w.train = false;
+        w.net = dg_resnet18(dg_resnet_default_params()); w.batch = 32; w.train = false;
         dg_layer_eval(w.net);
         w.x = dg_randn(DG_SHAPE(32, 3, 224, 224), DG_F32);
     } else {
@@ -79,7 +81,11 @@ int main(int argc, char **argv) {
     if (w.train) {
         int n;
         dg_tensor **p = dg_layer_parameters(w.net, &n);
-        w.opt = strcmp(name, "mnist") == 0 ? dg_sgd(p, n, (dg_sgd_params){ .lr = 0.01 }) : dg_adam(p, n, (dg_adam_params){ .lr = 1e-3 });
+        dg_sgd_params sgdp = dg_sgd_default_params();
+        sgdp.lr = 0.01;
+        dg_adam_params adp = dg_adam_default_params();
+        adp.lr = 1e-3;
+        w.opt = strcmp(name, "mnist") == 0 ? dg_sgd(p, n, sgdp) : dg_adam(p, n, adp);
         free(p);
     }
     step(&w);  /* warm-up: first-touch allocations */

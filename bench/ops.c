@@ -49,7 +49,9 @@ static void run_conv(void *p) {
 static void bench_conv(const char *name, int n, int c, int hw, int oc, int k, int stride, int pad) {
     dg_scope *s = dg_scope_begin();
     conv_ctx ctx = { .x = dg_randn(DG_SHAPE(n, c, hw, hw), DG_F32), .w = dg_randn(DG_SHAPE(oc, c, k, k), DG_F32),
-                     .p = { .stride = {stride, stride}, .padding = {pad, pad} } };
+                     .p = dg_conv2d_default_params() };
+    ctx.p.stride[0] = ctx.p.stride[1] = stride;
+    ctx.p.padding[0] = ctx.p.padding[1] = pad;
     int oh = (hw + 2 * pad - k) / stride + 1;
     double flops = 2.0 * n * oc * oh * oh * c * k * k;
     ctx.backward = false;
@@ -65,7 +67,9 @@ static void bench_conv(const char *name, int n, int c, int hw, int oc, int k, in
 }
 
 int main(int argc, char **argv) {
-    dg_init(&(dg_init_params){ .num_threads = 1 });
+    dg_init_params ip = dg_init_default_params();
+    ip.num_threads = 1;
+    dg_init(&ip);
     bool only_tiny = argc > 1 && strcmp(argv[1], "--tiny") == 0;
     dg_manual_seed(1);
 

@@ -8,7 +8,7 @@
 #     the fraction of communication hidden (1 - exposed apply time with overlap on / apply time
 #     with overlap off). The CNN's 80 KB of gradients fit one default (25 MB) bucket, which
 #     cannot start before backward ends, so the comparison uses one bucket per parameter
-#     (BUCKET_MB=1e-9; set BUCKET_MB=0 for the defaults).
+#     (BUCKET_MB=1e-9; set BUCKET_MB=25 for the default bucket size).
 set -eu
 BIN=${1:-build/bin}
 ROUNDS=${ROUNDS:-3}

@@ -52,7 +52,9 @@ int main(int argc, char **argv) {
     const char *setting = argv[1];
     int steps = argc > 2 ? atoi(argv[2]) : 300;
     double max_s = argc > 3 ? atof(argv[3]) : 30.0;
-    if (dg_init(&(dg_init_params){ .quiet = true })) { fprintf(stderr, "init: %s\n", dg_last_error()); return 1; }
+    dg_init_params ip = dg_init_default_params();
+    ip.quiet = true;
+    if (dg_init(&ip)) { fprintf(stderr, "init: %s\n", dg_last_error()); return 1; }
     if (strcmp(setting, "default") != 0) dg_set_num_threads(atoi(setting));
     dg_manual_seed(1);
     dg_layer *net = dg_mnist_cnn();
@@ -61,7 +63,9 @@ int main(int argc, char **argv) {
     if (!net || !x || !y) { fprintf(stderr, "setup: %s\n", dg_last_error()); return 1; }
     int n;
     dg_tensor **p = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = dg_adam(p, n, (dg_adam_params){ .lr = 1e-3 });
+    dg_adam_params ap = dg_adam_default_params();
+    ap.lr = 1e-3;
+    dg_optimizer *opt = dg_adam(p, n, ap);
     free(p);
     for (int i = 0; i < 3; i++)   /* warm-up: primitives made, blocks first touched */
         if (step(net, opt, x, y)) { fprintf(stderr, "step: %s\n", dg_last_error()); return 1; }

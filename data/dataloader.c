@@ -2,7 +2,7 @@
  *
  * An epoch's batches are snapshotted from the batch sampler at start_epoch. With num_workers > 0,
  * worker threads claim whole batches in order (batch b only while b < next + slots, so at most
- * `prefetch` batches are in flight or waiting), make each sample with the seed
+ * `num_workers * prefetch_factor` batches are in flight or waiting), make each sample with the seed
  * dg_sample_seed(seed, epoch, index), collate, and park the batch in slot b % slots; the caller
  * takes slot `next` when it holds batch `next`, so batches arrive in sampler order whatever the
  * timing. A failed batch parks its status and message instead; workers stop claiming, the
@@ -230,13 +230,20 @@ static void stop_workers(dg_dataloader *dl) {
     }
 }
 
+dg_dataloader_params dg_dataloader_default_params(void) {
+    return (dg_dataloader_params){ .batch_size = 1, .num_workers = 0, .prefetch_factor = 2, .seed = 0, .sampler = NULL };
+}
+
 dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
     DG_CHECK_HANDLE(ds, "dataloader_new: dataset is NULL");
     int64_t len = dg_dataset_len(ds);
     DG_CHECK(len >= 0, "dataloader_new('%s'): dataset length %lld", dg_dataset_name(ds), (long long)len);
-    DG_CHECK(p.batch_size >= 0, "dataloader_new('%s'): batch_size %lld is negative", dg_dataset_name(ds), (long long)p.batch_size);
+    DG_CHECK(p.sampler || p.batch_size >= 1, "dataloader_new('%s'): batch_size must be >= 1, got %lld", dg_dataset_name(ds),
+             (long long)p.batch_size);
     DG_CHECK(p.num_workers >= 0 && p.num_workers <= 1024, "dataloader_new('%s'): num_workers %d (0..1024)", dg_dataset_name(ds), p.num_workers);
-    DG_CHECK(p.prefetch >= 0, "dataloader_new('%s'): prefetch %d is negative", dg_dataset_name(ds), p.prefetch);
+    DG_CHECK(!p.num_workers || (p.prefetch_factor >= 1 && p.prefetch_factor <= 1024),
+             "dataloader_new('%s'): prefetch_factor must be in [1, 1024] with %d workers, got %d", dg_dataset_name(ds),
+             p.num_workers, p.prefetch_factor);
     DG_CHECK(!p.host_alloc == !p.host_free, "dataloader_new('%s'): host_alloc and host_free go together", dg_dataset_name(ds));
     if (p.sampler)
         DG_CHECK(dg_batch_sampler_dataset_len(p.sampler) == len, "dataloader_new('%s'): the sampler was made for %lld samples, the dataset has %lld",
@@ -245,8 +252,12 @@ dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
     DG_CHECK(dl, "dataloader_new: out of memory");
     dl->sampler = p.sampler;
     if (!dl->sampler) {
-        dl->sampler = dg_batch_sampler_new(len, (dg_batch_sampler_params){ .batch_size = p.batch_size, .shuffle = p.shuffle,
-                                                                            .drop_last = p.drop_last, .seed = p.seed });
+        dg_batch_sampler_params sp = dg_batch_sampler_default_params();
+        sp.batch_size = p.batch_size;
+        sp.shuffle = p.shuffle;
+        sp.drop_last = p.drop_last;
+        sp.seed = p.seed;
+        dl->sampler = dg_batch_sampler_new(len, sp);
         if (!dl->sampler) { free(dl); return NULL; }
         dl->own_sampler = true;
     }
@@ -254,7 +265,7 @@ dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
     dl->seed = p.seed;
     if (p.pin_memory && !p.host_alloc) { p.host_alloc = dg_pinned_alloc; p.host_free = dg_pinned_free; }
     dl->hooks = (host_hooks){ p.host_alloc, p.host_free, p.host_user };
-    dl->nslots = p.num_workers ? (p.prefetch ? p.prefetch : 2 * p.num_workers) : 0;
+    dl->nslots = p.num_workers * p.prefetch_factor;
     if (dl->nslots) {
         dl->slots = calloc((size_t)dl->nslots, sizeof *dl->slots);
         if (!dl->slots) {

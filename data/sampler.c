@@ -144,13 +144,17 @@ static dg_batch_sampler *sampler_make(dg_batch_sampler *s) {
     return s;
 }
 
+dg_batch_sampler_params dg_batch_sampler_default_params(void) {
+    return (dg_batch_sampler_params){ .batch_size = 1, .shuffle = false, .drop_last = false, .seed = 0 };
+}
+
 dg_batch_sampler *dg_batch_sampler_new(int64_t dataset_len, dg_batch_sampler_params p) {
     DG_CHECK(dataset_len >= 0, "batch_sampler_new: dataset length %lld is negative", (long long)dataset_len);
-    DG_CHECK(p.batch_size >= 0, "batch_sampler_new: batch_size %lld is negative", (long long)p.batch_size);
+    DG_CHECK(p.batch_size >= 1, "batch_sampler_new: batch_size must be >= 1, got %lld", (long long)p.batch_size);
     dg_batch_sampler *s = calloc(1, sizeof *s);
     DG_CHECK(s, "batch_sampler_new: out of memory");
     s->n = dataset_len;
-    s->batch_size = p.batch_size ? p.batch_size : 1;
+    s->batch_size = p.batch_size;
     s->shuffle = p.shuffle;
     s->drop_last = p.drop_last;
     s->seed = p.seed;
@@ -174,19 +178,30 @@ static int env_int(const char *name, long lo, long hi, int *out) {
     return 1;
 }
 
+dg_distributed_batch_sampler_params dg_distributed_batch_sampler_default_params(void) {
+    return (dg_distributed_batch_sampler_params){ .batch_size = 1, .num_replicas = DG_FROM_ENV, .rank = DG_FROM_ENV,
+                                                  .shuffle = false, .drop_last = false, .seed = 0 };
+}
+
 dg_batch_sampler *dg_distributed_batch_sampler_new(int64_t dataset_len, dg_distributed_batch_sampler_params p) {
     DG_CHECK(dataset_len >= 0, "distributed_batch_sampler_new: dataset length %lld is negative", (long long)dataset_len);
-    DG_CHECK(p.batch_size >= 0, "distributed_batch_sampler_new: batch_size %lld is negative", (long long)p.batch_size);
-    DG_CHECK(p.num_replicas >= 0, "distributed_batch_sampler_new: num_replicas %d is negative", p.num_replicas);
+    DG_CHECK(p.batch_size >= 1, "distributed_batch_sampler_new: batch_size must be >= 1, got %lld", (long long)p.batch_size);
+    DG_CHECK(p.num_replicas >= 1 || p.num_replicas == DG_FROM_ENV,
+             "distributed_batch_sampler_new: num_replicas must be >= 1 or DG_FROM_ENV, got %d", p.num_replicas);
+    DG_CHECK(p.rank >= 0 || p.rank == DG_FROM_ENV, "distributed_batch_sampler_new: rank must be >= 0 or DG_FROM_ENV, got %d",
+             p.rank);
     int nranks = p.num_replicas, rank = p.rank;
     const char *from = "the arguments";
-    if (nranks == 0) {
+    if (nranks == DG_FROM_ENV) {   /* Paddle's num_replicas=None */
         nranks = 1;
-        rank = 0;
         int rc = env_int("PADDLE_TRAINERS_NUM", 1, 1 << 20, &nranks);
         if (rc == 0) rc = env_int("OMPI_COMM_WORLD_SIZE", 1, 1 << 20, &nranks);
         if (rc < 0) return NULL;
-        rc = env_int("PADDLE_TRAINER_ID", 0, 1 << 20, &rank);
+        from = "the environment";
+    }
+    if (rank == DG_FROM_ENV) {     /* Paddle's rank=None */
+        rank = 0;
+        int rc = env_int("PADDLE_TRAINER_ID", 0, 1 << 20, &rank);
         if (rc == 0) rc = env_int("OMPI_COMM_WORLD_RANK", 0, 1 << 20, &rank);
         if (rc < 0) return NULL;
         from = "the environment";
@@ -196,7 +211,7 @@ dg_batch_sampler *dg_distributed_batch_sampler_new(int64_t dataset_len, dg_distr
     DG_CHECK(s, "distributed_batch_sampler_new: out of memory");
     s->distributed = true;
     s->n = dataset_len;
-    s->batch_size = p.batch_size ? p.batch_size : 1;
+    s->batch_size = p.batch_size;
     s->shuffle = p.shuffle;
     s->drop_last = p.drop_last;
     s->seed = p.seed;

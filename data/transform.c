@@ -66,6 +66,10 @@ static const char *tf_name(dg_transform_kind k) {
 }
 
 static int tf_out_h(const dg_transform *t) { return t->size[0]; }
+dg_transform dg_transform_default(dg_transform_kind kind) {
+    return (dg_transform){ .kind = kind, .p = 0.5, .scale = 1.0 };
+}
+
 static int tf_out_w(const dg_transform *t) { return t->size[1] ? t->size[1] : t->size[0]; }
 
 /* Checks what can be checked before any sample is seen. */
@@ -203,7 +207,7 @@ static int tf_apply(const dg_transform *t, int ti, dg_sample *s, uint64_t seed) 
         break;
     }
     case DG_TF_RANDOM_HFLIP:
-        flip = dg_data_uniform01(seed, &counter) < (t->p == 0 ? 0.5 : t->p);
+        flip = dg_data_uniform01(seed, &counter) < t->p;   /* p 0: never, p 1: always */
         identity = !flip;
         break;
     case DG_TF_SCALE: break;

@@ -36,7 +36,12 @@ dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s) {
     char ep0[DG_DIST_MAX_ENDPOINT], host[DG_DIST_MAX_ENDPOINT];
     int port;
     if (dg_dist_env_endpoint(env, 0, ep0, sizeof ep0) || dg_dist_split_endpoint(ep0, host, sizeof host, &port)) return NULL;
-    dg_store *st = dg_store_new((dg_store_params){ .host = host, .port = port, .is_server = env->rank == 0, .timeout_s = timeout_s });
+    dg_store_params sp = dg_store_default_params();
+    sp.host = host;
+    sp.port = port;
+    sp.is_server = env->rank == 0;
+    sp.timeout_s = timeout_s;
+    dg_store *st = dg_store_new(sp);
     if (!st) return NULL;
     /* every rank checks in once: a rank started twice is caught by its second arrival, a
      * missing one by the bounded wait below (on every rank that did arrive) */
@@ -92,7 +97,12 @@ static int transport_make(const char *module, const char *entry, dg_comm *c, con
     return make(c, env);
 }
 
+dg_comm_params dg_comm_default_params(void) { return (dg_comm_params){ .kind = DG_COMM_AUTO, .timeout_s = DG_FROM_ENV }; }
+
 dg_comm *dg_comm_new(dg_comm_params p) {
+    DG_CHECK((p.timeout_s > 0 && isfinite(p.timeout_s)) || p.timeout_s == DG_FROM_ENV,
+             "comm_new: timeout_s must be > 0 or DG_FROM_ENV, got %g", p.timeout_s);
+    DG_CHECK(p.kind >= DG_COMM_AUTO && p.kind <= DG_COMM_NCCL, "comm_new: unknown kind %d", (int)p.kind);
     dg_dist_env env;
     if (dg_dist_env_read(&env) != 0) return NULL;
     dg_comm *c = calloc(1, sizeof *c);

@@ -55,8 +55,18 @@ static int broadcast_state(dg_layer *net, dg_comm *comm) {
     return rc;
 }
 
+dg_dp_params dg_dp_default_params(void) {
+    return (dg_dp_params){ .bucket_mb = 25, .first_bucket_mb = 1, .overlap = false, .find_unused_parameters = false };
+}
+
 dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
     DG_CHECK_HANDLE(net, "data_parallel: net is NULL");
+    if (!(p.bucket_mb > 0 && isfinite(p.bucket_mb)) || !(p.first_bucket_mb > 0 && isfinite(p.first_bucket_mb))) {
+        dg_layer_free(net);
+        DG_ERR(DG_EINVAL, "data_parallel: bucket_mb and first_bucket_mb must be > 0, got %g and %g (dg_dp_default_params() "
+                          "has 25 and 1)", p.bucket_mb, p.first_bucket_mb);
+        return NULL;
+    }
     if (!comm) { dg_layer_free(net); DG_ERR(DG_EINVAL, "data_parallel: communicator is NULL (dg_fleet_init or dg_comm_new first)"); return NULL; }
     dp_state *s = calloc(1, sizeof *s);
     if (!s) { dg_layer_free(net); DG_ERR(DG_ENOMEM, "data_parallel: out of memory"); return NULL; }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <dygraph/module.h>
 #include <dygraph/dist.h>
 #include <pthread.h>
@@ -63,6 +64,7 @@ int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_com
 int dg_comm_start_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle);
 int dg_comm_poll_raw(dg_comm *c, void *handle, bool *done);
 
+/* The timeout a params field asks for: itself, or for DG_FROM_ENV $DG_DIST_TIMEOUT, else 300. */
 double dg_dist_timeout(double given);
 int dg_dist_split_endpoint(const char *ep, char *host, size_t hlen, int *port);
 /* Rank 0's store from the environment (server on rank 0), and a check-in of every rank so that

@@ -7,18 +7,28 @@ static dg_comm *g_comm;
 static dg_fleet_strategy g_strategy;
 static char *g_endpoints;
 
+dg_fleet_strategy dg_fleet_default_strategy(void) {
+    return (dg_fleet_strategy){ .fuse_grad_size_in_MB = 25, .first_bucket_mb = 1, .overlap = false,
+                                .find_unused_parameters = false };
+}
+
 int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
     DG_CHECK_INT(is_collective, "fleet_init: only collective mode (is_collective=true) is supported; "
                  "parameter-server mode is not");
     if (g_comm) return 0;   /* idempotent, like fleet.init */
-    g_strategy = strategy ? *strategy : (dg_fleet_strategy){ 0 };
+    dg_fleet_strategy st = strategy ? *strategy : dg_fleet_default_strategy();
+    DG_CHECK_INT(st.fuse_grad_size_in_MB > 0 && isfinite(st.fuse_grad_size_in_MB),
+                 "fleet_init: strategy fuse_grad_size_in_MB must be > 0, got %g", st.fuse_grad_size_in_MB);
+    DG_CHECK_INT(st.first_bucket_mb > 0 && isfinite(st.first_bucket_mb),
+                 "fleet_init: strategy first_bucket_mb must be > 0, got %g", st.first_bucket_mb);
+    g_strategy = st;
     dg_dist_env env;
     int rc = dg_dist_env_read(&env);
     if (rc) return rc;
     free(g_endpoints);
     g_endpoints = env.endpoints ? strdup(env.endpoints) : NULL;
     dg_dist_env_clear(&env);
-    g_comm = dg_comm_new((dg_comm_params){ 0 });
+    g_comm = dg_comm_new(dg_comm_default_params());
     if (!g_comm) {
         char msg[768];
         snprintf(msg, sizeof msg, "%s", dg_last_error());
@@ -37,9 +47,12 @@ dg_comm *dg_fleet_comm(void) { return g_comm; }
 
 dg_layer *dg_fleet_distributed_model(dg_layer *net) {
     if (!g_comm) { dg_layer_free(net); DG_ERR(DG_ESTATE, "fleet_distributed_model: call dg_fleet_init first"); return NULL; }
-    return dg_data_parallel(net, g_comm, (dg_dp_params){
-        .bucket_mb = g_strategy.fuse_grad_size_in_MB, .first_bucket_mb = g_strategy.first_bucket_mb,
-        .overlap = g_strategy.overlap, .find_unused_parameters = g_strategy.find_unused_parameters });
+    dg_dp_params p = dg_dp_default_params();
+    p.bucket_mb = g_strategy.fuse_grad_size_in_MB;
+    p.first_bucket_mb = g_strategy.first_bucket_mb;
+    p.overlap = g_strategy.overlap;
+    p.find_unused_parameters = g_strategy.find_unused_parameters;
+    return dg_data_parallel(net, g_comm, p);
 }
 
 dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt) {

@@ -179,8 +179,8 @@ dg_reducer *dg_reducer_new(dg_comm *comm, dg_tensor *const *params, char *const 
         r->params[i] = params[i];
         r->names[i] = strdup(names[i] ? names[i] : "?");
     }
-    double cap = (p.bucket_mb > 0 ? p.bucket_mb : 25) * 1048576.0;
-    double first = (p.first_bucket_mb > 0 ? p.first_bucket_mb : 1) * 1048576.0;
+    double cap = p.bucket_mb * 1048576.0;          /* checked > 0 by dg_data_parallel */
+    double first = p.first_bucket_mb * 1048576.0;
     /* reverse order; a bucket closes when full or when the dtype or device changes */
     for (int i = np - 1; i >= 0; i--) {
         dg_tensor *t = params[i];

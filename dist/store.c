@@ -42,7 +42,7 @@ struct dg_store {
 };
 
 double dg_dist_timeout(double given) {
-    if (given > 0) return given;
+    if (given != DG_FROM_ENV) return given;
     const char *e = getenv("DG_DIST_TIMEOUT");
     double v = e ? atof(e) : 0;
     return v > 0 ? v : 300;
@@ -269,9 +269,15 @@ static int connect_until(const char *host, int port, double deadline, const char
     }
 }
 
+dg_store_params dg_store_default_params(void) {
+    return (dg_store_params){ .host = NULL, .port = 0, .is_server = false, .timeout_s = DG_FROM_ENV };
+}
+
 dg_store *dg_store_new(dg_store_params p) {
     DG_CHECK(p.host && *p.host, "store: no host for rank 0");
     DG_CHECK(p.port > 0 && p.port < 65536, "store: port %d out of range", p.port);
+    DG_CHECK((p.timeout_s > 0 && isfinite(p.timeout_s)) || p.timeout_s == DG_FROM_ENV,
+             "store: timeout_s must be > 0 or DG_FROM_ENV, got %g", p.timeout_s);
     dg_store *st = calloc(1, sizeof *st);
     DG_CHECK(st, "store: out of memory");
     st->timeout_s = dg_dist_timeout(p.timeout_s);

@@ -77,7 +77,9 @@ static bool shape_equal(const dg_tensor *t, dg_shape s) {
     return true;
 }
 
-int dg_backward(dg_tensor *t) { return dg_backward_ext(t, (dg_backward_params){0}); }
+dg_backward_params dg_backward_default_params(void) { return (dg_backward_params){ .grad_output = NULL, .retain_graph = false }; }
+
+int dg_backward(dg_tensor *t) { return dg_backward_ext(t, dg_backward_default_params()); }
 
 int dg_backward_ext(dg_tensor *t, dg_backward_params p) {
     DG_CHECK_INPUT_INT("backward", t);

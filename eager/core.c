@@ -264,15 +264,23 @@ static int init_device(const dg_init_params *d) {
     return rc;
 }
 
+dg_init_params dg_init_default_params(void) {
+    return (dg_init_params){ .device = NULL, .num_threads = DG_FROM_ENV, .seed = DG_DEFAULT_SEED };
+}
+
 int dg_init(const dg_init_params *p) {
-    dg_init_params d = {0};
-    if (p) d = *p;
+    dg_init_params d = p ? *p : dg_init_default_params();
+    if (d.num_threads < 1 && d.num_threads != DG_FROM_ENV) {
+        DG_ERR(DG_EINVAL, "init: num_threads must be >= 1 or DG_FROM_ENV, got %d (dg_init_default_params() has the defaults)",
+               d.num_threads);
+        return DG_EINVAL;
+    }
     dg_shut_down = false;     /* a new session: dg_shutdown already moved dg_session on */
     if (d.checked) dg_checked_mode = 1;
     int threads = d.num_threads;
-    if (!threads && getenv("DG_NUM_THREADS")) threads = atoi(getenv("DG_NUM_THREADS"));
-    if (threads > 0) dg_set_num_threads(threads);
-    if (d.seed) dg_manual_seed(d.seed);
+    if (threads == DG_FROM_ENV) threads = getenv("DG_NUM_THREADS") ? atoi(getenv("DG_NUM_THREADS")) : 0;
+    if (threads > 0) dg_set_num_threads(threads);   /* else OpenMP's own choice */
+    dg_manual_seed(d.seed);
     int rc = init_device(&d);
     if (rc) return rc;
     /* bf16 last, so a CPU without it never keeps the device from being set. Asked by the

@@ -16,7 +16,7 @@ struct dg_generator {
 
 /* The seed and counter the library has always started from: programs that never make a
  * generator of their own draw exactly the numbers they drew before generators existed. */
-static dg_generator g_default = { 0x2024u, 0, true };
+static dg_generator g_default = { DG_DEFAULT_SEED, 0, true };
 static _Thread_local dg_generator *t_current;   /* dg_generator_use; NULL: the default */
 
 dg_generator *dg_default_generator(void) { return &g_default; }
@@ -97,6 +97,6 @@ void dg_philox4x32(uint64_t seed, uint64_t counter, uint32_t out[4]) {
 /* dg_shutdown: the default generator starts over from the seed the library has always used. */
 void dg_rng_reset(void) {
     __atomic_store_n(&g_default.counter, 0, __ATOMIC_RELAXED);
-    g_default.seed = 0x2024u;
+    g_default.seed = DG_DEFAULT_SEED;
     t_current = NULL;
 }

@@ -37,6 +37,8 @@ static bool same_shape(const dg_tensor *a, const dg_tensor *b) {
     return true;
 }
 
+dg_load_params dg_load_default_params(void) { return (dg_load_params){ .strict = true }; }
+
 static int load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_params p, dg_load_report *rep, const char *src) {
     DG_CHECK_HANDLE_INT(layer, "layer_load: layer is NULL");
     DG_CHECK_HANDLE_INT(state, "layer_load: state is NULL");
@@ -65,11 +67,11 @@ static int load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_param
         for (int i = 0; i < n && !known; i++) known = strcmp(sd[i].name, name) == 0;
         if (!known) note(unexpected, sizeof unexpected, &r.unexpected, " %s%s", name, NULL);
     }
-    bool fail = !p.non_strict && (r.missing || r.unexpected || r.mismatched);
+    bool fail = p.strict && (r.missing || r.unexpected || r.mismatched);
     int rc = 0;
     if (fail) {
         DG_ERR(DG_EFORMAT, "layer_load from %s: %d missing key(s)%s%s; %d unexpected key(s)%s%s; %d shape/dtype mismatch(es)%s%s; "
-               "nothing was loaded (pass non_strict to load what matches)", src,
+               "nothing was loaded (pass strict = false to load what matches)", src,
                r.missing, r.missing ? ":" : "", missing, r.unexpected, r.unexpected ? ":" : "", unexpected,
                r.mismatched, r.mismatched ? ":" : "", mismatch);
         rc = DG_EFORMAT;

@@ -34,16 +34,20 @@ bool dg_nn_conv2d_parts(const dg_layer *l, dg_conv2d_params *p, dg_tensor **weig
     return true;
 }
 
+dg_nn_conv2d_params dg_nn_conv2d_default_params(void) {
+    return (dg_nn_conv2d_params){ .stride = 1, .padding = 0, .dilation = 1, .groups = 1, .bias = true, .dtype = DG_F32 };
+}
+
 dg_layer *dg_nn_conv2d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
     conv_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Conv2d: out of memory"); return NULL; }
     dg_layer *l = dg_layer_new("Conv2d", conv_forward, s, free);
     if (!l) return NULL;
-    int stride = p.stride ? p.stride : 1, dil = p.dilation ? p.dilation : 1, groups = p.groups ? p.groups : 1;
+    int stride = p.stride, dil = p.dilation, groups = p.groups;
     s->in = in;
     s->out = out;
     s->conv = (dg_conv2d_params){ .stride = { stride, stride }, .padding = { p.padding, p.padding },
-                                  .dilation = { dil, dil }, .groups = groups };
+                                  .dilation = { dil, dil }, .groups = groups };   /* every field set */
     /* torch's repr: defaults (padding 0, dilation 1, groups 1, bias) are left out */
     char extra[256];
     int at = snprintf(extra, sizeof extra, "%lld, %lld, kernel_size=(%d, %d), stride=(%d, %d)", (long long)in,
@@ -51,20 +55,23 @@ dg_layer *dg_nn_conv2d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
     if (p.padding) at += snprintf(extra + at, sizeof extra - (size_t)at, ", padding=(%d, %d)", p.padding, p.padding);
     if (dil != 1) at += snprintf(extra + at, sizeof extra - (size_t)at, ", dilation=(%d, %d)", dil, dil);
     if (groups != 1) at += snprintf(extra + at, sizeof extra - (size_t)at, ", groups=%d", groups);
-    if (p.no_bias) snprintf(extra + at, sizeof extra - (size_t)at, ", bias=False");
+    if (!p.bias) snprintf(extra + at, sizeof extra - (size_t)at, ", bias=False");
     dg_layer_set_extra_repr(l, "%s", extra);
-    if (in <= 0 || out <= 0 || k <= 0 || stride < 0 || p.padding < 0 || dil < 0 || groups < 0 ||
+    if (in <= 0 || out <= 0 || k <= 0 || stride < 1 || p.padding < 0 || dil < 1 || groups < 1 ||
         in % groups || out % groups || (p.dtype != DG_F32 && p.dtype != DG_F64)) {
         DG_LAYER_ERROR(l, "bad configuration: need positive channels, kernel, stride, dilation, groups dividing both "
-                          "channel counts, padding >= 0 and dtype float32/float64 (dtype %s)", dg_dtype_name(p.dtype));
+                          "channel counts, padding >= 0 and dtype float32/float64 (stride %d, dilation %d, groups %d, "
+                          "padding %d, dtype %s)", stride, dil, groups, p.padding, dg_dtype_name(p.dtype));
         dg_layer_free(l);
         return NULL;
     }
     int64_t fan_in = in / groups * k * k;
     double bound = 1.0 / sqrt((double)fan_in);
     int rc = dg_layer_add_parameter(l, "weight", s->weight = dg_empty(DG_SHAPE(out, in / groups, k, k), p.dtype));
-    if (!rc) rc = dg_nn_init_kaiming_uniform_(s->weight, (dg_nn_kaiming_params){ .a = sqrt(5.0) });
-    if (!rc && !p.no_bias) {
+    dg_nn_kaiming_params kp = dg_nn_kaiming_default_params();
+    kp.a = sqrt(5.0);
+    if (!rc) rc = dg_nn_init_kaiming_uniform_(s->weight, kp);
+    if (!rc && p.bias) {
         rc = dg_layer_add_parameter(l, "bias", s->bias = dg_empty(DG_SHAPE(out), p.dtype));
         if (!rc) rc = dg_nn_init_uniform_(s->bias, -bound, bound);
     }

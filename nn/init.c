@@ -86,11 +86,16 @@ static int xavier(dg_tensor *t, double gain, bool normal, const char *op) {
     int64_t fi, fo;
     if ((rc = dg_nn_init_calculate_fans(t, &fi, &fo))) return rc;
     if (fi + fo == 0) { DG_ERR(DG_EINVAL, "%s: tensor %s has zero fans", op, DG_SHAPE_STR(t)); return DG_EINVAL; }
-    double std = (gain == 0 ? 1.0 : gain) * sqrt(2.0 / (double)(fi + fo));
+    if (!(gain >= 0 && isfinite(gain))) { DG_ERR(DG_EINVAL, "%s: gain must be >= 0, got %g", op, gain); return DG_EINVAL; }
+    double std = gain * sqrt(2.0 / (double)(fi + fo));
     return normal ? no_grad_rand(t, true, 0.0, std, NULL) : no_grad_rand(t, false, -sqrt(3.0) * std, sqrt(3.0) * std, NULL);
 }
 int dg_nn_init_xavier_uniform_(dg_tensor *t, double gain) { return xavier(t, gain, false, "init_xavier_uniform_"); }
 int dg_nn_init_xavier_normal_(dg_tensor *t, double gain) { return xavier(t, gain, true, "init_xavier_normal_"); }
+
+dg_nn_kaiming_params dg_nn_kaiming_default_params(void) {
+    return (dg_nn_kaiming_params){ .a = 0, .mode = DG_FAN_IN, .nonlinearity = DG_NONLIN_LEAKY_RELU };
+}
 
 static int kaiming(dg_tensor *t, dg_nn_kaiming_params p, bool normal, const char *op) {
     int rc = check(t, op);

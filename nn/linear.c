@@ -20,6 +20,8 @@ static dg_tensor *linear_forward(dg_layer *self, const dg_tensor *x) {
     return s->bias ? dg_add(y, s->bias) : y;
 }
 
+dg_nn_linear_params dg_nn_linear_default_params(void) { return (dg_nn_linear_params){ .bias = true, .dtype = DG_F32 }; }
+
 dg_layer *dg_nn_linear_ext(int64_t in, int64_t out, dg_nn_linear_params p) {
     linear_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Linear: out of memory"); return NULL; }
@@ -28,7 +30,7 @@ dg_layer *dg_nn_linear_ext(int64_t in, int64_t out, dg_nn_linear_params p) {
     s->in = in;
     s->out = out;
     dg_layer_set_extra_repr(l, "in_features=%lld, out_features=%lld, bias=%s", (long long)in, (long long)out,
-                            p.no_bias ? "False" : "True");
+                            p.bias ? "True" : "False");
     if (in <= 0 || out <= 0 || (p.dtype != DG_F32 && p.dtype != DG_F64)) {
         DG_LAYER_ERROR(l, "need in_features > 0, out_features > 0 and dtype float32/float64, got %lld, %lld, %s",
                        (long long)in, (long long)out, dg_dtype_name(p.dtype));
@@ -37,8 +39,10 @@ dg_layer *dg_nn_linear_ext(int64_t in, int64_t out, dg_nn_linear_params p) {
     }
     double bound = 1.0 / sqrt((double)in);
     int rc = dg_layer_add_parameter(l, "weight", s->weight = dg_empty(DG_SHAPE(out, in), p.dtype));
-    if (!rc) rc = dg_nn_init_kaiming_uniform_(s->weight, (dg_nn_kaiming_params){ .a = sqrt(5.0) });
-    if (!rc && !p.no_bias) {
+    dg_nn_kaiming_params kp = dg_nn_kaiming_default_params();
+    kp.a = sqrt(5.0);
+    if (!rc) rc = dg_nn_init_kaiming_uniform_(s->weight, kp);
+    if (!rc && p.bias) {
         rc = dg_layer_add_parameter(l, "bias", s->bias = dg_empty(DG_SHAPE(out), p.dtype));
         if (!rc) rc = dg_nn_init_uniform_(s->bias, -bound, bound);
     }
@@ -46,4 +50,4 @@ dg_layer *dg_nn_linear_ext(int64_t in, int64_t out, dg_nn_linear_params p) {
     return l;
 }
 
-dg_layer *dg_nn_linear(int64_t in, int64_t out) { return dg_nn_linear_ext(in, out, (dg_nn_linear_params){0}); }
+dg_layer *dg_nn_linear(int64_t in, int64_t out) { return dg_nn_linear_ext(in, out, dg_nn_linear_default_params()); }

@@ -1,8 +1,9 @@
 /* nn/norm.c — BatchNorm1d and BatchNorm2d (torch.nn.BatchNorm*d / paddle.nn.BatchNorm*D).
- * Parameters weight (ones) and bias (zeros) unless no_affine; buffers running_mean (zeros),
- * running_var (ones) and num_batches_tracked (i64 scalar) unless no_running_stats — the names,
+ * Parameters weight (ones) and bias (zeros) when affine; buffers running_mean (zeros),
+ * running_var (ones) and num_batches_tracked (i64 scalar) when track_running_stats — the names,
  * shapes and update rules of torch, so state dicts load as they are. */
 #include "nn_internal.h"
+#include <math.h>
 
 typedef struct {
     int64_t c;
@@ -51,8 +52,16 @@ static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x) {
         if (s->cumulative) momentum = 1.0 / n;
     }
     /* the running stats are read in eval and updated in training (when tracked) */
-    return dg_batch_norm(x, s->running_mean, s->running_var, s->weight, s->bias,
-                         (dg_batch_norm_params){ .training = use_batch, .momentum = momentum, .eps = s->eps });
+    dg_batch_norm_params bp = dg_batch_norm_default_params();
+    bp.training = use_batch;
+    bp.momentum = momentum;
+    bp.eps = s->eps;
+    return dg_batch_norm(x, s->running_mean, s->running_var, s->weight, s->bias, bp);
+}
+
+dg_nn_batch_norm_params dg_nn_batch_norm_default_params(void) {
+    return (dg_nn_batch_norm_params){ .momentum = 0.1, .eps = 1e-5, .cumulative_average = false, .affine = true,
+                                      .track_running_stats = true, .dtype = DG_F32 };
 }
 
 static dg_layer *bn_new(const char *type, int lo, int hi, int64_t c, dg_nn_batch_norm_params p) {
@@ -60,26 +69,28 @@ static dg_layer *bn_new(const char *type, int lo, int hi, int64_t c, dg_nn_batch
     if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", type); return NULL; }
     dg_layer *l = dg_layer_new(type, bn_forward, s, free);
     if (!l) return NULL;
-    *s = (bn_state){ .c = c, .ndim_lo = lo, .ndim_hi = hi, .momentum = p.momentum ? p.momentum : 0.1,
-                     .eps = p.eps ? p.eps : 1e-5, .cumulative = p.cumulative_average };
+    *s = (bn_state){ .c = c, .ndim_lo = lo, .ndim_hi = hi, .momentum = p.momentum, .eps = p.eps,
+                     .cumulative = p.cumulative_average };
     if (p.cumulative_average)
         dg_layer_set_extra_repr(l, "%lld, eps=%g, momentum=None, affine=%s, track_running_stats=%s", (long long)c, s->eps,
-                                p.no_affine ? "False" : "True", p.no_running_stats ? "False" : "True");
+                                p.affine ? "True" : "False", p.track_running_stats ? "True" : "False");
     else
         dg_layer_set_extra_repr(l, "%lld, eps=%g, momentum=%g, affine=%s, track_running_stats=%s", (long long)c, s->eps,
-                                s->momentum, p.no_affine ? "False" : "True", p.no_running_stats ? "False" : "True");
-    if (c <= 0 || !(s->eps > 0) || !(s->momentum > 0 && s->momentum <= 1) || (p.dtype != DG_F32 && p.dtype != DG_F64)) {
-        DG_LAYER_ERROR(l, "bad configuration: need num_features > 0, eps > 0, momentum in (0, 1] and dtype "
-                          "float32/float64 (dtype %s)", dg_dtype_name(p.dtype));
+                                s->momentum, p.affine ? "True" : "False", p.track_running_stats ? "True" : "False");
+    if (c <= 0 || !(s->eps > 0 && isfinite(s->eps)) || !(s->momentum >= 0 && s->momentum <= 1) ||
+        (p.dtype != DG_F32 && p.dtype != DG_F64)) {
+        DG_LAYER_ERROR(l, "bad configuration: need num_features > 0, eps > 0, momentum in [0, 1] and dtype "
+                          "float32/float64 (num_features %lld, eps %g, momentum %g, dtype %s)", (long long)c, p.eps,
+                       p.momentum, dg_dtype_name(p.dtype));
         dg_layer_free(l);
         return NULL;
     }
     int rc = 0;
-    if (!p.no_affine) {
+    if (p.affine) {
         rc = dg_layer_add_parameter(l, "weight", s->weight = dg_ones(DG_SHAPE(c), p.dtype));
         if (!rc) rc = dg_layer_add_parameter(l, "bias", s->bias = dg_zeros(DG_SHAPE(c), p.dtype));
     }
-    if (!rc && !p.no_running_stats) {
+    if (!rc && p.track_running_stats) {
         rc = dg_layer_add_buffer(l, "running_mean", s->running_mean = dg_zeros(DG_SHAPE(c), p.dtype));
         if (!rc) rc = dg_layer_add_buffer(l, "running_var", s->running_var = dg_ones(DG_SHAPE(c), p.dtype));
         if (!rc) rc = dg_layer_add_buffer(l, "num_batches_tracked", s->num_batches_tracked = dg_scalar(0, DG_I64));

@@ -35,8 +35,12 @@ static dg_layer *pool_new(const char *type, dg_layer_forward_fn fn, pool_state s
     return dg_layer_new(type, fn, s, free);
 }
 
+dg_nn_pool2d_params dg_nn_pool2d_default_params(void) {
+    return (dg_nn_pool2d_params){ .stride = DG_STRIDE_KERNEL, .padding = 0, .ceil_mode = false, .count_include_pad = false };
+}
+
 static dg_layer *pool2d(bool avg, int k, dg_nn_pool2d_params p) {
-    int stride = p.stride ? p.stride : k;
+    int stride = p.stride == DG_STRIDE_KERNEL ? k : p.stride;
     dg_pool2d_params pp = { .kernel = { k, k }, .stride = { stride, stride }, .padding = { p.padding, p.padding },
                             .ceil_mode = p.ceil_mode, .count_include_pad = p.count_include_pad };
     dg_layer *l = pool_new(avg ? "AvgPool2d" : "MaxPool2d", pool_forward, (pool_state){ .avg = avg, .pool = pp });
@@ -48,7 +52,8 @@ static dg_layer *pool2d(bool avg, int k, dg_nn_pool2d_params p) {
                                 p.ceil_mode ? "True" : "False");
     /* torch: padding at most half the kernel */
     if (k <= 0 || stride <= 0 || p.padding < 0 || 2 * p.padding > k) {
-        DG_LAYER_ERROR(l, "bad configuration: need kernel_size > 0, stride > 0 and 0 <= padding <= kernel_size/2");
+        DG_LAYER_ERROR(l, "bad configuration: need kernel_size > 0, stride > 0 (or DG_STRIDE_KERNEL) and "
+                          "0 <= padding <= kernel_size/2 (stride %d, padding %d)", p.stride, p.padding);
         dg_layer_free(l);
         return NULL;
     }

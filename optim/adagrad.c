@@ -15,16 +15,20 @@ static const dg_opt_kind_info adagrad_info = {
     .name = "adagrad", .n_slots = 1, .slot = { "sum" }, .has_step = true, .rule = DG_UPD_ADAGRAD, .prepare = adagrad_prepare,
 };
 
+dg_adagrad_params dg_adagrad_default_params(void) {
+    return (dg_adagrad_params){ .lr = 1e-2, .lr_decay = 0, .eps = 1e-10, .initial_accumulator_value = 0, .weight_decay = 0,
+                                .grad_clip_norm = INFINITY };
+}
+
 dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p) {
     DG_CHECK(p.lr_decay >= 0 && isfinite(p.lr_decay), "adagrad: lr_decay must be >= 0, got %g", p.lr_decay);
     DG_CHECK(p.eps >= 0 && isfinite(p.eps), "adagrad: eps must be >= 0, got %g", p.eps);
     DG_CHECK(p.initial_accumulator_value >= 0 && isfinite(p.initial_accumulator_value),
              "adagrad: initial_accumulator_value must be >= 0, got %g", p.initial_accumulator_value);
-    dg_optimizer *o = dg_opt_new(DG_OPT_ADAGRAD, &adagrad_info, params, n, p.lr == 0 ? 1e-2 : p.lr,
-                                 p.weight_decay, p.grad_clip_norm);
+    dg_optimizer *o = dg_opt_new(DG_OPT_ADAGRAD, &adagrad_info, params, n, p.lr, p.weight_decay, p.grad_clip_norm);
     if (!o) return NULL;
     o->lr_decay = p.lr_decay;
-    o->eps = p.eps == 0 ? 1e-10 : p.eps;
+    o->eps = p.eps;
     o->init_acc = p.initial_accumulator_value;
     for (int i = 0; i < n; i++)
         if (dg_opt_ensure_state(o, i) != 0) { dg_optimizer_free(o); return NULL; }

@@ -28,12 +28,21 @@ static dg_optimizer *adam_common(dg_opt_kind kind, const dg_opt_kind_info *info,
     DG_CHECK(beta1 >= 0 && beta1 < 1, "%s: beta1 must be in [0, 1), got %g", nm, beta1);
     DG_CHECK(beta2 >= 0 && beta2 < 1, "%s: beta2 must be in [0, 1), got %g", nm, beta2);
     DG_CHECK(eps >= 0 && isfinite(eps), "%s: eps must be >= 0, got %g", nm, eps);
-    dg_optimizer *o = dg_opt_new(kind, info, params, n, lr == 0 ? 1e-3 : lr, wd, clip);
+    dg_optimizer *o = dg_opt_new(kind, info, params, n, lr, wd, clip);
     if (!o) return NULL;
-    o->beta1 = beta1 == 0 ? 0.9 : beta1;
-    o->beta2 = beta2 == 0 ? 0.999 : beta2;
-    o->eps = eps == 0 ? 1e-8 : eps;
+    o->beta1 = beta1;
+    o->beta2 = beta2;
+    o->eps = eps;
     return o;
+}
+
+dg_adam_params dg_adam_default_params(void) {
+    return (dg_adam_params){ .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .grad_clip_norm = INFINITY };
+}
+
+dg_adamw_params dg_adamw_default_params(void) {
+    return (dg_adamw_params){ .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01,
+                              .grad_clip_norm = INFINITY };
 }
 
 dg_optimizer *dg_adam(dg_tensor *const *params, int n, dg_adam_params p) {
@@ -41,6 +50,5 @@ dg_optimizer *dg_adam(dg_tensor *const *params, int n, dg_adam_params p) {
 }
 
 dg_optimizer *dg_adamw(dg_tensor *const *params, int n, dg_adamw_params p) {
-    double wd = p.no_weight_decay ? 0 : p.weight_decay == 0 ? 0.01 : p.weight_decay;
-    return adam_common(DG_OPT_ADAMW, &adamw_info, params, n, p.lr, p.beta1, p.beta2, p.eps, wd, p.grad_clip_norm);
+    return adam_common(DG_OPT_ADAMW, &adamw_info, params, n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.grad_clip_norm);
 }

@@ -54,13 +54,24 @@ static double lr_at(dg_lr_scheduler *s, int64_t e) {
     return NAN;
 }
 
-/* Common construction: base_lr 0 takes the optimizer's lr; lr(0) is applied at once. */
-static dg_lr_scheduler *sched_new(lr_kind kind, const char *name, dg_optimizer *opt, double base_lr, bool needs_base) {
-    DG_CHECK(base_lr >= 0 && isfinite(base_lr), "%s: base_lr must be >= 0, got %g", name, base_lr);
-    if (needs_base && base_lr == 0) {
-        DG_CHECK(opt, "%s: needs base_lr or an optimizer to take it from", name);
-        base_lr = dg_optimizer_get_lr(opt);
+/* A learning-rate field: itself, or for DG_LR_FROM_OPTIMIZER the optimizer's lr (NAN with an
+ * error when there is none or the value is out of range). */
+static double lr_field(const char *name, const char *field, double v, const dg_optimizer *opt) {
+    if (v == DG_LR_FROM_OPTIMIZER) {
+        if (opt) return dg_optimizer_get_lr(opt);
+        DG_ERR(DG_EINVAL, "%s: %s is DG_LR_FROM_OPTIMIZER but there is no optimizer: pass one or set %s", name, field, field);
+        return NAN;
     }
+    if (!(v >= 0 && isfinite(v))) {
+        DG_ERR(DG_EINVAL, "%s: %s must be >= 0 or DG_LR_FROM_OPTIMIZER, got %g", name, field, v);
+        return NAN;
+    }
+    return v;
+}
+
+/* Common construction; lr(0) is applied at once by sched_start. */
+static dg_lr_scheduler *sched_new(lr_kind kind, const char *name, dg_optimizer *opt, double base_lr, bool needs_base) {
+    if (needs_base && isnan(base_lr = lr_field(name, "base_lr", base_lr, opt))) return NULL;
     dg_lr_scheduler *s = calloc(1, sizeof *s);
     DG_CHECK(s, "%s: out of memory", name);
     s->kind = kind;
@@ -77,13 +88,33 @@ static dg_lr_scheduler *sched_start(dg_lr_scheduler *s) {
 
 static int cmp_int(const void *a, const void *b) { int x = *(const int *)a, y = *(const int *)b; return (x > y) - (x < y); }
 
+dg_step_lr_params dg_step_lr_default_params(void) {
+    return (dg_step_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .step_size = 0, .gamma = 0.1 };
+}
+dg_multi_step_lr_params dg_multi_step_lr_default_params(void) {
+    return (dg_multi_step_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .milestones = NULL, .n_milestones = 0, .gamma = 0.1 };
+}
+dg_exponential_lr_params dg_exponential_lr_default_params(void) {
+    return (dg_exponential_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .gamma = 0 };
+}
+dg_cosine_annealing_lr_params dg_cosine_annealing_lr_default_params(void) {
+    return (dg_cosine_annealing_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .t_max = 0, .eta_min = 0 };
+}
+dg_linear_warmup_lr_params dg_linear_warmup_lr_default_params(void) {
+    return (dg_linear_warmup_lr_params){ .warmup_steps = 0, .start_lr = 0, .end_lr = DG_LR_FROM_OPTIMIZER,
+                                         .lr = DG_LR_FROM_OPTIMIZER };
+}
+dg_piecewise_lr_params dg_piecewise_lr_default_params(void) {
+    return (dg_piecewise_lr_params){ .boundaries = NULL, .n_boundaries = 0, .values = NULL };
+}
+
 dg_lr_scheduler *dg_step_lr(dg_optimizer *opt, dg_step_lr_params p) {
     DG_CHECK(p.step_size > 0, "step_lr: step_size must be > 0, got %d", p.step_size);
     DG_CHECK(p.gamma >= 0 && isfinite(p.gamma), "step_lr: gamma must be >= 0, got %g", p.gamma);
     dg_lr_scheduler *s = sched_new(LR_STEP, "step_lr", opt, p.base_lr, true);
     if (!s) return NULL;
     s->step_size = p.step_size;
-    s->gamma = p.gamma == 0 ? 0.1 : p.gamma;
+    s->gamma = p.gamma;
     return sched_start(s);
 }
 
@@ -93,7 +124,7 @@ dg_lr_scheduler *dg_multi_step_lr(dg_optimizer *opt, dg_multi_step_lr_params p) 
     DG_CHECK(p.gamma >= 0 && isfinite(p.gamma), "multi_step_lr: gamma must be >= 0, got %g", p.gamma);
     dg_lr_scheduler *s = sched_new(LR_MULTI_STEP, "multi_step_lr", opt, p.base_lr, true);
     if (!s) return NULL;
-    s->gamma = p.gamma == 0 ? 0.1 : p.gamma;
+    s->gamma = p.gamma;
     s->n_ints = p.n_milestones;
     s->ints = malloc(sizeof(int) * (size_t)(p.n_milestones ? p.n_milestones : 1));
     if (!s->ints) { dg_lr_scheduler_free(s); DG_ERR(DG_ENOMEM, "multi_step_lr: out of memory"); return NULL; }
@@ -126,23 +157,20 @@ dg_lr_scheduler *dg_linear_warmup_lr(dg_optimizer *opt, dg_lr_scheduler *after, 
         after->opt = NULL;
     }
     const char *nm = "linear_warmup_lr";
-    const char *why = p.warmup_steps <= 0 ? "warmup_steps must be > 0"
-                    : !(p.start_lr >= 0 && isfinite(p.start_lr)) ? "start_lr must be >= 0"
-                    : !(p.end_lr >= 0 && isfinite(p.end_lr)) ? "end_lr must be >= 0"
-                    : !(p.lr >= 0 && isfinite(p.lr)) ? "lr must be >= 0"
-                    : (p.end_lr == 0 && !opt) ? "needs end_lr or an optimizer to take it from" : NULL;
-    if (why) {
-        DG_ERR(DG_EINVAL, "%s: %s (warmup_steps %d, start_lr %g, end_lr %g, lr %g)", nm, why, p.warmup_steps, p.start_lr,
-               p.end_lr, p.lr);
+    if (p.warmup_steps <= 0 || !(p.start_lr >= 0 && isfinite(p.start_lr))) {
+        DG_ERR(DG_EINVAL, "%s: %s (warmup_steps %d, start_lr %g)", nm,
+               p.warmup_steps <= 0 ? "warmup_steps must be > 0" : "start_lr must be >= 0", p.warmup_steps, p.start_lr);
         dg_lr_scheduler_free(after);
         return NULL;
     }
-    dg_lr_scheduler *s = sched_new(LR_WARMUP, nm, opt, 0, false);
+    double end_lr = lr_field(nm, "end_lr", p.end_lr, opt);
+    double const_lr = isnan(end_lr) ? NAN : lr_field(nm, "lr", p.lr, opt);
+    dg_lr_scheduler *s = isnan(const_lr) ? NULL : sched_new(LR_WARMUP, nm, opt, 0, false);
     if (!s) { dg_lr_scheduler_free(after); return NULL; }
     s->warmup_steps = p.warmup_steps;
     s->start_lr = p.start_lr;
-    s->end_lr = p.end_lr == 0 ? dg_optimizer_get_lr(opt) : p.end_lr;
-    s->const_lr = p.lr == 0 ? s->end_lr : p.lr;
+    s->end_lr = end_lr;
+    s->const_lr = const_lr;
     s->after = after;
     return sched_start(s);
 }

@@ -22,7 +22,7 @@ dg_optimizer *dg_opt_new(dg_opt_kind kind, const dg_opt_kind_info *info, dg_tens
     DG_CHECK(n > 0, "%s: no parameters (n = %d)", nm, n);
     DG_CHECK(lr >= 0 && isfinite(lr), "%s: lr must be >= 0, got %g", nm, lr);
     DG_CHECK(weight_decay >= 0 && isfinite(weight_decay), "%s: weight_decay must be >= 0, got %g", nm, weight_decay);
-    DG_CHECK(grad_clip_norm >= 0 && isfinite(grad_clip_norm), "%s: grad_clip_norm must be >= 0, got %g", nm, grad_clip_norm);
+    DG_CHECK(grad_clip_norm >= 0, "%s: grad_clip_norm must be >= 0 (INFINITY: no clipping), got %g", nm, grad_clip_norm);
     for (int i = 0; i < n; i++) {
         const dg_tensor *p = params[i];
         char sh[96];
@@ -114,7 +114,7 @@ int dg_optimizer_step(dg_optimizer *o) {
             snprintf(what, sizeof what, "parameter %d", i);
             return dg_tensor_check(nm, what, o->params[i]);   /* freed with its layer? named by index */
         }
-    if (o->grad_clip_norm > 0) {
+    if (isfinite(o->grad_clip_norm)) {   /* 0 clips to 0, as torch's clip_grad_norm_(max_norm=0) */
         double norm = dg_clip_grad_norm(o->params, o->n, o->grad_clip_norm);
         if (norm < 0) return (int)norm;
     }

@@ -15,16 +15,23 @@ static const dg_opt_kind_info momentum_info = {
     .name = "momentum", .rule = DG_UPD_MOMENTUM, .n_slots = 1, .slot = { "momentum_buffer" }, .prepare = sgd_prepare,
 };
 
+dg_sgd_params dg_sgd_default_params(void) {
+    return (dg_sgd_params){ .lr = 1e-3, .weight_decay = 0, .grad_clip_norm = INFINITY };
+}
+
+dg_momentum_params dg_momentum_default_params(void) {
+    return (dg_momentum_params){ .lr = 1e-3, .momentum = 0.9, .nesterov = false, .weight_decay = 0, .grad_clip_norm = INFINITY };
+}
+
 dg_optimizer *dg_sgd(dg_tensor *const *params, int n, dg_sgd_params p) {
-    return dg_opt_new(DG_OPT_SGD, &sgd_info, params, n, p.lr == 0 ? 1e-3 : p.lr, p.weight_decay, p.grad_clip_norm);
+    return dg_opt_new(DG_OPT_SGD, &sgd_info, params, n, p.lr, p.weight_decay, p.grad_clip_norm);
 }
 
 dg_optimizer *dg_momentum(dg_tensor *const *params, int n, dg_momentum_params p) {
     DG_CHECK(p.momentum >= 0 && isfinite(p.momentum), "momentum: momentum must be >= 0, got %g", p.momentum);
-    dg_optimizer *o = dg_opt_new(DG_OPT_MOMENTUM, &momentum_info, params, n, p.lr == 0 ? 1e-3 : p.lr,
-                                 p.weight_decay, p.grad_clip_norm);
+    dg_optimizer *o = dg_opt_new(DG_OPT_MOMENTUM, &momentum_info, params, n, p.lr, p.weight_decay, p.grad_clip_norm);
     if (!o) return NULL;
-    o->momentum = p.momentum == 0 ? 0.9 : p.momentum;
+    o->momentum = p.momentum;
     o->nesterov = p.nesterov;
     return o;
 }

@@ -25,14 +25,23 @@ int main(int argc, char **argv) {
     printf("CIFAR-10 format: %lld train / %lld validation images from %s\n", (long long)dg_dataset_len(train),
            (long long)dg_dataset_len(val), dir);
 
-    dg_dataloader *train_dl = dg_dataloader_new(train, (dg_dataloader_params){ .batch_size = batch, .shuffle = true,
-                                                                                .num_workers = workers, .seed = seed });
-    dg_dataloader *val_dl = dg_dataloader_new(val, (dg_dataloader_params){ .batch_size = 256, .num_workers = workers });
+    dg_dataloader_params dlp = dg_dataloader_default_params();
+    dlp.batch_size = batch;
+    dlp.shuffle = true;
+    dlp.num_workers = workers;
+    dlp.seed = seed;
+    dg_dataloader *train_dl = dg_dataloader_new(train, dlp);
+    dg_dataloader_params dlp2 = dg_dataloader_default_params();
+    dlp2.batch_size = 256;
+    dlp2.num_workers = workers;
+    dg_dataloader *val_dl = dg_dataloader_new(val, dlp2);
     dg_layer *net = dg_cifar_mynet(10);
     if (!train_dl || !val_dl || !net) return su_die("setup");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = dg_adam(params, n, (dg_adam_params){ .lr = lr });
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = lr;
+    dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
     int64_t first_epoch = 0;
     if (resume && (first_epoch = su_resume(resume, net, opt)) < 0) return su_die("resume");

@@ -11,8 +11,10 @@
 #include "sample_util.h"
 
 static dg_layer *make_model(const char *name, int64_t classes) {
-    if (strcmp(name, "resnet50") == 0) return dg_resnet50((dg_resnet_params){ .num_classes = classes });
-    if (strcmp(name, "resnet18") == 0) return dg_resnet18((dg_resnet_params){ .num_classes = classes });
+    dg_resnet_params rp = dg_resnet_default_params();
+    rp.num_classes = classes;
+    if (strcmp(name, "resnet50") == 0) return dg_resnet50(rp);
+    if (strcmp(name, "resnet18") == 0) return dg_resnet18(rp);
     if (strcmp(name, "mnist") == 0) return dg_mnist_cnn();
     if (strcmp(name, "mynet") == 0) return dg_cifar_mynet(classes);
     if (strcmp(name, "facenet") == 0) return dg_facenet(15);
@@ -51,15 +53,20 @@ int main(int argc, char **argv) {
     const char *model = su_flag(argc, argv, "--model", "resnet50"), *ckpt = su_flag(argc, argv, "--checkpoint", NULL);
     const char *out = su_flag(argc, argv, "--out", "vectors.safetensors");
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 32);
-    if (dg_init(&(dg_init_params){ .device = su_flag(argc, argv, "--device", NULL) })) return su_die("init");
+    dg_init_params ip = dg_init_default_params();
+    ip.device = su_flag(argc, argv, "--device", NULL);
+    if (dg_init(&ip)) return su_die("init");
     dg_layer *net = make_model(model, (int64_t)su_flag_num(argc, argv, "--num-classes", 1000));
     if (!net) return su_die("model");
-    if (ckpt && dg_layer_load(net, ckpt, (dg_load_params){0}, NULL)) return su_die("checkpoint");
+    if (ckpt && dg_layer_load(net, ckpt, dg_load_default_params(), NULL)) return su_die("checkpoint");
     if (!ckpt) fprintf(stderr, "warning: no --checkpoint, evaluating the freshly initialised model\n");
     dg_layer_eval(net);
     dg_dataset *ds = make_data(argc, argv);
     if (!ds) return su_die("dataset");
-    dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .batch_size = batch, .num_workers = 2 });
+    dg_dataloader_params dlp = dg_dataloader_default_params();
+    dlp.batch_size = batch;
+    dlp.num_workers = 2;
+    dg_dataloader *dl = dg_dataloader_new(ds, dlp);
     if (!dl || dg_dataloader_start_epoch(dl, 0)) return su_die("loader");
 
     dg_tensor *vectors[4096], *labels[4096];

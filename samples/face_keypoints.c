@@ -30,20 +30,31 @@ int main(int argc, char **argv) {
     printf("facial keypoints: %lld train / %lld validation images from %s\n", (long long)dg_dataset_len(train),
            (long long)dg_dataset_len(val), csv);
 
-    dg_dataloader *train_dl = dg_dataloader_new(train, (dg_dataloader_params){ .batch_size = batch, .shuffle = true,
-                                                                                .num_workers = workers, .seed = seed });
-    dg_dataloader *val_dl = dg_dataloader_new(val, (dg_dataloader_params){ .batch_size = 64, .num_workers = workers });
+    dg_dataloader_params dlp = dg_dataloader_default_params();
+    dlp.batch_size = batch;
+    dlp.shuffle = true;
+    dlp.num_workers = workers;
+    dlp.seed = seed;
+    dg_dataloader *train_dl = dg_dataloader_new(train, dlp);
+    dg_dataloader_params dlp2 = dg_dataloader_default_params();
+    dlp2.batch_size = 64;
+    dlp2.num_workers = workers;
+    dg_dataloader *val_dl = dg_dataloader_new(val, dlp2);
     dg_layer *net = dg_facenet(15);
     if (!train_dl || !val_dl || !net) return su_die("setup");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = dg_adam(params, n, (dg_adam_params){ .lr = lr });
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = lr;
+    dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
     int64_t first_epoch = 0;
     if (resume && (first_epoch = su_resume(resume, net, opt)) < 0) return su_die("resume");
     int64_t per_epoch = dg_dataloader_num_batches(train_dl);
-    dg_lr_scheduler *sched = cosine ? dg_cosine_annealing_lr(opt, (dg_cosine_annealing_lr_params){
-                                          .base_lr = lr, .t_max = (int)(epochs * per_epoch) }) : NULL;
+    dg_cosine_annealing_lr_params calp = dg_cosine_annealing_lr_default_params();
+    calp.base_lr = lr;
+    calp.t_max = (int)(epochs * per_epoch);
+    dg_lr_scheduler *sched = cosine ? dg_cosine_annealing_lr(opt, calp) : NULL;
     if (sched && dg_lr_scheduler_set_epoch(sched, first_epoch * per_epoch)) return su_die("schedule");
     FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL));
 

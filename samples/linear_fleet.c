@@ -19,7 +19,9 @@ int main(void) {
     dg_layer *loss_fn = dg_nn_mse_loss(DG_REDUCE_MEAN);
     int n;
     dg_tensor **params = dg_layer_parameters(layer, &n);
-    dg_optimizer *adam = dg_adam(params, n, (dg_adam_params){ .lr = 0.001 });
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = 0.001;
+    dg_optimizer *adam = dg_adam(params, n, adp);
     free(params);
 
     /* distributed step 3: distributed optimizer and model (parameters broadcast from rank 0) */

@@ -27,15 +27,26 @@ int main(int argc, char **argv) {
     printf("%s: %lld train / %lld test images from %s\n", data.fashion ? "Fashion-MNIST" : "MNIST digits",
            (long long)dg_dataset_len(train), (long long)dg_dataset_len(test), data.dir);
 
-    dg_dataloader *train_dl = dg_dataloader_new(train, (dg_dataloader_params){ .batch_size = batch, .shuffle = true,
-                                                                                .num_workers = workers, .seed = seed });
-    dg_dataloader *test_dl = dg_dataloader_new(test, (dg_dataloader_params){ .batch_size = 500, .num_workers = workers });
+    dg_dataloader_params dlp = dg_dataloader_default_params();
+    dlp.batch_size = batch;
+    dlp.shuffle = true;
+    dlp.num_workers = workers;
+    dlp.seed = seed;
+    dg_dataloader *train_dl = dg_dataloader_new(train, dlp);
+    dg_dataloader_params dlp2 = dg_dataloader_default_params();
+    dlp2.batch_size = 500;
+    dlp2.num_workers = workers;
+    dg_dataloader *test_dl = dg_dataloader_new(test, dlp2);
     dg_layer *net = dg_mnist_cnn();
     if (!train_dl || !test_dl || !net) return su_die("setup");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = strcmp(optname, "sgd") == 0 ? dg_sgd(params, n, (dg_sgd_params){ .lr = lr })
-                                                    : dg_adam(params, n, (dg_adam_params){ .lr = lr });
+    dg_sgd_params sgdp = dg_sgd_default_params();
+    sgdp.lr = lr;
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = lr;
+    dg_optimizer *opt = strcmp(optname, "sgd") == 0 ? dg_sgd(params, n, sgdp)
+                                                    : dg_adam(params, n, adp);
     free(params);
     if (!opt) return su_die("optimizer");
     int64_t first_epoch = 0;

@@ -23,7 +23,8 @@ int main(int argc, char **argv) {
 
     if (su_init(argc, argv, seed)) return su_die("init");   /* the launcher's FLAGS_selected_gpus picks the GPU */
     /* change 1: the worker's place and the fleet environment */
-    dg_fleet_strategy strategy = { .overlap = su_flag_num(argc, argv, "--overlap", 1) != 0 };
+    dg_fleet_strategy strategy = dg_fleet_default_strategy();
+    strategy.overlap = su_flag_num(argc, argv, "--overlap", 1) != 0;
     if (dg_fleet_init(true, &strategy)) return su_die("fleet init");
     int rank = dg_fleet_worker_index(), world = dg_fleet_worker_num();
 
@@ -32,17 +33,31 @@ int main(int argc, char **argv) {
     dg_dataset *train = data.train, *test = data.test;
 
     /* change 3: every worker reads a different share of each epoch */
-    dg_batch_sampler *sampler = dg_distributed_batch_sampler_new(dg_dataset_len(train),
-        (dg_distributed_batch_sampler_params){ .batch_size = batch, .shuffle = true, .drop_last = true, .seed = seed });
-    dg_dataloader *train_dl = dg_dataloader_new(train, (dg_dataloader_params){ .sampler = sampler, .num_workers = workers });
-    dg_dataloader *test_dl = dg_dataloader_new(test, (dg_dataloader_params){ .batch_size = 500, .num_workers = workers });
+    dg_distributed_batch_sampler_params dbsp = dg_distributed_batch_sampler_default_params();
+    dbsp.batch_size = batch;
+    dbsp.shuffle = true;
+    dbsp.drop_last = true;
+    dbsp.seed = seed;
+    dg_batch_sampler *sampler = dg_distributed_batch_sampler_new(dg_dataset_len(train), dbsp);
+    dg_dataloader_params dlp = dg_dataloader_default_params();
+    dlp.sampler = sampler;
+    dlp.num_workers = workers;
+    dg_dataloader *train_dl = dg_dataloader_new(train, dlp);
+    dg_dataloader_params dlp2 = dg_dataloader_default_params();
+    dlp2.batch_size = 500;
+    dlp2.num_workers = workers;
+    dg_dataloader *test_dl = dg_dataloader_new(test, dlp2);
     /* change 2: the model in parallel mode (rank 0's initial parameters everywhere) */
     dg_layer *net = dg_mnist_cnn();
     if (!sampler || !train_dl || !test_dl || !net) return su_die("setup");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = strcmp(optname, "sgd") == 0 ? dg_sgd(params, n, (dg_sgd_params){ .lr = lr })
-                                                    : dg_adam(params, n, (dg_adam_params){ .lr = lr });
+    dg_sgd_params sgdp = dg_sgd_default_params();
+    sgdp.lr = lr;
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = lr;
+    dg_optimizer *opt = strcmp(optname, "sgd") == 0 ? dg_sgd(params, n, sgdp)
+                                                    : dg_adam(params, n, adp);
     free(params);
     opt = dg_fleet_distributed_optimizer(opt);
     dg_layer *model = dg_fleet_distributed_model(dg_layer_ref(net));

@@ -39,9 +39,12 @@ static inline int su_die(const char *what) {
 /* dg_init from the flags every training sample takes: --device cpu|gpu, --threads N, --bf16
  * (bf16 convolutions on the CPU's AMX units, f32 master weights) */
 static inline int su_init(int argc, char **argv, uint64_t seed) {
-    return dg_init(&(dg_init_params){ .device = su_flag(argc, argv, "--device", NULL),
-                                      .num_threads = (int)su_flag_num(argc, argv, "--threads", 0), .seed = seed,
-                                      .cpu_bf16 = su_has(argc, argv, "--bf16") });
+    dg_init_params ip = dg_init_default_params();
+    ip.device = su_flag(argc, argv, "--device", NULL);
+    ip.num_threads = (int)su_flag_num(argc, argv, "--threads", DG_FROM_ENV);   /* no flag: $DG_NUM_THREADS or all cores */
+    ip.seed = seed;
+    ip.cpu_bf16 = su_has(argc, argv, "--bf16");
+    return dg_init(&ip);
 }
 
 /* ---- progress: a bar on a TTY, a line every `every` steps otherwise ---- */
@@ -174,7 +177,7 @@ static inline int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, 
 static inline int64_t su_resume(const char *prefix, dg_layer *net, dg_optimizer *opt) {
     char path[1024];
     snprintf(path, sizeof path, "%s.model.safetensors", prefix);
-    if (dg_layer_load(net, path, (dg_load_params){0}, NULL)) return -1;
+    if (dg_layer_load(net, path, dg_load_default_params(), NULL)) return -1;
     snprintf(path, sizeof path, "%s.optim.safetensors", prefix);
     if (opt && dg_optimizer_load(opt, path)) return -1;
     snprintf(path, sizeof path, "%s.meta.safetensors", prefix);

@@ -25,7 +25,9 @@ Test(autograd, freed_graph_error_and_retain_graph) {
     dg_tensor *x = dg_full(DG_SHAPE(2), 1.0, DG_F32);
     dg_set_requires_grad(x, true);
     dg_tensor *y = dg_sum_all(dg_exp(x));
-    cr_assert_eq(dg_backward_ext(y, (dg_backward_params){ .retain_graph = true }), 0);
+    dg_backward_params bwp = dg_backward_default_params();
+    bwp.retain_graph = true;
+    cr_assert_eq(dg_backward_ext(y, bwp), 0);
     cr_assert_eq(dg_backward(y), 0, "retained graph can be walked again");
     cr_assert_float_eq(dg_get(dg_grad(x), (int64_t[]){0}), 2 * exp(1.0), 1e-5);
     int rc = dg_backward(y);
@@ -144,7 +146,9 @@ Test(autograd, explicit_grad_output) {
     dg_set_requires_grad(x, true);
     dg_tensor *y = dg_mul_scalar(x, 2.0);
     dg_tensor *go = dg_full(DG_SHAPE(2, 2), 0.5, DG_F32);
-    cr_assert_eq(dg_backward_ext(y, (dg_backward_params){ .grad_output = go }), 0);
+    dg_backward_params bwp2 = dg_backward_default_params();
+    bwp2.grad_output = go;
+    cr_assert_eq(dg_backward_ext(y, bwp2), 0);
     cr_assert_float_eq(dg_get(dg_grad(x), (int64_t[]){1, 1}), 1.0, 0);
     dg_clear_error();
     dg_tensor *y2 = dg_mul_scalar(x, 2.0);

@@ -6,7 +6,7 @@
 
 static dg_layer *small_net(uint64_t seed) {
     dg_manual_seed(seed);
-    return dg_nn_sequential(5, dg_nn_linear(6, 8), dg_nn_batch_norm1d(8, (dg_nn_batch_norm_params){0}), dg_nn_relu(),
+    return dg_nn_sequential(5, dg_nn_linear(6, 8), dg_nn_batch_norm1d(8, dg_nn_batch_norm_default_params()), dg_nn_relu(),
                             dg_nn_dropout(0.2), dg_nn_linear(8, 3));
 }
 
@@ -26,7 +26,10 @@ static void train_step(dg_layer *net, dg_optimizer *opt, int step) {
 static dg_optimizer *adam_for(dg_layer *net) {
     int n;
     dg_tensor **p = dg_layer_parameters(net, &n);
-    dg_optimizer *o = dg_adam(p, n, (dg_adam_params){ .lr = 0.01, .weight_decay = 1e-4 });
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = 0.01;
+    adp.weight_decay = 1e-4;
+    dg_optimizer *o = dg_adam(p, n, adp);
     free(p);
     return o;
 }
@@ -57,7 +60,7 @@ Test(checkpoint, resume_is_bit_identical) {
     dg_optimizer *ob = adam_for(b);
     cr_assert(!states_identical(a, b));
     dg_load_report r;
-    cr_assert_eq(dg_layer_load(b, mp, (dg_load_params){0}, &r), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_layer_load(b, mp, dg_load_default_params(), &r), 0, "%s", dg_last_error());
     cr_assert_eq(r.loaded, 9, "4 params + BN's weight/bias/running stats/count: %d", r.loaded);
     cr_assert_eq(dg_optimizer_load(ob, op), 0, "%s", dg_last_error());
     for (int step = 5; step < 10; step++) train_step(b, ob, step);
@@ -91,7 +94,7 @@ Test(checkpoint, strict_load_reports_and_loads_nothing) {
     dg_layer *b_copy = small_net(7);
     dg_clear_error();
     dg_load_report r;
-    cr_assert_neq(dg_layer_load(b, path, (dg_load_params){0}, &r), 0);
+    cr_assert_neq(dg_layer_load(b, path, dg_load_default_params(), &r), 0);
     const char *m = dg_last_error();
     cr_assert(strstr(m, path) && strstr(m, "1.running_var") && strstr(m, "head.weight") && strstr(m, "4.bias"), "%s", m);
     cr_assert(strstr(m, "[4]") && strstr(m, "[3]"), "both shapes named: %s", m);
@@ -101,7 +104,9 @@ Test(checkpoint, strict_load_reports_and_loads_nothing) {
     cr_assert(states_identical(b, b_copy), "a failed strict load changes nothing");
     dg_clear_error();
 
-    cr_assert_eq(dg_layer_load(b, path, (dg_load_params){ .non_strict = true }, &r), 0, "%s", dg_last_error());
+    dg_load_params lp = dg_load_default_params();
+    lp.strict = false;
+    cr_assert_eq(dg_layer_load(b, path, lp, &r), 0, "%s", dg_last_error());
     cr_assert_eq(r.loaded, 7);
     cr_assert(max_rel_err(dg_layer_parameter(b, "0.weight"), dg_layer_parameter(a, "0.weight"), 1) == 0);
     cr_assert(max_rel_err(dg_layer_parameter(b, "4.bias"), dg_layer_parameter(b_copy, "4.bias"), 1) == 0, "mismatched entry untouched");

@@ -23,13 +23,17 @@ static void *train(void *arg) {
     trainer *tr = arg;
     dg_generator *g = dg_generator_new(tr->seed);
     dg_generator_use(g);   /* this thread's initialisation, data and dropout masks */
-    dg_layer *net = dg_nn_sequential(7, dg_nn_conv2d(3, 16, 3, (dg_nn_conv2d_params){ .padding = 1 }),
-                                     dg_nn_batch_norm2d(16, (dg_nn_batch_norm_params){0}), dg_nn_relu(),
-                                     dg_nn_max_pool2d(2, (dg_nn_pool2d_params){0}), dg_nn_flatten(1, -1),
+    dg_nn_conv2d_params cp = dg_nn_conv2d_default_params();
+    cp.padding = 1;
+    dg_layer *net = dg_nn_sequential(7, dg_nn_conv2d(3, 16, 3, cp),
+                                     dg_nn_batch_norm2d(16, dg_nn_batch_norm_default_params()), dg_nn_relu(),
+                                     dg_nn_max_pool2d(2, dg_nn_pool2d_default_params()), dg_nn_flatten(1, -1),
                                      dg_nn_dropout(0.2), dg_nn_linear(16 * 8 * 8, 10));
     int n;
     dg_tensor **p = net ? dg_layer_parameters(net, &n) : NULL;
-    dg_optimizer *opt = p ? dg_adam(p, n, (dg_adam_params){ .lr = 1e-2 }) : NULL;
+    dg_adam_params ap = dg_adam_default_params();
+    ap.lr = 1e-2;
+    dg_optimizer *opt = p ? dg_adam(p, n, ap) : NULL;
     free(p);
     /* one batch learnt by heart: the loss must fall */
     dg_scope *data = dg_scope_begin();

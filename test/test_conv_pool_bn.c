@@ -90,53 +90,78 @@ Test(conv, forward_hand_values) {
     double xv[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, wv[4] = {1, 2, 3, 4}, bv[1] = {0.5};
     dg_tensor *x = f64_of(DG_SHAPE(1, 1, 3, 3), xv), *w = f64_of(DG_SHAPE(1, 1, 2, 2), wv), *b = f64_of(DG_SHAPE(1), bv);
     /* y[i,j] = sum_kl x[i+k, j+l] * w[k,l] */
-    expect_values(dg_conv2d(x, w, NULL, (dg_conv2d_params){0}), (double[]){37, 47, 67, 77}, 4, 1e-12, "plain");
-    expect_values(dg_conv2d(x, w, b, (dg_conv2d_params){0}), (double[]){37.5, 47.5, 67.5, 77.5}, 4, 1e-12, "bias");
+    expect_values(dg_conv2d(x, w, NULL, dg_conv2d_default_params()), (double[]){37, 47, 67, 77}, 4, 1e-12, "plain");
+    expect_values(dg_conv2d(x, w, b, dg_conv2d_default_params()), (double[]){37.5, 47.5, 67.5, 77.5}, 4, 1e-12, "bias");
     /* stride 2, padding 1: windows start at -1 and 1 */
-    dg_conv2d_params sp = { .stride = {2, 2}, .padding = {1, 1} };
+    dg_conv2d_params sp = dg_conv2d_default_params();
+    sp.stride[0] = sp.stride[1] = 2;
+    sp.padding[0] = sp.padding[1] = 1;
     expect_values(dg_conv2d(x, w, NULL, sp), (double[]){4, 18, 36, 77}, 4, 1e-12, "stride2 pad1");
     /* f32 through oneDNN gives the same small integers exactly */
-    expect_values(dg_conv2d(dg_cast(x, DG_F32), dg_cast(w, DG_F32), dg_cast(b, DG_F32), (dg_conv2d_params){0}),
+    expect_values(dg_conv2d(dg_cast(x, DG_F32), dg_cast(w, DG_F32), dg_cast(b, DG_F32), dg_conv2d_default_params()),
                   (double[]){37.5, 47.5, 67.5, 77.5}, 4, 0, "f32");
     dg_scope_end(s);
 }
 
-Test(conv, grad_plain) { conv_case("conv plain", DG_SHAPE(2, 3, 5, 4), 4, 3, 3, (dg_conv2d_params){0}, true); }
+Test(conv, grad_plain) { conv_case("conv plain", DG_SHAPE(2, 3, 5, 4), 4, 3, 3, dg_conv2d_default_params(), true); }
 Test(conv, grad_stride2_padding) {
-    conv_case("conv stride2 pad", DG_SHAPE(2, 2, 6, 5), 3, 3, 2, (dg_conv2d_params){ .stride = {2, 2}, .padding = {1, 2} }, true);
+    dg_conv2d_params cvp = dg_conv2d_default_params();
+    cvp.stride[0] = cvp.stride[1] = 2;
+    cvp.padding[0] = 1;
+    cvp.padding[1] = 2;
+    conv_case("conv stride2 pad", DG_SHAPE(2, 2, 6, 5), 3, 3, 2, cvp, true);
 }
 Test(conv, grad_dilation2) {
-    conv_case("conv dilation2", DG_SHAPE(1, 2, 7, 6), 3, 3, 2, (dg_conv2d_params){ .dilation = {2, 2}, .padding = {1, 0} }, true);
+    dg_conv2d_params cvp2 = dg_conv2d_default_params();
+    cvp2.dilation[0] = cvp2.dilation[1] = 2;
+    cvp2.padding[0] = 1;
+    conv_case("conv dilation2", DG_SHAPE(1, 2, 7, 6), 3, 3, 2, cvp2, true);
 }
 Test(conv, grad_groups2) {
-    conv_case("conv groups2", DG_SHAPE(3, 4, 5, 5), 6, 3, 3, (dg_conv2d_params){ .groups = 2, .padding = {1, 1} }, true);
+    dg_conv2d_params cvp3 = dg_conv2d_default_params();
+    cvp3.groups = 2;
+    cvp3.padding[0] = cvp3.padding[1] = 1;
+    conv_case("conv groups2", DG_SHAPE(3, 4, 5, 5), 6, 3, 3, cvp3, true);
 }
-Test(conv, grad_no_bias) { conv_case("conv no bias", DG_SHAPE(2, 3, 5, 5), 2, 2, 3, (dg_conv2d_params){ .stride = {1, 2} }, false); }
+Test(conv, grad_no_bias) {
+    dg_conv2d_params cvp4 = dg_conv2d_default_params();
+    cvp4.stride[1] = 2;
+    conv_case("conv no bias", DG_SHAPE(2, 3, 5, 5), 2, 2, 3, cvp4, false);
+}
 Test(conv, grad_1x1) {
-    conv_case("conv 1x1", DG_SHAPE(3, 4, 3, 4), 5, 1, 1, (dg_conv2d_params){0}, true);
-    conv_case("conv 1x1 groups", DG_SHAPE(1, 4, 3, 3), 2, 1, 1, (dg_conv2d_params){ .groups = 2 }, false);
-    conv_case("conv 1x1 stride2", DG_SHAPE(2, 2, 5, 5), 3, 1, 1, (dg_conv2d_params){ .stride = {2, 2} }, true);
+    conv_case("conv 1x1", DG_SHAPE(3, 4, 3, 4), 5, 1, 1, dg_conv2d_default_params(), true);
+    dg_conv2d_params cvp5 = dg_conv2d_default_params();
+    cvp5.groups = 2;
+    conv_case("conv 1x1 groups", DG_SHAPE(1, 4, 3, 3), 2, 1, 1, cvp5, false);
+    dg_conv2d_params cvp6 = dg_conv2d_default_params();
+    cvp6.stride[0] = cvp6.stride[1] = 2;
+    conv_case("conv 1x1 stride2", DG_SHAPE(2, 2, 5, 5), 3, 1, 1, cvp6, true);
 }
 
 /* The kernels split the batch across threads only when every thread gets an image; with more
  * threads than images they go image by image (threads inside). Both must give the same
  * gradients, including the filter gradient summed over several images. */
 Test(conv, grad_thread_splits) {
-    dg_conv2d_params p = { .stride = {2, 1}, .padding = {1, 1}, .groups = 2 };
+    dg_conv2d_params p = dg_conv2d_default_params();
+    p.stride[0] = 2;
+    p.stride[1] = 1;
+    p.padding[0] = p.padding[1] = 1;
+    p.groups = 2;
     dg_set_num_threads(8);   /* 3 images < 8 threads: image by image */
     conv_case("conv sequential batch", DG_SHAPE(3, 4, 5, 5), 4, 3, 2, p, true);
     dg_set_num_threads(3);   /* one image per thread */
     conv_case("conv 3 threads", DG_SHAPE(3, 4, 5, 5), 4, 3, 2, p, true);
     dg_set_num_threads(2);   /* uneven split: 5 images over 2 threads */
-    conv_case("conv 2 threads 5 images", DG_SHAPE(5, 2, 4, 4), 2, 2, 2, (dg_conv2d_params){0}, true);
+    conv_case("conv 2 threads 5 images", DG_SHAPE(5, 2, 4, 4), 2, 2, 2, dg_conv2d_default_params(), true);
     dg_set_num_threads(4);
-    conv_case("conv 1x1 sequential", DG_SHAPE(3, 2, 3, 3), 3, 1, 1, (dg_conv2d_params){0}, true);
+    conv_case("conv 1x1 sequential", DG_SHAPE(3, 2, 3, 3), 3, 1, 1, dg_conv2d_default_params(), true);
 }
 
 /* Grad wrt the bias only (weight frozen) and wrt the input only. */
 Test(conv, grad_partial_inputs) {
     dg_scope *s = dg_scope_begin();
-    dg_conv2d_params p = { .padding = {1, 1} };
+    dg_conv2d_params p = dg_conv2d_default_params();
+    p.padding[0] = p.padding[1] = 1;
     dg_tensor *in[3] = { dg_uniform(DG_SHAPE(2, 2, 4, 4), -1, 1, DG_F64), dg_uniform(DG_SHAPE(3, 2, 3, 3), -1, 1, DG_F64),
                          gc_input(DG_SHAPE(3), -1, 1) };
     gradcheck("conv bias only", conv_fn, in, 3, &p, 1e-6);
@@ -175,12 +200,19 @@ static void conv_f32_case(int threads, int64_t n, dg_conv2d_params p, int64_t kh
 }
 
 Test(conv, f32_matches_reference_and_f64) {
-    dg_conv2d_params p = { .stride = {2, 1}, .padding = {1, 2}, .dilation = {1, 2}, .groups = 2 };
+    dg_conv2d_params p = dg_conv2d_default_params();
+    p.stride[0] = 2;
+    p.stride[1] = 1;
+    p.padding[0] = 1;
+    p.padding[1] = 2;
+    p.dilation[0] = 1;
+    p.dilation[1] = 2;
+    p.groups = 2;
     conv_f32_case(2, 5, p, 3, 2);
     conv_f32_case(2, 1, p, 3, 2);
     conv_f32_case(1, 3, p, 3, 2);
-    conv_f32_case(4, 5, (dg_conv2d_params){0}, 1, 1);
-    conv_f32_case(2, 1, (dg_conv2d_params){0}, 1, 1);
+    conv_f32_case(4, 5, dg_conv2d_default_params(), 1, 1);
+    conv_f32_case(2, 1, dg_conv2d_default_params(), 1, 1);
 }
 
 /* dg_set_cpu_bf16: forward, input, weight and bias gradients of a convolution with 32 input
@@ -204,9 +236,13 @@ Test(conv, cpu_bf16_is_close_to_f32) {
         cr_assert_eq(dg_get_cpu_bf16(), lp);
         dg_tensor *xl = dg_detach(x), *wl = dg_detach(w), *bl = dg_detach(b);
         dg_set_requires_grad(xl, true); dg_set_requires_grad(wl, true); dg_set_requires_grad(bl, true);
-        dg_tensor *y = dg_conv2d(xl, wl, bl, (dg_conv2d_params){ .padding = {1, 1} });
+        dg_conv2d_params cvp7 = dg_conv2d_default_params();
+        cvp7.padding[0] = cvp7.padding[1] = 1;
+        dg_tensor *y = dg_conv2d(xl, wl, bl, cvp7);
         cr_assert_not_null(y, "%s", dg_last_error());
-        cr_assert_eq(dg_backward_ext(y, (dg_backward_params){ .grad_output = gy }), 0, "%s", dg_last_error());
+        dg_backward_params bwp = dg_backward_default_params();
+        bwp.grad_output = gy;
+        cr_assert_eq(dg_backward_ext(y, bwp), 0, "%s", dg_last_error());
         out[lp][0] = dg_detach(y); out[lp][1] = dg_detach(dg_grad(xl)); out[lp][2] = dg_detach(dg_grad(wl)); out[lp][3] = dg_detach(dg_grad(bl));
     }
     dg_set_cpu_bf16(false);
@@ -228,7 +264,7 @@ Test(conv, noncontiguous_input) {
     dg_tensor *base = dg_uniform(DG_SHAPE(1, 2, 5, 6), -1, 1, DG_F64), *w = dg_uniform(DG_SHAPE(3, 2, 2, 2), -1, 1, DG_F64);
     dg_tensor *xt = dg_transpose(base, 2, 3);
     cr_assert(!dg_is_contiguous(xt));
-    dg_tensor *a = dg_conv2d(xt, w, NULL, (dg_conv2d_params){0}), *b = dg_conv2d(dg_contiguous(xt), w, NULL, (dg_conv2d_params){0});
+    dg_tensor *a = dg_conv2d(xt, w, NULL, dg_conv2d_default_params()), *b = dg_conv2d(dg_contiguous(xt), w, NULL, dg_conv2d_default_params());
     cr_assert(a && b);
     cr_assert(max_rel_err(a, b, 1.0) == 0);
     dg_scope_end(s);
@@ -246,20 +282,31 @@ Test(conv, bad_input) {
     dg_clear_error();
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_zeros(DG_SHAPE(2, 4, 5, 5), DG_F32), *w = dg_zeros(DG_SHAPE(6, 2, 3, 3), DG_F32);
-    dg_conv2d_params g2 = { .groups = 2 };
+    dg_conv2d_params g2 = dg_conv2d_default_params();
+    g2.groups = 2;
     cr_assert_not_null(dg_conv2d(x, w, NULL, g2), "the valid call works: %s", dg_last_error());
     EXPECT_FAIL(dg_conv2d(NULL, w, NULL, g2), "conv2d");
     EXPECT_FAIL(dg_conv2d(x, NULL, NULL, g2), "conv2d");
     EXPECT_FAIL(dg_conv2d(dg_zeros(DG_SHAPE(4, 5, 5), DG_F32), w, NULL, g2), "conv2d");                 /* 3-D input */
     EXPECT_FAIL(dg_conv2d(x, dg_zeros(DG_SHAPE(6, 2, 3), DG_F32), NULL, g2), "conv2d");                 /* 3-D weight */
-    EXPECT_FAIL(dg_conv2d(x, w, NULL, (dg_conv2d_params){0}), "conv2d");                                /* C != 2*groups(1) */
+    EXPECT_FAIL(dg_conv2d(x, w, NULL, dg_conv2d_default_params()), "conv2d");                                /* C != 2*groups(1) */
     EXPECT_FAIL(dg_conv2d(x, dg_zeros(DG_SHAPE(5, 2, 3, 3), DG_F32), NULL, g2), "conv2d");              /* OC % groups */
     EXPECT_FAIL(dg_conv2d(x, w, dg_zeros(DG_SHAPE(5), DG_F32), g2), "conv2d");                          /* bias size */
     EXPECT_FAIL(dg_conv2d(x, w, dg_zeros(DG_SHAPE(6, 1), DG_F32), g2), "conv2d");                       /* bias ndim */
     EXPECT_FAIL(dg_conv2d(x, dg_zeros(DG_SHAPE(6, 2, 7, 3), DG_F32), NULL, g2), "conv2d");              /* kernel > input */
-    EXPECT_FAIL(dg_conv2d(x, w, NULL, (dg_conv2d_params){ .groups = 2, .dilation = {3, 1} }), "conv2d"); /* dilated too */
-    EXPECT_FAIL(dg_conv2d(x, w, NULL, (dg_conv2d_params){ .groups = 2, .stride = {-1, 1} }), "conv2d");
-    EXPECT_FAIL(dg_conv2d(x, w, NULL, (dg_conv2d_params){ .groups = -2 }), "conv2d");
+    dg_conv2d_params cvp8 = dg_conv2d_default_params();
+    cvp8.groups = 2;
+    cvp8.dilation[0] = 3;
+    cvp8.dilation[1] = 1;
+    EXPECT_FAIL(dg_conv2d(x, w, NULL, cvp8), "conv2d"); /* dilated too */
+    dg_conv2d_params cvp9 = dg_conv2d_default_params();
+    cvp9.groups = 2;
+    cvp9.stride[0] = -1;
+    cvp9.stride[1] = 1;
+    EXPECT_FAIL(dg_conv2d(x, w, NULL, cvp9), "conv2d");
+    dg_conv2d_params cvp10 = dg_conv2d_default_params();
+    cvp10.groups = -2;
+    EXPECT_FAIL(dg_conv2d(x, w, NULL, cvp10), "conv2d");
     EXPECT_FAIL(dg_conv2d(dg_zeros(DG_SHAPE(2, 4, 5, 5), DG_I64), dg_zeros(DG_SHAPE(6, 2, 3, 3), DG_I64), NULL, g2), "conv2d");
     EXPECT_FAIL(dg_conv2d(x, dg_zeros(DG_SHAPE(6, 2, 3, 3), DG_F64), NULL, g2), "conv2d");              /* dtype mismatch */
     EXPECT_FAIL(dg_conv2d(x, w, dg_zeros(DG_SHAPE(6), DG_F64), g2), "conv2d");
@@ -290,27 +337,45 @@ Test(max_pool, forward_hand_values) {
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_arange(0, 16, 1, DG_F64);
     x = dg_reshape(x, DG_SHAPE(1, 1, 4, 4));
-    expect_values(dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2} }), (double[]){5, 7, 13, 15}, 4, 0, "k2");
-    expect_values(dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} }),
+    dg_pool2d_params plp = dg_pool2d_default_params();
+    plp.kernel[0] = plp.kernel[1] = 2;
+    expect_values(dg_max_pool2d(x, plp), (double[]){5, 7, 13, 15}, 4, 0, "k2");
+    dg_pool2d_params plp2 = dg_pool2d_default_params();
+    plp2.kernel[0] = plp2.kernel[1] = 3;
+    plp2.stride[0] = plp2.stride[1] = 2;
+    plp2.padding[0] = plp2.padding[1] = 1;
+    expect_values(dg_max_pool2d(x, plp2),
                   (double[]){5, 7, 13, 15}, 4, 0, "k3 s2 p1");
-    expect_values(dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {1, 1} }),
+    dg_pool2d_params plp3 = dg_pool2d_default_params();
+    plp3.kernel[0] = plp3.kernel[1] = 2;
+    plp3.stride[0] = plp3.stride[1] = 1;
+    expect_values(dg_max_pool2d(x, plp3),
                   (double[]){5, 6, 7, 9, 10, 11, 13, 14, 15}, 9, 0, "k2 s1");
     /* ceil_mode on 5x5 keeps a last, partial window */
     dg_tensor *x5 = dg_reshape(dg_arange(0, 25, 1, DG_F32), DG_SHAPE(1, 1, 5, 5));
-    dg_tensor *y = dg_max_pool2d(x5, (dg_pool2d_params){ .kernel = {2, 2}, .ceil_mode = true });
+    dg_pool2d_params plp4 = dg_pool2d_default_params();
+    plp4.kernel[0] = plp4.kernel[1] = 2;
+    plp4.ceil_mode = true;
+    dg_tensor *y = dg_max_pool2d(x5, plp4);
     expect_shape(y, DG_SHAPE(1, 1, 3, 3), "ceil 5x5");
     expect_values(y, (double[]){6, 8, 9, 16, 18, 19, 21, 23, 24}, 9, 0, "ceil 5x5");
-    expect_shape(dg_max_pool2d(x5, (dg_pool2d_params){ .kernel = {2, 2} }), DG_SHAPE(1, 1, 2, 2), "floor 5x5");
+    dg_pool2d_params plp5 = dg_pool2d_default_params();
+    plp5.kernel[0] = plp5.kernel[1] = 2;
+    expect_shape(dg_max_pool2d(x5, plp5), DG_SHAPE(1, 1, 2, 2), "floor 5x5");
     /* negative inputs next to padding: padding never wins */
     dg_tensor *neg = dg_add_scalar(x, -100);
-    expect_values(dg_max_pool2d(neg, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1} }),
+    dg_pool2d_params plp6 = dg_pool2d_default_params();
+    plp6.kernel[0] = plp6.kernel[1] = 2;
+    plp6.stride[0] = plp6.stride[1] = 2;
+    plp6.padding[0] = plp6.padding[1] = 1;
+    expect_values(dg_max_pool2d(neg, plp6),
                   (double[]){-100, -98, -97, -92, -90, -89, -88, -86, -85}, 9, 0, "negative with padding");
     dg_scope_end(s);
 }
 
 Test(max_pool, grad) {
-    dg_pool2d_params cases[] = {
-        { .kernel = {2, 2} },
+    dg_pool2d_params cases[] = {   /* every field given: a table literal is taken field by field */
+        { .kernel = {2, 2}, .stride = {DG_STRIDE_KERNEL, DG_STRIDE_KERNEL} },
         { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} },
         { .kernel = {3, 2}, .stride = {1, 2}, .padding = {1, 0} },      /* overlapping windows */
         { .kernel = {2, 2}, .stride = {2, 2}, .ceil_mode = true },
@@ -330,7 +395,10 @@ Test(max_pool, grad_routes_to_argmax) {
     double v[9] = {0, 1, 0, 0, 9, 0, 0, 2, 0};
     dg_tensor *x = f64_of(DG_SHAPE(1, 1, 3, 3), v);
     dg_set_requires_grad(x, true);
-    dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {1, 1} });
+    dg_pool2d_params plp7 = dg_pool2d_default_params();
+    plp7.kernel[0] = plp7.kernel[1] = 2;
+    plp7.stride[0] = plp7.stride[1] = 1;
+    dg_tensor *y = dg_max_pool2d(x, plp7);
     cr_assert_eq(dg_backward(dg_sum_all(y)), 0);
     expect_values(dg_grad(x), (double[]){0, 0, 0, 0, 4, 0, 0, 0, 0}, 9, 0, "argmax gradient");
     dg_scope_end(s);
@@ -347,7 +415,10 @@ Test(max_pool, two_by_two_ties_nan_and_odd_sizes) {
         dg_tensor *x = dg_from_data(DG_SHAPE(1, 1, 3, 5), DG_F32, v);
         if (dt) x = dg_cast(x, DG_F64);
         dg_set_requires_grad(x, true);
-        dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {2, 2} });
+        dg_pool2d_params plp8 = dg_pool2d_default_params();
+        plp8.kernel[0] = plp8.kernel[1] = 2;
+        plp8.stride[0] = plp8.stride[1] = 2;
+        dg_tensor *y = dg_max_pool2d(x, plp8);
         cr_assert_eq(dg_dim(y, 2), 1);
         cr_assert_eq(dg_dim(y, 3), 2);
         expect_values(y, (double[]){ 1, 5 }, 2, 0, "2x2 values");
@@ -358,7 +429,10 @@ Test(max_pool, two_by_two_ties_nan_and_odd_sizes) {
     float w[8] = { 1, 2, NAN, 0, 3, NAN, 1, 1 };   /* [1, 1, 2, 4]: the first NaN of each window wins */
     dg_tensor *x = dg_from_data(DG_SHAPE(1, 1, 2, 4), DG_F32, w);
     dg_set_requires_grad(x, true);
-    dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {2, 2} });
+    dg_pool2d_params plp9 = dg_pool2d_default_params();
+    plp9.kernel[0] = plp9.kernel[1] = 2;
+    plp9.stride[0] = plp9.stride[1] = 2;
+    dg_tensor *y = dg_max_pool2d(x, plp9);
     float out[2];
     dg_to_host(y, out, sizeof out);
     cr_assert(isnan(out[0]) && isnan(out[1]), "NaN propagates: %g %g", out[0], out[1]);
@@ -382,7 +456,11 @@ Test(max_pool, three_by_three_stride_two_matches_a_direct_loop) {
         if (c == 0) xv[1 * H * W + 2 * W + 3] = NAN;
         if (c == 4) { xv[5 * H * W + 6 * W + 17] = NAN; xv[5 * H * W + 6 * W + 18] = NAN; }
         dg_set_requires_grad(x, true);
-        dg_tensor *y = dg_max_pool2d(x, (dg_pool2d_params){ .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} });
+        dg_pool2d_params plp10 = dg_pool2d_default_params();
+        plp10.kernel[0] = plp10.kernel[1] = 3;
+        plp10.stride[0] = plp10.stride[1] = 2;
+        plp10.padding[0] = plp10.padding[1] = 1;
+        dg_tensor *y = dg_max_pool2d(x, plp10);
         cr_assert_eq(dg_backward(dg_sum_all(y)), 0, "%s", dg_last_error());
         const float *gv = dg_data(dg_grad(x));
         float *want = calloc((size_t)(6 * H * W), sizeof *want);
@@ -417,7 +495,10 @@ Test(max_pool, three_by_three_stride_two_matches_a_direct_loop) {
 Test(avg_pool, forward_hand_values) {
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_reshape(dg_arange(1, 10, 1, DG_F64), DG_SHAPE(1, 1, 3, 3));
-    dg_pool2d_params p = { .kernel = {2, 2}, .stride = {1, 1}, .padding = {1, 1} };
+    dg_pool2d_params p = dg_pool2d_default_params();
+    p.kernel[0] = p.kernel[1] = 2;
+    p.stride[0] = p.stride[1] = 1;
+    p.padding[0] = p.padding[1] = 1;
     /* exclusive (default): divide by the real elements covered */
     expect_values(dg_avg_pool2d(x, p), (double[]){1, 1.5, 2.5, 3, 2.5, 3, 4, 4.5, 5.5, 6, 7, 7.5, 7, 7.5, 8.5, 9}, 16, 1e-12, "exclusive");
     p.count_include_pad = true;
@@ -425,10 +506,17 @@ Test(avg_pool, forward_hand_values) {
                   16, 1e-12, "count_include_pad");
     /* no padding, default stride = kernel */
     dg_tensor *x4 = dg_reshape(dg_arange(0, 16, 1, DG_F32), DG_SHAPE(1, 1, 4, 4));
-    expect_values(dg_avg_pool2d(x4, (dg_pool2d_params){ .kernel = {2, 2} }), (double[]){2.5, 4.5, 10.5, 12.5}, 4, 1e-6, "k2");
+    dg_pool2d_params plp11 = dg_pool2d_default_params();
+    plp11.kernel[0] = plp11.kernel[1] = 2;
+    expect_values(dg_avg_pool2d(x4, plp11), (double[]){2.5, 4.5, 10.5, 12.5}, 4, 1e-6, "k2");
     /* ceil_mode: the last window is clipped to the padded input (H + pad) for the divisor */
     dg_tensor *ones = dg_ones(DG_SHAPE(1, 1, 4, 4), DG_F64);
-    dg_pool2d_params c = { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true, .count_include_pad = true };
+    dg_pool2d_params c = dg_pool2d_default_params();
+    c.kernel[0] = c.kernel[1] = 3;
+    c.stride[0] = c.stride[1] = 2;
+    c.padding[0] = c.padding[1] = 1;
+    c.ceil_mode = true;
+    c.count_include_pad = true;
     dg_tensor *y = dg_avg_pool2d(ones, c);
     expect_shape(y, DG_SHAPE(1, 1, 3, 3), "ceil include_pad");
     expect_values(y, (double[]){4. / 9, 6. / 9, 2. / 6, 6. / 9, 1, 3. / 6, 2. / 6, 3. / 6, 1. / 4}, 9, 1e-12, "ceil include_pad");
@@ -441,19 +529,26 @@ Test(avg_pool, forward_hand_values) {
 Test(avg_pool, ceil_mode_drops_window_in_padding) {
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_ones(DG_SHAPE(1, 1, 5, 5), DG_F64);
-    dg_pool2d_params p = { .kernel = {2, 2}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true };
+    dg_pool2d_params p = dg_pool2d_default_params();
+    p.kernel[0] = p.kernel[1] = 2;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0] = p.padding[1] = 1;
+    p.ceil_mode = true;
     expect_shape(dg_avg_pool2d(x, p), DG_SHAPE(1, 1, 3, 3), "dropped window");     /* ceil gives 4, the 4th starts at 5 */
     expect_shape(dg_max_pool2d(x, p), DG_SHAPE(1, 1, 3, 3), "dropped window max");
     p.ceil_mode = false;
     expect_shape(dg_avg_pool2d(x, p), DG_SHAPE(1, 1, 3, 3), "floor");
-    expect_shape(dg_avg_pool2d(dg_ones(DG_SHAPE(1, 1, 6, 6), DG_F64), (dg_pool2d_params){ .kernel = {3, 3}, .stride = {2, 2},
-                 .ceil_mode = true }), DG_SHAPE(1, 1, 3, 3), "kept partial window");
+    dg_pool2d_params plp12 = dg_pool2d_default_params();
+    plp12.kernel[0] = plp12.kernel[1] = 3;
+    plp12.stride[0] = plp12.stride[1] = 2;
+    plp12.ceil_mode = true;
+    expect_shape(dg_avg_pool2d(dg_ones(DG_SHAPE(1, 1, 6, 6), DG_F64), plp12), DG_SHAPE(1, 1, 3, 3), "kept partial window");
     dg_scope_end(s);
 }
 
 Test(avg_pool, grad) {
-    dg_pool2d_params cases[] = {
-        { .kernel = {2, 2} },
+    dg_pool2d_params cases[] = {   /* every field given: a table literal is taken field by field */
+        { .kernel = {2, 2}, .stride = {DG_STRIDE_KERNEL, DG_STRIDE_KERNEL} },
         { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1} },
         { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = true },
         { .kernel = {3, 2}, .stride = {2, 1}, .padding = {1, 1}, .ceil_mode = true },
@@ -496,7 +591,11 @@ Test(adaptive_avg_pool, grad) {
 Test(pool, f32_matches_f64) {
     dg_scope *s = dg_scope_begin();
     dg_tensor *x64 = dg_uniform(DG_SHAPE(4, 3, 11, 9), -1, 1, DG_F64), *x32 = dg_cast(x64, DG_F32);
-    dg_pool2d_params p = { .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true };
+    dg_pool2d_params p = dg_pool2d_default_params();
+    p.kernel[0] = p.kernel[1] = 3;
+    p.stride[0] = p.stride[1] = 2;
+    p.padding[0] = p.padding[1] = 1;
+    p.ceil_mode = true;
     cr_assert(max_rel_err(dg_max_pool2d(x32, p), dg_max_pool2d(x64, p), 1.0) < 1e-6);
     cr_assert(max_rel_err(dg_avg_pool2d(x32, p), dg_avg_pool2d(x64, p), 1.0) < 1e-6);
     cr_assert(max_rel_err(dg_adaptive_avg_pool2d(x32, 4, 5), dg_adaptive_avg_pool2d(x64, 4, 5), 1.0) < 1e-6);
@@ -507,7 +606,8 @@ Test(pool, bad_input) {
     dg_clear_error();
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_zeros(DG_SHAPE(1, 2, 4, 4), DG_F32);
-    dg_pool2d_params k2 = { .kernel = {2, 2} };
+    dg_pool2d_params k2 = dg_pool2d_default_params();
+    k2.kernel[0] = k2.kernel[1] = 2;
     const char *names[2] = { "max_pool2d", "avg_pool2d" };
     dg_tensor *(*fns[2])(const dg_tensor *, dg_pool2d_params) = { dg_max_pool2d, dg_avg_pool2d };
     for (int i = 0; i < 2; i++) {
@@ -515,10 +615,23 @@ Test(pool, bad_input) {
         EXPECT_FAIL(fns[i](NULL, k2), names[i]);
         EXPECT_FAIL(fns[i](dg_zeros(DG_SHAPE(2, 4, 4), DG_F32), k2), names[i]);                      /* 3-D */
         EXPECT_FAIL(fns[i](dg_zeros(DG_SHAPE(1, 2, 4, 4), DG_I32), k2), names[i]);                   /* int dtype */
-        EXPECT_FAIL(fns[i](x, (dg_pool2d_params){ .kernel = {0, 2} }), names[i]);                    /* zero kernel */
-        EXPECT_FAIL(fns[i](x, (dg_pool2d_params){ .kernel = {5, 2} }), names[i]);                    /* output <= 0 */
-        EXPECT_FAIL(fns[i](x, (dg_pool2d_params){ .kernel = {2, 2}, .padding = {2, 0} }), names[i]); /* pad > k/2 */
-        EXPECT_FAIL(fns[i](x, (dg_pool2d_params){ .kernel = {2, 2}, .stride = {-1, 1} }), names[i]);
+        dg_pool2d_params plp13 = dg_pool2d_default_params();
+        plp13.kernel[0] = 0;
+        plp13.kernel[1] = 2;
+        EXPECT_FAIL(fns[i](x, plp13), names[i]);                    /* zero kernel */
+        dg_pool2d_params plp14 = dg_pool2d_default_params();
+        plp14.kernel[0] = 5;
+        plp14.kernel[1] = 2;
+        EXPECT_FAIL(fns[i](x, plp14), names[i]);                    /* output <= 0 */
+        dg_pool2d_params plp15 = dg_pool2d_default_params();
+        plp15.kernel[0] = plp15.kernel[1] = 2;
+        plp15.padding[0] = 2;
+        EXPECT_FAIL(fns[i](x, plp15), names[i]); /* pad > k/2 */
+        dg_pool2d_params plp16 = dg_pool2d_default_params();
+        plp16.kernel[0] = plp16.kernel[1] = 2;
+        plp16.stride[0] = -2;   /* negative and not DG_STRIDE_KERNEL */
+        plp16.stride[1] = 1;
+        EXPECT_FAIL(fns[i](x, plp16), names[i]);
     }
     cr_assert_not_null(dg_adaptive_avg_pool2d(x, 2, 3));
     EXPECT_FAIL(dg_adaptive_avg_pool2d(NULL, 2, 2), "adaptive_avg_pool2d");
@@ -535,7 +648,9 @@ Test(pool, bad_input) {
 typedef struct { bool training; dg_tensor *rm, *rv; } bn_ctx;
 static dg_tensor *bn_fn(dg_tensor *const *in, void *ctx) {
     bn_ctx *c = ctx;
-    return dg_batch_norm(in[0], c->rm, c->rv, in[1], in[2], (dg_batch_norm_params){ .training = c->training });
+    dg_batch_norm_params bnp = dg_batch_norm_default_params();
+    bnp.training = c->training;
+    return dg_batch_norm(in[0], c->rm, c->rv, in[1], in[2], bnp);
 }
 
 /* Per-channel mean and biased variance of host data laid out [n, c, inner]. */
@@ -555,7 +670,9 @@ Test(batch_norm, train_values_and_running_stats) {
     dg_tensor *x = f64_of(DG_SHAPE(4, 2), xv);
     dg_tensor *w = f64_of(DG_SHAPE(2), (double[]){2, -1}), *b = f64_of(DG_SHAPE(2), (double[]){0.5, 1});
     dg_tensor *rm = dg_zeros(DG_SHAPE(2), DG_F64), *rv = dg_ones(DG_SHAPE(2), DG_F64);
-    dg_tensor *y = dg_batch_norm(x, rm, rv, w, b, (dg_batch_norm_params){ .training = true });
+    dg_batch_norm_params bnp2 = dg_batch_norm_default_params();
+    bnp2.training = true;
+    dg_tensor *y = dg_batch_norm(x, rm, rv, w, b, bnp2);
     double want[8], mu[2] = {5, 2.5}, var[2] = {14, 13.25}, wv[2] = {2, -1}, bv[2] = {0.5, 1};
     for (int i = 0; i < 8; i++) want[i] = (xv[i] - mu[i % 2]) / sqrt(var[i % 2] + 1e-5) * wv[i % 2] + bv[i % 2];
     expect_values(y, want, 8, 1e-12, "train y");
@@ -564,12 +681,17 @@ Test(batch_norm, train_values_and_running_stats) {
     expect_values(rv, (double[]){0.9 + 0.1 * 56. / 3, 0.9 + 0.1 * 53. / 3}, 2, 1e-10, "running_var step 1");
     /* a second step with momentum 0.5 on shifted data */
     dg_tensor *x2 = dg_add_scalar(x, 1.0);
-    cr_assert_not_null(dg_batch_norm(x2, rm, rv, NULL, NULL, (dg_batch_norm_params){ .training = true, .momentum = 0.5 }));
+    dg_batch_norm_params bnp3 = dg_batch_norm_default_params();
+    bnp3.training = true;
+    bnp3.momentum = 0.5;
+    cr_assert_not_null(dg_batch_norm(x2, rm, rv, NULL, NULL, bnp3));
     expect_values(rm, (double[]){0.5 * 0.5 + 0.5 * 6, 0.5 * 0.25 + 0.5 * 3.5}, 2, 1e-12, "running_mean step 2");
     expect_values(rv, (double[]){0.5 * (0.9 + 0.1 * 56. / 3) + 0.5 * 56. / 3, 0.5 * (0.9 + 0.1 * 53. / 3) + 0.5 * 53. / 3},
                   2, 1e-10, "running_var step 2");
     /* eval uses the running stats and leaves them alone */
-    dg_tensor *ye = dg_batch_norm(x, rm, rv, w, b, (dg_batch_norm_params){ .eps = 1e-3 });
+    dg_batch_norm_params bnp4 = dg_batch_norm_default_params();
+    bnp4.eps = 1e-3;
+    dg_tensor *ye = dg_batch_norm(x, rm, rv, w, b, bnp4);
     double rmv[2], rvv[2];
     dg_to_host(rm, rmv, sizeof rmv);
     dg_to_host(rv, rvv, sizeof rvv);
@@ -587,7 +709,10 @@ Test(batch_norm, train_4d_f32_running_stats) {
     double *xv = malloc(sizeof(double) * (size_t)(n * c * inner));
     dg_to_host(x64, xv, sizeof(double) * (size_t)(n * c * inner));
     dg_tensor *rm = dg_full(DG_SHAPE(4), 0.5, DG_F32), *rv = dg_full(DG_SHAPE(4), 2.0, DG_F32);
-    dg_tensor *y = dg_batch_norm(dg_cast(x64, DG_F32), rm, rv, NULL, NULL, (dg_batch_norm_params){ .training = true, .momentum = 0.3 });
+    dg_batch_norm_params bnp5 = dg_batch_norm_default_params();
+    bnp5.training = true;
+    bnp5.momentum = 0.3;
+    dg_tensor *y = dg_batch_norm(dg_cast(x64, DG_F32), rm, rv, NULL, NULL, bnp5);
     cr_assert_not_null(y, "%s", dg_last_error());
     double wm[4], wv[4];
     double *wy = malloc(sizeof(double) * (size_t)(n * c * inner));
@@ -643,7 +768,8 @@ Test(batch_norm, f32_matches_f64) {
     dg_tensor *x32 = dg_cast(x64, DG_F32), *w32 = dg_cast(w64, DG_F32), *b32 = dg_cast(b64, DG_F32);
     dg_tensor *ts[6] = { x64, w64, b64, x32, w32, b32 };
     for (int i = 0; i < 6; i++) dg_set_requires_grad(ts[i], true);
-    dg_batch_norm_params p = { .training = true };
+    dg_batch_norm_params p = dg_batch_norm_default_params();
+    p.training = true;
     dg_tensor *y64 = dg_batch_norm(x64, NULL, NULL, w64, b64, p), *y32 = dg_batch_norm(x32, NULL, NULL, w32, b32, p);
     cr_assert(max_rel_err(y32, y64, 1.0) < 1e-5);
     dg_tensor *wt = dg_uniform(dg_shape_of(y64), 0.5, 1.5, DG_F64);
@@ -660,7 +786,8 @@ Test(batch_norm, bad_input) {
     dg_clear_error();
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_ones(DG_SHAPE(4, 3, 2, 2), DG_F32), *c3 = dg_ones(DG_SHAPE(3), DG_F32);
-    dg_batch_norm_params tr = { .training = true }, ev = {0};
+    dg_batch_norm_params tr = dg_batch_norm_default_params(), ev = dg_batch_norm_default_params();
+    tr.training = true;
     cr_assert_not_null(dg_batch_norm(x, dg_zeros(DG_SHAPE(3), DG_F32), dg_ones(DG_SHAPE(3), DG_F32), c3, c3, tr),
                        "valid call: %s", dg_last_error());
     EXPECT_FAIL(dg_batch_norm(NULL, NULL, NULL, NULL, NULL, tr), "batch_norm");
@@ -673,8 +800,14 @@ Test(batch_norm, bad_input) {
     EXPECT_FAIL(dg_batch_norm(x, c3, NULL, NULL, NULL, tr), "batch_norm");                                       /* only one stat */
     EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, NULL, ev), "batch_norm");                                     /* eval, no stats */
     EXPECT_FAIL(dg_batch_norm(dg_ones(DG_SHAPE(1, 3), DG_F32), NULL, NULL, NULL, NULL, tr), "batch_norm");       /* 1 value/channel */
-    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, NULL, (dg_batch_norm_params){ .training = true, .momentum = 1.5 }), "batch_norm");
-    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, NULL, (dg_batch_norm_params){ .training = true, .eps = -1 }), "batch_norm");
+    dg_batch_norm_params bnp6 = dg_batch_norm_default_params();
+    bnp6.training = true;
+    bnp6.momentum = 1.5;
+    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, NULL, bnp6), "batch_norm");
+    dg_batch_norm_params bnp7 = dg_batch_norm_default_params();
+    bnp7.training = true;
+    bnp7.eps = -1;
+    EXPECT_FAIL(dg_batch_norm(x, NULL, NULL, NULL, NULL, bnp7), "batch_norm");
     dg_scope_end(s);
 }
 

@@ -268,18 +268,24 @@ Test(data, transform_values) {
     }
     for (int k = 0; k < 9; k++) cr_assert_gt(hits[k], 0, "offset %d never drawn", k);
 
-    /* flip: p = 1 always; p = 0 means 0.5 (both outcomes over 32 seeds) */
+    /* flip: p = 1 always; p = 0 never; the default 0.5 gives both outcomes over 32 seeds */
     float img[] = { 1, 2, 3, 4, 5, 6 };
     t = run_tf(DG_SHAPE(1, 2, 3), img, &(dg_transform){ .kind = DG_TF_RANDOM_HFLIP, .p = 1 }, 1, 3);
     assert_values(t, DG_SHAPE(1, 2, 3), (float[]){ 3, 2, 1, 6, 5, 4 }, 0, "hflip");
     dg_tensor_free(t);
-    int flipped = 0;
+    int flipped = 0, flipped_p0 = 0;
+    dg_transform half = dg_transform_default(DG_TF_RANDOM_HFLIP);
+    cr_assert_eq(half.p, 0.5);
     for (uint64_t seed = 0; seed < 32; seed++) {
-        t = run_tf(DG_SHAPE(1, 2, 3), img, &(dg_transform){ .kind = DG_TF_RANDOM_HFLIP }, 1, seed);
+        t = run_tf(DG_SHAPE(1, 2, 3), img, &half, 1, seed);
         flipped += ((float *)dg_data(t))[0] == 3;
+        dg_tensor_free(t);
+        t = run_tf(DG_SHAPE(1, 2, 3), img, &(dg_transform){ .kind = DG_TF_RANDOM_HFLIP, .p = 0 }, 1, seed);
+        flipped_p0 += ((float *)dg_data(t))[0] == 3;
         dg_tensor_free(t);
     }
     cr_assert(flipped > 4 && flipped < 28, "flipped %d of 32", flipped);
+    cr_assert_eq(flipped_p0, 0, "p = 0 flipped %d of 32", flipped_p0);
 
     /* a chain: gray -> rgb, resize, center crop, normalize */
     dg_transform chain[] = {
@@ -383,14 +389,17 @@ Test(dataloader, workers_give_identical_batches, .timeout = 120) {
     dg_dataset *base = TOY(.n = 23, .c = 1, .h = 8, .w = 8, .temp = true);
     dg_transform tf[] = {
         { .kind = DG_TF_RANDOM_CROP, .size = { 6, 6 }, .padding = 2 },
-        { .kind = DG_TF_RANDOM_HFLIP },
+        { .kind = DG_TF_RANDOM_HFLIP, .p = 0.5 },
         { .kind = DG_TF_GRAY_TO_RGB },
         { .kind = DG_TF_RESIZE, .size = { 5, 7 } },
         { .kind = DG_TF_NORMALIZE, .channels = 1, .mean = { 100 }, .std = { 7 } },
     };
     dg_dataset *ds = dg_dataset_transform(base, tf, 5);
     dg_dataset_free(base);
-    dg_dataloader_params p = { .batch_size = 5, .shuffle = true, .seed = 42 };
+    dg_dataloader_params p = dg_dataloader_default_params();
+    p.batch_size = 5;
+    p.shuffle = true;
+    p.seed = 42;
     buf ref = run_epochs(ds, p, 2);
     cr_assert_gt(ref.n, 0);
     /* pin_memory changes where batches live, never what they hold */
@@ -402,7 +411,7 @@ Test(dataloader, workers_give_identical_batches, .timeout = 120) {
     for (int w = 1; w <= 3; w++) {
         p.num_workers = w;
         p.pin_memory = w == 2;
-        p.prefetch = w == 3 ? 1 : 0;
+        p.prefetch_factor = w == 3 ? 1 : 2;   /* the smallest queue, and the default */
         buf got = run_epochs(ds, p, 2);
         cr_assert_eq(got.n, ref.n, "%d workers: %zu bytes, 0 workers: %zu", w, got.n, ref.n);
         cr_assert(memcmp(got.p, ref.p, ref.n) == 0, "%d workers give other batches than 0 workers", w);
@@ -440,7 +449,10 @@ Test(dataloader, workers_give_identical_batches, .timeout = 120) {
 static void check_error_at_7(int workers) {
     size_t live = dg_live_tensors();
     dg_dataset *ds = TOY(.n = 12, .fail = true, .fail_at = 7);
-    dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .batch_size = 3, .num_workers = workers });
+    dg_dataloader_params dlp = dg_dataloader_default_params();
+    dlp.batch_size = 3;
+    dlp.num_workers = workers;
+    dg_dataloader *dl = dg_dataloader_new(ds, dlp);
     dg_dataset_free(ds);
     for (int round = 0; round < 2; round++) {
         cr_assert_eq(dg_dataloader_start_epoch(dl, round), 0);
@@ -468,7 +480,11 @@ Test(dataloader, stop_mid_epoch_restart_and_free, .timeout = 120) {
     size_t live = dg_live_tensors();
     dg_dataset *ds = TOY(.n = 40, .delay_us = 2000);
     for (int workers = 0; workers <= 2; workers += 2) {
-        dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .batch_size = 2, .num_workers = workers, .prefetch = 4 });
+        dg_dataloader_params dlp2 = dg_dataloader_default_params();
+        dlp2.batch_size = 2;
+        dlp2.num_workers = workers;
+        dlp2.prefetch_factor = 2;   /* 4 batches ahead with 2 workers */
+        dg_dataloader *dl = dg_dataloader_new(ds, dlp2);
         cr_assert_eq(dg_dataloader_num_batches(dl), 20);
         dg_sample b;
         for (int k = 0; k < 3; k++) { cr_assert_eq(dg_dataloader_next(dl, &b), 1); dg_sample_clear(&b); }   /* epoch 0 implicitly */
@@ -492,7 +508,10 @@ Test(dataloader, stop_mid_epoch_restart_and_free, .timeout = 120) {
         dg_dataloader_free(dl);
     }
     /* free right after start, with batches in flight */
-    dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .batch_size = 4, .num_workers = 4 });
+    dg_dataloader_params dlp3 = dg_dataloader_default_params();
+    dlp3.batch_size = 4;
+    dlp3.num_workers = 4;
+    dg_dataloader *dl = dg_dataloader_new(ds, dlp3);
     cr_assert_eq(dg_dataloader_start_epoch(dl, 0), 0);
     dg_dataloader_free(dl);
     dg_dataset_free(ds);
@@ -502,7 +521,10 @@ Test(dataloader, stop_mid_epoch_restart_and_free, .timeout = 120) {
 Test(dataloader, collate_mismatch_is_an_error, .timeout = 60) {
     dg_dataset *ds = TOY(.n = 9, .odd = true, .odd_at = 4);
     for (int workers = 0; workers <= 2; workers += 2) {
-        dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .batch_size = 3, .num_workers = workers });
+        dg_dataloader_params dlp4 = dg_dataloader_default_params();
+        dlp4.batch_size = 3;
+        dlp4.num_workers = workers;
+        dg_dataloader *dl = dg_dataloader_new(ds, dlp4);
         dg_sample b;
         cr_assert_eq(dg_dataloader_next(dl, &b), 1);
         dg_sample_clear(&b);
@@ -519,7 +541,10 @@ Test(dataloader, batch_belongs_to_open_scope, .timeout = 60) {
     size_t live = dg_live_tensors();
     dg_dataset *ds = TOY(.n = 8, .temp = true);
     for (int workers = 0; workers <= 1; workers++) {
-        dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .batch_size = 4, .num_workers = workers });
+        dg_dataloader_params dlp5 = dg_dataloader_default_params();
+        dlp5.batch_size = 4;
+        dlp5.num_workers = workers;
+        dg_dataloader *dl = dg_dataloader_new(ds, dlp5);
         dg_sample b;
         for (int k = 0; k < 2; k++) {
             dg_scope *s = dg_scope_begin();
@@ -557,8 +582,13 @@ Test(dataloader, host_alloc_hook_holds_the_batch, .timeout = 60) {
     size_t live = dg_live_tensors();
     counting c = {0};
     dg_dataset *ds = TOY(.n = 10);
-    dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .batch_size = 4, .num_workers = 2,
-                                                                       .host_alloc = count_alloc, .host_free = count_free, .host_user = &c });
+    dg_dataloader_params dlp6 = dg_dataloader_default_params();
+    dlp6.batch_size = 4;
+    dlp6.num_workers = 2;
+    dlp6.host_alloc = count_alloc;
+    dlp6.host_free = count_free;
+    dlp6.host_user = &c;
+    dg_dataloader *dl = dg_dataloader_new(ds, dlp6);
     dg_dataset_free(ds);
     dg_sample b;
     int n = 0;
@@ -589,14 +619,19 @@ Test(dataloader, host_alloc_hook_holds_the_batch, .timeout = 60) {
     cr_assert_eq(dg_live_tensors(), live);
     /* one hook without the other */
     ds = TOY(.n = 10);
-    cr_assert_null(dg_dataloader_new(ds, (dg_dataloader_params){ .host_alloc = count_alloc }));
+    dg_dataloader_params dlp7 = dg_dataloader_default_params();
+    dlp7.host_alloc = count_alloc;
+    cr_assert_null(dg_dataloader_new(ds, dlp7));
     dg_dataset_free(ds);
 }
 
 Test(dataloader, distributed_sampler_drives_the_loader, .timeout = 60) {
     dg_dataset *ds = TOY(.n = 10);
     dg_batch_sampler *s = dist_sampler(10, 2, 3, 2, true, false, 0);
-    dg_dataloader *dl = dg_dataloader_new(ds, (dg_dataloader_params){ .sampler = s, .num_workers = 2 });
+    dg_dataloader_params dlp8 = dg_dataloader_default_params();
+    dlp8.sampler = s;
+    dlp8.num_workers = 2;
+    dg_dataloader *dl = dg_dataloader_new(ds, dlp8);
     cr_assert(dl, "%s", dg_last_error());
     cr_assert_eq(dg_dataloader_num_batches(dl), 2);
     int64_t want[2][4] = { { 2, 8, 0, 5 }, { 1, 6, 8, 5 } };   /* rank 2, epochs 0 and 1 (Paddle) */
@@ -614,10 +649,14 @@ Test(dataloader, distributed_sampler_drives_the_loader, .timeout = 60) {
     dg_dataloader_free(dl);
     /* a sampler made for another length is refused */
     dg_batch_sampler *wrong = dist_sampler(11, 2, 3, 2, true, false, 0);
-    cr_assert_null(dg_dataloader_new(ds, (dg_dataloader_params){ .sampler = wrong }));
+    dg_dataloader_params dlp9 = dg_dataloader_default_params();
+    dlp9.sampler = wrong;
+    cr_assert_null(dg_dataloader_new(ds, dlp9));
     dg_batch_sampler_free(wrong);
     dg_batch_sampler_free(s);
-    cr_assert_null(dg_dataloader_new(ds, (dg_dataloader_params){ .num_workers = -1 }));
-    cr_assert_null(dg_dataloader_new(NULL, (dg_dataloader_params){ 0 }));
+    dg_dataloader_params dlp10 = dg_dataloader_default_params();
+    dlp10.num_workers = -1;
+    cr_assert_null(dg_dataloader_new(ds, dlp10));
+    cr_assert_null(dg_dataloader_new(NULL, dg_dataloader_default_params()));
     dg_dataset_free(ds);
 }

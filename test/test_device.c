@@ -24,7 +24,9 @@ Test(device, explicit_gpu_request_is_an_error_without_a_gpu) {
     dg_tensor_free(host);
     cr_assert(strstr(dg_last_error(), "gpu"), "%s", dg_last_error());
     dg_clear_error();
-    cr_assert_eq(dg_init(&(dg_init_params){ .device = "gpu" }), DG_EDEVICE);
+    dg_init_params ip = dg_init_default_params();
+    ip.device = "gpu";
+    cr_assert_eq(dg_init(&ip), DG_EDEVICE);
     dg_clear_error();
 }
 
@@ -32,7 +34,9 @@ Test(device, launcher_flag_falls_back_to_cpu) {
     if (gpu_usable()) { cr_log_warn("a GPU is usable here: nothing to check"); return; }
     setenv("FLAGS_selected_gpus", "0", 1);
     unsetenv("DG_DEVICE");
-    cr_assert_eq(dg_init(&(dg_init_params){ .quiet = true }), 0, "%s", dg_last_error());
+    dg_init_params ip2 = dg_init_default_params();
+    ip2.quiet = true;
+    cr_assert_eq(dg_init(&ip2), 0, "%s", dg_last_error());
     cr_assert_eq(dg_get_device().type, DG_CPU);
     cr_assert_str_eq(dg_last_error(), "", "no error left behind");
     unsetenv("FLAGS_selected_gpus");

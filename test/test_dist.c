@@ -99,9 +99,18 @@ Test(dist_env, launcher_variables_are_read_and_checked) {
 
 Test(dist_store, set_get_add_wait_in_one_process) {
     int port = free_port();
-    dg_store *srv = dg_store_new((dg_store_params){ .host = "127.0.0.1", .port = port, .is_server = true, .timeout_s = 5 });
+    dg_store_params stp = dg_store_default_params();
+    stp.host = "127.0.0.1";
+    stp.port = port;
+    stp.is_server = true;
+    stp.timeout_s = 5;
+    dg_store *srv = dg_store_new(stp);
     cr_assert(srv, "%s", dg_last_error());
-    dg_store *cli = dg_store_new((dg_store_params){ .host = "127.0.0.1", .port = port, .timeout_s = 5 });
+    dg_store_params stp2 = dg_store_default_params();
+    stp2.host = "127.0.0.1";
+    stp2.port = port;
+    stp2.timeout_s = 5;
+    dg_store *cli = dg_store_new(stp2);
     cr_assert(cli, "%s", dg_last_error());
     cr_assert_eq(dg_store_set(srv, "id", "abc", 4), 0, "%s", dg_last_error());
     void *v = NULL;
@@ -122,7 +131,12 @@ Test(dist_store, set_get_add_wait_in_one_process) {
 
 Test(dist_store, waiting_for_a_key_nobody_sets_times_out) {
     int port = free_port();
-    dg_store *srv = dg_store_new((dg_store_params){ .host = "127.0.0.1", .port = port, .is_server = true, .timeout_s = 1 });
+    dg_store_params stp3 = dg_store_default_params();
+    stp3.host = "127.0.0.1";
+    stp3.port = port;
+    stp3.is_server = true;
+    stp3.timeout_s = 1;
+    dg_store *srv = dg_store_new(stp3);
     cr_assert(srv, "%s", dg_last_error());
     void *v = NULL;
     size_t n = 0;
@@ -140,7 +154,12 @@ Test(dist_store, port_in_use_is_an_error) {
     socklen_t len = sizeof a;
     cr_assert(bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 4) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0);
     int port = ntohs(a.sin_port);
-    cr_assert_null(dg_store_new((dg_store_params){ .host = "127.0.0.1", .port = port, .is_server = true, .timeout_s = 1 }));
+    dg_store_params stp4 = dg_store_default_params();
+    stp4.host = "127.0.0.1";
+    stp4.port = port;
+    stp4.is_server = true;
+    stp4.timeout_s = 1;
+    cr_assert_null(dg_store_new(stp4));
     cr_assert(strstr(dg_last_error(), "cannot listen"), "%s", dg_last_error());
     cr_assert(strstr(dg_last_error(), "in use"), "%s", dg_last_error());
     dg_clear_error();
@@ -181,7 +200,7 @@ Test(dist_store, a_missing_rank_fails_every_present_rank) {
 Test(dist_comm, local_world_collectives) {
     clear_env();
     dg_scope *sc = dg_scope_begin();
-    dg_comm *c = dg_comm_new((dg_comm_params){ 0 });
+    dg_comm *c = dg_comm_new(dg_comm_default_params());
     cr_assert(c, "%s", dg_last_error());
     cr_assert_eq(dg_comm_size(c), 1);
     dg_tensor *t = dg_arange(0, 6, 1, DG_F32);
@@ -232,7 +251,9 @@ Test(dist_dp, world_of_one_unused_parameters_and_no_sync) {
     dg_scope_end(s);
     dg_layer_free(dp);
     /* find_unused_parameters accepts the skipped head */
-    dg_layer *dp2 = dg_data_parallel(dg_layer_ref(net), dg_fleet_comm(), (dg_dp_params){ .find_unused_parameters = true });
+    dg_dp_params dpp = dg_dp_default_params();
+    dpp.find_unused_parameters = true;
+    dg_layer *dp2 = dg_data_parallel(dg_layer_ref(net), dg_fleet_comm(), dpp);
     cr_assert(dp2, "%s", dg_last_error());
     dg_layer_clear_gradients(net);
     s = dg_scope_begin();

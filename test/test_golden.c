@@ -56,8 +56,10 @@ static void expect_output(const char *file, golden *g, const dg_tensor *out) {
 /* Backward of sum(out * gout): through grad_output, or by building the weighted sum. */
 static void backward_weighted(const char *file, golden *g, dg_tensor *out, bool via_sum) {
     dg_tensor *gout = golden_get(g, "gout");
+    dg_backward_params bwp = dg_backward_default_params();
+    bwp.grad_output = gout;
     int rc = via_sum ? dg_backward(dg_sum_all(dg_mul(out, gout)))
-                     : dg_backward_ext(out, (dg_backward_params){ .grad_output = gout });
+                     : dg_backward_ext(out, bwp);
     cr_assert_eq(rc, 0, "%s: backward failed: %s", file, dg_last_error());
 }
 
@@ -73,12 +75,14 @@ static void run_conv(const char *file) {
     golden *g = load(file);
     dg_scope *s = dg_scope_begin();
     /* params: stride_h stride_w pad_h pad_w dil_h dil_w groups has_bias */
-    dg_conv2d_params p = {
-        .stride = { (int)param(g, "params", 0), (int)param(g, "params", 1) },
-        .padding = { (int)param(g, "params", 2), (int)param(g, "params", 3) },
-        .dilation = { (int)param(g, "params", 4), (int)param(g, "params", 5) },
-        .groups = (int)param(g, "params", 6),
-    };
+    dg_conv2d_params p = dg_conv2d_default_params();
+    p.stride[0] = (int)param(g, "params", 0);
+    p.stride[1] = (int)param(g, "params", 1);
+    p.padding[0] = (int)param(g, "params", 2);
+    p.padding[1] = (int)param(g, "params", 3);
+    p.dilation[0] = (int)param(g, "params", 4);
+    p.dilation[1] = (int)param(g, "params", 5);
+    p.groups = (int)param(g, "params", 6);
     bool has_bias = param(g, "params", 7) != 0;
     dg_tensor *x = golden_leaf(g, "x"), *w = golden_leaf(g, "w"), *b = has_bias ? golden_leaf(g, "b") : NULL;
     dg_tensor *out = dg_conv2d(x, w, b, p);
@@ -104,13 +108,15 @@ static void run_pool(const char *file, bool is_max) {
     golden *g = load(file);
     dg_scope *s = dg_scope_begin();
     /* params: kh kw sh sw ph pw ceil_mode count_include_pad */
-    dg_pool2d_params p = {
-        .kernel = { (int)param(g, "params", 0), (int)param(g, "params", 1) },
-        .stride = { (int)param(g, "params", 2), (int)param(g, "params", 3) },
-        .padding = { (int)param(g, "params", 4), (int)param(g, "params", 5) },
-        .ceil_mode = param(g, "params", 6) != 0,
-        .count_include_pad = param(g, "params", 7) != 0,
-    };
+    dg_pool2d_params p = dg_pool2d_default_params();
+    p.kernel[0] = (int)param(g, "params", 0);
+    p.kernel[1] = (int)param(g, "params", 1);
+    p.stride[0] = (int)param(g, "params", 2);
+    p.stride[1] = (int)param(g, "params", 3);
+    p.padding[0] = (int)param(g, "params", 4);
+    p.padding[1] = (int)param(g, "params", 5);
+    p.ceil_mode = param(g, "params", 6) != 0;
+    p.count_include_pad = param(g, "params", 7) != 0;
     dg_tensor *x = golden_leaf(g, "x");
     dg_tensor *out = is_max ? dg_max_pool2d(x, p) : dg_avg_pool2d(x, p);
     cr_assert(out, "%s: pool failed: %s", file, dg_last_error());
@@ -149,11 +155,10 @@ Test(golden, adaptive_avg_pool2d_5x7_to_3x2) {
 static void run_batch_norm(const char *file) {
     golden *g = load(file);
     dg_scope *s = dg_scope_begin();
-    dg_batch_norm_params p = {
-        .training = param(g, "training", 0) != 0,
-        .momentum = (float)dg_item(golden_get(g, "momentum")),
-        .eps = (float)dg_item(golden_get(g, "eps")),
-    };
+    dg_batch_norm_params p = dg_batch_norm_default_params();
+    p.training = param(g, "training", 0) != 0;
+    p.momentum = (float)dg_item(golden_get(g, "momentum"));
+    p.eps = (float)dg_item(golden_get(g, "eps"));
     dg_tensor *x = golden_leaf(g, "x"), *w = golden_leaf(g, "weight"), *b = golden_leaf(g, "bias");
     dg_tensor *rm = dg_clone(golden_get(g, "running_mean")), *rv = dg_clone(golden_get(g, "running_var"));
     dg_tensor *out = dg_batch_norm(x, rm, rv, w, b, p);
@@ -179,13 +184,12 @@ static void run_cross_entropy(const char *file) {
     golden *g = load(file);
     dg_scope *s = dg_scope_begin();
     /* params: reduction (0 mean, 1 sum, 2 none), soft_label, use_ignore_index, ignore_index, axis */
-    dg_cross_entropy_params p = {
-        .reduction = (dg_reduction)param(g, "params", 0),
-        .soft_label = param(g, "params", 1) != 0,
-        .use_ignore_index = param(g, "params", 2) != 0,
-        .ignore_index = param(g, "params", 3),
-        .axis = (int)param(g, "params", 4),
-    };
+    dg_cross_entropy_params p = dg_cross_entropy_default_params();
+    p.reduction = (dg_reduction)param(g, "params", 0);
+    p.soft_label = param(g, "params", 1) != 0;
+    p.use_ignore_index = param(g, "params", 2) != 0;
+    p.ignore_index = param(g, "params", 3);
+    p.axis = (int)param(g, "params", 4);
     dg_tensor *x = golden_leaf(g, "x");
     dg_tensor *label = p.soft_label ? golden_leaf(g, "label") : golden_get(g, "label");
     dg_tensor *out = dg_cross_entropy_ext(x, label, p);

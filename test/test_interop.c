@@ -23,9 +23,11 @@ static void cmp(const char *what, const dg_tensor *got, const dg_tensor *want, d
 Test(interop, torchvision_resnet18_load_logits_step_and_save) {
     dg_tensor_dict *io = dg_load_safetensors(DIR_ "/resnet18_io.safetensors");
     cr_assert_not_null(io, "run `make test` (it writes " DIR_ " with test/goldens/resnet_interop.py): %s", dg_last_error());
-    dg_layer *net = dg_resnet18((dg_resnet_params){ .num_classes = 10 });
+    dg_resnet_params rp = dg_resnet_default_params();
+    rp.num_classes = 10;
+    dg_layer *net = dg_resnet18(rp);
     dg_load_report r;
-    cr_assert_eq(dg_layer_load(net, DIR_ "/resnet18_init.safetensors", (dg_load_params){0}, &r), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_layer_load(net, DIR_ "/resnet18_init.safetensors", dg_load_default_params(), &r), 0, "%s", dg_last_error());
     cr_assert_eq(r.loaded, 122, "every torchvision entry maps onto dygraph's by name: %d", r.loaded);
 
     dg_scope *s = dg_scope_begin();
@@ -38,7 +40,11 @@ Test(interop, torchvision_resnet18_load_logits_step_and_save) {
     dg_layer_train(net);
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = dg_momentum(params, n, (dg_momentum_params){ .lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4 });
+    dg_momentum_params momp = dg_momentum_default_params();
+    momp.lr = 0.1;
+    momp.momentum = 0.9;
+    momp.weight_decay = 1e-4;
+    dg_optimizer *opt = dg_momentum(params, n, momp);
     free(params);
     dg_tensor *loss = dg_cross_entropy(dg_forward(net, x), y);
     cmp("train loss", loss, dg_tensor_dict_get(io, "loss_train"), 1e-5);
@@ -57,7 +63,7 @@ Test(interop, torchvision_resnet18_load_logits_step_and_save) {
     dg_optimizer_free(opt);
 
     /* the other way: reload the initial state and save it for the script's reader */
-    cr_assert_eq(dg_layer_load(net, DIR_ "/resnet18_init.safetensors", (dg_load_params){0}, NULL), 0);
+    cr_assert_eq(dg_layer_load(net, DIR_ "/resnet18_init.safetensors", dg_load_default_params(), NULL), 0);
     cr_assert_eq(dg_layer_save(net, DIR_ "/from_dygraph.safetensors"), 0, "%s", dg_last_error());
     dg_layer_free(net);
     dg_tensor_dict_free(io);

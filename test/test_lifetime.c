@@ -15,7 +15,9 @@ static double train_linear(int steps) {
     if (!fc) return -1;
     int n = 0;
     dg_tensor **params = dg_layer_parameters(fc, &n);
-    dg_optimizer *sgd = params ? dg_sgd(params, n, (dg_sgd_params){ .lr = 0.1 }) : NULL;
+    dg_sgd_params sgdp = dg_sgd_default_params();
+    sgdp.lr = 0.1;
+    dg_optimizer *sgd = params ? dg_sgd(params, n, sgdp) : NULL;
     free(params);
     double last = -1;
     for (int step = 0; sgd && step < steps; step++) {
@@ -40,7 +42,9 @@ static void expect_after_shutdown(const char *what) {
 }
 
 Test(lifetime, shutdown_refuses_work_until_init) {
-    cr_assert_eq(dg_init(&(dg_init_params){ .quiet = true }), 0, "%s", dg_last_error());
+    dg_init_params ip = dg_init_default_params();
+    ip.quiet = true;
+    cr_assert_eq(dg_init(&ip), 0, "%s", dg_last_error());
     double first = train_linear(30);
     cr_assert(first >= 0 && first < 0.5, "training before shutdown: loss %g, %s", first, dg_last_error());
     cr_assert_eq(dg_live_tensors(), 0);
@@ -57,7 +61,9 @@ Test(lifetime, shutdown_refuses_work_until_init) {
     expect_after_shutdown("train");
     dg_shutdown();   /* a second shutdown does nothing */
 
-    cr_assert_eq(dg_init(&(dg_init_params){ .quiet = true }), 0, "%s", dg_last_error());
+    dg_init_params ip2 = dg_init_default_params();
+    ip2.quiet = true;
+    cr_assert_eq(dg_init(&ip2), 0, "%s", dg_last_error());
     double again = train_linear(30);
     cr_assert_eq(again, first, "a new session trains as the first did (seed reset, same steps): %g vs %g", again, first);
     cr_assert_eq(dg_live_tensors(), 0);
@@ -77,7 +83,9 @@ Test(lifetime, a_tensor_kept_across_shutdown) {
     expect_after_shutdown("sum_all after shutdown");
     cr_assert(isnan(dg_item(t)));
     expect_after_shutdown("item after shutdown");
-    cr_assert_eq(dg_init(&(dg_init_params){ .quiet = true }), 0, "%s", dg_last_error());
+    dg_init_params ip3 = dg_init_default_params();
+    ip3.quiet = true;
+    cr_assert_eq(dg_init(&ip3), 0, "%s", dg_last_error());
     cr_assert_null(dg_add(t, t));
     cr_assert_eq(dg_last_status(), DG_ESTATE);
     cr_assert(strstr(dg_last_error(), "add:") && strstr(dg_last_error(), "made before dg_shutdown"), "%s", dg_last_error());
@@ -108,7 +116,9 @@ Test(lifetime, shutdown_releases_scopes_pools_and_seed) {
     cr_assert_eq(st.allocated, 0);
     cr_assert_eq(st.reserved, 0, "the pool was given back");
     cr_assert_eq(st.device_mallocs, 0);
-    cr_assert_eq(dg_init(&(dg_init_params){ .quiet = true }), 0, "%s", dg_last_error());
+    dg_init_params ip4 = dg_init_default_params();
+    ip4.quiet = true;
+    cr_assert_eq(dg_init(&ip4), 0, "%s", dg_last_error());
     cr_assert_neq(dg_get_seed(), 99, "the seed is back to its default");
     dg_tensor *x = dg_randn(DG_SHAPE(4), DG_F32);
     cr_assert_not_null(x, "%s", dg_last_error());
@@ -130,7 +140,9 @@ Test(lifetime, implicit_start_without_init) {
 
 static void checked_init(void) {
     setenv("DG_CHECKED", "1", 1);
-    cr_assert_eq(dg_init(&(dg_init_params){ .quiet = true }), 0, "%s", dg_last_error());
+    dg_init_params ip5 = dg_init_default_params();
+    ip5.quiet = true;
+    cr_assert_eq(dg_init(&ip5), 0, "%s", dg_last_error());
     dg_clear_error();
 }
 

@@ -95,7 +95,9 @@ Test(memory, conv_training_loop_keeps_the_cpu_pool_flat) {
     dg_layer *net = dg_mnist_cnn();
     int n;
     dg_tensor **p = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = dg_adam(p, n, (dg_adam_params){ .lr = 1e-3 });
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = 1e-3;
+    dg_optimizer *opt = dg_adam(p, n, adp);
     free(p);
     dg_tensor *x = dg_randn(DG_SHAPE(64, 1, 28, 28), DG_F32);
     int64_t lab[64];

@@ -249,7 +249,9 @@ static int expect_torchvision_init(dg_layer *m, const char *last_bn, bool zero_i
 Test(models, resnets_match_torchvision) {
     size_t live0 = dg_live_tensors();
     dg_manual_seed(7);
-    dg_layer *m = dg_resnet18((dg_resnet_params){ .num_classes = 10 });
+    dg_resnet_params rp = dg_resnet_default_params();
+    rp.num_classes = 10;
+    dg_layer *m = dg_resnet18(rp);
     expect_torch_names(m, "resnet18_10");
     cr_assert_eq(dg_layer_num_parameters(m), 11181642);
     cr_assert_str_eq(dg_layer_type(m), "ResNet");
@@ -267,12 +269,17 @@ Test(models, resnets_match_torchvision) {
     cr_assert_eq(expect_torchvision_init(m, "bn2", false), 20, "resnet18 has 20 convs");
     dg_layer_free(m);
 
-    m = dg_resnet34((dg_resnet_params){ .num_classes = 10 });
+    dg_resnet_params rp2 = dg_resnet_default_params();
+    rp2.num_classes = 10;
+    m = dg_resnet34(rp2);
     expect_torch_names(m, "resnet34_10");
     dg_layer_free(m);
 
     /* resnet50 with zero_init_residual: same tree, bn3 of every block starts at 0 */
-    m = dg_resnet50((dg_resnet_params){ .num_classes = 10, .zero_init_residual = true });
+    dg_resnet_params rp3 = dg_resnet_default_params();
+    rp3.num_classes = 10;
+    rp3.zero_init_residual = true;
+    m = dg_resnet50(rp3);
     expect_torch_names(m, "resnet50_10");
     cr_assert_str_eq(dg_layer_type(dg_layer_sublayer(m, "layer1.0")), "Bottleneck");
     const char *bnkids[] = { "conv1", "bn1", "conv2", "bn2", "conv3", "bn3", "relu", "downsample" };
@@ -314,7 +321,7 @@ Test(models, tutorial_nets_match_torch) {
     for (int i = 0; i < 8; i++) cr_assert_str_eq(dg_layer_child_name(m, i), ck[i]);
     dg_layer_free(m);
 
-    /* FaceNet's backbone is resnet18 with the default num_classes (0 means 1000) */
+    /* FaceNet's backbone is resnet18 with the default num_classes (1000) */
     m = dg_facenet(15);
     expect_torch_names(m, "facenet_15");
     cr_assert_eq(dg_dim(dg_layer_parameter(m, "backbone.fc.weight"), 0), 1000);
@@ -363,10 +370,12 @@ Test(models, mynet_forward_is_the_tutorials) {
     dg_tensor *y = dg_forward(m, x);
     expect_shape(y, "[3, 10]", "mynet");
 #define P(name) dg_layer_parameter(m, name)
-    dg_pool2d_params pool = { .kernel = { 2, 2 }, .stride = { 2, 2 } };
-    dg_tensor *h = dg_max_pool2d(dg_relu(dg_conv2d(x, P("conv1.weight"), P("conv1.bias"), (dg_conv2d_params){0})), pool);
-    h = dg_max_pool2d(dg_relu(dg_conv2d(h, P("conv2.weight"), P("conv2.bias"), (dg_conv2d_params){0})), pool);
-    h = dg_flatten(dg_relu(dg_conv2d(h, P("conv3.weight"), P("conv3.bias"), (dg_conv2d_params){0})), 1, -1);
+    dg_pool2d_params pool = dg_pool2d_default_params();
+    pool.kernel[0] = pool.kernel[1] = 2;
+    pool.stride[0] = pool.stride[1] = 2;
+    dg_tensor *h = dg_max_pool2d(dg_relu(dg_conv2d(x, P("conv1.weight"), P("conv1.bias"), dg_conv2d_default_params())), pool);
+    h = dg_max_pool2d(dg_relu(dg_conv2d(h, P("conv2.weight"), P("conv2.bias"), dg_conv2d_default_params())), pool);
+    h = dg_flatten(dg_relu(dg_conv2d(h, P("conv3.weight"), P("conv3.bias"), dg_conv2d_default_params())), 1, -1);
     h = dg_relu(dg_add(dg_matmul_t(h, P("linear1.weight"), false, true), P("linear1.bias")));
     dg_tensor *want = dg_add(dg_matmul_t(h, P("linear2.weight"), false, true), P("linear2.bias"));
 #undef P
@@ -389,7 +398,9 @@ Test(models, mynet_forward_is_the_tutorials) {
 
 Test(models, output_shapes) {
     size_t live0 = dg_live_tensors();
-    dg_layer *m = dg_resnet18((dg_resnet_params){ .num_classes = 10 });
+    dg_resnet_params rp4 = dg_resnet_default_params();
+    rp4.num_classes = 10;
+    dg_layer *m = dg_resnet18(rp4);
     cr_assert_not_null(m, "%s", dg_last_error());
     dg_layer_eval(m);
     dg_no_grad_begin();
@@ -574,7 +585,9 @@ Test(models, mnist_cnn_learns) {
 Test(models, resnet18_train_step_reaches_every_parameter) {
     size_t live0 = dg_live_tensors();
     dg_manual_seed(11);
-    dg_layer *m = dg_resnet18((dg_resnet_params){ .num_classes = 10 });
+    dg_resnet_params rp5 = dg_resnet_default_params();
+    rp5.num_classes = 10;
+    dg_layer *m = dg_resnet18(rp5);
     cr_assert_not_null(m, "%s", dg_last_error());
     cr_assert(dg_layer_is_training(m));
     size_t live_model = dg_live_tensors();
@@ -623,7 +636,9 @@ Test(models, resnet18_train_step_reaches_every_parameter) {
 static void expect_folded_inference_equals_layers(void) {
     size_t live0 = dg_live_tensors();
     dg_manual_seed(5);
-    dg_layer *m = dg_resnet18((dg_resnet_params){ .num_classes = 10 });
+    dg_resnet_params rp6 = dg_resnet_default_params();
+    rp6.num_classes = 10;
+    dg_layer *m = dg_resnet18(rp6);
     cr_assert_not_null(m, "%s", dg_last_error());
     dg_tensor *x = dg_randn(DG_SHAPE(3, 3, 64, 64), DG_F32);
     dg_scope *s = dg_scope_begin();
@@ -653,7 +668,9 @@ Test(models, folded_inference_equals_layers) { expect_folded_inference_equals_la
 Test(models, folded_inference_keeps_nan) {
     dg_scope *s = dg_scope_begin();
     dg_manual_seed(6);
-    dg_layer *m = dg_resnet18((dg_resnet_params){ .num_classes = 4 });
+    dg_resnet_params rp7 = dg_resnet_default_params();
+    rp7.num_classes = 4;
+    dg_layer *m = dg_resnet18(rp7);
     dg_layer_eval(m);
     dg_tensor *x = dg_randn(DG_SHAPE(1, 3, 64, 64), DG_F32);
     ((float *)dg_data(x))[3 * 64 + 7] = NAN;
@@ -676,15 +693,19 @@ Test(models, folded_inference_equals_layers_im2col) {
 
 Test(models, bad_configuration_and_input) {
     size_t live0 = dg_live_tensors();
-    cr_assert_null(dg_resnet18((dg_resnet_params){ .num_classes = -1 }));
+    dg_resnet_params rp8 = dg_resnet_default_params();
+    rp8.num_classes = -1;
+    cr_assert_null(dg_resnet18(rp8));
     expect_error_contains("resnet18 num_classes -1", "ResNet", "num_classes");
-    cr_assert_null(dg_resnet50((dg_resnet_params){ .dtype = DG_I64 }));
+    dg_resnet_params rp9 = dg_resnet_default_params();
+    rp9.dtype = DG_I64;
+    cr_assert_null(dg_resnet50(rp9));
     expect_error_contains("resnet50 i64", "ResNet", "int64");
-    cr_assert_null(dg_resnet(DG_RESNET_BASIC, (const int[4]){ 2, 0, 2, 2 }, (dg_resnet_params){0}));
+    cr_assert_null(dg_resnet(DG_RESNET_BASIC, (const int[4]){ 2, 0, 2, 2 }, dg_resnet_default_params()));
     expect_error_contains("resnet zero-depth stage", "ResNet", "1..1024");
-    cr_assert_null(dg_resnet(DG_RESNET_BASIC, NULL, (dg_resnet_params){0}));
+    cr_assert_null(dg_resnet(DG_RESNET_BASIC, NULL, dg_resnet_default_params()));
     expect_error_contains("resnet NULL layers", "ResNet", "NULL");
-    cr_assert_null(dg_resnet((dg_resnet_block_kind)7, (const int[4]){ 1, 1, 1, 1 }, (dg_resnet_params){0}));
+    cr_assert_null(dg_resnet((dg_resnet_block_kind)7, (const int[4]){ 1, 1, 1, 1 }, dg_resnet_default_params()));
     expect_error_contains("resnet bad block", "ResNet", "block 7");
     cr_assert_null(dg_resnet_basic_block(0, 4, 1, DG_F32));
     expect_error_contains("basic block 0 inplanes", "BasicBlock", "inplanes");
@@ -709,7 +730,9 @@ Test(models, bad_configuration_and_input) {
     cr_assert_null(dg_forward(m, dg_zeros(DG_SHAPE(2, 3, 28, 28), DG_F32)));
     expect_error_contains("mynet 28x28", "MyNet", "[N, 3, 32, 32]");
     dg_layer_free(m);
-    m = dg_resnet18((dg_resnet_params){ .num_classes = 10 });
+    dg_resnet_params rp10 = dg_resnet_default_params();
+    rp10.num_classes = 10;
+    m = dg_resnet18(rp10);
     cr_assert_null(dg_forward(m, dg_zeros(DG_SHAPE(2, 1, 64, 64), DG_F32)));
     expect_error_contains("resnet18 1 channel", "ResNet", "[N, 3, H, W]");
     cr_assert_null(dg_forward(m, dg_zeros(DG_SHAPE(1, 3, 64, 64), DG_F64)));

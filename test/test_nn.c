@@ -57,7 +57,7 @@ static void backward_weighted(dg_tensor *out, dg_tensor *gout) {
 Test(nn, names_and_counts_match_torch) {
     size_t live0 = dg_live_tensors();
     golden *g = golden_load("test/goldens/nn_names.txt");
-    dg_layer *m = dg_nn_sequential(5, dg_nn_linear(10, 20), dg_nn_batch_norm1d(20, (dg_nn_batch_norm_params){0}),
+    dg_layer *m = dg_nn_sequential(5, dg_nn_linear(10, 20), dg_nn_batch_norm1d(20, dg_nn_batch_norm_default_params()),
                                    dg_nn_relu(), dg_nn_dropout(0.5), dg_nn_linear(20, 2));
     cr_assert_not_null(m, "%s", dg_last_error());
 
@@ -125,14 +125,19 @@ Test(nn, names_and_counts_match_torch) {
 /* Nested names as torchvision's ResNet ("layer1.0.conv1.weight", "layer1.0.bn1.running_mean"). */
 static dg_layer *basic_block(int64_t c) {
     dg_layer *b = dg_layer_new("BasicBlock", NULL, NULL, NULL);
-    dg_layer_add_sublayer(b, "conv1", dg_nn_conv2d(c, c, 3, (dg_nn_conv2d_params){ .padding = 1, .no_bias = true }));
-    dg_layer_add_sublayer(b, "bn1", dg_nn_batch_norm2d(c, (dg_nn_batch_norm_params){0}));
+    dg_nn_conv2d_params ncp = dg_nn_conv2d_default_params();
+    ncp.padding = 1;
+    ncp.bias = false;
+    dg_layer_add_sublayer(b, "conv1", dg_nn_conv2d(c, c, 3, ncp));
+    dg_layer_add_sublayer(b, "bn1", dg_nn_batch_norm2d(c, dg_nn_batch_norm_default_params()));
     return b;
 }
 
 Test(nn, hierarchical_names) {
     dg_layer *net = dg_layer_new("Net", NULL, NULL, NULL);
-    cr_assert_eq(dg_layer_add_sublayer(net, "conv1", dg_nn_conv2d(3, 4, 3, (dg_nn_conv2d_params){ .no_bias = true })), 0);
+    dg_nn_conv2d_params ncp2 = dg_nn_conv2d_default_params();
+    ncp2.bias = false;
+    cr_assert_eq(dg_layer_add_sublayer(net, "conv1", dg_nn_conv2d(3, 4, 3, ncp2)), 0);
     cr_assert_eq(dg_layer_add_sublayer(net, "layer1", dg_nn_sequential(2, basic_block(4), basic_block(4))), 0);
     int n;
     dg_named_tensor *sd = dg_layer_state_dict(net, &n);
@@ -180,10 +185,17 @@ Test(nn, linear_matches_torch) {
 }
 
 static dg_layer *conv_block_model(void) {
-    return dg_nn_sequential(8, dg_nn_conv2d(3, 4, 3, (dg_nn_conv2d_params){ .padding = 1 }),
-                            dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){0}), dg_nn_relu(),
-                            dg_nn_max_pool2d(2, (dg_nn_pool2d_params){0}),
-                            dg_nn_conv2d(4, 6, 3, (dg_nn_conv2d_params){ .stride = 2, .padding = 1, .groups = 2, .no_bias = true }),
+    dg_nn_conv2d_params ncp3 = dg_nn_conv2d_default_params();
+    ncp3.padding = 1;
+    dg_nn_conv2d_params ncp4 = dg_nn_conv2d_default_params();
+    ncp4.stride = 2;
+    ncp4.padding = 1;
+    ncp4.groups = 2;
+    ncp4.bias = false;
+    return dg_nn_sequential(8, dg_nn_conv2d(3, 4, 3, ncp3),
+                            dg_nn_batch_norm2d(4, dg_nn_batch_norm_default_params()), dg_nn_relu(),
+                            dg_nn_max_pool2d(2, dg_nn_pool2d_default_params()),
+                            dg_nn_conv2d(4, 6, 3, ncp4),
                             dg_nn_adaptive_avg_pool2d(1, 1), dg_nn_flatten(1, -1), dg_nn_linear(6, 3));
 }
 
@@ -231,7 +243,7 @@ Test(nn, conv_bn_relu_pool_matches_torch) {
 
 Test(nn, train_eval_switch_batch_norm) {
     dg_manual_seed(5);
-    dg_layer *m = dg_nn_sequential(2, dg_nn_linear(3, 4), dg_nn_batch_norm1d(4, (dg_nn_batch_norm_params){0}));
+    dg_layer *m = dg_nn_sequential(2, dg_nn_linear(3, 4), dg_nn_batch_norm1d(4, dg_nn_batch_norm_default_params()));
     dg_layer *bn = dg_layer_child(m, 1);
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_normal(DG_SHAPE(16, 3), 2.0, 3.0, DG_F32);
@@ -277,7 +289,9 @@ Test(nn, batch_norm_options) {
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_normal(DG_SHAPE(4, 2, 3, 3), 1.0, 2.0, DG_F32);
     /* no running stats: no buffers, batch statistics in eval too */
-    dg_layer *a = dg_nn_batch_norm2d(2, (dg_nn_batch_norm_params){ .no_running_stats = true });
+    dg_nn_batch_norm_params nbp = dg_nn_batch_norm_default_params();
+    nbp.track_running_stats = false;
+    dg_layer *a = dg_nn_batch_norm2d(2, nbp);
     int n;
     free(dg_layer_named_buffers(a, &n));
     cr_assert_eq(n, 0);
@@ -285,11 +299,15 @@ Test(nn, batch_norm_options) {
     dg_layer_eval(a);
     expect_close(dg_forward(a, x), ya, 1e-6, "eval without running stats");
     /* no affine: no parameters */
-    dg_layer *b = dg_nn_batch_norm2d(2, (dg_nn_batch_norm_params){ .no_affine = true });
+    dg_nn_batch_norm_params nbp2 = dg_nn_batch_norm_default_params();
+    nbp2.affine = false;
+    dg_layer *b = dg_nn_batch_norm2d(2, nbp2);
     cr_assert_eq(dg_layer_num_parameters(b), 0);
     expect_close(dg_forward(b, x), ya, 1e-6, "no affine = weight 1, bias 0");
     /* cumulative average (momentum=None): after two batches running_mean = mean of both batch means */
-    dg_layer *c = dg_nn_batch_norm2d(2, (dg_nn_batch_norm_params){ .cumulative_average = true });
+    dg_nn_batch_norm_params nbp3 = dg_nn_batch_norm_default_params();
+    nbp3.cumulative_average = true;
+    dg_layer *c = dg_nn_batch_norm2d(2, nbp3);
     dg_tensor *x2 = dg_normal(DG_SHAPE(4, 2, 3, 3), -1.0, 1.0, DG_F32);
     dg_forward(c, x);
     dg_forward(c, x2);
@@ -297,7 +315,9 @@ Test(nn, batch_norm_options) {
     dg_tensor *want = dg_div_scalar(dg_add(dg_mean(x, axes, 3, false), dg_mean(x2, axes, 3, false)), 2);
     expect_close(dg_layer_buffer(c, "running_mean"), want, 1e-5, "cumulative running_mean");
     /* momentum: running_mean = momentum * batch mean after one batch from zeros */
-    dg_layer *d = dg_nn_batch_norm2d(2, (dg_nn_batch_norm_params){ .momentum = 0.5 });
+    dg_nn_batch_norm_params nbp4 = dg_nn_batch_norm_default_params();
+    nbp4.momentum = 0.5;
+    dg_layer *d = dg_nn_batch_norm2d(2, nbp4);
     dg_forward(d, x);
     expect_close(dg_layer_buffer(d, "running_mean"), dg_mul_scalar(dg_mean(x, axes, 3, false), 0.5), 1e-5, "momentum");
     dg_scope_end(s);
@@ -495,10 +515,12 @@ Test(nn, default_init_follows_torch) {
     cr_assert(mw <= bound && mw > 0.98 * bound, "Linear weight max |w| %g, bound %g", mw, bound);
     cr_assert(mb <= bound && mb > 0.9 * bound, "Linear bias max |b| %g, bound %g", mb, bound);
     /* conv: fan_in = in/groups * k * k = 4/2 * 9 = 18 */
-    dg_layer *conv = dg_nn_conv2d(4, 64, 3, (dg_nn_conv2d_params){ .groups = 2 });
+    dg_nn_conv2d_params ncp5 = dg_nn_conv2d_default_params();
+    ncp5.groups = 2;
+    dg_layer *conv = dg_nn_conv2d(4, 64, 3, ncp5);
     double cb = 1 / sqrt(18.0), mc = max_abs(dg_layer_parameter(conv, "weight"));
     cr_assert(mc <= cb && mc > 0.98 * cb, "Conv2d weight max %g, bound %g", mc, cb);
-    dg_layer *bn = dg_nn_batch_norm2d(5, (dg_nn_batch_norm_params){0});
+    dg_layer *bn = dg_nn_batch_norm2d(5, dg_nn_batch_norm_default_params());
     cr_assert_eq(sum_of(dg_layer_parameter(bn, "weight")), 5);
     cr_assert_eq(sum_of(dg_layer_parameter(bn, "bias")), 0);
     cr_assert_eq(sum_of(dg_layer_buffer(bn, "running_var")), 5);
@@ -516,15 +538,18 @@ Test(nn, initializers) {
     cr_assert_eq(dg_nn_init_calculate_fans(w, &fi, &fo), 0);
     cr_assert(fi == 100 && fo == 300);
     /* on a parameter that requires grad, with grad mode on: the initialiser handles no_grad */
-    cr_assert_eq(dg_nn_init_xavier_uniform_(w, 0), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_nn_init_xavier_uniform_(w, 1.0), 0, "%s", dg_last_error());
     double b = sqrt(6.0 / 400), m = max_abs(w);
     cr_assert(m <= b && m > 0.98 * b, "xavier_uniform max %g bound %g", m, b);
     cr_assert_eq(dg_nn_init_xavier_normal_(w, 2.0), 0);
     cr_assert(fabs(std_of(w) - 2 * sqrt(2.0 / 400)) < 0.03 * 2 * sqrt(2.0 / 400), "xavier_normal std %g", std_of(w));
-    cr_assert_eq(dg_nn_init_kaiming_uniform_(w, (dg_nn_kaiming_params){0}), 0);
+    cr_assert_eq(dg_nn_init_kaiming_uniform_(w, dg_nn_kaiming_default_params()), 0);
     b = sqrt(2.0) * sqrt(3.0 / 100), m = max_abs(w);
     cr_assert(m <= b && m > 0.98 * b, "kaiming_uniform max %g bound %g", m, b);
-    cr_assert_eq(dg_nn_init_kaiming_normal_(w, (dg_nn_kaiming_params){ .mode = DG_FAN_OUT, .nonlinearity = DG_NONLIN_TANH }), 0);
+    dg_nn_kaiming_params kp = dg_nn_kaiming_default_params();
+    kp.mode = DG_FAN_OUT;
+    kp.nonlinearity = DG_NONLIN_TANH;
+    cr_assert_eq(dg_nn_init_kaiming_normal_(w, kp), 0);
     double sd = 5.0 / 3.0 / sqrt(300.0);
     cr_assert(fabs(std_of(w) - sd) < 0.03 * sd, "kaiming_normal std %g want %g", std_of(w), sd);
     cr_assert_eq(dg_nn_init_normal_(w, 0, 0.5), 0);
@@ -589,6 +614,18 @@ Test(nn, layers_match_functional_ops) {
     dg_manual_seed(9);
     dg_scope *s = dg_scope_begin();
     dg_tensor *x = dg_randn(DG_SHAPE(2, 3, 7, 6), DG_F32);
+    dg_nn_pool2d_params npp = dg_nn_pool2d_default_params();
+    npp.stride = 2;
+    npp.padding = 1;
+    dg_pool2d_params plp = dg_pool2d_default_params();
+    plp.kernel[0] = plp.kernel[1] = 3;
+    plp.stride[0] = plp.stride[1] = 2;
+    plp.padding[0] = plp.padding[1] = 1;
+    dg_nn_pool2d_params npp2 = dg_nn_pool2d_default_params();
+    npp2.ceil_mode = true;
+    dg_pool2d_params plp2 = dg_pool2d_default_params();
+    plp2.kernel[0] = plp2.kernel[1] = 2;
+    plp2.ceil_mode = true;
     struct { dg_layer *l; dg_tensor *want; const char *what; } cases[] = {
         { dg_nn_relu(), dg_relu(x), "relu" },
         { dg_nn_leaky_relu(0.2), dg_leaky_relu(x, 0.2), "leaky_relu" },
@@ -597,10 +634,10 @@ Test(nn, layers_match_functional_ops) {
         { dg_nn_gelu(true), dg_gelu(x, true), "gelu" },
         { dg_nn_softmax(1), dg_softmax(x, 1), "softmax" },
         { dg_nn_flatten(1, -1), dg_reshape(x, DG_SHAPE(2, 126)), "flatten" },
-        { dg_nn_max_pool2d(3, (dg_nn_pool2d_params){ .stride = 2, .padding = 1 }),
-          dg_max_pool2d(x, (dg_pool2d_params){ .kernel = { 3, 3 }, .stride = { 2, 2 }, .padding = { 1, 1 } }), "max_pool" },
-        { dg_nn_avg_pool2d(2, (dg_nn_pool2d_params){ .ceil_mode = true }),
-          dg_avg_pool2d(x, (dg_pool2d_params){ .kernel = { 2, 2 }, .ceil_mode = true }), "avg_pool" },
+        { dg_nn_max_pool2d(3, npp),
+          dg_max_pool2d(x, plp), "max_pool" },
+        { dg_nn_avg_pool2d(2, npp2),
+          dg_avg_pool2d(x, plp2), "avg_pool" },
         { dg_nn_adaptive_avg_pool2d(2, 3), dg_adaptive_avg_pool2d(x, 2, 3), "adaptive_avg_pool" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -610,13 +647,22 @@ Test(nn, layers_match_functional_ops) {
         dg_layer_free(cases[i].l);
     }
     /* conv with dilation against the op on the layer's own weights */
-    dg_layer *conv = dg_nn_conv2d(3, 4, 3, (dg_nn_conv2d_params){ .dilation = 2, .padding = 2 });
+    dg_nn_conv2d_params ncp6 = dg_nn_conv2d_default_params();
+    ncp6.dilation = 2;
+    ncp6.padding = 2;
+    dg_layer *conv = dg_nn_conv2d(3, 4, 3, ncp6);
+    dg_conv2d_params cvp = dg_conv2d_default_params();
+    cvp.dilation[0] = cvp.dilation[1] = 2;
+    cvp.padding[0] = cvp.padding[1] = 2;
     expect_close(dg_forward(conv, x),
                  dg_conv2d(x, dg_layer_parameter(conv, "weight"), dg_layer_parameter(conv, "bias"),
-                           (dg_conv2d_params){ .dilation = { 2, 2 }, .padding = { 2, 2 } }), 1e-6, "conv dilation");
+                           cvp), 1e-6, "conv dilation");
     dg_layer_free(conv);
     /* f64 layers for gradient checks */
-    dg_layer *l64 = dg_nn_linear_ext(3, 2, (dg_nn_linear_params){ .dtype = DG_F64, .no_bias = true });
+    dg_nn_linear_params linp = dg_nn_linear_default_params();
+    linp.dtype = DG_F64;
+    linp.bias = false;
+    dg_layer *l64 = dg_nn_linear_ext(3, 2, linp);
     cr_assert_eq(dg_dtype_of(dg_layer_parameter(l64, "weight")), DG_F64);
     cr_assert_null(dg_layer_parameter(l64, "bias"));
     cr_assert_eq(dg_dtype_of(dg_forward(l64, dg_ones(DG_SHAPE(3), DG_F64))), DG_F64);
@@ -632,7 +678,7 @@ Test(nn, loss_layers) {
     int64_t lab[] = { 0, 4, 2, 1 };
     dg_tensor *label = dg_from_data(DG_SHAPE(4), DG_I64, lab);
     dg_layer *mse = dg_nn_mse_loss(DG_REDUCE_MEAN), *l1 = dg_nn_l1_loss(DG_REDUCE_SUM);
-    dg_layer *ce = dg_nn_cross_entropy_loss((dg_cross_entropy_params){0});
+    dg_layer *ce = dg_nn_cross_entropy_loss(dg_cross_entropy_default_params());
     dg_layer *bce = dg_nn_bce_with_logits_loss(DG_REDUCE_NONE);
     expect_close(dg_loss_forward(mse, a, b), dg_mse_loss(a, b), 1e-6, "MSELoss");
     expect_close(dg_loss_forward(l1, a, b), dg_l1_loss(a, b, DG_REDUCE_SUM), 1e-6, "L1Loss");
@@ -664,11 +710,20 @@ Test(nn, loss_layers) {
 /* ---------------- printing ---------------- */
 
 Test(nn, print_like_torch) {
-    dg_layer *m = dg_nn_sequential(6, dg_nn_conv2d(3, 4, 3, (dg_nn_conv2d_params){ .padding = 1 }),
-                                   dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){0}), dg_nn_relu(),
-                                   dg_nn_max_pool2d(2, (dg_nn_pool2d_params){0}),
-                                   dg_nn_conv2d(4, 8, 3, (dg_nn_conv2d_params){ .stride = 2, .groups = 2, .no_bias = true, .dilation = 2 }),
-                                   dg_nn_sequential(3, dg_nn_flatten(1, -1), dg_nn_linear_ext(4, 2, (dg_nn_linear_params){ .no_bias = true }),
+    dg_nn_conv2d_params ncp7 = dg_nn_conv2d_default_params();
+    ncp7.padding = 1;
+    dg_nn_conv2d_params ncp8 = dg_nn_conv2d_default_params();
+    ncp8.stride = 2;
+    ncp8.groups = 2;
+    ncp8.bias = false;
+    ncp8.dilation = 2;
+    dg_nn_linear_params linp2 = dg_nn_linear_default_params();
+    linp2.bias = false;
+    dg_layer *m = dg_nn_sequential(6, dg_nn_conv2d(3, 4, 3, ncp7),
+                                   dg_nn_batch_norm2d(4, dg_nn_batch_norm_default_params()), dg_nn_relu(),
+                                   dg_nn_max_pool2d(2, dg_nn_pool2d_default_params()),
+                                   dg_nn_conv2d(4, 8, 3, ncp8),
+                                   dg_nn_sequential(3, dg_nn_flatten(1, -1), dg_nn_linear_ext(4, 2, linp2),
                                                     dg_nn_dropout(0.5)));
     char *s = dg_layer_to_string(m);
     /* what PyTorch 1.13 prints for the same nn.Sequential */
@@ -696,7 +751,7 @@ Test(nn, no_leaks) {
     size_t live0 = dg_live_tensors();
     dg_scope *outer = dg_scope_begin();   /* layers built inside a scope still belong to the layer */
     dg_layer *m = conv_block_model();
-    dg_layer *loss_fn = dg_nn_cross_entropy_loss((dg_cross_entropy_params){0});
+    dg_layer *loss_fn = dg_nn_cross_entropy_loss(dg_cross_entropy_default_params());
     dg_scope_end(outer);
     cr_assert_not_null(dg_layer_parameter(m, "0.weight"), "parameters died with the scope they were made in");
     size_t live_model = dg_live_tensors();

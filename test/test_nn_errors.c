@@ -19,15 +19,15 @@ Test(nn, bad_input) {
     cr_assert_null(dg_forward(NULL, dg_ones(DG_SHAPE(1), DG_F32)));
     expect_error_contains("NULL layer", "layer is NULL", NULL);
 
-    dg_layer *conv = dg_nn_conv2d(3, 4, 3, (dg_nn_conv2d_params){0});
+    dg_layer *conv = dg_nn_conv2d(3, 4, 3, dg_nn_conv2d_default_params());
     cr_assert_null(dg_forward(conv, dg_ones(DG_SHAPE(3, 8, 8), DG_F32)));
     expect_error_contains("conv 3-D", "Conv2d", "[3, 8, 8] must be [N, 3, H, W]");
     cr_assert_null(dg_forward(conv, dg_ones(DG_SHAPE(1, 3, 2, 8), DG_F32)));
     expect_error_contains("conv too small", "Conv2d", "too small");
-    dg_layer *bn = dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){0});
+    dg_layer *bn = dg_nn_batch_norm2d(4, dg_nn_batch_norm_default_params());
     cr_assert_null(dg_forward(bn, dg_ones(DG_SHAPE(2, 3, 4, 4), DG_F32)));
     expect_error_contains("bn channels", "BatchNorm2d", "[2, 3, 4, 4]");
-    dg_layer *pool = dg_nn_max_pool2d(2, (dg_nn_pool2d_params){0});
+    dg_layer *pool = dg_nn_max_pool2d(2, dg_nn_pool2d_default_params());
     cr_assert_null(dg_forward(pool, dg_ones(DG_SHAPE(4, 4), DG_F32)));
     expect_error_contains("pool 2-D", "MaxPool2d", "[4, 4]");
     dg_layer *sm = dg_nn_softmax(3);
@@ -37,15 +37,21 @@ Test(nn, bad_input) {
     /* bad configurations */
     cr_assert_null(dg_nn_linear(0, 3));
     expect_error_contains("linear 0", "Linear", "in_features > 0");
-    cr_assert_null(dg_nn_linear_ext(2, 3, (dg_nn_linear_params){ .dtype = DG_I64 }));
+    dg_nn_linear_params linp = dg_nn_linear_default_params();
+    linp.dtype = DG_I64;
+    cr_assert_null(dg_nn_linear_ext(2, 3, linp));
     expect_error_contains("linear i64", "Linear", "int64");
-    cr_assert_null(dg_nn_conv2d(3, 4, 3, (dg_nn_conv2d_params){ .groups = 2 }));
+    dg_nn_conv2d_params ncp = dg_nn_conv2d_default_params();
+    ncp.groups = 2;
+    cr_assert_null(dg_nn_conv2d(3, 4, 3, ncp));
     expect_error_contains("conv groups", "Conv2d", "groups");
     cr_assert_null(dg_nn_dropout(1.5));
     expect_error_contains("dropout p", "Dropout", "p must be in [0, 1]");
-    cr_assert_null(dg_nn_max_pool2d(2, (dg_nn_pool2d_params){ .padding = 2 }));
+    dg_nn_pool2d_params npp = dg_nn_pool2d_default_params();
+    npp.padding = 2;
+    cr_assert_null(dg_nn_max_pool2d(2, npp));
     expect_error_contains("pool padding", "MaxPool2d", "padding");
-    cr_assert_null(dg_nn_batch_norm1d(0, (dg_nn_batch_norm_params){0}));
+    cr_assert_null(dg_nn_batch_norm1d(0, dg_nn_batch_norm_default_params()));
     expect_error_contains("bn 0", "BatchNorm1d", "num_features");
     cr_assert_null(dg_nn_adaptive_avg_pool2d(0, 1));
     expect_error_contains("adaptive 0", "AdaptiveAvgPool2d", "positive");

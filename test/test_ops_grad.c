@@ -257,14 +257,23 @@ static dg_tensor *f_ce_n1(dg_tensor *const *in, void *ctx) {
     return dg_cross_entropy(in[0], dg_from_data(DG_SHAPE(4, 1), DG_I64, (int64_t[]){1, 0, 3, 2}));
 }
 static dg_tensor *f_ce_ignore_sum(dg_tensor *const *in, void *ctx) {
-    return dg_cross_entropy_ext(in[0], labels4(), (dg_cross_entropy_params){ .use_ignore_index = true, .ignore_index = 3, .reduction = DG_REDUCE_SUM });
+    dg_cross_entropy_params cep = dg_cross_entropy_default_params();
+    cep.use_ignore_index = true;
+    cep.ignore_index = 3;
+    cep.reduction = DG_REDUCE_SUM;
+    return dg_cross_entropy_ext(in[0], labels4(), cep);
 }
 static dg_tensor *f_ce_none_axis1(dg_tensor *const *in, void *ctx) {
     dg_tensor *lab = dg_from_data(DG_SHAPE(2, 3), DG_I64, (int64_t[]){0, 1, 3, 2, 2, 1});
-    return dg_cross_entropy_ext(in[0], lab, (dg_cross_entropy_params){ .axis = 1, .reduction = DG_REDUCE_NONE });
+    dg_cross_entropy_params cep2 = dg_cross_entropy_default_params();
+    cep2.axis = 1;
+    cep2.reduction = DG_REDUCE_NONE;
+    return dg_cross_entropy_ext(in[0], lab, cep2);
 }
 static dg_tensor *f_ce_soft(dg_tensor *const *in, void *ctx) {
-    return dg_cross_entropy_ext(in[0], dg_softmax(in[1], -1), (dg_cross_entropy_params){ .soft_label = true });
+    dg_cross_entropy_params cep3 = dg_cross_entropy_default_params();
+    cep3.soft_label = true;
+    return dg_cross_entropy_ext(in[0], dg_softmax(in[1], -1), cep3);
 }
 static dg_tensor *f_nll(dg_tensor *const *in, void *ctx) { return dg_nll_loss(dg_log_softmax(in[0], -1), labels4(), DG_REDUCE_MEAN, -100); }
 FN(f_mse, dg_mse_loss(in[0], in[1]))
@@ -296,7 +305,10 @@ Test(forward, cross_entropy_and_accuracy_values) {
     cr_assert_float_eq(dg_item(dg_accuracy(x, lab, 1)), 0.5, 0);
     cr_assert_float_eq(dg_item(dg_accuracy(x, lab, 2)), 1.0, 0, "row 1's label ties for second place: counted right");
     cr_assert_float_eq(dg_item(dg_accuracy(x, lab, 3)), 1.0, 0);
-    dg_tensor *ig = dg_cross_entropy_ext(x, lab, (dg_cross_entropy_params){ .use_ignore_index = true, .ignore_index = 1 });
+    dg_cross_entropy_params cep4 = dg_cross_entropy_default_params();
+    cep4.use_ignore_index = true;
+    cep4.ignore_index = 1;
+    dg_tensor *ig = dg_cross_entropy_ext(x, lab, cep4);
     cr_assert_float_eq(dg_item(ig), l0, 1e-6, "mean over the rows not ignored");
     dg_scope_end(s);
 }

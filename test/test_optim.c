@@ -48,36 +48,66 @@ static void feed_grads(golden *g, int k, dg_tensor *p0, dg_tensor *p1, bool has1
 typedef struct cfg {
     const char *name;
     double hp[6];
-    bool defaults;     /* build with a zeroed params struct: the hp must be the documented defaults */
+    bool defaults;     /* build with the default params: the hp must be the documented defaults */
 } cfg;
 typedef dg_optimizer *(*make_fn)(dg_tensor *const *ps, int n, const cfg *c);
 
+/* The golden script writes 0 for "no clipping"; the params say INFINITY. */
+static double clip_of(double hp) { return hp > 0 ? hp : INFINITY; }
+
 /* sgd: lr, weight_decay, clip */
 static dg_optimizer *make_sgd(dg_tensor *const *ps, int n, const cfg *c) {
-    return dg_sgd(ps, n, (dg_sgd_params){ .lr = c->hp[0], .weight_decay = c->hp[1], .grad_clip_norm = c->hp[2] });
+    dg_sgd_params p = dg_sgd_default_params();
+    p.lr = c->hp[0];
+    p.weight_decay = c->hp[1];
+    p.grad_clip_norm = clip_of(c->hp[2]);
+    return dg_sgd(ps, n, p);
 }
 /* momentum: lr, momentum, nesterov, weight_decay */
 static dg_optimizer *make_momentum(dg_tensor *const *ps, int n, const cfg *c) {
-    return dg_momentum(ps, n, (dg_momentum_params){ .lr = c->hp[0], .momentum = c->hp[1], .nesterov = c->hp[2] != 0,
-                                                    .weight_decay = c->hp[3] });
+    dg_momentum_params p = dg_momentum_default_params();
+    p.lr = c->hp[0];
+    p.momentum = c->hp[1];
+    p.nesterov = c->hp[2] != 0;
+    p.weight_decay = c->hp[3];
+    return dg_momentum(ps, n, p);
 }
 /* adagrad: lr, lr_decay, eps, initial_accumulator_value, weight_decay */
 static dg_optimizer *make_adagrad(dg_tensor *const *ps, int n, const cfg *c) {
-    if (c->defaults) return dg_adagrad(ps, n, (dg_adagrad_params){ 0 });
-    return dg_adagrad(ps, n, (dg_adagrad_params){ .lr = c->hp[0], .lr_decay = c->hp[1], .eps = c->hp[2],
-                                                  .initial_accumulator_value = c->hp[3], .weight_decay = c->hp[4] });
+    dg_adagrad_params p = dg_adagrad_default_params();
+    if (!c->defaults) {
+        p.lr = c->hp[0];
+        p.lr_decay = c->hp[1];
+        p.eps = c->hp[2];
+        p.initial_accumulator_value = c->hp[3];
+        p.weight_decay = c->hp[4];
+    }
+    return dg_adagrad(ps, n, p);
 }
 /* adam / adamw: lr, beta1, beta2, eps, weight_decay, clip */
 static dg_optimizer *make_adam(dg_tensor *const *ps, int n, const cfg *c) {
-    if (c->defaults) return dg_adam(ps, n, (dg_adam_params){ 0 });
-    return dg_adam(ps, n, (dg_adam_params){ .lr = c->hp[0], .beta1 = c->hp[1], .beta2 = c->hp[2], .eps = c->hp[3],
-                                            .weight_decay = c->hp[4], .grad_clip_norm = c->hp[5] });
+    dg_adam_params p = dg_adam_default_params();
+    if (!c->defaults) {
+        p.lr = c->hp[0];
+        p.beta1 = c->hp[1];
+        p.beta2 = c->hp[2];
+        p.eps = c->hp[3];
+        p.weight_decay = c->hp[4];
+        p.grad_clip_norm = clip_of(c->hp[5]);
+    }
+    return dg_adam(ps, n, p);
 }
 static dg_optimizer *make_adamw(dg_tensor *const *ps, int n, const cfg *c) {
-    if (c->defaults) return dg_adamw(ps, n, (dg_adamw_params){ 0 });
-    return dg_adamw(ps, n, (dg_adamw_params){ .lr = c->hp[0], .beta1 = c->hp[1], .beta2 = c->hp[2], .eps = c->hp[3],
-                                              .weight_decay = c->hp[4], .no_weight_decay = c->hp[4] == 0,
-                                              .grad_clip_norm = c->hp[5] });
+    dg_adamw_params p = dg_adamw_default_params();
+    if (!c->defaults) {
+        p.lr = c->hp[0];
+        p.beta1 = c->hp[1];
+        p.beta2 = c->hp[2];
+        p.eps = c->hp[3];
+        p.weight_decay = c->hp[4];   /* "nowd" has 0: taken as 0 */
+        p.grad_clip_norm = clip_of(c->hp[5]);
+    }
+    return dg_adamw(ps, n, p);
 }
 
 static void check_hp(golden *g, const char *file, const cfg *c) {
@@ -270,7 +300,9 @@ Test(optim_state, names_steps_and_load_errors) {
     dg_set_requires_grad(p0, true);
     dg_set_requires_grad(p1, true);
     dg_tensor *ps[2] = { p0, p1 };
-    dg_optimizer *o = dg_adam(ps, 2, (dg_adam_params){ .lr = 0.1 });
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = 0.1;
+    dg_optimizer *o = dg_adam(ps, 2, adp);
     cr_assert(o);
     cr_assert_str_eq(dg_optimizer_name(o), "adam");
     cr_assert_eq(dg_optimizer_state_count(o), 1, "no state before the first step");
@@ -424,7 +456,9 @@ typedef struct lr_fixture { golden *g; dg_tensor *p; dg_optimizer *opt; } lr_fix
 static lr_fixture lr_setup(double lr) {
     lr_fixture f = { load("optim_lr.txt"), dg_zeros(DG_SHAPE(1), DG_F32), NULL };
     dg_set_requires_grad(f.p, true);
-    f.opt = dg_sgd(&f.p, 1, (dg_sgd_params){ .lr = lr });
+    dg_sgd_params sgdp = dg_sgd_default_params();
+    sgdp.lr = lr;
+    f.opt = dg_sgd(&f.p, 1, sgdp);
     cr_assert(f.opt);
     return f;
 }
@@ -436,65 +470,100 @@ static void lr_teardown(lr_fixture f) {
 
 Test(lr_scheduler, step) {
     lr_fixture f = lr_setup(0.1);
-    check_schedule(f.g, "step", f.opt, dg_step_lr(f.opt, (dg_step_lr_params){ .step_size = 3, .gamma = 0.5 }));
+    dg_step_lr_params slp = dg_step_lr_default_params();
+    slp.step_size = 3;
+    slp.gamma = 0.5;
+    check_schedule(f.g, "step", f.opt, dg_step_lr(f.opt, slp));
     lr_teardown(f);
 }
 Test(lr_scheduler, step_default_gamma_and_base_lr) {
     lr_fixture f = lr_setup(0.01);
-    check_schedule(f.g, "step_default_gamma", f.opt, dg_step_lr(f.opt, (dg_step_lr_params){ .base_lr = 0.5, .step_size = 7 }));
+    dg_step_lr_params slp2 = dg_step_lr_default_params();
+    slp2.base_lr = 0.5;
+    slp2.step_size = 7;
+    check_schedule(f.g, "step_default_gamma", f.opt, dg_step_lr(f.opt, slp2));
     lr_teardown(f);
 }
 Test(lr_scheduler, multi_step_unsorted_repeated_milestones) {
     lr_fixture f = lr_setup(0.2);
     int ms[] = { 12, 5, 12, 20 };
+    dg_multi_step_lr_params mslp = dg_multi_step_lr_default_params();
+    mslp.milestones = ms;
+    mslp.n_milestones = 4;
+    mslp.gamma = 0.3;
     check_schedule(f.g, "multi_step", f.opt,
-                   dg_multi_step_lr(f.opt, (dg_multi_step_lr_params){ .milestones = ms, .n_milestones = 4, .gamma = 0.3 }));
+                   dg_multi_step_lr(f.opt, mslp));
     lr_teardown(f);
 }
 Test(lr_scheduler, exponential) {
     lr_fixture f = lr_setup(0.1);
-    check_schedule(f.g, "exponential", f.opt, dg_exponential_lr(f.opt, (dg_exponential_lr_params){ .gamma = 0.9 }));
+    dg_exponential_lr_params elp = dg_exponential_lr_default_params();
+    elp.gamma = 0.9;
+    check_schedule(f.g, "exponential", f.opt, dg_exponential_lr(f.opt, elp));
     lr_teardown(f);
 }
 Test(lr_scheduler, cosine_annealing_past_t_max) {
     lr_fixture f = lr_setup(0.1);
+    dg_cosine_annealing_lr_params calp = dg_cosine_annealing_lr_default_params();
+    calp.t_max = 10;
+    calp.eta_min = 0.001;
     check_schedule(f.g, "cosine", f.opt,
-                   dg_cosine_annealing_lr(f.opt, (dg_cosine_annealing_lr_params){ .t_max = 10, .eta_min = 0.001 }));
+                   dg_cosine_annealing_lr(f.opt, calp));
     lr_teardown(f);
 }
 Test(lr_scheduler, cosine_annealing_eta_min_0) {
     lr_fixture f = lr_setup(0.05);
-    check_schedule(f.g, "cosine_eta0", f.opt, dg_cosine_annealing_lr(f.opt, (dg_cosine_annealing_lr_params){ .t_max = 7 }));
+    dg_cosine_annealing_lr_params calp2 = dg_cosine_annealing_lr_default_params();
+    calp2.t_max = 7;
+    check_schedule(f.g, "cosine_eta0", f.opt, dg_cosine_annealing_lr(f.opt, calp2));
     lr_teardown(f);
 }
 Test(lr_scheduler, linear_warmup_to_constant) {
     lr_fixture f = lr_setup(0.1);   /* end_lr and the constant after warm-up default to the optimizer's lr */
-    check_schedule(f.g, "warmup_const", f.opt, dg_linear_warmup_lr(f.opt, NULL, (dg_linear_warmup_lr_params){ .warmup_steps = 5 }));
+    dg_linear_warmup_lr_params wlp = dg_linear_warmup_lr_default_params();
+    wlp.warmup_steps = 5;
+    check_schedule(f.g, "warmup_const", f.opt, dg_linear_warmup_lr(f.opt, NULL, wlp));
     lr_teardown(f);
 }
 Test(lr_scheduler, linear_warmup_wrapping_cosine) {
     lr_fixture f = lr_setup(0.1);
     /* The inner schedule takes its base lr from the optimizer; the warm-up takes over driving it. */
-    dg_lr_scheduler *inner = dg_cosine_annealing_lr(f.opt, (dg_cosine_annealing_lr_params){ .t_max = 15 });
+    dg_cosine_annealing_lr_params calp3 = dg_cosine_annealing_lr_default_params();
+    calp3.t_max = 15;
+    dg_lr_scheduler *inner = dg_cosine_annealing_lr(f.opt, calp3);
     cr_assert(inner);
+    dg_linear_warmup_lr_params wlp2 = dg_linear_warmup_lr_default_params();
+    wlp2.warmup_steps = 8;
+    wlp2.start_lr = 0.01;
     check_schedule(f.g, "warmup_cosine", f.opt,
-                   dg_linear_warmup_lr(NULL, inner, (dg_linear_warmup_lr_params){ .warmup_steps = 8, .start_lr = 0.01 }));
+                   dg_linear_warmup_lr(NULL, inner, wlp2));
     lr_teardown(f);
 }
 Test(lr_scheduler, linear_warmup_wrapping_step) {
     lr_fixture f = lr_setup(1.0);
-    dg_lr_scheduler *inner = dg_step_lr(NULL, (dg_step_lr_params){ .base_lr = 0.2, .step_size = 5, .gamma = 0.5 });
+    dg_step_lr_params slp3 = dg_step_lr_default_params();
+    slp3.base_lr = 0.2;
+    slp3.step_size = 5;
+    slp3.gamma = 0.5;
+    dg_lr_scheduler *inner = dg_step_lr(NULL, slp3);
     cr_assert(inner);
+    dg_linear_warmup_lr_params wlp3 = dg_linear_warmup_lr_default_params();
+    wlp3.warmup_steps = 4;
+    wlp3.end_lr = 0.2;
     check_schedule(f.g, "warmup_step", f.opt,
-                   dg_linear_warmup_lr(f.opt, inner, (dg_linear_warmup_lr_params){ .warmup_steps = 4, .end_lr = 0.2 }));
+                   dg_linear_warmup_lr(f.opt, inner, wlp3));
     lr_teardown(f);
 }
 Test(lr_scheduler, piecewise) {
     lr_fixture f = lr_setup(1.0);
     int b[] = { 3, 10, 20 };
     double v[] = { 0.1, 0.05, 0.01, 0.001 };
+    dg_piecewise_lr_params pwp = dg_piecewise_lr_default_params();
+    pwp.boundaries = b;
+    pwp.n_boundaries = 3;
+    pwp.values = v;
     check_schedule(f.g, "piecewise", f.opt,
-                   dg_piecewise_lr(f.opt, (dg_piecewise_lr_params){ .boundaries = b, .n_boundaries = 3, .values = v }));
+                   dg_piecewise_lr(f.opt, pwp));
     lr_teardown(f);
 }
 
@@ -502,8 +571,13 @@ Test(lr_scheduler, piecewise) {
 Test(lr_scheduler, drives_the_update) {
     dg_tensor *p = dg_zeros(DG_SHAPE(1), DG_F64);
     dg_set_requires_grad(p, true);
-    dg_optimizer *o = dg_sgd(&p, 1, (dg_sgd_params){ .lr = 1.0 });
-    dg_lr_scheduler *s = dg_step_lr(o, (dg_step_lr_params){ .step_size = 2, .gamma = 0.5 });
+    dg_sgd_params sgdp2 = dg_sgd_default_params();
+    sgdp2.lr = 1.0;
+    dg_optimizer *o = dg_sgd(&p, 1, sgdp2);
+    dg_step_lr_params slp4 = dg_step_lr_default_params();
+    slp4.step_size = 2;
+    slp4.gamma = 0.5;
+    dg_lr_scheduler *s = dg_step_lr(o, slp4);
     double want = 0;
     for (int k = 0; k < 6; k++) {
         dg_scope *sc = dg_scope_begin();
@@ -524,30 +598,60 @@ Test(lr_scheduler, drives_the_update) {
 Test(lr_scheduler, bad_input) {
     dg_tensor *p = dg_zeros(DG_SHAPE(1), DG_F32);
     dg_set_requires_grad(p, true);
-    dg_optimizer *o = dg_sgd(&p, 1, (dg_sgd_params){ .lr = 0.1 });
+    dg_sgd_params sgdp3 = dg_sgd_default_params();
+    sgdp3.lr = 0.1;
+    dg_optimizer *o = dg_sgd(&p, 1, sgdp3);
     int ms[] = { 3 }, bad_b[] = { 5, 3 }, good_b[] = { 3, 8 };
     double v[] = { 0.1, -0.2, 0.3 };
 #define EXPECT_NULL(expr, needle) do { dg_clear_error(); dg_lr_scheduler *s_ = (expr);                        \
         cr_assert_null(s_, "%s should fail", #expr); dg_lr_scheduler_free(s_);                              \
         cr_assert(strstr(dg_last_error(), needle), "%s: message '%s' lacks '%s'", #expr, dg_last_error(), needle); } while (0)
-    EXPECT_NULL(dg_step_lr(o, (dg_step_lr_params){ .step_size = 0 }), "step_size");
-    EXPECT_NULL(dg_step_lr(NULL, (dg_step_lr_params){ .step_size = 2 }), "base_lr");
-    EXPECT_NULL(dg_step_lr(o, (dg_step_lr_params){ .step_size = 2, .base_lr = -1 }), "base_lr");
-    EXPECT_NULL(dg_multi_step_lr(o, (dg_multi_step_lr_params){ .n_milestones = 1 }), "milestones");
-    EXPECT_NULL(dg_multi_step_lr(o, (dg_multi_step_lr_params){ .milestones = ms, .n_milestones = 1, .gamma = -1 }), "gamma");
-    EXPECT_NULL(dg_exponential_lr(o, (dg_exponential_lr_params){ 0 }), "gamma");
-    EXPECT_NULL(dg_cosine_annealing_lr(o, (dg_cosine_annealing_lr_params){ .t_max = 0 }), "t_max");
-    EXPECT_NULL(dg_piecewise_lr(o, (dg_piecewise_lr_params){ .boundaries = bad_b, .n_boundaries = 2, .values = v }), "ascending");
-    EXPECT_NULL(dg_piecewise_lr(o, (dg_piecewise_lr_params){ .boundaries = ms, .n_boundaries = 1 }), "values");
-    EXPECT_NULL(dg_piecewise_lr(o, (dg_piecewise_lr_params){ .boundaries = good_b, .n_boundaries = 2, .values = v }), "values[1]");
-    EXPECT_NULL(dg_linear_warmup_lr(NULL, NULL, (dg_linear_warmup_lr_params){ .warmup_steps = 3 }), "end_lr");
+    EXPECT_NULL(dg_step_lr(o, dg_step_lr_default_params()), "step_size");
+    dg_step_lr_params slp5 = dg_step_lr_default_params();
+    slp5.step_size = 2;
+    EXPECT_NULL(dg_step_lr(NULL, slp5), "base_lr");
+    dg_step_lr_params slp6 = dg_step_lr_default_params();
+    slp6.step_size = 2;
+    slp6.base_lr = -0.5;   /* negative and not DG_LR_FROM_OPTIMIZER */
+    EXPECT_NULL(dg_step_lr(o, slp6), "base_lr");
+    dg_multi_step_lr_params mslp2 = dg_multi_step_lr_default_params();
+    mslp2.n_milestones = 1;
+    EXPECT_NULL(dg_multi_step_lr(o, mslp2), "milestones");
+    dg_multi_step_lr_params mslp3 = dg_multi_step_lr_default_params();
+    mslp3.milestones = ms;
+    mslp3.n_milestones = 1;
+    mslp3.gamma = -1;
+    EXPECT_NULL(dg_multi_step_lr(o, mslp3), "gamma");
+    EXPECT_NULL(dg_exponential_lr(o, dg_exponential_lr_default_params()), "gamma");
+    EXPECT_NULL(dg_cosine_annealing_lr(o, dg_cosine_annealing_lr_default_params()), "t_max");
+    dg_piecewise_lr_params pwp2 = dg_piecewise_lr_default_params();
+    pwp2.boundaries = bad_b;
+    pwp2.n_boundaries = 2;
+    pwp2.values = v;
+    EXPECT_NULL(dg_piecewise_lr(o, pwp2), "ascending");
+    dg_piecewise_lr_params pwp3 = dg_piecewise_lr_default_params();
+    pwp3.boundaries = ms;
+    pwp3.n_boundaries = 1;
+    EXPECT_NULL(dg_piecewise_lr(o, pwp3), "values");
+    dg_piecewise_lr_params pwp4 = dg_piecewise_lr_default_params();
+    pwp4.boundaries = good_b;
+    pwp4.n_boundaries = 2;
+    pwp4.values = v;
+    EXPECT_NULL(dg_piecewise_lr(o, pwp4), "values[1]");
+    dg_linear_warmup_lr_params wlp4 = dg_linear_warmup_lr_default_params();
+    wlp4.warmup_steps = 3;
+    EXPECT_NULL(dg_linear_warmup_lr(NULL, NULL, wlp4), "end_lr");
     /* the wrapped schedule is freed on failure (LeakSanitizer checks) */
-    EXPECT_NULL(dg_linear_warmup_lr(o, dg_step_lr(o, (dg_step_lr_params){ .step_size = 2 }),
-                                    (dg_linear_warmup_lr_params){ .warmup_steps = 0 }), "warmup_steps");
+    dg_step_lr_params slp7 = dg_step_lr_default_params();
+    slp7.step_size = 2;
+    EXPECT_NULL(dg_linear_warmup_lr(o, dg_step_lr(o, slp7),
+                                    dg_linear_warmup_lr_default_params()), "warmup_steps");
     dg_clear_error();
     cr_assert_lt(dg_lr_scheduler_step(NULL), 0);
     cr_assert(isnan(dg_lr_scheduler_get_lr(NULL)));
-    dg_lr_scheduler *s = dg_step_lr(o, (dg_step_lr_params){ .step_size = 2 });
+    dg_step_lr_params slp8 = dg_step_lr_default_params();
+    slp8.step_size = 2;
+    dg_lr_scheduler *s = dg_step_lr(o, slp8);
     cr_assert_lt(dg_lr_scheduler_set_epoch(s, -1), 0);
     dg_lr_scheduler_free(s);
     dg_lr_scheduler_free(NULL);
@@ -560,11 +664,31 @@ Test(lr_scheduler, bad_input) {
 /* ---- bad input to the optimizers ---------------------------------------------------------- */
 
 typedef dg_optimizer *(*ctor_fn)(dg_tensor *const *ps, int n, double lr);
-static dg_optimizer *c_sgd(dg_tensor *const *ps, int n, double lr) { return dg_sgd(ps, n, (dg_sgd_params){ .lr = lr }); }
-static dg_optimizer *c_mom(dg_tensor *const *ps, int n, double lr) { return dg_momentum(ps, n, (dg_momentum_params){ .lr = lr }); }
-static dg_optimizer *c_ada(dg_tensor *const *ps, int n, double lr) { return dg_adagrad(ps, n, (dg_adagrad_params){ .lr = lr }); }
-static dg_optimizer *c_adam(dg_tensor *const *ps, int n, double lr) { return dg_adam(ps, n, (dg_adam_params){ .lr = lr }); }
-static dg_optimizer *c_adamw(dg_tensor *const *ps, int n, double lr) { return dg_adamw(ps, n, (dg_adamw_params){ .lr = lr }); }
+static dg_optimizer *c_sgd(dg_tensor *const *ps, int n, double lr) {
+    dg_sgd_params sgdp4 = dg_sgd_default_params();
+    sgdp4.lr = lr;
+    return dg_sgd(ps, n, sgdp4);
+}
+static dg_optimizer *c_mom(dg_tensor *const *ps, int n, double lr) {
+    dg_momentum_params momp = dg_momentum_default_params();
+    momp.lr = lr;
+    return dg_momentum(ps, n, momp);
+}
+static dg_optimizer *c_ada(dg_tensor *const *ps, int n, double lr) {
+    dg_adagrad_params agp = dg_adagrad_default_params();
+    agp.lr = lr;
+    return dg_adagrad(ps, n, agp);
+}
+static dg_optimizer *c_adam(dg_tensor *const *ps, int n, double lr) {
+    dg_adam_params adp2 = dg_adam_default_params();
+    adp2.lr = lr;
+    return dg_adam(ps, n, adp2);
+}
+static dg_optimizer *c_adamw(dg_tensor *const *ps, int n, double lr) {
+    dg_adamw_params adwp = dg_adamw_default_params();
+    adwp.lr = lr;
+    return dg_adamw(ps, n, adwp);
+}
 
 Test(optim, bad_input) {
     static const struct { const char *name; ctor_fn make; } ctors[] = {
@@ -615,19 +739,29 @@ Test(optim, bad_input) {
         dg_optimizer_free(o);
     }
     dg_clear_error();
-    cr_assert_null(dg_adam((dg_tensor *[]){ p }, 1, (dg_adam_params){ .beta1 = 1.0 }));
+    dg_adam_params adp3 = dg_adam_default_params();
+    adp3.beta1 = 1.0;
+    cr_assert_null(dg_adam((dg_tensor *[]){ p }, 1, adp3));
     cr_assert(strstr(dg_last_error(), "adam: beta1"), "%s", dg_last_error());
     dg_clear_error();
-    cr_assert_null(dg_adamw((dg_tensor *[]){ p }, 1, (dg_adamw_params){ .beta2 = -0.5 }));
+    dg_adamw_params adwp2 = dg_adamw_default_params();
+    adwp2.beta2 = -0.5;
+    cr_assert_null(dg_adamw((dg_tensor *[]){ p }, 1, adwp2));
     cr_assert(strstr(dg_last_error(), "adamw: beta2"), "%s", dg_last_error());
     dg_clear_error();
-    cr_assert_null(dg_momentum((dg_tensor *[]){ p }, 1, (dg_momentum_params){ .momentum = -0.9 }));
+    dg_momentum_params momp2 = dg_momentum_default_params();
+    momp2.momentum = -0.9;
+    cr_assert_null(dg_momentum((dg_tensor *[]){ p }, 1, momp2));
     cr_assert(strstr(dg_last_error(), "momentum"), "%s", dg_last_error());
     dg_clear_error();
-    cr_assert_null(dg_sgd((dg_tensor *[]){ p }, 1, (dg_sgd_params){ .weight_decay = -1 }));
+    dg_sgd_params sgdp5 = dg_sgd_default_params();
+    sgdp5.weight_decay = -1;
+    cr_assert_null(dg_sgd((dg_tensor *[]){ p }, 1, sgdp5));
     cr_assert(strstr(dg_last_error(), "sgd: weight_decay"), "%s", dg_last_error());
     dg_clear_error();
-    cr_assert_null(dg_adagrad((dg_tensor *[]){ p }, 1, (dg_adagrad_params){ .grad_clip_norm = -1 }));
+    dg_adagrad_params agp2 = dg_adagrad_default_params();
+    agp2.grad_clip_norm = -1;
+    cr_assert_null(dg_adagrad((dg_tensor *[]){ p }, 1, agp2));
     cr_assert(strstr(dg_last_error(), "adagrad: grad_clip_norm"), "%s", dg_last_error());
     dg_clear_error();
     cr_assert_lt(dg_optimizer_step(NULL), 0);
@@ -646,9 +780,9 @@ Test(optim, documented_defaults) {
     dg_tensor *p = dg_zeros(DG_SHAPE(1), DG_F64);
     dg_set_requires_grad(p, true);
     dg_optimizer *o[5] = {
-        dg_sgd(&p, 1, (dg_sgd_params){ 0 }), dg_momentum(&p, 1, (dg_momentum_params){ 0 }),
-        dg_adagrad(&p, 1, (dg_adagrad_params){ 0 }), dg_adam(&p, 1, (dg_adam_params){ 0 }),
-        dg_adamw(&p, 1, (dg_adamw_params){ 0 }),
+        dg_sgd(&p, 1, dg_sgd_default_params()), dg_momentum(&p, 1, dg_momentum_default_params()),
+        dg_adagrad(&p, 1, dg_adagrad_default_params()), dg_adam(&p, 1, dg_adam_default_params()),
+        dg_adamw(&p, 1, dg_adamw_default_params()),
     };
     const double lr[5] = { 1e-3, 1e-3, 1e-2, 1e-3, 1e-3 };
     for (int i = 0; i < 5; i++) {

@@ -41,14 +41,34 @@ F(o_where, dg_where(in->mask, in->x, in->y))
 F(o_mse, dg_mse_loss(in->x, in->y)) F(o_mse_none, dg_mse_loss_ext(in->x, in->y, DG_REDUCE_NONE))
 F(o_l1, dg_l1_loss(in->x, in->y, DG_REDUCE_SUM)) F(o_sq, dg_square_error_cost(in->x, in->y))
 F(o_ce, dg_cross_entropy(in->x, in->labels)) F(o_nll, dg_nll_loss(in->x, in->labels, DG_REDUCE_MEAN, -100))
-F(o_ce_soft, dg_cross_entropy_ext(in->x, in->probs, (dg_cross_entropy_params){ .soft_label = true }))
+static dg_tensor *o_ce_soft(const own_inputs *in) {
+    dg_cross_entropy_params cep = dg_cross_entropy_default_params();
+    cep.soft_label = true;
+    return dg_cross_entropy_ext(in->x, in->probs, cep);
+}
 F(o_bce, dg_binary_cross_entropy_with_logits(in->x, in->probs, DG_REDUCE_MEAN))
 F(o_accuracy, dg_accuracy(in->x, in->labels, 2))
-F(o_conv, dg_conv2d(in->img, in->w, in->b, (dg_conv2d_params){ .padding = { 1, 1 } }))
-F(o_maxpool, dg_max_pool2d(in->img, (dg_pool2d_params){ .kernel = { 2, 2 } }))
-F(o_avgpool, dg_avg_pool2d(in->img, (dg_pool2d_params){ .kernel = { 2, 2 } }))
+static dg_tensor *o_conv(const own_inputs *in) {
+    dg_conv2d_params cvp = dg_conv2d_default_params();
+    cvp.padding[0] = cvp.padding[1] = 1;
+    return dg_conv2d(in->img, in->w, in->b, cvp);
+}
+static dg_tensor *o_maxpool(const own_inputs *in) {
+    dg_pool2d_params plp = dg_pool2d_default_params();
+    plp.kernel[0] = plp.kernel[1] = 2;
+    return dg_max_pool2d(in->img, plp);
+}
+static dg_tensor *o_avgpool(const own_inputs *in) {
+    dg_pool2d_params plp2 = dg_pool2d_default_params();
+    plp2.kernel[0] = plp2.kernel[1] = 2;
+    return dg_avg_pool2d(in->img, plp2);
+}
 F(o_adaptive, dg_adaptive_avg_pool2d(in->img, 1, 1))
-F(o_bn, dg_batch_norm(in->img, NULL, NULL, in->b, in->b, (dg_batch_norm_params){ .training = true }))
+static dg_tensor *o_bn(const own_inputs *in) {
+    dg_batch_norm_params bnp = dg_batch_norm_default_params();
+    bnp.training = true;
+    return dg_batch_norm(in->img, NULL, NULL, in->b, in->b, bnp);
+}
 F(o_dropout, dg_dropout(in->x, 0.5, true))
 static dg_tensor *o_concat(const own_inputs *in) { dg_tensor *xs[2] = { in->x, in->y }; return dg_concat(xs, 2, 0); }
 ON_VIEW(o_gather, dg_unsqueeze(in->labels, 1), dg_gather(in->x, v, 1))   /* index shaped like the output */

@@ -28,21 +28,38 @@ static void assert_batches(const dg_batch_sampler *s, int nb, const int64_t *fla
 }
 
 Test(sampler, sequential_shuffled_drop_last) {
-    dg_batch_sampler *s = dg_batch_sampler_new(10, (dg_batch_sampler_params){ .batch_size = 4 });
+    dg_batch_sampler_params bsp = dg_batch_sampler_default_params();
+    bsp.batch_size = 4;
+    dg_batch_sampler *s = dg_batch_sampler_new(10, bsp);
     cr_assert(s);
     assert_batches(s, 3, (int64_t[]){ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 }, (int[]){ 4, 4, 2 }, "sequential");
     dg_batch_sampler_free(s);
-    s = dg_batch_sampler_new(10, (dg_batch_sampler_params){ .batch_size = 4, .drop_last = true });
+    dg_batch_sampler_params bsp2 = dg_batch_sampler_default_params();
+    bsp2.batch_size = 4;
+    bsp2.drop_last = true;
+    s = dg_batch_sampler_new(10, bsp2);
     assert_batches(s, 2, (int64_t[]){ 0, 1, 2, 3, 4, 5, 6, 7 }, (int[]){ 4, 4 }, "drop_last");
     dg_batch_sampler_free(s);
-    s = dg_batch_sampler_new(3, (dg_batch_sampler_params){ 0 });   /* batch_size 0 means 1 */
+    s = dg_batch_sampler_new(3, dg_batch_sampler_default_params());   /* batch_size 1 by default */
     cr_assert_eq(dg_batch_sampler_num_batches(s), 3);
     dg_batch_sampler_free(s);
 
     /* shuffled: a permutation per epoch, a pure function of (seed, epoch) */
-    dg_batch_sampler *a = dg_batch_sampler_new(50, (dg_batch_sampler_params){ .batch_size = 7, .shuffle = true, .seed = 5 });
-    dg_batch_sampler *b = dg_batch_sampler_new(50, (dg_batch_sampler_params){ .batch_size = 7, .shuffle = true, .seed = 5 });
-    dg_batch_sampler *c = dg_batch_sampler_new(50, (dg_batch_sampler_params){ .batch_size = 7, .shuffle = true, .seed = 6 });
+    dg_batch_sampler_params bsp3 = dg_batch_sampler_default_params();
+    bsp3.batch_size = 7;
+    bsp3.shuffle = true;
+    bsp3.seed = 5;
+    dg_batch_sampler *a = dg_batch_sampler_new(50, bsp3);
+    dg_batch_sampler_params bsp4 = dg_batch_sampler_default_params();
+    bsp4.batch_size = 7;
+    bsp4.shuffle = true;
+    bsp4.seed = 5;
+    dg_batch_sampler *b = dg_batch_sampler_new(50, bsp4);
+    dg_batch_sampler_params bsp5 = dg_batch_sampler_default_params();
+    bsp5.batch_size = 7;
+    bsp5.shuffle = true;
+    bsp5.seed = 6;
+    dg_batch_sampler *c = dg_batch_sampler_new(50, bsp5);
     batches e0, e1, e0again, other, twin;
     collect(a, &e0);
     collect(c, &other);
@@ -69,9 +86,13 @@ Test(sampler, sequential_shuffled_drop_last) {
     dg_batch_sampler_free(c);
 
     /* bad arguments */
-    cr_assert_null(dg_batch_sampler_new(-1, (dg_batch_sampler_params){ 0 }));
-    cr_assert_null(dg_batch_sampler_new(5, (dg_batch_sampler_params){ .batch_size = -2 }));
-    s = dg_batch_sampler_new(5, (dg_batch_sampler_params){ .batch_size = 2 });
+    cr_assert_null(dg_batch_sampler_new(-1, dg_batch_sampler_default_params()));
+    dg_batch_sampler_params bsp6 = dg_batch_sampler_default_params();
+    bsp6.batch_size = -2;
+    cr_assert_null(dg_batch_sampler_new(5, bsp6));
+    dg_batch_sampler_params bsp7 = dg_batch_sampler_default_params();
+    bsp7.batch_size = 2;
+    s = dg_batch_sampler_new(5, bsp7);
     int64_t buf[4];
     cr_assert_lt(dg_batch_sampler_batch(s, 3, buf, 4), 0);
     cr_assert_lt(dg_batch_sampler_batch(s, 0, buf, 1), 0);
@@ -186,7 +207,9 @@ Test(sampler, distributed_env_and_errors) {
     unsetenv("OMPI_COMM_WORLD_SIZE"); unsetenv("OMPI_COMM_WORLD_RANK");
     batches want, got;
     /* nothing set: one replica */
-    dg_batch_sampler *s = dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .batch_size = 2 });
+    dg_distributed_batch_sampler_params dbsp = dg_distributed_batch_sampler_default_params();
+    dbsp.batch_size = 2;
+    dg_batch_sampler *s = dg_distributed_batch_sampler_new(10, dbsp);
     cr_assert(s);
     dg_batch_sampler *ref = dist_sampler(10, 2, 1, 0, false, false, 0);
     collect(s, &got); collect(ref, &want);
@@ -195,7 +218,9 @@ Test(sampler, distributed_env_and_errors) {
     /* Paddle's launcher variables */
     setenv("PADDLE_TRAINERS_NUM", "3", 1); setenv("PADDLE_TRAINER_ID", "2", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "5", 1); setenv("OMPI_COMM_WORLD_RANK", "4", 1);
-    s = dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .batch_size = 2 });
+    dg_distributed_batch_sampler_params dbsp2 = dg_distributed_batch_sampler_default_params();
+    dbsp2.batch_size = 2;
+    s = dg_distributed_batch_sampler_new(10, dbsp2);
     cr_assert(s, "%s", dg_last_error());
     ref = dist_sampler(10, 2, 3, 2, false, false, 0);
     collect(s, &got); collect(ref, &want);
@@ -207,7 +232,9 @@ Test(sampler, distributed_env_and_errors) {
     dg_batch_sampler_free(s); dg_batch_sampler_free(ref);
     /* MPI's variables when Paddle's are absent */
     unsetenv("PADDLE_TRAINERS_NUM"); unsetenv("PADDLE_TRAINER_ID");
-    s = dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .batch_size = 2 });
+    dg_distributed_batch_sampler_params dbsp3 = dg_distributed_batch_sampler_default_params();
+    dbsp3.batch_size = 2;
+    s = dg_distributed_batch_sampler_new(10, dbsp3);
     cr_assert(s, "%s", dg_last_error());
     ref = dist_sampler(10, 2, 5, 4, false, false, 0);
     collect(s, &got); collect(ref, &want);
@@ -216,20 +243,38 @@ Test(sampler, distributed_env_and_errors) {
     /* bad values */
     setenv("PADDLE_TRAINERS_NUM", "two", 1);
     dg_clear_error();
-    cr_assert_null(dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .batch_size = 2 }));
+    dg_distributed_batch_sampler_params dbsp4 = dg_distributed_batch_sampler_default_params();
+    dbsp4.batch_size = 2;
+    cr_assert_null(dg_distributed_batch_sampler_new(10, dbsp4));
     cr_assert(strstr(dg_last_error(), "PADDLE_TRAINERS_NUM"), "%s", dg_last_error());
     setenv("PADDLE_TRAINERS_NUM", "2", 1); setenv("PADDLE_TRAINER_ID", "2", 1);
     dg_clear_error();
-    cr_assert_null(dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .batch_size = 2 }));
+    dg_distributed_batch_sampler_params dbsp5 = dg_distributed_batch_sampler_default_params();
+    dbsp5.batch_size = 2;
+    cr_assert_null(dg_distributed_batch_sampler_new(10, dbsp5));
     cr_assert(strstr(dg_last_error(), "rank 2"), "%s", dg_last_error());
     setenv("PADDLE_TRAINERS_NUM", "0", 1);
-    cr_assert_null(dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .batch_size = 2 }));
+    dg_distributed_batch_sampler_params dbsp6 = dg_distributed_batch_sampler_default_params();
+    dbsp6.batch_size = 2;
+    cr_assert_null(dg_distributed_batch_sampler_new(10, dbsp6));
     dg_clear_error();
-    cr_assert_null(dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .num_replicas = 2, .rank = 2 }));
+    dg_distributed_batch_sampler_params dbsp7 = dg_distributed_batch_sampler_default_params();
+    dbsp7.num_replicas = 2;
+    dbsp7.rank = 2;
+    cr_assert_null(dg_distributed_batch_sampler_new(10, dbsp7));
     cr_assert(strstr(dg_last_error(), "rank 2"), "%s", dg_last_error());
-    cr_assert_null(dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .num_replicas = 2, .rank = -1 }));
-    cr_assert_null(dg_distributed_batch_sampler_new(10, (dg_distributed_batch_sampler_params){ .num_replicas = -1 }));
-    cr_assert_null(dg_distributed_batch_sampler_new(-3, (dg_distributed_batch_sampler_params){ .num_replicas = 1 }));
+    dg_distributed_batch_sampler_params dbsp8 = dg_distributed_batch_sampler_default_params();
+    dbsp8.num_replicas = 2;
+    dbsp8.rank = -2;   /* negative and not DG_FROM_ENV */
+    cr_assert_null(dg_distributed_batch_sampler_new(10, dbsp8));
+    dg_distributed_batch_sampler_params dbsp9 = dg_distributed_batch_sampler_default_params();
+    dbsp9.num_replicas = -2;   /* negative and not DG_FROM_ENV */
+    dbsp9.rank = 0;
+    cr_assert_null(dg_distributed_batch_sampler_new(10, dbsp9));
+    dg_distributed_batch_sampler_params dbsp10 = dg_distributed_batch_sampler_default_params();
+    dbsp10.num_replicas = 1;
+    dbsp10.rank = 0;
+    cr_assert_null(dg_distributed_batch_sampler_new(-3, dbsp10));
 }
 
 /* ---- datasets ---- */

@@ -27,7 +27,9 @@ static void compute(double out[4]) {
     dg_set_requires_grad(w, true);
     out[0] = dg_item(dg_sum_all(dg_matmul(a, a)));
     out[1] = dg_item(dg_sum_all(dg_mul(v, v)));
-    dg_tensor *y = dg_conv2d(x, w, NULL, (dg_conv2d_params){ .padding = {1, 1} });
+    dg_conv2d_params cp = dg_conv2d_default_params();
+    cp.padding[0] = cp.padding[1] = 1;
+    dg_tensor *y = dg_conv2d(x, w, NULL, cp);
     out[2] = dg_item(dg_sum_all(y));
     cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y, y))), 0, "%s", dg_last_error());
     out[3] = dg_item(dg_sum_all(dg_grad(w)));

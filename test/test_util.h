@@ -85,8 +85,14 @@ static inline double max_rel_err(const dg_tensor *a, const dg_tensor *b, double 
 
 /* A DistributedBatchSampler that must construct. */
 static inline dg_batch_sampler *dist_sampler(int64_t n, int64_t bs, int R, int r, bool shuffle, bool drop_last, uint64_t seed) {
-    dg_batch_sampler *s = dg_distributed_batch_sampler_new(n, (dg_distributed_batch_sampler_params){
-        .batch_size = bs, .num_replicas = R, .rank = r, .shuffle = shuffle, .drop_last = drop_last, .seed = seed });
+    dg_distributed_batch_sampler_params dbsp = dg_distributed_batch_sampler_default_params();
+    dbsp.batch_size = bs;
+    dbsp.num_replicas = R;
+    dbsp.rank = r;
+    dbsp.shuffle = shuffle;
+    dbsp.drop_last = drop_last;
+    dbsp.seed = seed;
+    dg_batch_sampler *s = dg_distributed_batch_sampler_new(n, dbsp);
     cr_assert(s, "distributed sampler n=%lld R=%d r=%d: %s", (long long)n, R, r, dg_last_error());
     return s;
 }

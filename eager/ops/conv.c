@@ -55,17 +55,18 @@ static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor
         DG_CHECK_SAME_DEVICE(OP, x, b);
     }
     for (int i = 0; i < 2; i++)
-        DG_CHECK(p.stride[i] >= 0 && p.padding[i] >= 0 && p.dilation[i] >= 0,
-                 OP ": negative stride/padding/dilation (%d,%d)/(%d,%d)/(%d,%d)", p.stride[0], p.stride[1],
+        DG_CHECK(p.stride[i] >= 1 && p.padding[i] >= 0 && p.dilation[i] >= 1,
+                 OP ": need stride >= 1, padding >= 0 and dilation >= 1, got stride (%d,%d), padding (%d,%d), "
+                 "dilation (%d,%d) (dg_conv2d_default_params() has (1,1), (0,0), (1,1))", p.stride[0], p.stride[1],
                  p.padding[0], p.padding[1], p.dilation[0], p.dilation[1]);
-    DG_CHECK(p.groups >= 0, OP ": groups must be positive, got %d", p.groups);
+    DG_CHECK(p.groups >= 1, OP ": groups must be >= 1, got %d", p.groups);
     dg_conv2d_geom g = {
         .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
         .oc = w->shape[0], .kh = w->shape[2], .kw = w->shape[3],
-        .sh = p.stride[0] ? p.stride[0] : 1, .sw = p.stride[1] ? p.stride[1] : 1,
+        .sh = p.stride[0], .sw = p.stride[1],
         .ph = p.padding[0], .pw = p.padding[1],
-        .dh = p.dilation[0] ? p.dilation[0] : 1, .dw = p.dilation[1] ? p.dilation[1] : 1,
-        .groups = p.groups ? p.groups : 1,
+        .dh = p.dilation[0], .dw = p.dilation[1],
+        .groups = p.groups,
         .relu = relu,
     };
     DG_CHECK(g.oc > 0 && w->shape[1] > 0 && g.kh > 0 && g.kw > 0, OP ": weight %s has an empty dim", DG_SHAPE_STR(w));
@@ -104,6 +105,10 @@ static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor
         return NULL;
     }
     return y;
+}
+
+dg_conv2d_params dg_conv2d_default_params(void) {
+    return (dg_conv2d_params){ .stride = { 1, 1 }, .padding = { 0, 0 }, .dilation = { 1, 1 }, .groups = 1 };
 }
 
 dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {

@@ -166,6 +166,11 @@ static dg_tensor *nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_red
     return reduce_loss(per, r);
 }
 
+dg_cross_entropy_params dg_cross_entropy_default_params(void) {
+    return (dg_cross_entropy_params){ .reduction = DG_REDUCE_MEAN, .soft_label = false, .use_ignore_index = false,
+                                      .ignore_index = -100, .input_is_probs = false, .axis = -1 };
+}
+
 static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
 dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
     DG_CHECK_INPUT("cross_entropy", logits);
@@ -177,7 +182,7 @@ dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label,
     return dg_composite_end(s, cross_entropy(logits, label, p));
 }
 static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
-    int axis = p.axis ? p.axis : -1;
+    int axis = p.axis;
     int64_t ignore = p.use_ignore_index ? p.ignore_index : INT64_MIN;
     dg_tensor *xr, *yr;
     if (to_rows(logits, label, axis, p.soft_label, &xr, &yr, "cross_entropy")) return NULL;
@@ -201,7 +206,7 @@ static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label,
 }
 
 dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label) {
-    return dg_cross_entropy_ext(logits, label, (dg_cross_entropy_params){0});
+    return dg_cross_entropy_ext(logits, label, dg_cross_entropy_default_params());
 }
 
 dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {

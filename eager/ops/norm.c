@@ -77,6 +77,10 @@ static int update_running(dg_tensor *rm, dg_tensor *rv, const dg_tensor *mean, c
     return rc;
 }
 
+dg_batch_norm_params dg_batch_norm_default_params(void) {
+    return (dg_batch_norm_params){ .training = false, .momentum = 0.1, .eps = 1e-5 };
+}
+
 dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
                          const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
     DG_CHECK_INPUT(OP, x);
@@ -88,7 +92,7 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
         return NULL;
     DG_CHECK(!running_mean == !running_var, OP ": give both running_mean and running_var or neither");
     DG_CHECK(p.training || running_mean, OP ": eval mode needs running_mean and running_var (input %s)", DG_SHAPE_STR(x));
-    double m = p.momentum == 0 ? 0.1 : p.momentum, eps = p.eps == 0 ? 1e-5 : p.eps;
+    double m = p.momentum, eps = p.eps;
     DG_CHECK(m >= 0 && m <= 1, OP ": momentum must be in [0, 1], got %g", p.momentum);
     DG_CHECK(eps > 0 && isfinite(eps), OP ": eps must be positive, got %g", p.eps);
     int64_t n = x->shape[0], c = x->shape[1], inner = 1;

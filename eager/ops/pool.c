@@ -26,15 +26,18 @@ static bool pool_geom(const char *op, const dg_tensor *x, dg_pool2d_params p, dg
     PCHECK(dg_dtype_is_float(x->dtype) && x->dtype != DG_F16 && x->dtype != DG_BF16,
            "%s: expects float32/float64, got %s for input %s", op, dg_dtype_name(x->dtype), DG_SHAPE_STR(x));
     PCHECK(p.kernel[0] > 0 && p.kernel[1] > 0, "%s: kernel must be positive, got (%d,%d)", op, p.kernel[0], p.kernel[1]);
-    PCHECK(p.stride[0] >= 0 && p.stride[1] >= 0 && p.padding[0] >= 0 && p.padding[1] >= 0,
-           "%s: negative stride (%d,%d) or padding (%d,%d)", op, p.stride[0], p.stride[1], p.padding[0], p.padding[1]);
+    for (int i = 0; i < 2; i++)
+        PCHECK((p.stride[i] >= 1 || p.stride[i] == DG_STRIDE_KERNEL) && p.padding[i] >= 0,
+               "%s: need stride >= 1 (or DG_STRIDE_KERNEL) and padding >= 0, got stride (%d,%d), padding (%d,%d)", op,
+               p.stride[0], p.stride[1], p.padding[0], p.padding[1]);
     PCHECK(p.padding[0] <= p.kernel[0] / 2 && p.padding[1] <= p.kernel[1] / 2,
            "%s: padding (%d,%d) must be at most half the kernel (%d,%d)", op, p.padding[0], p.padding[1],
            p.kernel[0], p.kernel[1]);
     *g = (dg_pool2d_geom){
         .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
         .kh = p.kernel[0], .kw = p.kernel[1],
-        .sh = p.stride[0] ? p.stride[0] : p.kernel[0], .sw = p.stride[1] ? p.stride[1] : p.kernel[1],
+        .sh = p.stride[0] == DG_STRIDE_KERNEL ? p.kernel[0] : p.stride[0],
+        .sw = p.stride[1] == DG_STRIDE_KERNEL ? p.kernel[1] : p.stride[1],
         .ph = p.padding[0], .pw = p.padding[1], .count_include_pad = p.count_include_pad,
     };
     g->oh = pool_out(g->h, g->kh, g->sh, g->ph, p.ceil_mode);
@@ -93,6 +96,11 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
         return NULL;
     }
     return y;
+}
+
+dg_pool2d_params dg_pool2d_default_params(void) {
+    return (dg_pool2d_params){ .kernel = { 0, 0 }, .stride = { DG_STRIDE_KERNEL, DG_STRIDE_KERNEL }, .padding = { 0, 0 },
+                               .ceil_mode = false, .count_include_pad = false };
 }
 
 dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p) {

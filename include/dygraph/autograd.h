@@ -25,10 +25,12 @@ DG_API int dg_set_grad(dg_tensor *t, const dg_tensor *g);
 DG_API dg_tensor *dg_detach(const dg_tensor *t);                    /* shares storage, no history */
 DG_API const char *dg_grad_fn_name(const dg_tensor *t);             /* op that made t, or NULL */
 
+/* torch.Tensor.backward(gradient, retain_graph) */
 typedef struct dg_backward_params {
-    const dg_tensor *grad_output;  /* NULL: t must have one element, gradient 1 */
-    bool retain_graph;             /* keep saved tensors for another backward */
+    const dg_tensor *grad_output;  /* NULL (default): t must have one element, gradient 1 */
+    bool retain_graph;             /* keep saved tensors for another backward; default false */
 } dg_backward_params;
+DG_API dg_backward_params dg_backward_default_params(void);
 
 DG_API int dg_backward(dg_tensor *t);
 DG_API int dg_backward_ext(dg_tensor *t, dg_backward_params params);

@@ -13,10 +13,13 @@
 extern "C" {
 #endif
 
+/* torch's load_state_dict(strict=True) */
 typedef struct dg_load_params {
-    bool non_strict;   /* default strict: any missing/unexpected key or shape/dtype mismatch is an
-                          error and nothing is loaded; non_strict loads every entry that matches */
+    bool strict;       /* true (default): any missing/unexpected key or shape/dtype mismatch is an
+                          error and nothing is loaded; false: loads every entry that matches and
+                          counts the rest in the report */
 } dg_load_params;
+DG_API dg_load_params dg_load_default_params(void);
 
 typedef struct dg_load_report {
     int loaded, missing, unexpected, mismatched;

@@ -77,17 +77,33 @@ typedef enum dg_status {
     DG_ECOMM = -9        /* a collective failed (peer gone, transport error) */
 } dg_status;
 
-typedef struct dg_init_params {
-    const char *device;  /* "cpu", "gpu", "gpu:N"; NULL: $DG_DEVICE, else FLAGS_selected_gpus, else cpu */
-    int num_threads;     /* 0: $DG_NUM_THREADS, else $OMP_NUM_THREADS, else automatic (dg_set_num_threads) */
-    uint64_t seed;       /* 0: default seed */
-    bool quiet;          /* suppress the one-line device notice */
-    bool cpu_bf16;       /* dg_set_cpu_bf16(true); also $DG_CPU_BF16=1 */
-    bool checked;        /* checked mode (see above); also $DG_CHECKED=1 */
-} dg_init_params;
+/* Params structs (dg_*_params) are passed by value and every field is taken literally: 0 means
+ * 0 (a zero weight decay, a zero momentum, axis 0). Each has a function returning its defaults,
+ * dg_<name>_default_params(), with the values of PyTorch or Paddle its comment names; start
+ * from it and set what differs:
+ *     dg_adam_params p = dg_adam_default_params();
+ *     p.lr = 1e-2;
+ * A field whose default is read from the environment at the call holds DG_FROM_ENV (a value
+ * such a field never takes otherwise). Out-of-range values are errors naming the field. */
+#define DG_FROM_ENV (-1)
 
-/* Optional: ops work without it (CPU, automatic thread count, default seed). After dg_shutdown it starts a
- * new session and is required before tensors are made or used again. */
+/* The seed of the random stream when none is given (dg_init_default_params().seed). */
+#define DG_DEFAULT_SEED 0x2024u
+
+typedef struct dg_init_params {
+    const char *device;  /* "cpu", "gpu", "gpu:N"; NULL (default): $DG_DEVICE, else FLAGS_selected_gpus, else cpu */
+    int num_threads;     /* >= 1: CPU threads (dg_set_num_threads); DG_FROM_ENV (default): $DG_NUM_THREADS,
+                            else $OMP_NUM_THREADS, else automatic (dg_set_num_threads); 0 is an error */
+    uint64_t seed;       /* dg_manual_seed(seed) at init; default DG_DEFAULT_SEED; 0 is a seed like any other */
+    bool quiet;          /* suppress the one-line device notice; default false */
+    bool cpu_bf16;       /* dg_set_cpu_bf16(true); also $DG_CPU_BF16=1; default false */
+    bool checked;        /* checked mode (see above); also $DG_CHECKED=1; default false */
+} dg_init_params;
+DG_API dg_init_params dg_init_default_params(void);
+
+/* Optional: ops work without it (CPU, automatic thread count, default seed). params NULL means
+ * dg_init_default_params(). It seeds the random stream with params->seed. After dg_shutdown it
+ * starts a new session and is required before tensors are made or used again. */
 DG_API int dg_init(const dg_init_params *params);
 /* Ends the session: frees what the library holds (the calling thread's open scopes and their
  * tensors, cached host and device memory, device streams and library handles, convolution

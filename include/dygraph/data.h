@@ -90,7 +90,8 @@ typedef enum dg_transform_kind {
                              * padding when the crop is larger than the image */
     DG_TF_RANDOM_CROP,      /* size[0] x size[1], with `padding` zeros around first; the offset is
                              * drawn from the sample seed */
-    DG_TF_RANDOM_HFLIP,     /* with probability p (0 means 0.5), drawn from the sample seed */
+    DG_TF_RANDOM_HFLIP,     /* with probability p in [0, 1] (0: never; torchvision's 0.5 in
+                             * dg_transform_default), drawn from the sample seed */
     DG_TF_SCALE,            /* x * scale (e.g. 1/255 for to-tensor scaling) */
 } dg_transform_kind;
 typedef struct dg_transform {
@@ -101,6 +102,9 @@ typedef struct dg_transform {
     int channels;
     double mean[4], std[4];
 } dg_transform;
+/* A transform of `kind` with torchvision's defaults where it has them (p 0.5, scale 1); sizes,
+ * padding, mean and std are 0, to be set. */
+DG_API dg_transform dg_transform_default(dg_transform_kind kind);
 /* Applies the transforms in order (a Compose). */
 DG_API dg_dataset *dg_dataset_transform(dg_dataset *base, const dg_transform *tf, int n);
 
@@ -135,12 +139,14 @@ DG_API dg_tensor *dg_decode_image(const void *buf, size_t len, const char *name)
 
 /* ---- samplers ---- */
 typedef struct dg_batch_sampler dg_batch_sampler;
+/* torch.utils.data.BatchSampler over a SequentialSampler or RandomSampler. */
 typedef struct dg_batch_sampler_params {
-    int64_t batch_size;    /* 0 means 1 */
-    bool shuffle;          /* false: sequential; true: a permutation per epoch from (seed, epoch) */
-    bool drop_last;
-    uint64_t seed;
+    int64_t batch_size;    /* >= 1; default 1 (torch's DataLoader) */
+    bool shuffle;          /* false (default): sequential; true: a permutation per epoch from (seed, epoch) */
+    bool drop_last;        /* default false */
+    uint64_t seed;         /* default 0 */
 } dg_batch_sampler_params;
+DG_API dg_batch_sampler_params dg_batch_sampler_default_params(void);
 DG_API dg_batch_sampler *dg_batch_sampler_new(int64_t dataset_len, dg_batch_sampler_params p);
 
 /* paddle.io.DistributedBatchSampler (Paddle 2.x __iter__, index for index): every rank gets the
@@ -152,13 +158,16 @@ DG_API dg_batch_sampler *dg_batch_sampler_new(int64_t dataset_len, dg_batch_samp
  * of the last total % (batch_size*num_replicas) indices, the r-th of num_replicas equal chunks;
  * then batches of batch_size (a last partial one unless drop_last). */
 typedef struct dg_distributed_batch_sampler_params {
-    int64_t batch_size;    /* 0 means 1 */
-    int num_replicas;      /* 0: PADDLE_TRAINERS_NUM (or OMPI_COMM_WORLD_SIZE), else 1 */
-    int rank;              /* used when num_replicas is given; else PADDLE_TRAINER_ID / OMPI_COMM_WORLD_RANK, else 0 */
-    bool shuffle;
-    bool drop_last;
-    uint64_t seed;         /* 0: Paddle's order (RandomState(epoch)) */
+    int64_t batch_size;    /* >= 1; default 1 (Paddle's) */
+    int num_replicas;      /* >= 1; DG_FROM_ENV (default, Paddle's None): PADDLE_TRAINERS_NUM (or
+                              OMPI_COMM_WORLD_SIZE), else 1 */
+    int rank;              /* in [0, num_replicas); DG_FROM_ENV (default, Paddle's None): PADDLE_TRAINER_ID
+                              (or OMPI_COMM_WORLD_RANK), else 0 */
+    bool shuffle;          /* default false */
+    bool drop_last;        /* default false */
+    uint64_t seed;         /* default 0: Paddle's order (RandomState(epoch)) */
 } dg_distributed_batch_sampler_params;
+DG_API dg_distributed_batch_sampler_params dg_distributed_batch_sampler_default_params(void);
 /* Bad values (negative sizes, rank outside [0, num_replicas), a non-numeric or out-of-range
  * environment variable) give NULL and a message naming the value. */
 DG_API dg_batch_sampler *dg_distributed_batch_sampler_new(int64_t dataset_len, dg_distributed_batch_sampler_params p);
@@ -173,13 +182,14 @@ DG_API void dg_batch_sampler_free(dg_batch_sampler *s);
 
 /* ---- DataLoader ---- */
 typedef struct dg_dataloader dg_dataloader;
+/* torch.utils.data.DataLoader / paddle.io.DataLoader; defaults are torch's. */
 typedef struct dg_dataloader_params {
-    int64_t batch_size;        /* 0 means 1; ignored when sampler is given */
-    bool shuffle, drop_last;   /* ignored when sampler is given */
-    int num_workers;           /* 0: load in the calling thread */
-    int prefetch;              /* batches queued ahead; 0 means 2 per worker */
-    uint64_t seed;
-    dg_batch_sampler *sampler; /* optional, borrowed (e.g. a DistributedBatchSampler) */
+    int64_t batch_size;        /* >= 1; default 1; ignored when sampler is given */
+    bool shuffle, drop_last;   /* default false; ignored when sampler is given */
+    int num_workers;           /* 0 (default): load in the calling thread */
+    int prefetch_factor;       /* batches queued ahead per worker, >= 1 with workers; default 2 */
+    uint64_t seed;             /* default 0 */
+    dg_batch_sampler *sampler; /* optional, borrowed (e.g. a DistributedBatchSampler); default NULL */
     /* Optional hook for a device backend: allocate/release host memory for collated batches
      * (pinned memory under CUDA). NULL: ordinary memory. Both or neither. The collated tensors'
      * storage comes from host_alloc (called on worker threads: it must be thread-safe) and goes
@@ -188,8 +198,9 @@ typedef struct dg_dataloader_params {
     void *(*host_alloc)(size_t bytes, void *user);
     void (*host_free)(void *p, void *user);
     void *host_user;
-    bool pin_memory;           /* no hooks given: use dg_pinned_alloc/dg_pinned_free (torch's pin_memory) */
+    bool pin_memory;           /* no hooks given: use dg_pinned_alloc/dg_pinned_free (torch's pin_memory); default false */
 } dg_dataloader_params;
+DG_API dg_dataloader_params dg_dataloader_default_params(void);
 
 /* Takes a reference to ds. A given sampler must have been made for len(ds). */
 DG_API dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p);

@@ -38,11 +38,12 @@ DG_API int dg_dist_env_endpoint(const dg_dist_env *env, int i, char *buf, size_t
 /* ---- rendezvous store: a small key/value server on rank 0's endpoint ---- */
 typedef struct dg_store dg_store;
 typedef struct dg_store_params {
-    const char *host;         /* rank 0's address */
-    int port;
-    bool is_server;           /* rank 0: serve on host:port (and be a client of itself) */
-    double timeout_s;         /* connect and wait limit; 0 means $DG_DIST_TIMEOUT or 300 */
+    const char *host;         /* rank 0's address; no default (NULL) */
+    int port;                 /* 1..65535; no default (0) */
+    bool is_server;           /* rank 0: serve on host:port (and be a client of itself); default false */
+    double timeout_s;         /* connect and wait limit, > 0; DG_FROM_ENV (default): $DG_DIST_TIMEOUT, else 300 */
 } dg_store_params;
+DG_API dg_store_params dg_store_default_params(void);
 DG_API dg_store *dg_store_new(dg_store_params p);
 DG_API int dg_store_set(dg_store *s, const char *key, const void *value, size_t len);
 /* Waits until key exists (or the timeout), then returns a malloc'd copy in *value. */
@@ -59,9 +60,10 @@ typedef enum dg_comm_kind { DG_COMM_AUTO, DG_COMM_LOCAL, DG_COMM_MPI, DG_COMM_NC
 typedef enum dg_comm_op { DG_COMM_SUM, DG_COMM_AVG, DG_COMM_MAX } dg_comm_op;
 typedef struct dg_comm dg_comm;
 typedef struct dg_comm_params {
-    dg_comm_kind kind;        /* AUTO: world 1 -> LOCAL; GPU tensors and NCCL built -> NCCL; else MPI */
-    double timeout_s;         /* 0 means $DG_DIST_TIMEOUT or 300 */
+    dg_comm_kind kind;        /* AUTO (default): world 1 -> LOCAL; GPU tensors and NCCL built -> NCCL; else MPI */
+    double timeout_s;         /* > 0; DG_FROM_ENV (default): $DG_DIST_TIMEOUT, else 300 */
 } dg_comm_params;
+DG_API dg_comm_params dg_comm_default_params(void);
 /* A communicator over the world the environment describes (rendezvous included). */
 DG_API dg_comm *dg_comm_new(dg_comm_params p);
 DG_API void dg_comm_free(dg_comm *c);
@@ -76,14 +78,18 @@ DG_API dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t);
 DG_API int dg_comm_barrier(dg_comm *c);
 
 /* ---- DataParallel ---- */
+/* paddle.DataParallel / torch DistributedDataParallel; defaults are theirs. */
 typedef struct dg_dp_params {
-    double bucket_mb;             /* 0 means 25 (Paddle/PyTorch default) */
+    double bucket_mb;             /* > 0; default 25 (Paddle's comm_buffer_size, torch's bucket_cap_mb) */
     double first_bucket_mb;       /* the first bucket to fill (last layers' grads) is small so
-                                     communication starts early; 0 means 1 */
-    bool overlap;                 /* all-reduce buckets during backward (MPI: started and polled from the grad-ready hooks) */
+                                     communication starts early; > 0; default 1 (Paddle's
+                                     last_comm_buffer_size, torch's first bucket) */
+    bool overlap;                 /* all-reduce buckets during backward (MPI: started and polled from
+                                     the grad-ready hooks); default false */
     bool find_unused_parameters;  /* parameters without a gradient count as zero instead of being
-                                     reported by name */
+                                     reported by name; default false */
 } dg_dp_params;
+DG_API dg_dp_params dg_dp_default_params(void);
 /* Wraps net (takes a reference): broadcasts parameters and buffers from rank 0, then forward
  * runs net. The wrapper's parameters are net's, named "_layers.<name>" (Paddle's attribute);
  * save net itself for checkpoints that load into a single-process program. comm is borrowed
@@ -105,14 +111,17 @@ DG_API dg_comm *dg_dp_comm(const dg_layer *dp);
 DG_API dg_layer *dg_dp_module(const dg_layer *dp);           /* the wrapped net, borrowed */
 
 /* ---- fleet facade (paddle.distributed.fleet) ---- */
+/* fleet.DistributedStrategy's data-parallel settings (the fields of dg_dp_params). */
 typedef struct dg_fleet_strategy {
-    double fuse_grad_size_in_MB;  /* bucket size; 0 means 25 */
-    double first_bucket_mb;       /* 0 means 1 */
-    bool overlap;                 /* 0 = off; set true to overlap all-reduce with backward */
-    bool find_unused_parameters;
+    double fuse_grad_size_in_MB;  /* bucket size, > 0; default 25 (Paddle's) */
+    double first_bucket_mb;       /* > 0; default 1 */
+    bool overlap;                 /* overlap all-reduce with backward; default false */
+    bool find_unused_parameters;  /* default false */
 } dg_fleet_strategy;
+DG_API dg_fleet_strategy dg_fleet_default_strategy(void);
 /* fleet.init(is_collective=True[, strategy]): reads the environment, makes the world
- * communicator (rendezvous with a timeout; errors name the endpoint). strategy may be NULL. */
+ * communicator (rendezvous with a timeout; errors name the endpoint). strategy NULL means
+ * dg_fleet_default_strategy(); a bad strategy is an error naming the field. */
 DG_API int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy);
 DG_API int dg_fleet_worker_index(void);
 DG_API int dg_fleet_worker_num(void);

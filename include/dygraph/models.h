@@ -42,10 +42,11 @@ extern "C" {
  * resnet18 with 1000 classes has 11,689,512 parameters, resnet34 21,797,672, resnet50
  * 25,557,032 (as torchvision). */
 typedef struct dg_resnet_params {
-    int64_t num_classes;       /* 0 means 1000 */
-    bool zero_init_residual;   /* torchvision's option: the last BN weight of each block starts at 0 */
+    int64_t num_classes;       /* >= 1; default 1000 (torchvision's) */
+    bool zero_init_residual;   /* torchvision's option: the last BN weight of each block starts at 0; default false */
     dg_dtype dtype;            /* default DG_F32; DG_F64 for gradient checks */
 } dg_resnet_params;
+DG_API dg_resnet_params dg_resnet_default_params(void);
 
 typedef enum dg_resnet_block_kind {
     DG_RESNET_BASIC = 0,       /* BasicBlock, expansion 1 (resnet18/34) */
@@ -62,7 +63,7 @@ DG_API dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_r
 /* One residual block as torchvision builds it inside _make_layer: output channels
  * planes * expansion; a "downsample" branch is added when stride != 1 or inplanes differs from
  * planes * expansion. Init as in the full model (kaiming_normal_ fan_out for convs, BN 1/0).
- * dtype 0 means DG_F32. */
+ * dtype DG_F32 or DG_F64. */
 DG_API dg_layer *dg_resnet_basic_block(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
 DG_API dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stride, dg_dtype dtype);
 

@@ -141,52 +141,56 @@ DG_API int dg_layer_apply(dg_layer *layer, int (*fn)(dg_layer *layer, void *user
  * Paddle's). Init: weight kaiming_uniform(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)); bias the
  * same bound. */
 typedef struct dg_nn_linear_params {
-    bool no_bias;      /* default: with bias */
+    bool bias;         /* learnable bias; default true (torch's) */
     dg_dtype dtype;    /* default DG_F32 */
 } dg_nn_linear_params;
-DG_API dg_layer *dg_nn_linear(int64_t in_features, int64_t out_features);
+DG_API dg_nn_linear_params dg_nn_linear_default_params(void);
+DG_API dg_layer *dg_nn_linear(int64_t in_features, int64_t out_features);   /* with the default params */
 DG_API dg_layer *dg_nn_linear_ext(int64_t in_features, int64_t out_features, dg_nn_linear_params p);
 
 /* Conv2d (type "Conv2d"): x [N, in_channels, H, W] -> [N, out_channels, OH, OW]; square kernel.
  * weight [out_channels, in_channels/groups, k, k], bias [out_channels].
  * Init: weight kaiming_uniform(a=sqrt(5)) = U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with
  * fan_in = in_channels/groups * k * k; bias the same bound. */
-typedef struct dg_nn_conv2d_params {
-    int stride;        /* 0 means 1 */
-    int padding;       /* zero padding on each side; default 0 */
-    int dilation;      /* 0 means 1 */
-    int groups;        /* 0 means 1; must divide in_channels and out_channels */
-    bool no_bias;      /* default: with bias */
+typedef struct dg_nn_conv2d_params {   /* defaults are torch's */
+    int stride;        /* >= 1; default 1 */
+    int padding;       /* zero padding on each side, >= 0; default 0 */
+    int dilation;      /* >= 1; default 1 */
+    int groups;        /* >= 1, must divide in_channels and out_channels; default 1 */
+    bool bias;         /* learnable bias; default true */
     dg_dtype dtype;    /* default DG_F32 */
 } dg_nn_conv2d_params;
+DG_API dg_nn_conv2d_params dg_nn_conv2d_default_params(void);
 DG_API dg_layer *dg_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, dg_nn_conv2d_params p);
 
 /* Pools (types "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d"), x [N, C, H, W], no parameters. */
 typedef struct dg_nn_pool2d_params {
-    int stride;               /* 0 means kernel_size (as torch) */
-    int padding;              /* default 0 */
+    int stride;               /* >= 1; DG_STRIDE_KERNEL (default, torch's and Paddle's stride=None): kernel_size */
+    int padding;              /* >= 0, at most half the kernel; default 0 */
     bool ceil_mode;           /* default false */
     bool count_include_pad;   /* avg pool: default false = Paddle's exclusive=True (torch's default is true) */
 } dg_nn_pool2d_params;
+DG_API dg_nn_pool2d_params dg_nn_pool2d_default_params(void);
 DG_API dg_layer *dg_nn_max_pool2d(int kernel_size, dg_nn_pool2d_params p);
 DG_API dg_layer *dg_nn_avg_pool2d(int kernel_size, dg_nn_pool2d_params p);
 DG_API dg_layer *dg_nn_adaptive_avg_pool2d(int out_h, int out_w);
 
 /* BatchNorm1d (x [N, C] or [N, C, L]) and BatchNorm2d (x [N, C, H, W]).
- * Parameters weight [C] (init 1), bias [C] (init 0) unless no_affine. Buffers, unless
- * no_running_stats: running_mean [C] (0), running_var [C] (1), num_batches_tracked (i64
+ * Parameters weight [C] (init 1), bias [C] (init 0) when affine. Buffers, when
+ * track_running_stats: running_mean [C] (0), running_var [C] (1), num_batches_tracked (i64
  * scalar, 0), exactly as torch. Training mode normalises with batch statistics and updates the
  * running ones (running = (1-momentum)*running + momentum*batch, unbiased batch variance) and
  * counts num_batches_tracked; eval mode uses the running statistics. Without running stats
  * both modes use batch statistics (as torch). */
-typedef struct dg_nn_batch_norm_params {
-    double momentum;          /* 0 means 0.1 */
-    double eps;               /* 0 means 1e-5 */
-    bool cumulative_average;  /* torch's momentum=None: momentum = 1/num_batches_tracked */
-    bool no_affine;           /* default: learnable weight and bias */
-    bool no_running_stats;    /* default: track running statistics */
+typedef struct dg_nn_batch_norm_params {   /* defaults are torch's */
+    double momentum;          /* in [0, 1]; default 0.1 (0 keeps the running statistics as they are) */
+    double eps;               /* > 0; default 1e-5 */
+    bool cumulative_average;  /* torch's momentum=None: momentum = 1/num_batches_tracked; default false */
+    bool affine;              /* learnable weight and bias; default true */
+    bool track_running_stats; /* default true */
     dg_dtype dtype;           /* default DG_F32 (num_batches_tracked is always i64) */
 } dg_nn_batch_norm_params;
+DG_API dg_nn_batch_norm_params dg_nn_batch_norm_default_params(void);
 DG_API dg_layer *dg_nn_batch_norm1d(int64_t num_features, dg_nn_batch_norm_params p);
 DG_API dg_layer *dg_nn_batch_norm2d(int64_t num_features, dg_nn_batch_norm_params p);
 
@@ -240,12 +244,13 @@ typedef enum dg_nonlinearity {
 } dg_nonlinearity;
 typedef enum dg_fan_mode { DG_FAN_IN = 0, DG_FAN_OUT = 1 } dg_fan_mode;
 
-typedef struct dg_nn_kaiming_params {
+typedef struct dg_nn_kaiming_params {   /* defaults are torch's */
     double a;                     /* negative slope for leaky_relu; default 0 */
     dg_fan_mode mode;             /* default DG_FAN_IN */
-    dg_nonlinearity nonlinearity; /* default DG_NONLIN_LEAKY_RELU (as torch) */
+    dg_nonlinearity nonlinearity; /* default DG_NONLIN_LEAKY_RELU */
     dg_generator *generator;      /* NULL: the calling thread's generator */
 } dg_nn_kaiming_params;
+DG_API dg_nn_kaiming_params dg_nn_kaiming_default_params(void);
 
 DG_API double dg_nn_init_calculate_gain(dg_nonlinearity nonlinearity, double param);
 DG_API int dg_nn_init_calculate_fans(const dg_tensor *t, int64_t *fan_in, int64_t *fan_out);
@@ -254,9 +259,9 @@ DG_API int dg_nn_init_zeros_(dg_tensor *t);
 DG_API int dg_nn_init_ones_(dg_tensor *t);
 DG_API int dg_nn_init_uniform_(dg_tensor *t, double low, double high);
 DG_API int dg_nn_init_normal_(dg_tensor *t, double mean, double std);
-/* U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)); gain 0 means 1. */
+/* U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)); gain >= 0 (torch's default is 1). */
 DG_API int dg_nn_init_xavier_uniform_(dg_tensor *t, double gain);
-/* N(0, gain * sqrt(2 / (fan_in + fan_out))); gain 0 means 1. */
+/* N(0, gain * sqrt(2 / (fan_in + fan_out))); gain >= 0 (torch's default is 1). */
 DG_API int dg_nn_init_xavier_normal_(dg_tensor *t, double gain);
 /* U(-b, b), b = gain * sqrt(3 / fan) with gain from nonlinearity and a. */
 DG_API int dg_nn_init_kaiming_uniform_(dg_tensor *t, dg_nn_kaiming_params p);

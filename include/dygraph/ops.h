@@ -90,16 +90,19 @@ DG_API dg_tensor *dg_mse_loss_ext(const dg_tensor *input, const dg_tensor *targe
 DG_API dg_tensor *dg_l1_loss(const dg_tensor *input, const dg_tensor *target, dg_reduction r);
 DG_API dg_tensor *dg_square_error_cost(const dg_tensor *input, const dg_tensor *label); /* elementwise (x-y)^2 */
 
+/* paddle.nn.functional.cross_entropy; defaults are Paddle's. */
 typedef struct dg_cross_entropy_params {
     dg_reduction reduction;   /* default DG_REDUCE_MEAN (over the rows that are not ignored) */
-    bool soft_label;          /* label is a distribution shaped like the logits */
-    bool use_ignore_index;    /* default false: every label counts (as Paddle's -100 default) */
-    int64_t ignore_index;     /* with use_ignore_index: hard labels equal to it are skipped */
+    bool soft_label;          /* label is a distribution shaped like the logits; default false */
+    bool use_ignore_index;    /* default false: every label counts */
+    int64_t ignore_index;     /* with use_ignore_index: hard labels equal to it are skipped; default -100 */
     bool input_is_probs;      /* default false: input is logits; true: probabilities (log taken) */
-    int axis;                 /* class axis; 0 means the default, the last axis (Paddle's -1);
-                                 pass 1 for [N, C, H, W]-style inputs */
+    int axis;                 /* class axis, negative counts from the end; default -1 (Paddle's: the
+                                 last axis); 1 for [N, C, H, W]-style inputs, 0 for [C, N] */
 } dg_cross_entropy_params;
-/* Labels: integer class ids of shape [N] or [N,1] (Paddle's layout), or soft labels. */
+DG_API dg_cross_entropy_params dg_cross_entropy_default_params(void);
+/* Labels: integer class ids of shape [N] or [N,1] (Paddle's layout), or soft labels. The plain
+ * form uses the default params. */
 DG_API dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label);
 DG_API dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
 DG_API dg_tensor *dg_nll_loss(const dg_tensor *log_probs, const dg_tensor *label, dg_reduction r, int64_t ignore_index);
@@ -108,27 +111,37 @@ DG_API dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *logits, c
 DG_API dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k);
 
 /* ---- convolution, pooling, normalisation, dropout (NCHW) ---- */
-typedef struct dg_conv2d_params {
-    int stride[2], padding[2], dilation[2];  /* 0 means the default (1, 0, 1) */
-    int groups;                              /* 0 means 1 */
+typedef struct dg_conv2d_params {           /* defaults are torch's */
+    int stride[2];                           /* >= 1; default (1, 1) */
+    int padding[2];                          /* >= 0; default (0, 0) */
+    int dilation[2];                         /* >= 1; default (1, 1) */
+    int groups;                              /* >= 1; default 1 */
 } dg_conv2d_params;
+DG_API dg_conv2d_params dg_conv2d_default_params(void);
 /* x [N,C,H,W], w [OC, C/groups, KH, KW], b [OC] or NULL */
 DG_API dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p);
 
+/* A pool stride that is the kernel size (torch's and Paddle's stride=None). */
+#define DG_STRIDE_KERNEL (-1)
 typedef struct dg_pool2d_params {
-    int kernel[2], stride[2], padding[2];    /* stride 0: = kernel */
-    bool ceil_mode;
-    bool count_include_pad;                  /* avg pool; default false as Paddle's exclusive=True */
+    int kernel[2];                           /* >= 1; no default: the default params hold (0, 0) */
+    int stride[2];                           /* >= 1; DG_STRIDE_KERNEL (default): the kernel's */
+    int padding[2];                          /* >= 0, at most half the kernel; default (0, 0) */
+    bool ceil_mode;                          /* default false */
+    bool count_include_pad;                  /* avg pool; default false as Paddle's exclusive=True
+                                                (torch's default is true) */
 } dg_pool2d_params;
+DG_API dg_pool2d_params dg_pool2d_default_params(void);
 DG_API dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p);
 DG_API dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p);
 DG_API dg_tensor *dg_adaptive_avg_pool2d(const dg_tensor *x, int out_h, int out_w);
 
-typedef struct dg_batch_norm_params {
-    bool training;           /* batch statistics + running-stat update; else running stats */
-    double momentum;         /* PyTorch convention: running = (1-m)*running + m*batch; 0 means 0.1 */
-    double eps;              /* 0 means 1e-5 */
+typedef struct dg_batch_norm_params {       /* torch.nn.functional.batch_norm's defaults */
+    bool training;           /* batch statistics + running-stat update; else running stats; default false */
+    double momentum;         /* PyTorch convention: running = (1-m)*running + m*batch, in [0, 1]; default 0.1 */
+    double eps;              /* > 0; default 1e-5 */
 } dg_batch_norm_params;
+DG_API dg_batch_norm_params dg_batch_norm_default_params(void);
 /* x [N,C,...]; weight/bias [C] or NULL; running_mean/var [C] (updated in place when training),
  * may be NULL in training mode. */
 DG_API dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,

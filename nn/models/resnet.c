@@ -9,10 +9,16 @@
 
 /* A bias-free Conv2d with torchvision's ResNet init: kaiming_normal_(fan_out, relu). */
 static dg_layer *conv_nb(int64_t in, int64_t out, int k, int stride, int padding, dg_dtype dtype) {
-    dg_layer *c = dg_nn_conv2d(in, out, k, (dg_nn_conv2d_params){ .stride = stride, .padding = padding,
-                                                                    .no_bias = true, .dtype = dtype });
-    if (c && dg_nn_init_kaiming_normal_(dg_layer_parameter(c, "weight"),
-                                        (dg_nn_kaiming_params){ .mode = DG_FAN_OUT, .nonlinearity = DG_NONLIN_RELU })) {
+    dg_nn_conv2d_params cp = dg_nn_conv2d_default_params();
+    cp.stride = stride;
+    cp.padding = padding;
+    cp.bias = false;
+    cp.dtype = dtype;
+    dg_layer *c = dg_nn_conv2d(in, out, k, cp);
+    dg_nn_kaiming_params kp = dg_nn_kaiming_default_params();
+    kp.mode = DG_FAN_OUT;
+    kp.nonlinearity = DG_NONLIN_RELU;
+    if (c && dg_nn_init_kaiming_normal_(dg_layer_parameter(c, "weight"), kp)) {
         dg_layer_free(c);
         return NULL;
     }
@@ -20,7 +26,11 @@ static dg_layer *conv_nb(int64_t in, int64_t out, int k, int stride, int padding
 }
 
 /* BatchNorm2d already starts at weight 1, bias 0 (torchvision sets the same constants). */
-static dg_layer *bn(int64_t c, dg_dtype dtype) { return dg_nn_batch_norm2d(c, (dg_nn_batch_norm_params){ .dtype = dtype }); }
+static dg_layer *bn(int64_t c, dg_dtype dtype) {
+    dg_nn_batch_norm_params p = dg_nn_batch_norm_default_params();
+    p.dtype = dtype;
+    return dg_nn_batch_norm2d(c, p);
+}
 
 /* Adds a sublayer unless an earlier step failed; returns the (borrowed) sublayer or NULL. The
  * constructor expression is evaluated only when nothing failed before, so a failure leaks
@@ -124,14 +134,18 @@ static dg_tensor *resnet_forward(dg_layer *self, const dg_tensor *x) {
     return dg_advance(y, dg_forward(s->fc, y));
 }
 
+dg_resnet_params dg_resnet_default_params(void) {
+    return (dg_resnet_params){ .num_classes = 1000, .zero_init_residual = false, .dtype = DG_F32 };
+}
+
 dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_params p) {
-    int64_t nc = p.num_classes ? p.num_classes : 1000;
-    bool bad = (block != DG_RESNET_BASIC && block != DG_RESNET_BOTTLENECK) || !layers || nc < 0 ||
+    int64_t nc = p.num_classes;
+    bool bad = (block != DG_RESNET_BASIC && block != DG_RESNET_BOTTLENECK) || !layers || nc < 1 ||
                (p.dtype != DG_F32 && p.dtype != DG_F64);
     for (int i = 0; i < 4 && !bad; i++) bad = layers[i] < 1 || layers[i] > 1024;
     if (bad) {
         DG_ERR(DG_EINVAL, "ResNet: need a block kind (basic/bottleneck), four stage depths in 1..1024, "
-                          "num_classes >= 0 (0 means 1000) and dtype float32/float64; got block %d, layers %s, "
+                          "num_classes >= 1 and dtype float32/float64; got block %d, layers %s, "
                           "num_classes %lld, dtype %s", (int)block, layers ? "given" : "NULL", (long long)p.num_classes,
                dg_dtype_name(p.dtype));
         return NULL;
@@ -147,7 +161,10 @@ dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_p
     ADD(rc, l, "conv1", conv_nb(3, 64, 7, 2, 3, p.dtype), s->conv1);
     ADD(rc, l, "bn1", bn(64, p.dtype), s->bn1);
     ADD(rc, l, "relu", dg_nn_relu(), relu);
-    ADD(rc, l, "maxpool", dg_nn_max_pool2d(3, (dg_nn_pool2d_params){ .stride = 2, .padding = 1 }), s->maxpool);
+    dg_nn_pool2d_params mp = dg_nn_pool2d_default_params();
+    mp.stride = 2;
+    mp.padding = 1;
+    ADD(rc, l, "maxpool", dg_nn_max_pool2d(3, mp), s->maxpool);
     int64_t inplanes = 64;
     for (int st = 0; st < 4 && !rc; st++) {
         int64_t planes = 64LL << st;
@@ -165,7 +182,9 @@ dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_p
         }
     }
     ADD(rc, l, "avgpool", dg_nn_adaptive_avg_pool2d(1, 1), s->avgpool);
-    ADD(rc, l, "fc", dg_nn_linear_ext(512 * expansion, nc, (dg_nn_linear_params){ .dtype = p.dtype }), s->fc);
+    dg_nn_linear_params lp = dg_nn_linear_default_params();
+    lp.dtype = p.dtype;
+    ADD(rc, l, "fc", dg_nn_linear_ext(512 * expansion, nc, lp), s->fc);
     (void)relu;
     if (rc) { dg_layer_free(l); return NULL; }
     return l;

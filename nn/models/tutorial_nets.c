@@ -15,9 +15,15 @@
     } while (0)
 
 static dg_layer *conv(int64_t in, int64_t out, int k, int padding) {
-    return dg_nn_conv2d(in, out, k, (dg_nn_conv2d_params){ .padding = padding });
+    dg_nn_conv2d_params p = dg_nn_conv2d_default_params();
+    p.padding = padding;
+    return dg_nn_conv2d(in, out, k, p);
 }
-static dg_layer *pool2(void) { return dg_nn_max_pool2d(2, (dg_nn_pool2d_params){ .stride = 2 }); }
+static dg_layer *pool2(void) {
+    dg_nn_pool2d_params p = dg_nn_pool2d_default_params();
+    p.stride = 2;
+    return dg_nn_max_pool2d(2, p);
+}
 
 /* The tutorials' relu -> max pool, computed as max pool -> relu: the two commute (relu is monotonic
  * and keeps NaN), and the gradient reaches the same input either way (the window's first
@@ -118,7 +124,7 @@ dg_layer *dg_facenet(int64_t num_keypoints) {
     dg_layer *l = dg_layer_new("FaceNet", facenet_forward, s, free);
     if (!l) return NULL;
     int rc = 0;
-    ADD(rc, l, "backbone", dg_resnet18((dg_resnet_params){0}), s->backbone);   /* 1000 classes */
+    ADD(rc, l, "backbone", dg_resnet18(dg_resnet_default_params()), s->backbone);   /* 1000 classes */
     ADD(rc, l, "outLayer1", dg_nn_sequential(3, dg_nn_linear(1000, 512), dg_nn_relu(), dg_nn_dropout(0.1)), s->out1);
     ADD(rc, l, "outLayer2", dg_nn_linear(512, num_keypoints * 2), s->out2);
     if (rc) { dg_layer_free(l); return NULL; }

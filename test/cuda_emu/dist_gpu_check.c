@@ -18,8 +18,15 @@ int main(int argc, char **argv) {
     bool overlap = argc > 2 && atoi(argv[2]);
     char dev[16];
     snprintf(dev, sizeof dev, "gpu:%d", rank % 2);
-    if (dg_init(&(dg_init_params){ .device = dev, .quiet = true, .num_threads = 1 })) DIE("init");
-    dg_comm *c = dg_comm_new((dg_comm_params){ .kind = mpi ? DG_COMM_MPI : DG_COMM_AUTO, .timeout_s = 30 });
+    dg_init_params ip = dg_init_default_params();
+    ip.device = dev;
+    ip.quiet = true;
+    ip.num_threads = 1;
+    if (dg_init(&ip)) DIE("init");
+    dg_comm_params cmp = dg_comm_default_params();
+    cmp.kind = mpi ? DG_COMM_MPI : DG_COMM_AUTO;
+    cmp.timeout_s = 30;
+    dg_comm *c = dg_comm_new(cmp);
     if (!c) DIE("comm_new");
     int n = dg_comm_size(c);
     if (rank == 0) printf("transport %s, %d ranks, overlap %d\n", dg_comm_backend_name(c), n, overlap);
@@ -39,7 +46,11 @@ int main(int argc, char **argv) {
     /* DataParallel: the reduced gradients are the sum of every rank's local ones */
     dg_manual_seed(7 + (uint64_t)rank);
     dg_layer *net = dg_nn_sequential(3, dg_nn_linear(10, 64), dg_nn_relu(), dg_nn_linear(64, 3));
-    dg_layer *dp = dg_data_parallel(net, c, (dg_dp_params){ .bucket_mb = 1e-3, .first_bucket_mb = 1e-3, .overlap = overlap });
+    dg_dp_params dpp = dg_dp_default_params();
+    dpp.bucket_mb = 1e-3;
+    dpp.first_bucket_mb = 1e-3;
+    dpp.overlap = overlap;
+    dg_layer *dp = dg_data_parallel(net, c, dpp);
     if (!dp) DIE("data_parallel");
     int np = 0;
     dg_named_tensor *ps = dg_layer_named_parameters(net, &np);

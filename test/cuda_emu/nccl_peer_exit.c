@@ -15,8 +15,14 @@ int main(int argc, char **argv) {
     int rank = id ? atoi(id) : 0;
     char dev[16];
     snprintf(dev, sizeof dev, "gpu:%d", rank % 2);
-    if (dg_init(&(dg_init_params){ .device = dev, .quiet = true, .num_threads = 1 })) return 2;
-    dg_comm *c = dg_comm_new((dg_comm_params){ .timeout_s = stall ? 2 : 20 });
+    dg_init_params ip = dg_init_default_params();
+    ip.device = dev;
+    ip.quiet = true;
+    ip.num_threads = 1;
+    if (dg_init(&ip)) return 2;
+    dg_comm_params cmp = dg_comm_default_params();
+    cmp.timeout_s = stall ? 2 : 20;
+    dg_comm *c = dg_comm_new(cmp);
     if (!c) { fprintf(stderr, "rank %d: %s\n", rank, dg_last_error()); return 3; }
     if (dg_comm_barrier(c) != 0) { fprintf(stderr, "rank %d: barrier: %s\n", rank, dg_last_error()); return 4; }
     if (rank == 1) {

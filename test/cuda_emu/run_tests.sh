@@ -55,9 +55,10 @@ else
 fi
 
 step "DataParallel over emulated NCCL: dgrun --gpus 0,1 against one process"
-equiv() {   # model batch bucket_mb overlap label (and $steps)
+equiv() {   # model batch bucket_mb|default overlap label (and $steps); default: 25 MB, the first 1 MB
+    if [ "$3" = default ]; then mb="--bucket-mb 25 --first-bucket-mb 1"; else mb="--bucket-mb $3 --first-bucket-mb $3"; fi
     if ! "$B/bin/dgrun" --gpus 0,1 --log_dir "$TMP/log" "$BIN/dist_equiv" --model $1 --batch $2 --world-batch 2 --steps $steps \
-           --bucket-mb $3 --first-bucket-mb $3 --overlap $4 --out "$TMP/$1-dp.st" >"$TMP/dp.out" 2>&1; then
+           $mb --overlap $4 --out "$TMP/$1-dp.st" >"$TMP/dp.out" 2>&1; then
         tail -20 "$TMP/dp.out"; tail -20 "$TMP"/log/workerlog.*; bad "$5: the 2-rank run failed"; return
     fi
     grep -q "parameters identical on all ranks" "$TMP/dp.out" || { bad "$5: ranks differ"; return; }
@@ -74,7 +75,7 @@ for model in linear mnist; do
     b=8 steps=20; [ "$model" = mnist ] && b=16 steps=5
     FLAGS_selected_gpus=0 "$BIN/dist_equiv" --model $model --batch $b --world-batch 2 --steps $steps --out "$TMP/$model-single.st" >/dev/null 2>&1 ||
         bad "$model: the one-process run on the emulated GPU failed"
-    for buckets in 1e-9 0; do
+    for buckets in 1e-9 default; do
         for overlap in 0 1; do equiv $model $b $buckets $overlap "$model buckets=$buckets overlap=$overlap"; done
     done
 done

@@ -58,7 +58,11 @@ static dg_dataset *digits(void) {
 
 Test(emu_backend, pinned_dataloader_on_the_gpu_gives_the_cpu_batches) {
     dg_dataset *ds = digits();
-    dg_dataloader_params p = { .batch_size = 64, .shuffle = true, .num_workers = 2, .seed = 5 };
+    dg_dataloader_params p = dg_dataloader_default_params();
+    p.batch_size = 64;
+    p.shuffle = true;
+    p.num_workers = 2;
+    p.seed = 5;
     use("cpu");
     dg_dataloader *cpu = dg_dataloader_new(ds, p);
     p.pin_memory = true;
@@ -173,14 +177,19 @@ static void kernels_take_over(dg_dtype dt) {
         use(d ? "gpu:0" : "cpu");
         for (int i = 0; i < 3; i++) cr_assert_eq(dg_set_requires_grad(in[d][i], true), 0);
         dg_tensor *rm = dg_zeros(DG_SHAPE(3), dt), *rv = dg_ones(DG_SHAPE(3), dt);
-        y[d] = dg_batch_norm(in[d][0], rm, rv, in[d][1], in[d][2], (dg_batch_norm_params){ .training = true });
+        dg_batch_norm_params bnp = dg_batch_norm_default_params();
+        bnp.training = true;
+        y[d] = dg_batch_norm(in[d][0], rm, rv, in[d][1], in[d][2], bnp);
         cr_assert(y[d], "batch norm on %s: %s", d ? "gpu" : "cpu", dg_last_error());
         cr_assert_eq(dg_backward(dg_sum_all(dg_mul(y[d], y[d]))), 0, "%s", dg_last_error());
         gx[d] = dg_grad(in[d][0]);
         gw[d] = dg_grad(in[d][1]);
         dg_no_grad_begin();
-        ye[d] = dg_batch_norm(in[d][0], rm, rv, in[d][1], in[d][2], (dg_batch_norm_params){ .training = false });
-        pool[d] = dg_avg_pool2d(in[d][0], (dg_pool2d_params){ .kernel = { 2, 2 } });
+        dg_batch_norm_params bnp2 = dg_batch_norm_default_params();
+        ye[d] = dg_batch_norm(in[d][0], rm, rv, in[d][1], in[d][2], bnp2);
+        dg_pool2d_params plp = dg_pool2d_default_params();
+        plp.kernel[0] = plp.kernel[1] = 2;
+        pool[d] = dg_avg_pool2d(in[d][0], plp);
         dg_no_grad_end();
         cr_assert(ye[d] && pool[d], "%s", dg_last_error());
     }

@@ -1,6 +1,7 @@
 // test/cxx/api_cxx.cc — the public headers from C++ (11 and 17, g++ and clang++; `make test-cxx`):
-// shapes with runtime dims (DG_SHAPE(n, ...)), the scalar shape, params structs filled by field,
-// and a few Adam steps of a linear layer whose loss must fall. Exits non-zero on failure.
+// shapes with runtime dims (DG_SHAPE(n, ...)), the scalar shape, params structs from their
+// default functions and by designated initialisers (every field given: fields are taken
+// literally), and a few Adam steps of a linear layer whose loss must fall. Exits non-zero on failure.
 #include <dygraph.h>
 #include <cstdio>
 #include <cstdlib>
@@ -23,10 +24,11 @@ int main(int argc, char **) {
     dg_tensor *s = dg_full(DG_SCALAR_SHAPE, 2.0, DG_F32);
     CHECK(x && y && s && dg_ndim(s) == 0 && dg_dim(x, 0) == n, "tensors with runtime shapes");
 
-    dg_layer *lin = dg_nn_linear(4, 1);
+    // a designated initialiser (C++20, accepted as an extension in C++11/17 by g++ and clang++)
+    dg_layer *lin = dg_nn_linear_ext(4, 1, dg_nn_linear_params{ .bias = true, .dtype = DG_F32 });
     int np = 0;
     dg_tensor **ps = dg_layer_parameters(lin, &np);
-    dg_adam_params ap = dg_adam_params();   // C++ value-init: every field 0 (the defaults)
+    dg_adam_params ap = dg_adam_default_params();   // PyTorch's betas and eps
     ap.lr = 0.05;
     dg_optimizer *opt = dg_adam(ps, np, ap);
     std::free(ps);

@@ -64,10 +64,15 @@ int main(int argc, char **argv) {
     int64_t B = atoll(flag(argc, argv, "--batch", "8"));
     int world_batch = atoi(flag(argc, argv, "--world-batch", "2"));   /* global batch = world_batch * B */
     int steps = atoi(flag(argc, argv, "--steps", "20"));
-    dg_fleet_strategy st = { .fuse_grad_size_in_MB = atof(flag(argc, argv, "--bucket-mb", "0")),
-                             .first_bucket_mb = atof(flag(argc, argv, "--first-bucket-mb", "0")),
-                             .overlap = atoi(flag(argc, argv, "--overlap", "0")) != 0 };
-    if (dg_init(&(dg_init_params){ .quiet = true, .num_threads = 1 })) FAIL("init");
+    dg_fleet_strategy st = dg_fleet_default_strategy();
+    /* without the flags: the strategy's defaults (25 MB buckets, a 1 MB first one) */
+    st.fuse_grad_size_in_MB = atof(flag(argc, argv, "--bucket-mb", "25"));
+    st.first_bucket_mb = atof(flag(argc, argv, "--first-bucket-mb", "1"));
+    st.overlap = atoi(flag(argc, argv, "--overlap", "0")) != 0;
+    dg_init_params ip = dg_init_default_params();
+    ip.quiet = true;
+    ip.num_threads = 1;
+    if (dg_init(&ip)) FAIL("init");
     if (dg_fleet_init(true, &st)) FAIL("fleet_init");
     int rank = dg_fleet_worker_index(), world = dg_fleet_worker_num();
     int64_t global = (int64_t)world_batch * B, per = global / world;
@@ -81,7 +86,9 @@ int main(int argc, char **argv) {
     if (!dp) FAIL("distributed_model");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = dg_fleet_distributed_optimizer(dg_adam(params, n, (dg_adam_params){ .lr = 1e-3 }));
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = 1e-3;
+    dg_optimizer *opt = dg_fleet_distributed_optimizer(dg_adam(params, n, adp));
     free(params);
     if (!opt) FAIL("optimizer");
 

@@ -13,7 +13,7 @@ fail=0
 for model in linear mnist; do
     B=8; [ "$model" = mnist ] && B=16
     "$BIN/dist_equiv" --model $model --batch $B --world-batch 2 --out "$TMP/$model-single.st" >/dev/null
-    for buckets in "tiny 1e-9 1e-9" "default 0 0" "huge 1e6 1e6"; do
+    for buckets in "tiny 1e-9 1e-9" "default 25 1" "huge 1e6 1e6"; do
         set -- $buckets
         for overlap in 0 1; do
             name="$model buckets=$1 overlap=$overlap"

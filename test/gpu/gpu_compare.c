@@ -160,10 +160,14 @@ static void backward_both(const char *name, dg_tensor *yc, dg_tensor *yg, uint64
     dg_tensor *wc = dg_uniform(dg_shape_of(yc), 0.5, 1.5, dg_dtype_of(yc));
     cr_assert(wc, "%s: upstream gradient: %s", name, dg_last_error());
     dg_tensor *wg = gt_to_gpu(wc, false, name);
-    cr_assert_eq(dg_backward_ext(yc, (dg_backward_params){ .grad_output = wc }), 0, "%s: CPU backward failed: %s",
+    dg_backward_params bwp = dg_backward_default_params();
+    bwp.grad_output = wc;
+    cr_assert_eq(dg_backward_ext(yc, bwp), 0, "%s: CPU backward failed: %s",
                  name, dg_last_error());
     gt_use(gt_dut_name());
-    cr_assert_eq(dg_backward_ext(yg, (dg_backward_params){ .grad_output = wg }), 0, "%s: GPU backward failed: %s",
+    dg_backward_params bwp2 = dg_backward_default_params();
+    bwp2.grad_output = wg;
+    cr_assert_eq(dg_backward_ext(yg, bwp2), 0, "%s: GPU backward failed: %s",
                  name, dg_last_error());
 }
 

@@ -15,31 +15,39 @@
 #define TOL_CONV { 1e-4, 1e-4, false }
 
 /* ---- conv2d: in[0] x, in[1] w, in[2] b (when given) ---- */
+/* the settings are assignments to p, which starts as dg_conv2d_default_params() */
 #define CONV(name, bias, ...) static dg_tensor *name(dg_tensor *const *in) { \
-        return dg_conv2d(in[0], in[1], (bias) ? in[2] : NULL, (dg_conv2d_params){ __VA_ARGS__ }); }
-CONV(f_conv_basic, true, 0)
-CONV(f_conv_s2p1, true, .stride = {2, 2}, .padding = {1, 1})
-CONV(f_conv_dil2, true, .padding = {2, 2}, .dilation = {2, 2})
-CONV(f_conv_groups2, true, .groups = 2, .padding = {1, 1})
-CONV(f_conv_depthwise, true, .groups = 6, .padding = {1, 1})
-CONV(f_conv_1x1_nobias, false, 0)
-CONV(f_conv_1x1_s2_nobias, false, .stride = {2, 2})
-CONV(f_conv_rect, true, .stride = {2, 1}, .padding = {1, 2})
-CONV(f_conv_block, true, .padding = {1, 1})
-CONV(f_conv_stem, false, .stride = {2, 2}, .padding = {3, 3})
+        dg_conv2d_params p = dg_conv2d_default_params(); \
+        __VA_ARGS__; \
+        return dg_conv2d(in[0], in[1], (bias) ? in[2] : NULL, p); }
+CONV(f_conv_basic, true, (void)0)
+CONV(f_conv_s2p1, true, p.stride[0] = p.stride[1] = 2, p.padding[0] = p.padding[1] = 1)
+CONV(f_conv_dil2, true, p.padding[0] = p.padding[1] = 2, p.dilation[0] = p.dilation[1] = 2)
+CONV(f_conv_groups2, true, p.groups = 2, p.padding[0] = p.padding[1] = 1)
+CONV(f_conv_depthwise, true, p.groups = 6, p.padding[0] = p.padding[1] = 1)
+CONV(f_conv_1x1_nobias, false, (void)0)
+CONV(f_conv_1x1_s2_nobias, false, p.stride[0] = p.stride[1] = 2)
+CONV(f_conv_rect, true, p.stride[0] = 2, p.stride[1] = 1, p.padding[0] = 1, p.padding[1] = 2)
+CONV(f_conv_block, true, p.padding[0] = p.padding[1] = 1)
+CONV(f_conv_stem, false, p.stride[0] = p.stride[1] = 2, p.padding[0] = p.padding[1] = 3)
 
 /* ---- pools ---- */
-#define POOL(name, fn, ...) static dg_tensor *name(dg_tensor *const *in) { return fn(in[0], (dg_pool2d_params){ __VA_ARGS__ }); }
-POOL(f_max_k2, dg_max_pool2d, .kernel = {2, 2})
-POOL(f_max_k3s2p1, dg_max_pool2d, .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1})
-POOL(f_max_ceil, dg_max_pool2d, .kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true)
-POOL(f_max_rect, dg_max_pool2d, .kernel = {2, 3}, .stride = {1, 2})
-POOL(f_avg_k2, dg_avg_pool2d, .kernel = {2, 2})
-POOL(f_avg_pad_excl, dg_avg_pool2d, .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1})
-POOL(f_avg_pad_incl, dg_avg_pool2d, .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .count_include_pad = true)
-POOL(f_avg_ceil, dg_avg_pool2d, .kernel = {3, 3}, .stride = {2, 2}, .ceil_mode = true)
-POOL(f_avg_ceil_pad_incl, dg_avg_pool2d, .kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}, .ceil_mode = true,
-     .count_include_pad = true)
+/* the settings are assignments to p, which starts as dg_pool2d_default_params() */
+#define POOL(name, fn, ...) static dg_tensor *name(dg_tensor *const *in) { \
+        dg_pool2d_params p = dg_pool2d_default_params(); \
+        __VA_ARGS__; \
+        return fn(in[0], p); }
+POOL(f_max_k2, dg_max_pool2d, p.kernel[0] = p.kernel[1] = 2)
+POOL(f_max_k3s2p1, dg_max_pool2d, p.kernel[0] = p.kernel[1] = 3, p.stride[0] = p.stride[1] = 2, p.padding[0] = p.padding[1] = 1)
+POOL(f_max_ceil, dg_max_pool2d, p.kernel[0] = p.kernel[1] = 3, p.stride[0] = p.stride[1] = 2, p.ceil_mode = true)
+POOL(f_max_rect, dg_max_pool2d, p.kernel[0] = 2, p.kernel[1] = 3, p.stride[0] = 1, p.stride[1] = 2)
+POOL(f_avg_k2, dg_avg_pool2d, p.kernel[0] = p.kernel[1] = 2)
+POOL(f_avg_pad_excl, dg_avg_pool2d, p.kernel[0] = p.kernel[1] = 3, p.stride[0] = p.stride[1] = 2, p.padding[0] = p.padding[1] = 1)
+POOL(f_avg_pad_incl, dg_avg_pool2d, p.kernel[0] = p.kernel[1] = 3, p.stride[0] = p.stride[1] = 2, p.padding[0] = p.padding[1] = 1,
+     p.count_include_pad = true)
+POOL(f_avg_ceil, dg_avg_pool2d, p.kernel[0] = p.kernel[1] = 3, p.stride[0] = p.stride[1] = 2, p.ceil_mode = true)
+POOL(f_avg_ceil_pad_incl, dg_avg_pool2d, p.kernel[0] = p.kernel[1] = 3, p.stride[0] = p.stride[1] = 2, p.padding[0] = p.padding[1] = 1,
+     p.ceil_mode = true, p.count_include_pad = true)
 static dg_tensor *f_aap_1(dg_tensor *const *in) { return dg_adaptive_avg_pool2d(in[0], 1, 1); }
 static dg_tensor *f_aap_3(dg_tensor *const *in) { return dg_adaptive_avg_pool2d(in[0], 3, 3); }
 static dg_tensor *f_aap_2x3(dg_tensor *const *in) { return dg_adaptive_avg_pool2d(in[0], 2, 3); }
@@ -53,20 +61,29 @@ static dg_tensor *with_stats(dg_tensor *y, dg_tensor *rm, dg_tensor *rv) {
     return dg_concat(parts, rm ? 3 : 1, 0);
 }
 static dg_tensor *f_bn_train(dg_tensor *const *in) {
-    return with_stats(dg_batch_norm(in[0], in[3], in[4], in[1], in[2], (dg_batch_norm_params){ .training = true }), in[3], in[4]);
+    dg_batch_norm_params bnp = dg_batch_norm_default_params();
+    bnp.training = true;
+    return with_stats(dg_batch_norm(in[0], in[3], in[4], in[1], in[2], bnp), in[3], in[4]);
 }
 static dg_tensor *f_bn_train_m3(dg_tensor *const *in) {
-    dg_batch_norm_params p = { .training = true, .momentum = 0.3, .eps = 1e-3 };
+    dg_batch_norm_params p = dg_batch_norm_default_params();
+    p.training = true;
+    p.momentum = 0.3;
+    p.eps = 1e-3;
     return with_stats(dg_batch_norm(in[0], in[3], in[4], in[1], in[2], p), in[3], in[4]);
 }
 static dg_tensor *f_bn_train_noaffine(dg_tensor *const *in) {
-    return with_stats(dg_batch_norm(in[0], in[3], in[4], NULL, NULL, (dg_batch_norm_params){ .training = true }), in[3], in[4]);
+    dg_batch_norm_params bnp2 = dg_batch_norm_default_params();
+    bnp2.training = true;
+    return with_stats(dg_batch_norm(in[0], in[3], in[4], NULL, NULL, bnp2), in[3], in[4]);
 }
 static dg_tensor *f_bn_train_nostats(dg_tensor *const *in) {
-    return dg_batch_norm(in[0], NULL, NULL, in[1], in[2], (dg_batch_norm_params){ .training = true });
+    dg_batch_norm_params bnp3 = dg_batch_norm_default_params();
+    bnp3.training = true;
+    return dg_batch_norm(in[0], NULL, NULL, in[1], in[2], bnp3);
 }
 static dg_tensor *f_bn_eval(dg_tensor *const *in) {
-    return dg_batch_norm(in[0], in[3], in[4], in[1], in[2], (dg_batch_norm_params){ .training = false });
+    return dg_batch_norm(in[0], in[3], in[4], in[1], in[2], dg_batch_norm_default_params());   /* eval */
 }
 
 /* x, weight, bias, running_mean, running_var for C channels */

@@ -86,19 +86,31 @@ F(sm, dg_softmax(in[0], -1))
 F(lsm, dg_log_softmax(in[0], -1))
 /* ---- the rest ---- */
 F(mm, dg_matmul(in[0], in[1]))
-F(conv_empty_plane, dg_conv2d(in[0], in[1], in[2], (dg_conv2d_params){ .padding = { 1, 1 } }))
-F(avg_ceil, dg_avg_pool2d(in[0], (dg_pool2d_params){ .kernel = { 2, 2 }, .ceil_mode = true }))
+static dg_tensor *conv_empty_plane(dg_tensor *const *in) {
+    dg_conv2d_params cvp = dg_conv2d_default_params();
+    cvp.padding[0] = cvp.padding[1] = 1;
+    return dg_conv2d(in[0], in[1], in[2], cvp);
+}
+static dg_tensor *avg_ceil(dg_tensor *const *in) {
+    dg_pool2d_params plp = dg_pool2d_default_params();
+    plp.kernel[0] = plp.kernel[1] = 2;
+    plp.ceil_mode = true;
+    return dg_avg_pool2d(in[0], plp);
+}
 static dg_tensor *bn_eval(dg_tensor *const *in) {
     dg_dtype dt = dg_dtype_of(in[0]);
     dg_tensor *rm = dg_full(DG_SHAPE(3), 0.1, dt), *rv = dg_full(DG_SHAPE(3), 1.5, dt);
-    return dg_batch_norm(in[0], rm, rv, in[1], in[2], (dg_batch_norm_params){ .training = false });
+    return dg_batch_norm(in[0], rm, rv, in[1], in[2], dg_batch_norm_default_params());
 }
 
 /* training mode without affine parameters: the running statistics are updated in place (axpy) */
 static dg_tensor *bn_train_plain(dg_tensor *const *in) {
     dg_dtype dt = dg_dtype_of(in[0]);
     dg_tensor *rm = dg_full(DG_SHAPE(3), 0.1, dt), *rv = dg_full(DG_SHAPE(3), 1.5, dt);
-    dg_tensor *y = dg_batch_norm(in[0], rm, rv, NULL, NULL, (dg_batch_norm_params){ .training = true, .momentum = 0.3 });
+    dg_batch_norm_params bnp = dg_batch_norm_default_params();
+    bnp.training = true;
+    bnp.momentum = 0.3;
+    dg_tensor *y = dg_batch_norm(in[0], rm, rv, NULL, NULL, bnp);
     return y ? dg_add(y, dg_unsqueeze(dg_unsqueeze(dg_add(rm, rv), -1), -1)) : NULL;
 }
 
@@ -207,7 +219,10 @@ Test(gpu_dtypes, adam_f64_steps) {
     const char *dev[2] = { "cpu", gt_dut_name() };
     for (int d = 0; d < 2; d++) {
         gt_use(dev[d]);
-        dg_optimizer *o = dg_adam(&p[d], 1, (dg_adam_params){ .lr = 0.05, .weight_decay = 0.01 });
+        dg_adam_params adp = dg_adam_default_params();
+        adp.lr = 0.05;
+        adp.weight_decay = 0.01;
+        dg_optimizer *o = dg_adam(&p[d], 1, adp);
         cr_assert(o, "%s", dg_last_error());
         for (int s = 0; s < 10; s++) {
             dg_scope *sc = dg_scope_begin();

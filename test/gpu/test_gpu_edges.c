@@ -36,13 +36,46 @@ F(f_log_softmax_special, dg_softmax(dg_log(in[0]), -1))
 F(f_log_maximum, dg_maximum(dg_log(in[0]), in[1]))
 F(f_log_minimum, dg_minimum(in[1], dg_log(in[0])))
 F(f_neg_log_maximum, dg_maximum(dg_neg(dg_log(in[0])), in[1]))
-F(f_log_maxpool, dg_max_pool2d(dg_log(in[0]), (dg_pool2d_params){ .kernel = { 2, 2 } }))
-F(f_log_maxpool3, dg_max_pool2d(dg_log(in[0]), (dg_pool2d_params){ .kernel = { 3, 3 }, .stride = { 2, 2 }, .padding = { 1, 1 } }))
-F(f_maxpool3, dg_max_pool2d(in[0], (dg_pool2d_params){ .kernel = { 3, 3 }, .stride = { 2, 2 }, .padding = { 1, 1 } }))
-F(f_avgpool_pad, dg_avg_pool2d(in[0], (dg_pool2d_params){ .kernel = { 3, 3 }, .stride = { 2, 2 }, .padding = { 1, 1 } }))
-F(f_avgpool_pad_incl, dg_avg_pool2d(in[0], (dg_pool2d_params){ .kernel = { 3, 3 }, .stride = { 2, 2 }, .padding = { 1, 1 },
-                                                              .count_include_pad = true }))
-F(f_avgpool_ceil, dg_avg_pool2d(in[0], (dg_pool2d_params){ .kernel = { 2, 2 }, .ceil_mode = true }))
+static dg_tensor *f_log_maxpool(dg_tensor *const *in) {
+    dg_pool2d_params plp = dg_pool2d_default_params();
+    plp.kernel[0] = plp.kernel[1] = 2;
+    return dg_max_pool2d(dg_log(in[0]), plp);
+}
+static dg_tensor *f_log_maxpool3(dg_tensor *const *in) {
+    dg_pool2d_params plp2 = dg_pool2d_default_params();
+    plp2.kernel[0] = plp2.kernel[1] = 3;
+    plp2.stride[0] = plp2.stride[1] = 2;
+    plp2.padding[0] = plp2.padding[1] = 1;
+    return dg_max_pool2d(dg_log(in[0]), plp2);
+}
+static dg_tensor *f_maxpool3(dg_tensor *const *in) {
+    dg_pool2d_params plp3 = dg_pool2d_default_params();
+    plp3.kernel[0] = plp3.kernel[1] = 3;
+    plp3.stride[0] = plp3.stride[1] = 2;
+    plp3.padding[0] = plp3.padding[1] = 1;
+    return dg_max_pool2d(in[0], plp3);
+}
+static dg_tensor *f_avgpool_pad(dg_tensor *const *in) {
+    dg_pool2d_params plp4 = dg_pool2d_default_params();
+    plp4.kernel[0] = plp4.kernel[1] = 3;
+    plp4.stride[0] = plp4.stride[1] = 2;
+    plp4.padding[0] = plp4.padding[1] = 1;
+    return dg_avg_pool2d(in[0], plp4);
+}
+static dg_tensor *f_avgpool_pad_incl(dg_tensor *const *in) {
+    dg_pool2d_params plp5 = dg_pool2d_default_params();
+    plp5.kernel[0] = plp5.kernel[1] = 3;
+    plp5.stride[0] = plp5.stride[1] = 2;
+    plp5.padding[0] = plp5.padding[1] = 1;
+    plp5.count_include_pad = true;
+    return dg_avg_pool2d(in[0], plp5);
+}
+static dg_tensor *f_avgpool_ceil(dg_tensor *const *in) {
+    dg_pool2d_params plp6 = dg_pool2d_default_params();
+    plp6.kernel[0] = plp6.kernel[1] = 2;
+    plp6.ceil_mode = true;
+    return dg_avg_pool2d(in[0], plp6);
+}
 F(f_adaptive, dg_adaptive_avg_pool2d(in[0], 3, 2))
 F(f_mean_last, dg_mean(in[0], last, 1, true))
 F(f_where, dg_where(dg_greater(in[0], in[1]), in[0], in[1]))

@@ -10,13 +10,17 @@
 /* losses[STEPS] of a fixed-seed run on the current device; false with the message on failure */
 static bool train(double *losses) {
     dg_manual_seed(5);
-    dg_layer *net = dg_nn_sequential(6, dg_nn_conv2d(3, 4, 3, (dg_nn_conv2d_params){ .padding = 1 }),
-                                     dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){ 0 }),
+    dg_nn_conv2d_params ncp = dg_nn_conv2d_default_params();
+    ncp.padding = 1;
+    dg_layer *net = dg_nn_sequential(6, dg_nn_conv2d(3, 4, 3, ncp),
+                                     dg_nn_batch_norm2d(4, dg_nn_batch_norm_default_params()),
                                      dg_nn_relu(), dg_nn_adaptive_avg_pool2d(1, 1), dg_nn_flatten(1, -1), dg_nn_linear(4, 2));
     if (!net) return false;
     int n = 0;
     dg_tensor **ps = dg_layer_parameters(net, &n);
-    dg_optimizer *opt = ps ? dg_sgd(ps, n, (dg_sgd_params){ .lr = 0.1 }) : NULL;
+    dg_sgd_params sgdp = dg_sgd_default_params();
+    sgdp.lr = 0.1;
+    dg_optimizer *opt = ps ? dg_sgd(ps, n, sgdp) : NULL;
     free(ps);
     bool ok = opt != NULL;
     for (int step = 0; ok && step < STEPS; step++) {
@@ -35,7 +39,10 @@ static bool train(double *losses) {
 
 Test(gpu_lifetime, shutdown_gives_the_device_back_and_init_starts_it_again) {
     gt_gpu_begin();
-    cr_assert_eq(dg_init(&(dg_init_params){ .device = gt_dut_name(), .quiet = true }), 0, "%s", dg_last_error());
+    dg_init_params ip = dg_init_default_params();
+    ip.device = gt_dut_name();
+    ip.quiet = true;
+    cr_assert_eq(dg_init(&ip), 0, "%s", dg_last_error());
     double first[STEPS], again[STEPS];
     cr_assert(train(first), "first session: %s", dg_last_error());
     dg_memory_stats st;
@@ -53,7 +60,10 @@ Test(gpu_lifetime, shutdown_gives_the_device_back_and_init_starts_it_again) {
     cr_assert(strstr(dg_last_error(), "called after dg_shutdown"), "%s", dg_last_error());
     dg_clear_error();
 
-    cr_assert_eq(dg_init(&(dg_init_params){ .device = gt_dut_name(), .quiet = true }), 0, "%s", dg_last_error());
+    dg_init_params ip2 = dg_init_default_params();
+    ip2.device = gt_dut_name();
+    ip2.quiet = true;
+    cr_assert_eq(dg_init(&ip2), 0, "%s", dg_last_error());
     cr_assert_eq(dg_get_device().type, gt_dut().type);
     cr_assert(train(again), "second session: %s", dg_last_error());
     for (int i = 0; i < STEPS; i++)

@@ -20,20 +20,26 @@ F(f_l1_sum, dg_l1_loss(in[0], in[1], DG_REDUCE_SUM))
 F(f_l1_none, dg_l1_loss(in[0], in[1], DG_REDUCE_NONE))
 F(f_sq, dg_square_error_cost(in[0], in[1]))
 
-#define CE(name, ...) F(name, dg_cross_entropy_ext(in[0], in[1], (dg_cross_entropy_params){ __VA_ARGS__ }))
+/* the settings are assignments to p, which starts as dg_cross_entropy_default_params() */
+#define CE(name, ...) static dg_tensor *name(dg_tensor *const *in) { \
+        dg_cross_entropy_params p = dg_cross_entropy_default_params(); \
+        __VA_ARGS__; \
+        return dg_cross_entropy_ext(in[0], in[1], p); }
 F(f_ce, dg_cross_entropy(in[0], in[1]))
-CE(f_ce_sum, .reduction = DG_REDUCE_SUM)
-CE(f_ce_none, .reduction = DG_REDUCE_NONE)
-CE(f_ce_soft, .soft_label = true)
-CE(f_ce_soft_none, .soft_label = true, .reduction = DG_REDUCE_NONE)
-CE(f_ce_ignore_mean, .use_ignore_index = true, .ignore_index = 1)
-CE(f_ce_ignore_sum, .use_ignore_index = true, .ignore_index = 1, .reduction = DG_REDUCE_SUM)
-CE(f_ce_ignore_none, .use_ignore_index = true, .ignore_index = 1, .reduction = DG_REDUCE_NONE)
-CE(f_ce_axis1, .axis = 1)
-CE(f_ce_axis1_none, .axis = 1, .reduction = DG_REDUCE_NONE)
+CE(f_ce_sum, p.reduction = DG_REDUCE_SUM)
+CE(f_ce_none, p.reduction = DG_REDUCE_NONE)
+CE(f_ce_soft, p.soft_label = true)
+CE(f_ce_soft_none, p.soft_label = true, p.reduction = DG_REDUCE_NONE)
+CE(f_ce_ignore_mean, p.use_ignore_index = true, p.ignore_index = 1)
+CE(f_ce_ignore_sum, p.use_ignore_index = true, p.ignore_index = 1, p.reduction = DG_REDUCE_SUM)
+CE(f_ce_ignore_none, p.use_ignore_index = true, p.ignore_index = 1, p.reduction = DG_REDUCE_NONE)
+CE(f_ce_axis1, p.axis = 1)
+CE(f_ce_axis1_none, p.axis = 1, p.reduction = DG_REDUCE_NONE)
 /* probabilities in (the log is taken inside): softmax first so the input is a distribution */
 static dg_tensor *f_ce_probs(dg_tensor *const *in) {
-    return dg_cross_entropy_ext(dg_softmax(in[0], -1), in[1], (dg_cross_entropy_params){ .input_is_probs = true });
+    dg_cross_entropy_params cep = dg_cross_entropy_default_params();
+    cep.input_is_probs = true;
+    return dg_cross_entropy_ext(dg_softmax(in[0], -1), in[1], cep);
 }
 static dg_tensor *f_nll(dg_tensor *const *in) { return dg_nll_loss(dg_log_softmax(in[0], -1), in[1], DG_REDUCE_MEAN, -100); }
 static dg_tensor *f_nll_sum(dg_tensor *const *in) { return dg_nll_loss(dg_log_softmax(in[0], -1), in[1], DG_REDUCE_SUM, -100); }

@@ -19,11 +19,13 @@ static dg_tensor *m_concat(dg_tensor *a, dg_tensor *b) { dg_tensor *xs[2] = { a,
 static dg_tensor *m_where(dg_tensor *a, dg_tensor *b) { return dg_where(dg_greater(b, dg_scalar(0, DG_F32)), a, b); }
 static dg_tensor *m_mse(dg_tensor *a, dg_tensor *b) { return dg_mse_loss(a, b); }
 static dg_tensor *m_conv(dg_tensor *a, dg_tensor *b) {
-    return dg_conv2d(dg_reshape(a, DG_SHAPE(1, 1, 4, 4)), dg_reshape(b, DG_SHAPE(1, 1, 4, 4)), NULL, (dg_conv2d_params){0});
+    return dg_conv2d(dg_reshape(a, DG_SHAPE(1, 1, 4, 4)), dg_reshape(b, DG_SHAPE(1, 1, 4, 4)), NULL, dg_conv2d_default_params());
 }
 static dg_tensor *m_batch_norm(dg_tensor *a, dg_tensor *b) {
+    dg_batch_norm_params bnp = dg_batch_norm_default_params();
+    bnp.training = true;
     return dg_batch_norm(dg_reshape(b, DG_SHAPE(4, 4)), NULL, NULL, dg_slice(dg_reshape(a, DG_SHAPE(-1)), 0, 0, 4, 1), NULL,
-                         (dg_batch_norm_params){ .training = true });
+                         bnp);
 }
 
 typedef struct mixed_case { const char *name; mixed_fn fn; bool swap; } mixed_case;

@@ -19,7 +19,8 @@
 Test(gpu_models, resnet18_training_step) {
     gt_gpu_begin();
     const uint64_t seed = 10000;
-    const dg_resnet_params rp = { .num_classes = 10 };
+    dg_resnet_params rp = dg_resnet_default_params();
+    rp.num_classes = 10;
     gt_use("cpu");
     dg_manual_seed(seed);
     dg_layer *mc = dg_resnet18(rp);
@@ -35,9 +36,17 @@ Test(gpu_models, resnet18_training_step) {
     dg_tensor **pc = dg_layer_parameters(mc, &nc), **pg = dg_layer_parameters(mg, &ng);
     cr_assert(pc && pg && nc == ng && nc == 62, "resnet18 parameters: %d and %d (%s)", nc, ng, dg_last_error());
     gt_use("cpu");
-    dg_optimizer *oc = dg_momentum(pc, nc, (dg_momentum_params){ .lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4 });
+    dg_momentum_params momp = dg_momentum_default_params();
+    momp.lr = 0.1;
+    momp.momentum = 0.9;
+    momp.weight_decay = 1e-4;
+    dg_optimizer *oc = dg_momentum(pc, nc, momp);
     gt_use(gt_dut_name());
-    dg_optimizer *og = dg_momentum(pg, ng, (dg_momentum_params){ .lr = 0.1, .momentum = 0.9, .weight_decay = 1e-4 });
+    dg_momentum_params momp2 = dg_momentum_default_params();
+    momp2.lr = 0.1;
+    momp2.momentum = 0.9;
+    momp2.weight_decay = 1e-4;
+    dg_optimizer *og = dg_momentum(pg, ng, momp2);
     free(pc);
     free(pg);
     cr_assert(oc && og, "momentum: %s", dg_last_error());
@@ -128,7 +137,10 @@ static void run_loop(const loop_case *c, uint64_t seed) {
     int n;
     dg_tensor **ps = dg_layer_parameters(net, &n);
     cr_assert(ps, "%s", dg_last_error());
-    dg_optimizer *opt = dg_adam(ps, n, (dg_adam_params){ .lr = 1e-3, .grad_clip_norm = 5.0 });
+    dg_adam_params adp = dg_adam_default_params();
+    adp.lr = 1e-3;
+    adp.grad_clip_norm = 5.0;
+    dg_optimizer *opt = dg_adam(ps, n, adp);
     free(ps);
     cr_assert(opt, "%s: %s", c->name, dg_last_error());
 

@@ -20,25 +20,87 @@
 
 #define MAKE(name, expr) static dg_layer *name(void) { return (expr); }
 MAKE(m_linear, dg_nn_linear(12, 7))
-MAKE(m_linear_nobias, dg_nn_linear_ext(12, 7, (dg_nn_linear_params){ .no_bias = true }))
+static dg_layer *m_linear_nobias(void) {
+    dg_nn_linear_params linp = dg_nn_linear_default_params();
+    linp.bias = false;
+    return dg_nn_linear_ext(12, 7, linp);
+}
 MAKE(m_linear_3d, dg_nn_linear(8, 3))
 MAKE(m_linear_big, dg_nn_linear(256, 128))
-MAKE(m_conv, dg_nn_conv2d(3, 8, 3, (dg_nn_conv2d_params){ .padding = 1 }))
-MAKE(m_conv_groups, dg_nn_conv2d(4, 6, 3, (dg_nn_conv2d_params){ .stride = 2, .groups = 2, .no_bias = true }))
-MAKE(m_conv_dil, dg_nn_conv2d(3, 4, 3, (dg_nn_conv2d_params){ .dilation = 2, .padding = 2 }))
-MAKE(m_maxpool, dg_nn_max_pool2d(3, (dg_nn_pool2d_params){ .stride = 2, .padding = 1 }))
-MAKE(m_maxpool_ceil, dg_nn_max_pool2d(2, (dg_nn_pool2d_params){ .ceil_mode = true }))
-MAKE(m_avgpool, dg_nn_avg_pool2d(2, (dg_nn_pool2d_params){ 0 }))
-MAKE(m_avgpool_incl, dg_nn_avg_pool2d(3, (dg_nn_pool2d_params){ .stride = 2, .padding = 1, .count_include_pad = true }))
-MAKE(m_avgpool_ceil, dg_nn_avg_pool2d(3, (dg_nn_pool2d_params){ .stride = 2, .ceil_mode = true }))
+static dg_layer *m_conv(void) {
+    dg_nn_conv2d_params ncp = dg_nn_conv2d_default_params();
+    ncp.padding = 1;
+    return dg_nn_conv2d(3, 8, 3, ncp);
+}
+static dg_layer *m_conv_groups(void) {
+    dg_nn_conv2d_params ncp2 = dg_nn_conv2d_default_params();
+    ncp2.stride = 2;
+    ncp2.groups = 2;
+    ncp2.bias = false;
+    return dg_nn_conv2d(4, 6, 3, ncp2);
+}
+static dg_layer *m_conv_dil(void) {
+    dg_nn_conv2d_params ncp3 = dg_nn_conv2d_default_params();
+    ncp3.dilation = 2;
+    ncp3.padding = 2;
+    return dg_nn_conv2d(3, 4, 3, ncp3);
+}
+static dg_layer *m_maxpool(void) {
+    dg_nn_pool2d_params npp = dg_nn_pool2d_default_params();
+    npp.stride = 2;
+    npp.padding = 1;
+    return dg_nn_max_pool2d(3, npp);
+}
+static dg_layer *m_maxpool_ceil(void) {
+    dg_nn_pool2d_params npp2 = dg_nn_pool2d_default_params();
+    npp2.ceil_mode = true;
+    return dg_nn_max_pool2d(2, npp2);
+}
+static dg_layer *m_avgpool(void) {
+    return dg_nn_avg_pool2d(2, dg_nn_pool2d_default_params());
+}
+static dg_layer *m_avgpool_incl(void) {
+    dg_nn_pool2d_params npp3 = dg_nn_pool2d_default_params();
+    npp3.stride = 2;
+    npp3.padding = 1;
+    npp3.count_include_pad = true;
+    return dg_nn_avg_pool2d(3, npp3);
+}
+static dg_layer *m_avgpool_ceil(void) {
+    dg_nn_pool2d_params npp4 = dg_nn_pool2d_default_params();
+    npp4.stride = 2;
+    npp4.ceil_mode = true;
+    return dg_nn_avg_pool2d(3, npp4);
+}
 MAKE(m_aap1, dg_nn_adaptive_avg_pool2d(1, 1))
 MAKE(m_aap23, dg_nn_adaptive_avg_pool2d(2, 3))
-MAKE(m_bn1d, dg_nn_batch_norm1d(6, (dg_nn_batch_norm_params){ 0 }))
-MAKE(m_bn2d, dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){ 0 }))
-MAKE(m_bn2d_m, dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){ .momentum = 0.2, .eps = 1e-3 }))
-MAKE(m_bn2d_cumulative, dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){ .cumulative_average = true }))
-MAKE(m_bn2d_noaffine, dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){ .no_affine = true }))
-MAKE(m_bn2d_nostats, dg_nn_batch_norm2d(4, (dg_nn_batch_norm_params){ .no_running_stats = true }))
+static dg_layer *m_bn1d(void) {
+    return dg_nn_batch_norm1d(6, dg_nn_batch_norm_default_params());
+}
+static dg_layer *m_bn2d(void) {
+    return dg_nn_batch_norm2d(4, dg_nn_batch_norm_default_params());
+}
+static dg_layer *m_bn2d_m(void) {
+    dg_nn_batch_norm_params nbp = dg_nn_batch_norm_default_params();
+    nbp.momentum = 0.2;
+    nbp.eps = 1e-3;
+    return dg_nn_batch_norm2d(4, nbp);
+}
+static dg_layer *m_bn2d_cumulative(void) {
+    dg_nn_batch_norm_params nbp2 = dg_nn_batch_norm_default_params();
+    nbp2.cumulative_average = true;
+    return dg_nn_batch_norm2d(4, nbp2);
+}
+static dg_layer *m_bn2d_noaffine(void) {
+    dg_nn_batch_norm_params nbp3 = dg_nn_batch_norm_default_params();
+    nbp3.affine = false;
+    return dg_nn_batch_norm2d(4, nbp3);
+}
+static dg_layer *m_bn2d_nostats(void) {
+    dg_nn_batch_norm_params nbp4 = dg_nn_batch_norm_default_params();
+    nbp4.track_running_stats = false;
+    return dg_nn_batch_norm2d(4, nbp4);
+}
 MAKE(m_dropout, dg_nn_dropout(0.5))
 MAKE(m_relu, dg_nn_relu())
 MAKE(m_leaky, dg_nn_leaky_relu(0.01))
@@ -55,10 +117,14 @@ MAKE(m_linearnet, dg_nn_sequential(2, dg_nn_linear(10, 10), dg_nn_linear(10, 1))
 MAKE(m_mlp, dg_nn_sequential(4, dg_nn_linear(20, 32), dg_nn_relu(), dg_nn_dropout(0.2), dg_nn_linear(32, 5)))
 /* the convolution before a batch norm has no bias, as such nets are built: its gradient would be
  * zero up to rounding noise, which no relative tolerance can compare */
-MAKE(m_small_cnn, dg_nn_sequential(6, dg_nn_conv2d(3, 8, 3, (dg_nn_conv2d_params){ .padding = 1, .no_bias = true }),
-                                   dg_nn_batch_norm2d(8, (dg_nn_batch_norm_params){ 0 }), dg_nn_relu(),
-                                   dg_nn_max_pool2d(2, (dg_nn_pool2d_params){ 0 }), dg_nn_flatten(1, -1),
-                                   dg_nn_linear(8 * 4 * 4, 10)))
+static dg_layer *m_small_cnn(void) {
+    dg_nn_conv2d_params ncp4 = dg_nn_conv2d_default_params();
+    ncp4.padding = 1;
+    ncp4.bias = false;
+    return dg_nn_sequential(6, dg_nn_conv2d(3, 8, 3, ncp4), dg_nn_batch_norm2d(8, dg_nn_batch_norm_default_params()),
+                            dg_nn_relu(), dg_nn_max_pool2d(2, dg_nn_pool2d_default_params()), dg_nn_flatten(1, -1),
+                            dg_nn_linear(8 * 4 * 4, 10));
+}
 MAKE(m_mnist, dg_mnist_cnn())
 MAKE(m_mynet, dg_cifar_mynet(10))
 MAKE(m_basic_block, dg_resnet_basic_block(8, 16, 2, DG_F32))
@@ -69,11 +135,30 @@ MAKE(m_mse_sum, dg_nn_mse_loss(DG_REDUCE_SUM))
 MAKE(m_mse_none, dg_nn_mse_loss(DG_REDUCE_NONE))
 MAKE(m_l1_mean, dg_nn_l1_loss(DG_REDUCE_MEAN))
 MAKE(m_l1_none, dg_nn_l1_loss(DG_REDUCE_NONE))
-MAKE(m_ce, dg_nn_cross_entropy_loss((dg_cross_entropy_params){ 0 }))
-MAKE(m_ce_sum, dg_nn_cross_entropy_loss((dg_cross_entropy_params){ .reduction = DG_REDUCE_SUM }))
-MAKE(m_ce_soft, dg_nn_cross_entropy_loss((dg_cross_entropy_params){ .soft_label = true }))
-MAKE(m_ce_ignore, dg_nn_cross_entropy_loss((dg_cross_entropy_params){ .use_ignore_index = true, .ignore_index = 0 }))
-MAKE(m_ce_axis1, dg_nn_cross_entropy_loss((dg_cross_entropy_params){ .axis = 1 }))
+static dg_layer *m_ce(void) {
+    return dg_nn_cross_entropy_loss(dg_cross_entropy_default_params());
+}
+static dg_layer *m_ce_sum(void) {
+    dg_cross_entropy_params cep = dg_cross_entropy_default_params();
+    cep.reduction = DG_REDUCE_SUM;
+    return dg_nn_cross_entropy_loss(cep);
+}
+static dg_layer *m_ce_soft(void) {
+    dg_cross_entropy_params cep2 = dg_cross_entropy_default_params();
+    cep2.soft_label = true;
+    return dg_nn_cross_entropy_loss(cep2);
+}
+static dg_layer *m_ce_ignore(void) {
+    dg_cross_entropy_params cep3 = dg_cross_entropy_default_params();
+    cep3.use_ignore_index = true;
+    cep3.ignore_index = 0;
+    return dg_nn_cross_entropy_loss(cep3);
+}
+static dg_layer *m_ce_axis1(void) {
+    dg_cross_entropy_params cep4 = dg_cross_entropy_default_params();
+    cep4.axis = 1;
+    return dg_nn_cross_entropy_loss(cep4);
+}
 MAKE(m_bce_mean, dg_nn_bce_with_logits_loss(DG_REDUCE_MEAN))
 MAKE(m_bce_none, dg_nn_bce_with_logits_loss(DG_REDUCE_NONE))
 

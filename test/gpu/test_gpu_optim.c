@@ -11,23 +11,24 @@
 #define TOL_OPT { 1e-5, 2e-6, false }
 
 typedef dg_optimizer *(*make_fn)(dg_tensor *const *ps, int n);
+/* the settings are assignments to p, which starts as ctor's default params */
 #define MAKE(name, ctor, type, ...) static dg_optimizer *name(dg_tensor *const *ps, int n) { \
-        return ctor(ps, n, (type){ __VA_ARGS__ }); }
-MAKE(o_sgd, dg_sgd, dg_sgd_params, .lr = 0.1)
-MAKE(o_sgd_wd, dg_sgd, dg_sgd_params, .lr = 0.1, .weight_decay = 0.01)
-MAKE(o_sgd_clip, dg_sgd, dg_sgd_params, .lr = 0.1, .grad_clip_norm = 1.0)
-MAKE(o_momentum, dg_momentum, dg_momentum_params, .lr = 0.05, .momentum = 0.9)
-MAKE(o_nesterov_wd, dg_momentum, dg_momentum_params, .lr = 0.05, .momentum = 0.8, .nesterov = true, .weight_decay = 1e-3)
-MAKE(o_momentum_clip, dg_momentum, dg_momentum_params, .lr = 0.05, .grad_clip_norm = 1.0)
-MAKE(o_adagrad, dg_adagrad, dg_adagrad_params, 0)
-MAKE(o_adagrad_full, dg_adagrad, dg_adagrad_params, .lr = 0.05, .lr_decay = 0.01, .eps = 1e-8,
-     .initial_accumulator_value = 0.1, .weight_decay = 0.01)
-MAKE(o_adam, dg_adam, dg_adam_params, 0)
-MAKE(o_adam_full, dg_adam, dg_adam_params, .lr = 1e-2, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.01,
-     .grad_clip_norm = 1.0)
-MAKE(o_adamw, dg_adamw, dg_adamw_params, 0)
-MAKE(o_adamw_nowd, dg_adamw, dg_adamw_params, .lr = 1e-2, .no_weight_decay = true)
-MAKE(o_adamw_clip, dg_adamw, dg_adamw_params, .lr = 1e-2, .weight_decay = 0.1, .grad_clip_norm = 0.5)
+        type p = ctor##_default_params(); \
+        __VA_ARGS__; \
+        return ctor(ps, n, p); }
+MAKE(o_sgd, dg_sgd, dg_sgd_params, p.lr = 0.1)
+MAKE(o_sgd_wd, dg_sgd, dg_sgd_params, p.lr = 0.1, p.weight_decay = 0.01)
+MAKE(o_sgd_clip, dg_sgd, dg_sgd_params, p.lr = 0.1, p.grad_clip_norm = 1.0)
+MAKE(o_momentum, dg_momentum, dg_momentum_params, p.lr = 0.05, p.momentum = 0.9)
+MAKE(o_nesterov_wd, dg_momentum, dg_momentum_params, p.lr = 0.05, p.momentum = 0.8, p.nesterov = true, p.weight_decay = 1e-3)
+MAKE(o_momentum_clip, dg_momentum, dg_momentum_params, p.lr = 0.05, p.grad_clip_norm = 1.0)
+MAKE(o_adagrad, dg_adagrad, dg_adagrad_params, (void)0)
+MAKE(o_adagrad_full, dg_adagrad, dg_adagrad_params, p.lr = 0.05, p.lr_decay = 0.01, p.eps = 1e-8, p.initial_accumulator_value = 0.1, p.weight_decay = 0.01)
+MAKE(o_adam, dg_adam, dg_adam_params, (void)0)
+MAKE(o_adam_full, dg_adam, dg_adam_params, p.lr = 1e-2, p.beta1 = 0.8, p.beta2 = 0.99, p.eps = 1e-6, p.weight_decay = 0.01, p.grad_clip_norm = 1.0)
+MAKE(o_adamw, dg_adamw, dg_adamw_params, (void)0)
+MAKE(o_adamw_nowd, dg_adamw, dg_adamw_params, p.lr = 1e-2, p.weight_decay = 0)
+MAKE(o_adamw_clip, dg_adamw, dg_adamw_params, p.lr = 1e-2, p.weight_decay = 0.1, p.grad_clip_norm = 0.5)
 
 typedef struct optim_case { const char *name; make_fn make; } optim_case;
 static const optim_case cases[] = {

@@ -42,10 +42,21 @@ FILL(f_init_zeros, dg_nn_init_zeros_(t))
 FILL(f_init_ones, dg_nn_init_ones_(t))
 FILL(f_init_uniform, dg_nn_init_uniform_(t, -3, 3))
 FILL(f_init_normal, dg_nn_init_normal_(t, 0.5, 0.1))
-FILL(f_init_xavier_uniform, dg_nn_init_xavier_uniform_(t, 0))
+FILL(f_init_xavier_uniform, dg_nn_init_xavier_uniform_(t, 1.0))
 FILL(f_init_xavier_normal, dg_nn_init_xavier_normal_(t, 2.0))
-FILL(f_init_kaiming_uniform, dg_nn_init_kaiming_uniform_(t, (dg_nn_kaiming_params){ .a = 2.23606797749979 }))
-FILL(f_init_kaiming_normal, dg_nn_init_kaiming_normal_(t, (dg_nn_kaiming_params){ .mode = DG_FAN_OUT, .nonlinearity = DG_NONLIN_RELU }))
+static dg_nn_kaiming_params kaiming_a(double a) {
+    dg_nn_kaiming_params p = dg_nn_kaiming_default_params();
+    p.a = a;
+    return p;
+}
+static dg_nn_kaiming_params kaiming_fan_out_relu(void) {
+    dg_nn_kaiming_params p = dg_nn_kaiming_default_params();
+    p.mode = DG_FAN_OUT;
+    p.nonlinearity = DG_NONLIN_RELU;
+    return p;
+}
+FILL(f_init_kaiming_uniform, dg_nn_init_kaiming_uniform_(t, kaiming_a(2.23606797749979)))
+FILL(f_init_kaiming_normal, dg_nn_init_kaiming_normal_(t, kaiming_fan_out_relu()))
 
 F(f_zeros, dg_zeros(DG_SHAPE(3, 5), DG_F32))
 F(f_ones, dg_ones(DG_SHAPE(2, 7), DG_F64))
