@@ -8,6 +8,7 @@ static dg_tensor *dropout_fw(dg_layer *self, const dg_tensor *x) {
     return dg_dropout_ext(x, (dg_dropout_params){ .p = p->p, .training = dg_layer_is_training(self), .generator = p->generator });
 }
 
+dg_nn_dropout_params dg_nn_dropout_default_params(void) { return (dg_nn_dropout_params){ .p = 0.5, .generator = NULL }; }
 dg_layer *dg_nn_dropout(double p) { return dg_nn_dropout_ext((dg_nn_dropout_params){ .p = p }); }
 
 dg_layer *dg_nn_dropout_ext(dg_nn_dropout_params prm) {

@@ -323,3 +323,14 @@ Test(rng, bad_arguments_are_errors) {
     dg_clear_error();
     dg_tensor_free(x);
 }
+
+/* The dropout params have their defaults like every params struct (torch's p = 0.5). */
+Test(rng, dropout_default_params_are_torchs) {
+    dg_dropout_params d = dg_dropout_default_params();
+    cr_expect_float_eq(d.p, 0.5, 0);
+    cr_expect(d.training);
+    cr_expect_null(d.generator);
+    dg_nn_dropout_params n = dg_nn_dropout_default_params();
+    cr_expect_float_eq(n.p, 0.5, 0);
+    cr_expect_null(n.generator);
+}

@@ -20,6 +20,8 @@ dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
     return dg_dropout_ext(x, (dg_dropout_params){ .p = p, .training = training });
 }
 
+dg_dropout_params dg_dropout_default_params(void) { return (dg_dropout_params){ .p = 0.5, .training = true, .generator = NULL }; }
+
 dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
     double p = prm.p;
     bool training = prm.training;

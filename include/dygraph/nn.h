@@ -202,6 +202,7 @@ typedef struct dg_nn_dropout_params {
     dg_generator *generator;   /* NULL: the generator of the thread that runs forward; else it
                                   must outlive the layer */
 } dg_nn_dropout_params;
+DG_API dg_nn_dropout_params dg_nn_dropout_default_params(void);   /* p 0.5 (torch's), the thread's generator */
 DG_API dg_layer *dg_nn_dropout_ext(dg_nn_dropout_params p);
 
 /* Activations and shape layers (no parameters). */

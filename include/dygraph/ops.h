@@ -155,6 +155,7 @@ typedef struct dg_dropout_params {
     bool training;
     dg_generator *generator;   /* NULL: the calling thread's generator */
 } dg_dropout_params;
+DG_API dg_dropout_params dg_dropout_default_params(void);   /* p 0.5, training, the thread's generator (torch's) */
 DG_API dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params p);
 
 #ifdef __cplusplus
