@@ -11,6 +11,9 @@ typedef struct dp_state {
     dg_reducer *reducer;
 } dp_state;
 
+static const dg_layer_class data_parallel_class = { .name = "DataParallel" };
+const dg_layer_class *dg_data_parallel_class(void) { return &data_parallel_class; }
+
 static void dp_state_free(void *u) {
     dp_state *s = u;
     if (!s) return;
@@ -25,7 +28,7 @@ static dg_tensor *dp_forward(dg_layer *self, const dg_tensor *x) {
 
 static dp_state *state_of(const dg_layer *dp, const char *op) {
     if (!dp) { DG_ERR(DG_EINVAL, "%s: layer is NULL", op); return NULL; }
-    if (strcmp(dg_layer_type(dp), "DataParallel") != 0) {
+    if (!dg_layer_is(dp, &data_parallel_class)) {   /* only then is the user state a dp_state */
         DG_ERR(DG_EINVAL, "%s: layer is a %s, not a DataParallel (wrap it with dg_data_parallel)", op, dg_layer_type(dp));
         return NULL;
     }
@@ -72,7 +75,7 @@ dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
     if (!s) { dg_layer_free(net); DG_ERR(DG_ENOMEM, "data_parallel: out of memory"); return NULL; }
     s->net = net;
     s->comm = comm;
-    dg_layer *dp = dg_layer_new("DataParallel", dp_forward, s, dp_state_free);
+    dg_layer *dp = dg_layer_new(&data_parallel_class, dp_forward, s, dp_state_free);
     if (!dp) { dg_layer_free(net); return NULL; }
     if (dg_layer_add_sublayer(dp, "_layers", net) != 0) { dg_layer_free(dp); return NULL; }
     int rc = broadcast_state(net, comm);

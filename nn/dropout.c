@@ -2,6 +2,9 @@
  * stream, kept values scaled by 1/(1-p)); a copy of the input in eval mode. */
 #include "../eager/internal.h"
 
+static const dg_layer_class dropout_class = { .name = "Dropout" };
+const dg_layer_class *dg_nn_dropout_class(void) { return &dropout_class; }
+
 static dg_tensor *dropout_fw(dg_layer *self, const dg_tensor *x) {
     return dg_dropout(x, *(double *)dg_layer_user(self), dg_layer_is_training(self));
 }
@@ -10,7 +13,7 @@ dg_layer *dg_nn_dropout(double p) {
     double *s = malloc(sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Dropout: out of memory"); return NULL; }
     *s = p;
-    dg_layer *l = dg_layer_new("Dropout", dropout_fw, s, free);
+    dg_layer *l = dg_layer_new(&dropout_class, dropout_fw, s, free);
     if (!l) return NULL;
     dg_layer_set_extra_repr(l, "p=%g, inplace=False", p);
     if (!(p >= 0 && p <= 1)) {

@@ -11,7 +11,7 @@ typedef struct { char *name; dg_layer *l; } layer_entry;
 
 struct dg_layer {
     int refcount;
-    char *type;
+    const dg_layer_class *cls;    /* borrowed: static in whoever defined the layer kind */
     dg_layer_forward_fn forward;
     dg_loss_forward_fn loss_forward;
     void *user;
@@ -55,7 +55,7 @@ const char *dg_layer_full_name(const dg_layer *l, char *buf, size_t len) {
 static void describe(const dg_layer *l, char *buf, size_t len) {
     char path[256];
     dg_layer_full_name(l, path, sizeof path);
-    snprintf(buf, len, "%s%s%s%s%s%s%s", l->type, path[0] ? " '" : "", path, path[0] ? "'" : "",
+    snprintf(buf, len, "%s%s%s%s%s%s%s", l->cls->name, path[0] ? " '" : "", path, path[0] ? "'" : "",
              l->extra_repr && l->extra_repr[0] ? " (" : "", l->extra_repr ? l->extra_repr : "",
              l->extra_repr && l->extra_repr[0] ? ")" : "");
 }
@@ -91,20 +91,20 @@ static dg_tensor *layer_propagate_at(const dg_layer *l, const char *file, int li
 
 /* ---- lifetime ---- */
 
-static dg_layer *layer_new(const char *type, void *user, void (*free_user)(void *)) {
-    if (!type || !type[0]) {
+static dg_layer *layer_new(const dg_layer_class *cls, void *user, void (*free_user)(void *)) {
+    if (!cls || !cls->name || !cls->name[0]) {
         if (free_user) free_user(user);
-        DG_ERR(DG_EINVAL, "layer_new: type name is NULL or empty");
+        DG_ERR(DG_EINVAL, "layer_new: %s (a layer needs a dg_layer_class with its type name)",
+               !cls ? "class is NULL" : "the class's name is NULL or empty");
         return NULL;
     }
     dg_layer *l = calloc(1, sizeof *l);
-    if (l) l->type = dup_str(type);
-    if (!l || !l->type) {
-        free(l);
+    if (!l) {
         if (free_user) free_user(user);
-        DG_ERR(DG_ENOMEM, "layer_new: out of memory making a %s", type);
+        DG_ERR(DG_ENOMEM, "layer_new: out of memory making a %s", cls->name);
         return NULL;
     }
+    l->cls = cls;
     l->refcount = 1;
     l->user = user;
     l->free_user = free_user;
@@ -112,14 +112,14 @@ static dg_layer *layer_new(const char *type, void *user, void (*free_user)(void 
     return l;
 }
 
-dg_layer *dg_layer_new(const char *type, dg_layer_forward_fn fn, void *user, void (*free_user)(void *)) {
-    dg_layer *l = layer_new(type, user, free_user);
+dg_layer *dg_layer_new(const dg_layer_class *cls, dg_layer_forward_fn fn, void *user, void (*free_user)(void *)) {
+    dg_layer *l = layer_new(cls, user, free_user);
     if (l) l->forward = fn;
     return l;
 }
 
-dg_layer *dg_loss_layer_new(const char *type, dg_loss_forward_fn fn, void *user, void (*free_user)(void *)) {
-    dg_layer *l = layer_new(type, user, free_user);
+dg_layer *dg_loss_layer_new(const dg_layer_class *cls, dg_loss_forward_fn fn, void *user, void (*free_user)(void *)) {
+    dg_layer *l = layer_new(cls, user, free_user);
     if (l) l->loss_forward = fn;
     return l;
 }
@@ -143,7 +143,6 @@ void dg_layer_free(dg_layer *l) {
     free(l->params);
     free(l->buffers);
     free(l->children);
-    free(l->type);
     free(l->name);
     free(l->extra_repr);
     free(l);
@@ -230,7 +229,7 @@ int dg_layer_add_sublayer(dg_layer *l, const char *name, dg_layer *sub) {
     if (!sub) { LPROP(l, "sublayer '%s' is NULL", name ? name : "(null)"); return DG_EINVAL; }
     int rc = check_name(l, name, "sublayer");
     if (!rc && contains(sub, l)) {
-        LERR(l, DG_EINVAL, "sublayer '%s' (%s) contains this layer: a layer tree cannot have cycles", name, sub->type);
+        LERR(l, DG_EINVAL, "sublayer '%s' (%s) contains this layer: a layer tree cannot have cycles", name, sub->cls->name);
         rc = DG_EINVAL;
     }
     char *nm = NULL;
@@ -297,7 +296,9 @@ dg_layer *dg_layer_child(const dg_layer *l, int i) { return l && i >= 0 && i < l
 const char *dg_layer_child_name(const dg_layer *l, int i) {
     return l && i >= 0 && i < l->n_children ? l->children[i].name : NULL;
 }
-const char *dg_layer_type(const dg_layer *l) { return l ? l->type : NULL; }
+const dg_layer_class *dg_layer_class_of(const dg_layer *l) { return l ? l->cls : NULL; }
+bool dg_layer_is(const dg_layer *l, const dg_layer_class *cls) { return l && cls && l->cls == cls; }
+const char *dg_layer_type(const dg_layer *l) { return l ? l->cls->name : NULL; }
 void *dg_layer_user(const dg_layer *l) { return l ? l->user : NULL; }
 
 int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
@@ -504,7 +505,7 @@ static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 static void sb_indent(strbuf *b, int depth) { for (int i = 0; i < depth; i++) sb_str(b, "  "); }
 
 static void repr(const dg_layer *l, strbuf *b, int depth) {
-    sb_str(b, l->type);
+    sb_str(b, l->cls->name);
     sb_str(b, "(");
     const char *extra = l->extra_repr ? l->extra_repr : "";
     if (!l->n_children) { sb_str(b, extra); sb_str(b, ")"); return; }
