@@ -14,6 +14,8 @@ struct dg_layer {
     const dg_layer_class *cls;    /* borrowed: static in whoever defined the layer kind */
     dg_layer_forward_fn forward;
     dg_loss_forward_fn loss_forward;
+    dg_layer_forward_multi_fn forward_multi;
+    int n_inputs;                 /* of forward_multi */
     void *user;
     void (*free_user)(void *);
     bool training;
@@ -122,6 +124,28 @@ dg_layer *dg_loss_layer_new(const dg_layer_class *cls, dg_loss_forward_fn fn, vo
     dg_layer *l = layer_new(cls, user, free_user);
     if (l) l->loss_forward = fn;
     return l;
+}
+
+#define DG_MAX_LAYER_INPUTS 64
+
+dg_layer *dg_layer_new_multi(const dg_layer_class *cls, dg_layer_forward_multi_fn fn, int n_inputs, void *user,
+                             void (*free_user)(void *)) {
+    dg_layer *l = layer_new(cls, user, free_user);
+    if (!l) return NULL;
+    if (!fn || n_inputs < 1 || n_inputs > DG_MAX_LAYER_INPUTS) {
+        if (!fn) LERR(l, DG_EINVAL, "layer_new_multi: the forward function is NULL");
+        else LERR(l, DG_EINVAL, "layer_new_multi: n_inputs must be in [1, %d], got %d", DG_MAX_LAYER_INPUTS, n_inputs);
+        dg_layer_free(l);   /* frees the user state, as documented */
+        return NULL;
+    }
+    l->forward_multi = fn;
+    l->n_inputs = n_inputs;
+    return l;
+}
+
+int dg_layer_num_inputs(const dg_layer *l) {
+    if (!l) return 0;
+    return l->forward_multi ? l->n_inputs : l->forward ? 1 : l->loss_forward ? 2 : 0;
 }
 
 dg_layer *dg_layer_ref(dg_layer *l) {
@@ -336,10 +360,32 @@ dg_tensor *dg_forward(dg_layer *l, const dg_tensor *x) {
     DG_CHECK_HANDLE(l, "forward: layer is NULL");
     if (!x) return LPROP(l, "forward: input is NULL");
     if (!dg_tensor_live(x)) { dg_tensor_bad("forward", "x", x); return NULL; }
+    if (l->forward_multi) {
+        if (l->n_inputs != 1) return LERR(l, DG_EINVAL, "takes %d inputs, got 1: call dg_forward_multi", l->n_inputs);
+        RUN_SCOPED(l, l->forward_multi(l, &x, 1));
+    }
     if (!l->forward)
         return LERR(l, DG_EINVAL, l->loss_forward ? "a loss layer takes (input, label): call dg_loss_forward"
                                                   : "has no forward function (a container layer)");
     RUN_SCOPED(l, l->forward(l, x));
+}
+
+dg_tensor *dg_forward_multi(dg_layer *l, const dg_tensor *const *in, int n) {
+    DG_CHECK_HANDLE(l, "forward_multi: layer is NULL");
+    int want = dg_layer_num_inputs(l);
+    if (!want) return LERR(l, DG_EINVAL, "forward_multi: has no forward function (a container layer)");
+    if (n != want || (n > 0 && !in))
+        return LERR(l, DG_EINVAL, "forward_multi: takes %d input%s, got %d%s", want, want == 1 ? "" : "s", n,
+                    n == want ? " in a NULL array" : "");
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) return LPROP(l, "forward_multi: input %d is NULL", i);
+        char what[32];
+        snprintf(what, sizeof what, "input %d", i);
+        if (!dg_tensor_live(in[i])) { dg_tensor_bad("forward_multi", what, in[i]); return NULL; }
+    }
+    if (l->forward) return dg_forward(l, in[0]);
+    if (l->loss_forward) return dg_loss_forward(l, in[0], in[1]);
+    RUN_SCOPED(l, l->forward_multi(l, in, n));
 }
 
 dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor *label) {
@@ -348,7 +394,9 @@ dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor 
     if (!label) return LPROP(l, "loss_forward: label is NULL");
     DG_CHECK_INPUT("loss_forward", input);
     DG_CHECK_INPUT("loss_forward", label);
-    if (!l->loss_forward) return LERR(l, DG_EINVAL, "is not a loss layer: call dg_forward(layer, x)");
+    if (!l->loss_forward)
+        return l->forward_multi ? LERR(l, DG_EINVAL, "is not a loss layer: it takes %d inputs, call dg_forward_multi", l->n_inputs)
+                                : LERR(l, DG_EINVAL, "is not a loss layer: call dg_forward(layer, x)");
     RUN_SCOPED(l, l->loss_forward(l, input, label));
 }
 

@@ -23,6 +23,13 @@ int dg_nn_sequential_append(dg_layer *seq, dg_layer *layer) {
         dg_layer_free(layer);
         return DG_EINVAL;
     }
+    int k = dg_layer_num_inputs(layer);
+    if (seq && layer && k > 1) {   /* a chain hands each child one tensor (a container, 0, fails when run) */
+        DG_LAYER_ERROR(seq, "sequential_append: layer %d (%s) takes %d inputs; a Sequential runs single-input layers "
+                            "(run it with dg_forward_multi instead)", dg_layer_num_children(seq), dg_layer_type(layer), k);
+        dg_layer_free(layer);
+        return DG_EINVAL;
+    }
     char name[16];
     snprintf(name, sizeof name, "%d", dg_layer_num_children(seq));
     return dg_layer_add_sublayer(seq, name, layer);

@@ -90,3 +90,158 @@ Test(layer_class, sequential_append_checks_the_class) {
     expect_error_contains("append to a fake Sequential", "Sequential", "not a Sequential");
     dg_layer_free(fake);
 }
+
+/* ---------------- several inputs ---------------- */
+
+/* A gated sum of two inputs a, b [N, F]: g = sigmoid(a @ wa^T + b @ wb^T + c), y = g * a + (1 - g) * b,
+ * with its own parameters wa, wb [F, F] and c [F]. */
+typedef struct { dg_tensor *wa, *wb, *c; int64_t f; } gated_sum;
+static const dg_layer_class gated_sum_class = { .name = "GatedSum" };
+
+static dg_tensor *gated_sum_forward(dg_layer *self, const dg_tensor *const *in, int n) {
+    gated_sum *g = dg_layer_user(self);
+    cr_assert_eq(n, 2, "the layer is called with the count it was made with");
+    for (int i = 0; i < 2; i++)
+        if (dg_ndim(in[i]) != 2 || dg_dim(in[i], 1) != g->f)
+            return DG_LAYER_ERROR(self, "input %d must be [N, %lld]", i, (long long)g->f);
+    dg_tensor *gate = dg_sigmoid(dg_add(dg_add(dg_linear(in[0], g->wa, NULL), dg_linear(in[1], g->wb, NULL)), g->c));
+    /* temporaries need no freeing: dg_forward_multi frees all but the result */
+    return dg_add(dg_mul(gate, in[0]), dg_mul(dg_rsub_scalar(gate, 1.0), in[1]));
+}
+
+static dg_layer *gated_sum_new(int64_t f) {
+    gated_sum *g = calloc(1, sizeof *g);
+    g->f = f;
+    dg_layer *l = dg_layer_new_multi(&gated_sum_class, gated_sum_forward, 2, g, free);
+    if (!l) return NULL;
+    if (dg_layer_add_parameter(l, "wa", g->wa = dg_uniform(DG_SHAPE(f, f), -0.5, 0.5, DG_F32)) ||
+        dg_layer_add_parameter(l, "wb", g->wb = dg_uniform(DG_SHAPE(f, f), -0.5, 0.5, DG_F32)) ||
+        dg_layer_add_parameter(l, "c", g->c = dg_zeros(DG_SHAPE(f), DG_F32))) {
+        dg_layer_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+Test(multi_input, gated_sum_trains) {
+    dg_manual_seed(11);
+    dg_layer *gs = gated_sum_new(4);
+    cr_assert(gs, "%s", dg_last_error());
+    cr_assert_eq(dg_layer_num_inputs(gs), 2);
+    int n;
+    dg_tensor **ps = dg_layer_parameters(gs, &n);
+    cr_assert_eq(n, 3);
+    dg_adam_params ap = dg_adam_default_params();
+    ap.lr = 0.05;
+    dg_optimizer *opt = dg_adam(ps, n, ap);
+    free(ps);
+    /* the target picks a where a > b elementwise, softly: a gate of the two can learn it */
+    double first = 0, last = 0;
+    size_t live = dg_live_tensors();
+    for (int step = 0; step < 60; step++) {
+        dg_scope *s = dg_scope_begin();
+        dg_tensor *a = dg_randn(DG_SHAPE(32, 4), DG_F32), *b = dg_randn(DG_SHAPE(32, 4), DG_F32);
+        dg_tensor *target = dg_maximum(a, b);
+        const dg_tensor *in[2] = { a, b };
+        if (step == 0) {   /* without the tape (which keeps what backward needs) only the result stays */
+            dg_no_grad_begin();
+            size_t before = dg_live_tensors();
+            dg_tensor *y0 = dg_forward_multi(gs, in, 2);
+            cr_assert(y0, "%s", dg_last_error());
+            cr_assert_eq(dg_live_tensors(), before + 1, "the forward left %zu temporaries", dg_live_tensors() - before - 1);
+            dg_no_grad_end();
+        }
+        dg_tensor *y = dg_forward_multi(gs, in, 2);
+        cr_assert(y, "step %d: %s", step, dg_last_error());
+        dg_tensor *loss = dg_mse_loss(y, target);
+        cr_assert(loss && dg_backward(loss) == 0 && dg_optimizer_step(opt) == 0, "step %d: %s", step, dg_last_error());
+        dg_optimizer_clear_grad(opt);
+        last = dg_item(loss);
+        if (step == 0) first = last;
+        dg_scope_end(s);
+    }
+    cr_assert_lt(last, 0.6 * first, "loss %g -> %g", first, last);
+    live += (size_t)dg_optimizer_state_count(opt) - 1;   /* Adam's state made by the steps ("lr" was there) */
+    cr_assert_eq(dg_live_tensors(), live, "%zu tensors leaked", dg_live_tensors() - live);
+    /* with no scope open the result is the caller's (no tape: nothing else stays) */
+    dg_tensor *a = dg_ones(DG_SHAPE(1, 4), DG_F32), *b = dg_zeros(DG_SHAPE(1, 4), DG_F32);
+    dg_no_grad_begin();
+    dg_tensor *y = dg_forward_multi(gs, (const dg_tensor *[]){ a, b }, 2);
+    dg_no_grad_end();
+    cr_assert(y);
+    cr_assert_eq(dg_live_tensors(), live + 3);
+    dg_tensor_free(y);
+    dg_tensor_free(a);
+    dg_tensor_free(b);
+    dg_optimizer_free(opt);
+    dg_layer_free(gs);
+}
+
+Test(multi_input, wrong_input_counts_are_errors) {
+    dg_scope *s = dg_scope_begin();
+    dg_layer *gs = gated_sum_new(3), *lin = dg_nn_linear(3, 3), *mse = dg_nn_mse_loss(DG_REDUCE_MEAN);
+    dg_tensor *x = dg_ones(DG_SHAPE(2, 3), DG_F32);
+    const dg_tensor *three[3] = { x, x, x };
+    dg_clear_error();
+    cr_assert_null(dg_forward_multi(gs, three, 3));
+    expect_error_contains("3 inputs to GatedSum", "GatedSum", "takes 2 inputs, got 3");
+    cr_assert_null(dg_forward_multi(gs, three, 1));
+    expect_error_contains("1 input to GatedSum", "GatedSum", "takes 2 inputs, got 1");
+    cr_assert_null(dg_forward(gs, x));
+    expect_error_contains("dg_forward on GatedSum", "GatedSum", "call dg_forward_multi");
+    cr_assert_null(dg_loss_forward(gs, x, x));
+    expect_error_contains("dg_loss_forward on GatedSum", "GatedSum", "takes 2 inputs");
+    cr_assert_null(dg_forward_multi(gs, NULL, 2));
+    expect_error_contains("NULL array", "GatedSum", "NULL array");
+    cr_assert_null(dg_forward_multi(gs, (const dg_tensor *[]){ x, NULL }, 2));
+    expect_error_contains("NULL input 1", "GatedSum", "input 1 is NULL");
+    cr_assert_null(dg_forward_multi(gs, (const dg_tensor *[]){ x, dg_ones(DG_SHAPE(2, 5), DG_F32) }, 2));
+    expect_error_contains("bad shape", "GatedSum", "input 1 must be [N, 3]");
+    /* single-input and loss layers run through dg_forward_multi with their own counts */
+    cr_assert(dg_forward_multi(lin, three, 1), "%s", dg_last_error());
+    cr_assert_null(dg_forward_multi(lin, three, 2));
+    expect_error_contains("2 inputs to Linear", "Linear", "takes 1 input, got 2");
+    cr_assert_eq(dg_item(dg_forward_multi(mse, three, 2)), 0, "%s", dg_last_error());
+    /* constructors */
+    cr_assert_null(dg_layer_new_multi(&gated_sum_class, gated_sum_forward, 0, NULL, NULL));
+    expect_error_contains("0 inputs", "GatedSum", "n_inputs must be in [1, 64], got 0");
+    cr_assert_null(dg_layer_new_multi(&gated_sum_class, NULL, 2, NULL, NULL));
+    expect_error_contains("no forward", "GatedSum", "forward function is NULL");
+    /* a Sequential hands each child one tensor: a two-input layer is refused when added */
+    cr_assert_null(dg_nn_sequential(2, dg_nn_relu(), gated_sum_new(3)));
+    expect_error_contains("Sequential with GatedSum", "Sequential", "layer 1 (GatedSum) takes 2 inputs");
+    dg_layer *seq = dg_nn_sequential(1, dg_nn_relu());
+    cr_assert_eq(dg_nn_sequential_append(seq, dg_nn_mse_loss(DG_REDUCE_SUM)), DG_EINVAL);
+    expect_error_contains("Sequential with a loss", "MSELoss", "takes 2 inputs");
+    cr_assert_eq(dg_layer_num_children(seq), 1);
+    dg_layer_free(seq);
+    dg_layer_free(gs);
+    dg_layer_free(lin);
+    dg_layer_free(mse);
+    dg_scope_end(s);
+}
+
+/* A single-input layer made with dg_layer_new_multi(.., 1, ..) runs through dg_forward and in a
+ * Sequential like any other; DataParallel (a world of one) forwards both kinds. */
+static dg_tensor *double_it(dg_layer *self, const dg_tensor *const *in, int n) { return dg_mul_scalar(in[0], 2.0); }
+Test(multi_input, one_input_multi_layer_and_data_parallel) {
+    static const dg_layer_class double_class = { .name = "Double" };
+    dg_scope *s = dg_scope_begin();
+    dg_layer *seq = dg_nn_sequential(2, dg_layer_new_multi(&double_class, double_it, 1, NULL, NULL), dg_nn_relu());
+    cr_assert(seq, "%s", dg_last_error());
+    dg_tensor *x = dg_full(DG_SHAPE(3), 1.5, DG_F32);
+    cr_assert_eq(dg_item(dg_sum_all(dg_forward(seq, x))), 9.0, "%s", dg_last_error());
+    cr_assert_eq(dg_fleet_init(true, NULL), 0, "%s", dg_last_error());
+    dg_manual_seed(3);
+    dg_layer *gs = gated_sum_new(3);
+    dg_layer *dp = dg_fleet_distributed_model(dg_layer_ref(gs));
+    cr_assert(dp, "%s", dg_last_error());
+    cr_assert_eq(dg_layer_num_inputs(dp), 2);
+    const dg_tensor *in[2] = { dg_randn(DG_SHAPE(2, 3), DG_F32), dg_randn(DG_SHAPE(2, 3), DG_F32) };
+    cr_assert(max_rel_err(dg_forward_multi(dp, in, 2), dg_forward_multi(gs, in, 2), 1e-6) == 0, "%s", dg_last_error());
+    dg_layer_free(dp);
+    dg_layer_free(gs);
+    dg_layer_free(seq);
+    dg_fleet_shutdown();
+    dg_scope_end(s);
+}

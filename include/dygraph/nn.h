@@ -53,6 +53,9 @@ typedef struct dg_layer_class {
  * failure. A two-input (loss) forward gets (input, label). */
 typedef dg_tensor *(*dg_layer_forward_fn)(dg_layer *self, const dg_tensor *x);
 typedef dg_tensor *(*dg_loss_forward_fn)(dg_layer *self, const dg_tensor *input, const dg_tensor *label);
+/* forward of a layer with several inputs: in[0..n-1], n the count the layer was made with
+ * (checked before the call; every in[i] is a live tensor). Same ownership rule as above. */
+typedef dg_tensor *(*dg_layer_forward_multi_fn)(dg_layer *self, const dg_tensor *const *in, int n);
 
 /* A new empty layer of class cls (borrowed; its name must be non-empty) in training mode.
  * `user` is the layer's own state, returned by dg_layer_user and released with free_user (may
@@ -61,6 +64,14 @@ typedef dg_tensor *(*dg_loss_forward_fn)(dg_layer *self, const dg_tensor *input,
 DG_API dg_layer *dg_layer_new(const dg_layer_class *cls, dg_layer_forward_fn fn, void *user, void (*free_user)(void *));
 /* The same for a loss-style layer whose forward takes (input, label); see dg_loss_forward. */
 DG_API dg_layer *dg_loss_layer_new(const dg_layer_class *cls, dg_loss_forward_fn fn, void *user, void (*free_user)(void *));
+/* The same for a layer whose forward takes n_inputs tensors (1..64), run with
+ * dg_forward_multi (or dg_forward when n_inputs is 1). fn must not be NULL. */
+DG_API dg_layer *dg_layer_new_multi(const dg_layer_class *cls, dg_layer_forward_multi_fn fn, int n_inputs, void *user,
+                                    void (*free_user)(void *));
+/* How many tensors the layer's forward takes: 1 for dg_layer_new layers, 2 for loss layers
+ * (input, label), n_inputs for dg_layer_new_multi layers; 0 for a container without a forward
+ * and for NULL. */
+DG_API int dg_layer_num_inputs(const dg_layer *layer);
 
 /* Releases the layer's reference: parameters, buffers, sublayers and user state go with the
  * last one. NULL is a no-op. */
@@ -114,9 +125,15 @@ DG_API dg_tensor *dg_layer_error_at(const dg_layer *layer, int status, const cha
     __attribute__((format(printf, 5, 6)));
 #define DG_LAYER_ERROR(layer, ...) dg_layer_error_at((layer), DG_EINVAL, __FILE__, __LINE__, __VA_ARGS__)
 
-/* ---- running a layer ---- */
+/* ---- running a layer ----
+ * All three follow the ownership rule above: the result belongs to the caller's scope (or to
+ * the caller), every other tensor the forward made is freed before they return. */
 DG_API dg_tensor *dg_forward(dg_layer *layer, const dg_tensor *x);
 DG_API dg_tensor *dg_loss_forward(dg_layer *loss, const dg_tensor *input, const dg_tensor *label);
+/* Runs any layer on n inputs: n must be dg_layer_num_inputs(layer) (so a single-input layer
+ * takes n = 1 and a loss layer (input, label)); another count is an error naming the layer
+ * and both counts. A NULL in[i] (a failed op's result) is reported as input i. */
+DG_API dg_tensor *dg_forward_multi(dg_layer *layer, const dg_tensor *const *in, int n);
 
 /* ---- mode: train/eval set this layer and every sublayer (torch .train()/.eval()) ---- */
 DG_API int dg_layer_train(dg_layer *layer);
@@ -246,8 +263,10 @@ DG_API dg_layer *dg_nn_softmax(int axis);                     /* Paddle's defaul
 DG_API dg_layer *dg_nn_flatten(int start_axis, int stop_axis);/* torch/Paddle defaults: 1, -1 */
 DG_API dg_layer *dg_nn_identity(void);
 
-/* Sequential: children named "0", "1", ... run in order. Takes over the n layers given; if any
- * is NULL the others are freed and NULL is returned (keeping the failed constructor's message). */
+/* Sequential: children named "0", "1", ... run in order, each on the previous one's output, so
+ * every child must take one input (dg_layer_num_inputs 1; a multi-input or loss layer is
+ * refused with an error naming it). Takes over the n layers given; if any is NULL the others
+ * are freed and NULL is returned (keeping the failed constructor's message). */
 DG_API dg_layer *dg_nn_sequential(int n, ...);
 DG_API dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers);
 /* Appends a child named by its index; takes over `layer`. */
