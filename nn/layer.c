@@ -1,6 +1,7 @@
 /* nn/layer.c — the layer base (paddle.nn.Layer / torch.nn.Module): a refcounted node with a
  * forward function, named parameters, buffers and sublayers, train/eval mode, hierarchical
- * names, iteration in torch's order, printing, and the forward wrapper that scopes temporaries.
+ * names, iteration in torch's order, moving to a device, printing, and the forward wrapper that
+ * scopes temporaries.
  * Built-in layers are written on this public API exactly like a user's custom layer. */
 #include "../eager/internal.h"
 #include <dygraph/nn.h>
@@ -398,6 +399,84 @@ dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor 
         return l->forward_multi ? LERR(l, DG_EINVAL, "is not a loss layer: it takes %d inputs, call dg_forward_multi", l->n_inputs)
                                 : LERR(l, DG_EINVAL, "is not a loss layer: call dg_forward(layer, x)");
     RUN_SCOPED(l, l->loss_forward(l, input, label));
+}
+
+/* ---- device ---- */
+
+static dg_named_tensor *named(const dg_layer *l, int *n, bool params, bool buffers, bool dedup, const char *op);
+
+typedef struct { dg_tensor *t, *copy; } move_entry;
+
+static bool on_device(const dg_tensor *t, dg_device d) {
+    return t->storage->device.type == d.type && t->storage->device.index == d.index;
+}
+
+/* Phase 1 for one tensor: a copy on the device (caller-owned), or nothing when it is there. */
+static int plan_move(const dg_layer *l, dg_tensor *t, dg_device d, const char *what, const char *name, move_entry *m,
+                     int *n) {
+    if (!t || on_device(t, d)) return 0;
+    dg_no_grad_begin();   /* a copy of the value, not an op on the tape */
+    dg_tensor *c = dg_to_device(t, d);
+    dg_no_grad_end();
+    if (!c) {   /* the copy said why (no device, module missing): that, under the layer's name and at its place */
+        char msg[DG_ERROR_MSG_LEN], dn[32];
+        snprintf(msg, sizeof msg, "%s", dg_last_error());
+        const char *file = __FILE__;
+        int line = __LINE__;
+        dg_error_split_location(msg, &file, &line);
+        dg_layer_error_at(l, dg_last_status() ? dg_last_status() : DG_EDEVICE, file, line, "layer_to(%s): moving %s '%s': %s",
+                          dg_device_name(d, dn, sizeof dn), what, name, msg);
+        return dg_last_status();
+    }
+    m[(*n)++] = (move_entry){ t, dg_keep(c) };
+    return 0;
+}
+
+int dg_layer_to(dg_layer *l, dg_device d) {
+    DG_CHECK_HANDLE_INT(l, "layer_to: layer is NULL");
+    if ((d.type != DG_CPU && d.type != DG_CUDA) || d.index < 0 || (d.type == DG_CPU && d.index != 0)) {
+        LERR(l, DG_EINVAL, "layer_to: no device of type %d index %d (dg_cpu(), or CUDA index >= 0)", (int)d.type, d.index);
+        return DG_EINVAL;
+    }
+    int np = 0, nb = 0;
+    dg_named_tensor *ps = named(l, &np, true, false, true, "layer_to");
+    dg_named_tensor *bs = ps ? named(l, &nb, false, true, true, "layer_to") : NULL;
+    move_entry *m = bs ? malloc(sizeof *m * (size_t)(2 * np + nb + 1)) : NULL;
+    if (!m) {
+        free(ps);
+        free(bs);
+        if (bs) LERR(l, DG_ENOMEM, "layer_to: out of memory");
+        return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    }
+    int n = 0, rc = 0;
+    for (int i = 0; i < np && !rc; i++) {
+        rc = plan_move(l, ps[i].tensor, d, "parameter", ps[i].name, m, &n);
+        if (!rc) rc = plan_move(l, ps[i].tensor->grad, d, "the gradient of", ps[i].name, m, &n);
+    }
+    for (int i = 0; i < nb && !rc; i++) rc = plan_move(l, bs[i].tensor, d, "buffer", bs[i].name, m, &n);
+    /* Phase 2, only when every copy exists: each tensor takes its copy's storage (contiguous
+     * strides) and the copy handle leaves with the old storage. */
+    for (int i = 0; i < n; i++) {
+        if (!rc) {
+            dg_tensor *t = m[i].t, *c = m[i].copy;
+            dg_storage *old = t->storage;
+            t->storage = c->storage;
+            c->storage = old;
+            int64_t off = t->offset;
+            t->offset = c->offset;
+            c->offset = off;
+            for (int k = 0; k < t->ndim; k++) {
+                int64_t st = t->stride[k];
+                t->stride[k] = c->stride[k];
+                c->stride[k] = st;
+            }
+        }
+        dg_tensor_free(m[i].copy);
+    }
+    free(m);
+    free(ps);
+    free(bs);
+    return rc;
 }
 
 /* ---- mode ---- */

@@ -245,3 +245,91 @@ Test(multi_input, one_input_multi_layer_and_data_parallel) {
     dg_fleet_shutdown();
     dg_scope_end(s);
 }
+
+/* ---------------- moving a layer to a device ---------------- */
+
+static bool gpu_usable(void) {
+    bool ok = dg_set_device("gpu:0") == 0;
+    dg_set_device("cpu");
+    dg_clear_error();
+    return ok;
+}
+
+/* handles, data addresses and values of every parameter and buffer, to compare before/after */
+typedef struct { int n; dg_tensor *t[16]; void *data[16]; double sum[16]; } snapshot;
+static snapshot snap(const dg_layer *l) {
+    snapshot s = { 0 };
+    int n = 0;
+    dg_named_tensor *sd = dg_layer_state_dict(l, &n);
+    cr_assert(sd && n <= 16);
+    for (int i = 0; i < n; i++) {
+        s.t[i] = sd[i].tensor;
+        s.data[i] = dg_data(sd[i].tensor);
+        dg_tensor *c = dg_cast(sd[i].tensor, DG_F64);
+        dg_tensor *sum = dg_sum_all(c);
+        s.sum[i] = dg_item(sum);
+        dg_tensor_free(sum);
+        dg_tensor_free(c);
+    }
+    s.n = n;
+    free(sd);
+    return s;
+}
+
+Test(layer_to, cpu_to_cpu_changes_nothing) {
+    dg_manual_seed(12);
+    dg_layer *net = dg_nn_sequential(3, dg_nn_linear(4, 6), dg_nn_batch_norm1d(6, dg_nn_batch_norm_default_params()),
+                                     dg_nn_linear(6, 2));
+    int np;
+    dg_tensor **ps = dg_layer_parameters(net, &np);
+    dg_sgd_params sp = dg_sgd_default_params();
+    sp.lr = 0.1;
+    dg_optimizer *opt = dg_sgd(ps, np, sp);   /* made before the move: sees the same handles */
+    snapshot before = snap(net);
+    cr_assert_eq(dg_layer_to(net, dg_cpu()), 0, "%s", dg_last_error());
+    snapshot after = snap(net);
+    cr_assert_eq(after.n, before.n);
+    for (int i = 0; i < before.n; i++) {
+        cr_assert_eq(after.t[i], before.t[i], "entry %d: same handle", i);
+        cr_assert_eq(after.data[i], before.data[i], "entry %d: same storage (nothing copied)", i);
+        cr_assert_eq(after.sum[i], before.sum[i]);
+        cr_assert_eq(dg_device_of(after.t[i]).type, DG_CPU);
+    }
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *loss = dg_mean_all(dg_forward(net, dg_randn(DG_SHAPE(5, 4), DG_F32)));
+    cr_assert(loss && dg_backward(loss) == 0 && dg_optimizer_step(opt) == 0, "%s", dg_last_error());
+    dg_scope_end(s);
+    cr_assert_eq(dg_layer_to(net, dg_cpu()), 0, "with gradients too: %s", dg_last_error());
+    cr_assert(dg_grad(ps[0]) && dg_device_of(dg_grad(ps[0])).type == DG_CPU);
+    free(ps);
+    dg_optimizer_free(opt);
+    dg_layer_free(net);
+}
+
+Test(layer_to, bad_devices_are_errors_that_change_nothing) {
+    dg_manual_seed(13);
+    dg_layer *net = dg_nn_sequential(2, dg_nn_linear(3, 3), dg_nn_batch_norm1d(3, dg_nn_batch_norm_default_params()));
+    snapshot before = snap(net);
+    dg_clear_error();
+    cr_assert_eq(dg_layer_to(net, (dg_device){ (dg_device_type)7, 0 }), DG_EINVAL);
+    expect_error_contains("device type 7", "layer_to", "type 7");
+    cr_assert_eq(dg_layer_to(net, (dg_device){ DG_CUDA, -1 }), DG_EINVAL);
+    expect_error_contains("index -1", "layer_to", "index -1");
+    cr_assert_eq(dg_layer_to(net, (dg_device){ DG_CPU, 2 }), DG_EINVAL);
+    expect_error_contains("cpu index 2", "layer_to", "index 2");
+    cr_assert_eq(dg_layer_to(NULL, dg_cpu()), DG_EINVAL);
+    expect_error_contains("NULL layer", "layer_to", "NULL");
+    if (!gpu_usable()) {
+        /* no GPU here (or no CUDA module): the message says which, under the layer's name */
+        cr_assert_lt(dg_layer_to(net, (dg_device){ DG_CUDA, 0 }), 0);
+        const char *m = dg_last_error();
+        cr_assert(strstr(m, "Sequential") && strstr(m, "layer_to(gpu:0)") && strstr(m, "parameter '0.weight'"), "%s", m);
+        cr_assert(strstr(m, "cuda") || strstr(m, "CUDA") || strstr(m, "GPU") || strstr(m, "gpu"), "%s", m);
+        dg_clear_error();
+    }
+    snapshot after = snap(net);
+    for (int i = 0; i < before.n; i++)
+        cr_assert(after.t[i] == before.t[i] && after.data[i] == before.data[i] && after.sum[i] == before.sum[i],
+                  "entry %d changed after a failed move", i);
+    dg_layer_free(net);
+}

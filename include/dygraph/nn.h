@@ -135,6 +135,20 @@ DG_API dg_tensor *dg_loss_forward(dg_layer *loss, const dg_tensor *input, const 
  * and both counts. A NULL in[i] (a failed op's result) is reported as input i. */
 DG_API dg_tensor *dg_forward_multi(dg_layer *layer, const dg_tensor *const *in, int n);
 
+/* ---- device: torch's module.to(device) ----
+ * Moves every parameter and buffer of the layer and its sublayers (and the parameters'
+ * gradients) to `device`, in place: each keeps its dg_tensor handle (so pointers held by the
+ * layer, by dg_layer_parameters arrays and by optimizers stay valid) and gets new storage on
+ * the device. Tensors already there are left as they are (cpu -> cpu changes nothing). All
+ * copies are made before any tensor changes, so on failure (no such device, the CUDA module
+ * missing, out of memory) the layer is as it was and the error names the device.
+ * An optimizer made before the move keeps working as long as it has no state yet (SGD always;
+ * Momentum/Adam before their first step); state it already holds (Adagrad's sum from
+ * construction, buffers after a step) stays on the old device and its next step is an error,
+ * so make optimizers, and wrap in DataParallel, after moving. Views of a parameter made before
+ * the move keep the old storage. */
+DG_API int dg_layer_to(dg_layer *layer, dg_device device);
+
 /* ---- mode: train/eval set this layer and every sublayer (torch .train()/.eval()) ---- */
 DG_API int dg_layer_train(dg_layer *layer);
 DG_API int dg_layer_eval(dg_layer *layer);
