@@ -59,8 +59,16 @@ dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
     DG_CHECK_INPUT("to_device", x);
     uint64_t errs = dg_error_count();
     const dg_backend *be = dg_backend_for(dev);
-    if (!be) {   /* the backend lookup usually says why (no GPU, too few GPUs): keep that */
-        if (!dg_error_since(errs)) DG_ERR(DG_EDEVICE, "to_device: no backend for %s", dg_device_name(dev, (char[16]){0}, 16));
+    if (!be) {   /* the backend lookup usually says why (no GPU, too few GPUs, no module): that, naming the device */
+        char dn[16];
+        dg_device_name(dev, dn, sizeof dn);
+        if (!dg_error_since(errs)) { DG_ERR(DG_EDEVICE, "to_device: no backend for %s", dn); return NULL; }
+        char msg[DG_ERROR_MSG_LEN];
+        snprintf(msg, sizeof msg, "%s", dg_last_error());
+        const char *file = __FILE__;
+        int line = __LINE__;
+        dg_error_split_location(msg, &file, &line);
+        dg_set_error_at(dg_last_status() ? dg_last_status() : DG_EDEVICE, file, line, "to_device(%s): %s", dn, msg);
         return NULL;
     }
     dg_device src = x->storage->device;
