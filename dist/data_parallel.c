@@ -11,6 +11,9 @@ typedef struct dp_state {
     dg_reducer *reducer;
 } dp_state;
 
+static const dg_layer_class data_parallel_class = { .name = "DataParallel" };
+const dg_layer_class *dg_data_parallel_class(void) { return &data_parallel_class; }
+
 static void dp_state_free(void *u) {
     dp_state *s = u;
     if (!s) return;
@@ -18,14 +21,15 @@ static void dp_state_free(void *u) {
     free(s);
 }
 
-static dg_tensor *dp_forward(dg_layer *self, const dg_tensor *x) {
+/* as many inputs as the wrapped net takes */
+static dg_tensor *dp_forward(dg_layer *self, const dg_tensor *const *in, int n) {
     dp_state *s = dg_layer_user(self);
-    return dg_forward(s->net, x);
+    return dg_forward_multi(s->net, in, n);
 }
 
 static dp_state *state_of(const dg_layer *dp, const char *op) {
     if (!dp) { DG_ERR(DG_EINVAL, "%s: layer is NULL", op); return NULL; }
-    if (strcmp(dg_layer_type(dp), "DataParallel") != 0) {
+    if (!dg_layer_is(dp, &data_parallel_class)) {   /* only then is the user state a dp_state */
         DG_ERR(DG_EINVAL, "%s: layer is a %s, not a DataParallel (wrap it with dg_data_parallel)", op, dg_layer_type(dp));
         return NULL;
     }
@@ -72,7 +76,8 @@ dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
     if (!s) { dg_layer_free(net); DG_ERR(DG_ENOMEM, "data_parallel: out of memory"); return NULL; }
     s->net = net;
     s->comm = comm;
-    dg_layer *dp = dg_layer_new("DataParallel", dp_forward, s, dp_state_free);
+    int n_in = dg_layer_num_inputs(net);
+    dg_layer *dp = dg_layer_new_multi(&data_parallel_class, dp_forward, n_in > 0 ? n_in : 1, s, dp_state_free);
     if (!dp) { dg_layer_free(net); return NULL; }
     if (dg_layer_add_sublayer(dp, "_layers", net) != 0) { dg_layer_free(dp); return NULL; }
     int rc = broadcast_state(net, comm);

@@ -73,7 +73,10 @@ int dg_set_device(const char *name) {
             const char *file = __FILE__;
             int line = __LINE__;
             dg_error_split_location(msg, &file, &line);
-            dg_set_error_at(DG_EDEVICE, file, line, "set_device('%s'): %s", name, msg);
+            char dn[32];   /* the device asked for, spelled out when the name was short ("gpu") */
+            dg_device_name(d, dn, sizeof dn);
+            if (strcmp(dn, name) != 0) dg_set_error_at(DG_EDEVICE, file, line, "set_device('%s' = %s): %s", name, dn, msg);
+            else dg_set_error_at(DG_EDEVICE, file, line, "set_device('%s'): %s", name, msg);
             return DG_EDEVICE;
         }
         g_device = d;

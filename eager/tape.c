@@ -77,16 +77,22 @@ int dg_clear_grad_hooks(dg_tensor *leaf) {
 }
 
 /* ---- recording ---- */
-bool dg_needs_record(dg_tensor *const *in, int n) {
+bool dg_needs_record(const dg_tensor *const *in, int n) {
     if (no_grad_depth) return false;
     for (int i = 0; i < n; i++)
         if (in[i] && (in[i]->requires_grad || in[i]->node)) return true;
     return false;
 }
 
-dg_node *dg_record(const char *name, dg_tensor *out, dg_tensor *const *in, int n, dg_backward_fn bw) {
+dg_node *dg_record(const char *name, dg_tensor *out, const dg_tensor *const *in, int n, dg_backward_fn bw) {
+    if (!name) name = "(unnamed op)";
     DG_CHECK_INPUT("record", out);
-    DG_CHECK(!out->node && n <= DG_MAX_NODE_INPUTS, "record(%s): output already has a node, or %d inputs", name, n);
+    DG_CHECK(!out->node, "record(%s): the output already has a node (made by '%s'); record on the op's fresh output",
+             name, out->node->name);
+    DG_CHECK(n >= 0 && n <= DG_MAX_NODE_INPUTS, "record(%s): %d inputs; a node takes 0..%d (DG_MAX_NODE_INPUTS)", name, n,
+             DG_MAX_NODE_INPUTS);
+    DG_CHECK(n == 0 || in, "record(%s): inputs is NULL", name);
+    DG_CHECK(bw, "record(%s): the backward function is NULL", name);
     for (int i = 0; i < n; i++) DG_CHECK_OPT_INPUT("record", in[i]);
     dg_node *node = dg_block_alloc(sizeof *node);
     DG_CHECK(node, "record(%s): out of memory", name);
@@ -96,7 +102,7 @@ dg_node *dg_record(const char *name, dg_tensor *out, dg_tensor *const *in, int n
     node->backward = bw;
     node->n_in = n;
     for (int i = 0; i < n; i++) {
-        dg_tensor *t = in[i];
+        dg_tensor *t = (dg_tensor *)in[i];   /* the edge holds a reference: refcounts only, no values */
         if (!t) continue;
         dg_edge *e = &node->in[i];
         e->shape = dg_shape_of(t);
@@ -114,13 +120,22 @@ dg_node *dg_record(const char *name, dg_tensor *out, dg_tensor *const *in, int n
 }
 
 int dg_node_save(dg_node *node, const dg_tensor *t) {
-    DG_CHECK_HANDLE_INT(node, "node_save: node is NULL");
+    DG_CHECK_HANDLE_INT(node, "node_save: node is NULL (a failed dg_record?)");
+    if (!t) {   /* an earlier op's failure, or an absent tensor: either way the node cannot work */
+        DG_PROPAGATE(DG_EINVAL, "node_save(%s): tensor %d to save is NULL", node->name, node->n_saved);
+        return DG_EINVAL;
+    }
     DG_CHECK_INPUT_INT("node_save", t);
-    DG_CHECK_INT(node->n_saved < DG_MAX_NODE_SAVED, "node_save: at most %d saved tensors per node", DG_MAX_NODE_SAVED);
+    DG_CHECK_INT(node->n_saved < DG_MAX_NODE_SAVED, "node_save(%s): a node keeps at most %d saved tensors (DG_MAX_NODE_SAVED); "
+                 "this is number %d", node->name, DG_MAX_NODE_SAVED, node->n_saved + 1);
     /* Save a history-free alias: a node never holds a tensor that holds a node, so the tape
      * has no cycles and freeing it needs no recursion through saved values. */
+    uint64_t errs = dg_error_count();
     dg_tensor *alias = dg_tensor_view(t, t->ndim, t->shape, t->stride, t->offset);
-    if (!alias) return DG_ENOMEM;
+    if (!alias) {
+        if (!dg_error_since(errs)) DG_ERR(DG_ENOMEM, "node_save(%s): out of memory", node->name);
+        return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    }
     dg_keep(alias);
     node->saved[node->n_saved++] = alias;
     return 0;

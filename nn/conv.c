@@ -7,6 +7,9 @@
 
 typedef struct { int64_t in, out; dg_conv2d_params conv; dg_tensor *weight, *bias; } conv_state;
 
+static const dg_layer_class conv2d_class = { .name = "Conv2d" };
+const dg_layer_class *dg_nn_conv2d_class(void) { return &conv2d_class; }
+
 static dg_tensor *conv_forward(dg_layer *self, const dg_tensor *x) {
     conv_state *s = dg_layer_user(self);
     char sh[96];
@@ -26,7 +29,7 @@ static dg_tensor *conv_forward(dg_layer *self, const dg_tensor *x) {
 }
 
 bool dg_nn_conv2d_parts(const dg_layer *l, dg_conv2d_params *p, dg_tensor **weight, dg_tensor **bias) {
-    if (!l || strcmp(dg_layer_type(l), "Conv2d") != 0) return false;
+    if (!dg_layer_is(l, &conv2d_class)) return false;
     conv_state *s = dg_layer_user(l);
     *p = s->conv;
     *weight = s->weight;
@@ -41,7 +44,7 @@ dg_nn_conv2d_params dg_nn_conv2d_default_params(void) {
 dg_layer *dg_nn_conv2d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
     conv_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Conv2d: out of memory"); return NULL; }
-    dg_layer *l = dg_layer_new("Conv2d", conv_forward, s, free);
+    dg_layer *l = dg_layer_new(&conv2d_class, conv_forward, s, free);
     if (!l) return NULL;
     int stride = p.stride, dil = p.dilation, groups = p.groups;
     s->in = in;

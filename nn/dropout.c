@@ -3,6 +3,9 @@
  * the input in eval mode. */
 #include "../eager/internal.h"
 
+static const dg_layer_class dropout_class = { .name = "Dropout" };
+const dg_layer_class *dg_nn_dropout_class(void) { return &dropout_class; }
+
 static dg_tensor *dropout_fw(dg_layer *self, const dg_tensor *x) {
     dg_nn_dropout_params *p = dg_layer_user(self);
     return dg_dropout_ext(x, (dg_dropout_params){ .p = p->p, .training = dg_layer_is_training(self), .generator = p->generator });
@@ -16,7 +19,7 @@ dg_layer *dg_nn_dropout_ext(dg_nn_dropout_params prm) {
     if (!s) { DG_ERR(DG_ENOMEM, "Dropout: out of memory"); return NULL; }
     *s = prm;
     double p = prm.p;
-    dg_layer *l = dg_layer_new("Dropout", dropout_fw, s, free);
+    dg_layer *l = dg_layer_new(&dropout_class, dropout_fw, s, free);
     if (!l) return NULL;
     dg_layer_set_extra_repr(l, "p=%g, inplace=False", p);
     if (!(p >= 0 && p <= 1)) {

@@ -1,6 +1,7 @@
 /* nn/layer.c — the layer base (paddle.nn.Layer / torch.nn.Module): a refcounted node with a
  * forward function, named parameters, buffers and sublayers, train/eval mode, hierarchical
- * names, iteration in torch's order, printing, and the forward wrapper that scopes temporaries.
+ * names, iteration in torch's order, moving to a device, printing, and the forward wrapper that
+ * scopes temporaries.
  * Built-in layers are written on this public API exactly like a user's custom layer. */
 #include "../eager/internal.h"
 #include <dygraph/nn.h>
@@ -11,9 +12,11 @@ typedef struct { char *name; dg_layer *l; } layer_entry;
 
 struct dg_layer {
     int refcount;
-    char *type;
+    const dg_layer_class *cls;    /* borrowed: static in whoever defined the layer kind */
     dg_layer_forward_fn forward;
     dg_loss_forward_fn loss_forward;
+    dg_layer_forward_multi_fn forward_multi;
+    int n_inputs;                 /* of forward_multi */
     void *user;
     void (*free_user)(void *);
     bool training;
@@ -55,7 +58,7 @@ const char *dg_layer_full_name(const dg_layer *l, char *buf, size_t len) {
 static void describe(const dg_layer *l, char *buf, size_t len) {
     char path[256];
     dg_layer_full_name(l, path, sizeof path);
-    snprintf(buf, len, "%s%s%s%s%s%s%s", l->type, path[0] ? " '" : "", path, path[0] ? "'" : "",
+    snprintf(buf, len, "%s%s%s%s%s%s%s", l->cls->name, path[0] ? " '" : "", path, path[0] ? "'" : "",
              l->extra_repr && l->extra_repr[0] ? " (" : "", l->extra_repr ? l->extra_repr : "",
              l->extra_repr && l->extra_repr[0] ? ")" : "");
 }
@@ -91,20 +94,20 @@ static dg_tensor *layer_propagate_at(const dg_layer *l, const char *file, int li
 
 /* ---- lifetime ---- */
 
-static dg_layer *layer_new(const char *type, void *user, void (*free_user)(void *)) {
-    if (!type || !type[0]) {
+static dg_layer *layer_new(const dg_layer_class *cls, void *user, void (*free_user)(void *)) {
+    if (!cls || !cls->name || !cls->name[0]) {
         if (free_user) free_user(user);
-        DG_ERR(DG_EINVAL, "layer_new: type name is NULL or empty");
+        DG_ERR(DG_EINVAL, "layer_new: %s (a layer needs a dg_layer_class with its type name)",
+               !cls ? "class is NULL" : "the class's name is NULL or empty");
         return NULL;
     }
     dg_layer *l = calloc(1, sizeof *l);
-    if (l) l->type = dup_str(type);
-    if (!l || !l->type) {
-        free(l);
+    if (!l) {
         if (free_user) free_user(user);
-        DG_ERR(DG_ENOMEM, "layer_new: out of memory making a %s", type);
+        DG_ERR(DG_ENOMEM, "layer_new: out of memory making a %s", cls->name);
         return NULL;
     }
+    l->cls = cls;
     l->refcount = 1;
     l->user = user;
     l->free_user = free_user;
@@ -112,16 +115,38 @@ static dg_layer *layer_new(const char *type, void *user, void (*free_user)(void 
     return l;
 }
 
-dg_layer *dg_layer_new(const char *type, dg_layer_forward_fn fn, void *user, void (*free_user)(void *)) {
-    dg_layer *l = layer_new(type, user, free_user);
+dg_layer *dg_layer_new(const dg_layer_class *cls, dg_layer_forward_fn fn, void *user, void (*free_user)(void *)) {
+    dg_layer *l = layer_new(cls, user, free_user);
     if (l) l->forward = fn;
     return l;
 }
 
-dg_layer *dg_loss_layer_new(const char *type, dg_loss_forward_fn fn, void *user, void (*free_user)(void *)) {
-    dg_layer *l = layer_new(type, user, free_user);
+dg_layer *dg_loss_layer_new(const dg_layer_class *cls, dg_loss_forward_fn fn, void *user, void (*free_user)(void *)) {
+    dg_layer *l = layer_new(cls, user, free_user);
     if (l) l->loss_forward = fn;
     return l;
+}
+
+#define DG_MAX_LAYER_INPUTS 64
+
+dg_layer *dg_layer_new_multi(const dg_layer_class *cls, dg_layer_forward_multi_fn fn, int n_inputs, void *user,
+                             void (*free_user)(void *)) {
+    dg_layer *l = layer_new(cls, user, free_user);
+    if (!l) return NULL;
+    if (!fn || n_inputs < 1 || n_inputs > DG_MAX_LAYER_INPUTS) {
+        if (!fn) LERR(l, DG_EINVAL, "layer_new_multi: the forward function is NULL");
+        else LERR(l, DG_EINVAL, "layer_new_multi: n_inputs must be in [1, %d], got %d", DG_MAX_LAYER_INPUTS, n_inputs);
+        dg_layer_free(l);   /* frees the user state, as documented */
+        return NULL;
+    }
+    l->forward_multi = fn;
+    l->n_inputs = n_inputs;
+    return l;
+}
+
+int dg_layer_num_inputs(const dg_layer *l) {
+    if (!l) return 0;
+    return l->forward_multi ? l->n_inputs : l->forward ? 1 : l->loss_forward ? 2 : 0;
 }
 
 dg_layer *dg_layer_ref(dg_layer *l) {
@@ -143,7 +168,6 @@ void dg_layer_free(dg_layer *l) {
     free(l->params);
     free(l->buffers);
     free(l->children);
-    free(l->type);
     free(l->name);
     free(l->extra_repr);
     free(l);
@@ -230,7 +254,7 @@ int dg_layer_add_sublayer(dg_layer *l, const char *name, dg_layer *sub) {
     if (!sub) { LPROP(l, "sublayer '%s' is NULL", name ? name : "(null)"); return DG_EINVAL; }
     int rc = check_name(l, name, "sublayer");
     if (!rc && contains(sub, l)) {
-        LERR(l, DG_EINVAL, "sublayer '%s' (%s) contains this layer: a layer tree cannot have cycles", name, sub->type);
+        LERR(l, DG_EINVAL, "sublayer '%s' (%s) contains this layer: a layer tree cannot have cycles", name, sub->cls->name);
         rc = DG_EINVAL;
     }
     char *nm = NULL;
@@ -297,7 +321,9 @@ dg_layer *dg_layer_child(const dg_layer *l, int i) { return l && i >= 0 && i < l
 const char *dg_layer_child_name(const dg_layer *l, int i) {
     return l && i >= 0 && i < l->n_children ? l->children[i].name : NULL;
 }
-const char *dg_layer_type(const dg_layer *l) { return l ? l->type : NULL; }
+const dg_layer_class *dg_layer_class_of(const dg_layer *l) { return l ? l->cls : NULL; }
+bool dg_layer_is(const dg_layer *l, const dg_layer_class *cls) { return l && cls && l->cls == cls; }
+const char *dg_layer_type(const dg_layer *l) { return l ? l->cls->name : NULL; }
 void *dg_layer_user(const dg_layer *l) { return l ? l->user : NULL; }
 
 int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
@@ -335,10 +361,32 @@ dg_tensor *dg_forward(dg_layer *l, const dg_tensor *x) {
     DG_CHECK_HANDLE(l, "forward: layer is NULL");
     if (!x) return LPROP(l, "forward: input is NULL");
     if (!dg_tensor_live(x)) { dg_tensor_bad("forward", "x", x); return NULL; }
+    if (l->forward_multi) {
+        if (l->n_inputs != 1) return LERR(l, DG_EINVAL, "takes %d inputs, got 1: call dg_forward_multi", l->n_inputs);
+        RUN_SCOPED(l, l->forward_multi(l, &x, 1));
+    }
     if (!l->forward)
         return LERR(l, DG_EINVAL, l->loss_forward ? "a loss layer takes (input, label): call dg_loss_forward"
                                                   : "has no forward function (a container layer)");
     RUN_SCOPED(l, l->forward(l, x));
+}
+
+dg_tensor *dg_forward_multi(dg_layer *l, const dg_tensor *const *in, int n) {
+    DG_CHECK_HANDLE(l, "forward_multi: layer is NULL");
+    int want = dg_layer_num_inputs(l);
+    if (!want) return LERR(l, DG_EINVAL, "forward_multi: has no forward function (a container layer)");
+    if (n != want || (n > 0 && !in))
+        return LERR(l, DG_EINVAL, "forward_multi: takes %d input%s, got %d%s", want, want == 1 ? "" : "s", n,
+                    n == want ? " in a NULL array" : "");
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) return LPROP(l, "forward_multi: input %d is NULL", i);
+        char what[32];
+        snprintf(what, sizeof what, "input %d", i);
+        if (!dg_tensor_live(in[i])) { dg_tensor_bad("forward_multi", what, in[i]); return NULL; }
+    }
+    if (l->forward) return dg_forward(l, in[0]);
+    if (l->loss_forward) return dg_loss_forward(l, in[0], in[1]);
+    RUN_SCOPED(l, l->forward_multi(l, in, n));
 }
 
 dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor *label) {
@@ -347,8 +395,88 @@ dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor 
     if (!label) return LPROP(l, "loss_forward: label is NULL");
     DG_CHECK_INPUT("loss_forward", input);
     DG_CHECK_INPUT("loss_forward", label);
-    if (!l->loss_forward) return LERR(l, DG_EINVAL, "is not a loss layer: call dg_forward(layer, x)");
+    if (!l->loss_forward)
+        return l->forward_multi ? LERR(l, DG_EINVAL, "is not a loss layer: it takes %d inputs, call dg_forward_multi", l->n_inputs)
+                                : LERR(l, DG_EINVAL, "is not a loss layer: call dg_forward(layer, x)");
     RUN_SCOPED(l, l->loss_forward(l, input, label));
+}
+
+/* ---- device ---- */
+
+static dg_named_tensor *named(const dg_layer *l, int *n, bool params, bool buffers, bool dedup, const char *op);
+
+typedef struct { dg_tensor *t, *copy; } move_entry;
+
+static bool on_device(const dg_tensor *t, dg_device d) {
+    return t->storage->device.type == d.type && t->storage->device.index == d.index;
+}
+
+/* Phase 1 for one tensor: a copy on the device (caller-owned), or nothing when it is there. */
+static int plan_move(const dg_layer *l, dg_tensor *t, dg_device d, const char *what, const char *name, move_entry *m,
+                     int *n) {
+    if (!t || on_device(t, d)) return 0;
+    dg_no_grad_begin();   /* a copy of the value, not an op on the tape */
+    dg_tensor *c = dg_to_device(t, d);
+    dg_no_grad_end();
+    if (!c) {   /* the copy said why (no device, module missing): that, under the layer's name and at its place */
+        char msg[DG_ERROR_MSG_LEN], dn[32];
+        snprintf(msg, sizeof msg, "%s", dg_last_error());
+        const char *file = __FILE__;
+        int line = __LINE__;
+        dg_error_split_location(msg, &file, &line);
+        dg_layer_error_at(l, dg_last_status() ? dg_last_status() : DG_EDEVICE, file, line, "layer_to(%s): moving %s '%s': %s",
+                          dg_device_name(d, dn, sizeof dn), what, name, msg);
+        return dg_last_status();
+    }
+    m[(*n)++] = (move_entry){ t, dg_keep(c) };
+    return 0;
+}
+
+int dg_layer_to(dg_layer *l, dg_device d) {
+    DG_CHECK_HANDLE_INT(l, "layer_to: layer is NULL");
+    if ((d.type != DG_CPU && d.type != DG_CUDA) || d.index < 0 || (d.type == DG_CPU && d.index != 0)) {
+        LERR(l, DG_EINVAL, "layer_to: no device of type %d index %d (dg_cpu(), or CUDA index >= 0)", (int)d.type, d.index);
+        return DG_EINVAL;
+    }
+    int np = 0, nb = 0;
+    dg_named_tensor *ps = named(l, &np, true, false, true, "layer_to");
+    dg_named_tensor *bs = ps ? named(l, &nb, false, true, true, "layer_to") : NULL;
+    move_entry *m = bs ? malloc(sizeof *m * (size_t)(2 * np + nb + 1)) : NULL;
+    if (!m) {
+        free(ps);
+        free(bs);
+        if (bs) LERR(l, DG_ENOMEM, "layer_to: out of memory");
+        return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    }
+    int n = 0, rc = 0;
+    for (int i = 0; i < np && !rc; i++) {
+        rc = plan_move(l, ps[i].tensor, d, "parameter", ps[i].name, m, &n);
+        if (!rc) rc = plan_move(l, ps[i].tensor->grad, d, "the gradient of", ps[i].name, m, &n);
+    }
+    for (int i = 0; i < nb && !rc; i++) rc = plan_move(l, bs[i].tensor, d, "buffer", bs[i].name, m, &n);
+    /* Phase 2, only when every copy exists: each tensor takes its copy's storage (contiguous
+     * strides) and the copy handle leaves with the old storage. */
+    for (int i = 0; i < n; i++) {
+        if (!rc) {
+            dg_tensor *t = m[i].t, *c = m[i].copy;
+            dg_storage *old = t->storage;
+            t->storage = c->storage;
+            c->storage = old;
+            int64_t off = t->offset;
+            t->offset = c->offset;
+            c->offset = off;
+            for (int k = 0; k < t->ndim; k++) {
+                int64_t st = t->stride[k];
+                t->stride[k] = c->stride[k];
+                c->stride[k] = st;
+            }
+        }
+        dg_tensor_free(m[i].copy);
+    }
+    free(m);
+    free(ps);
+    free(bs);
+    return rc;
 }
 
 /* ---- mode ---- */
@@ -504,7 +632,7 @@ static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 static void sb_indent(strbuf *b, int depth) { for (int i = 0; i < depth; i++) sb_str(b, "  "); }
 
 static void repr(const dg_layer *l, strbuf *b, int depth) {
-    sb_str(b, l->type);
+    sb_str(b, l->cls->name);
     sb_str(b, "(");
     const char *extra = l->extra_repr ? l->extra_repr : "";
     if (!l->n_children) { sb_str(b, extra); sb_str(b, ")"); return; }

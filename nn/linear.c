@@ -6,6 +6,9 @@
 
 typedef struct { int64_t in, out; dg_tensor *weight, *bias; } linear_state;
 
+static const dg_layer_class linear_class = { .name = "Linear" };
+const dg_layer_class *dg_nn_linear_class(void) { return &linear_class; }
+
 static dg_tensor *linear_forward(dg_layer *self, const dg_tensor *x) {
     linear_state *s = dg_layer_user(self);
     char sh[96];
@@ -25,7 +28,7 @@ dg_nn_linear_params dg_nn_linear_default_params(void) { return (dg_nn_linear_par
 dg_layer *dg_nn_linear_ext(int64_t in, int64_t out, dg_nn_linear_params p) {
     linear_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Linear: out of memory"); return NULL; }
-    dg_layer *l = dg_layer_new("Linear", linear_forward, s, free);
+    dg_layer *l = dg_layer_new(&linear_class, linear_forward, s, free);
     if (!l) return NULL;
     s->in = in;
     s->out = out;

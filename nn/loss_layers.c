@@ -4,6 +4,15 @@
 
 typedef struct { dg_reduction r; dg_cross_entropy_params ce; } loss_state;
 
+static const dg_layer_class mse_loss_class = { .name = "MSELoss" };
+const dg_layer_class *dg_nn_mse_loss_class(void) { return &mse_loss_class; }
+static const dg_layer_class l1_loss_class = { .name = "L1Loss" };
+const dg_layer_class *dg_nn_l1_loss_class(void) { return &l1_loss_class; }
+static const dg_layer_class bce_loss_class = { .name = "BCEWithLogitsLoss" };
+const dg_layer_class *dg_nn_bce_with_logits_loss_class(void) { return &bce_loss_class; }
+static const dg_layer_class cross_entropy_loss_class = { .name = "CrossEntropyLoss" };
+const dg_layer_class *dg_nn_cross_entropy_loss_class(void) { return &cross_entropy_loss_class; }
+
 static dg_tensor *mse_fw(dg_layer *self, const dg_tensor *x, const dg_tensor *y) {
     return dg_mse_loss_ext(x, y, ((loss_state *)dg_layer_user(self))->r);
 }
@@ -17,20 +26,20 @@ static dg_tensor *ce_fw(dg_layer *self, const dg_tensor *x, const dg_tensor *y) 
     return dg_cross_entropy_ext(x, y, ((loss_state *)dg_layer_user(self))->ce);
 }
 
-static dg_layer *loss_new(const char *type, dg_loss_forward_fn fn, loss_state st) {
+static dg_layer *loss_new(const dg_layer_class *cls, dg_loss_forward_fn fn, loss_state st) {
     if ((unsigned)st.r > DG_REDUCE_NONE) {
-        DG_ERR(DG_EINVAL, "%s: bad reduction %d", type, (int)st.r);
+        DG_ERR(DG_EINVAL, "%s: bad reduction %d", cls->name, (int)st.r);
         return NULL;
     }
     loss_state *s = malloc(sizeof *s);
-    if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", type); return NULL; }
+    if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", cls->name); return NULL; }
     *s = st;
-    return dg_loss_layer_new(type, fn, s, free);   /* torch prints losses with no arguments */
+    return dg_loss_layer_new(cls, fn, s, free);   /* torch prints losses with no arguments */
 }
 
-dg_layer *dg_nn_mse_loss(dg_reduction r) { return loss_new("MSELoss", mse_fw, (loss_state){ .r = r }); }
-dg_layer *dg_nn_l1_loss(dg_reduction r) { return loss_new("L1Loss", l1_fw, (loss_state){ .r = r }); }
-dg_layer *dg_nn_bce_with_logits_loss(dg_reduction r) { return loss_new("BCEWithLogitsLoss", bce_fw, (loss_state){ .r = r }); }
+dg_layer *dg_nn_mse_loss(dg_reduction r) { return loss_new(&mse_loss_class, mse_fw, (loss_state){ .r = r }); }
+dg_layer *dg_nn_l1_loss(dg_reduction r) { return loss_new(&l1_loss_class, l1_fw, (loss_state){ .r = r }); }
+dg_layer *dg_nn_bce_with_logits_loss(dg_reduction r) { return loss_new(&bce_loss_class, bce_fw, (loss_state){ .r = r }); }
 dg_layer *dg_nn_cross_entropy_loss(dg_cross_entropy_params p) {
-    return loss_new("CrossEntropyLoss", ce_fw, (loss_state){ .r = p.reduction, .ce = p });
+    return loss_new(&cross_entropy_loss_class, ce_fw, (loss_state){ .r = p.reduction, .ce = p });
 }

@@ -15,9 +15,14 @@ typedef struct {
 
 static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x);
 
+static const dg_layer_class batch_norm1d_class = { .name = "BatchNorm1d" };
+const dg_layer_class *dg_nn_batch_norm1d_class(void) { return &batch_norm1d_class; }
+static const dg_layer_class batch_norm2d_class = { .name = "BatchNorm2d" };
+const dg_layer_class *dg_nn_batch_norm2d_class(void) { return &batch_norm2d_class; }
+
 bool dg_nn_batch_norm_parts(const dg_layer *l, double *eps, dg_tensor **weight, dg_tensor **bias,
                             dg_tensor **running_mean, dg_tensor **running_var) {
-    if (!l || strncmp(dg_layer_type(l), "BatchNorm", 9) != 0) return false;
+    if (!dg_layer_is(l, &batch_norm1d_class) && !dg_layer_is(l, &batch_norm2d_class)) return false;
     bn_state *s = dg_layer_user(l);
     *eps = s->eps;
     *weight = s->weight;
@@ -64,10 +69,10 @@ dg_nn_batch_norm_params dg_nn_batch_norm_default_params(void) {
                                       .track_running_stats = true, .dtype = DG_F32 };
 }
 
-static dg_layer *bn_new(const char *type, int lo, int hi, int64_t c, dg_nn_batch_norm_params p) {
+static dg_layer *bn_new(const dg_layer_class *cls, int lo, int hi, int64_t c, dg_nn_batch_norm_params p) {
     bn_state *s = calloc(1, sizeof *s);
-    if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", type); return NULL; }
-    dg_layer *l = dg_layer_new(type, bn_forward, s, free);
+    if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", cls->name); return NULL; }
+    dg_layer *l = dg_layer_new(cls, bn_forward, s, free);
     if (!l) return NULL;
     *s = (bn_state){ .c = c, .ndim_lo = lo, .ndim_hi = hi, .momentum = p.momentum, .eps = p.eps,
                      .cumulative = p.cumulative_average };
@@ -99,5 +104,5 @@ static dg_layer *bn_new(const char *type, int lo, int hi, int64_t c, dg_nn_batch
     return l;
 }
 
-dg_layer *dg_nn_batch_norm1d(int64_t c, dg_nn_batch_norm_params p) { return bn_new("BatchNorm1d", 2, 3, c, p); }
-dg_layer *dg_nn_batch_norm2d(int64_t c, dg_nn_batch_norm_params p) { return bn_new("BatchNorm2d", 4, 4, c, p); }
+dg_layer *dg_nn_batch_norm1d(int64_t c, dg_nn_batch_norm_params p) { return bn_new(&batch_norm1d_class, 2, 3, c, p); }
+dg_layer *dg_nn_batch_norm2d(int64_t c, dg_nn_batch_norm_params p) { return bn_new(&batch_norm2d_class, 4, 4, c, p); }

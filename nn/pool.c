@@ -5,6 +5,13 @@
 
 typedef struct { bool avg; dg_pool2d_params pool; int out_h, out_w; } pool_state;
 
+static const dg_layer_class max_pool2d_class = { .name = "MaxPool2d" };
+const dg_layer_class *dg_nn_max_pool2d_class(void) { return &max_pool2d_class; }
+static const dg_layer_class avg_pool2d_class = { .name = "AvgPool2d" };
+const dg_layer_class *dg_nn_avg_pool2d_class(void) { return &avg_pool2d_class; }
+static const dg_layer_class adaptive_avg_pool2d_class = { .name = "AdaptiveAvgPool2d" };
+const dg_layer_class *dg_nn_adaptive_avg_pool2d_class(void) { return &adaptive_avg_pool2d_class; }
+
 static dg_tensor *check_nchw(dg_layer *self, const dg_tensor *x) {
     char sh[96];
     if (dg_ndim(x) != 4) return DG_LAYER_ERROR(self, "input %s must be [N, C, H, W]", dg_shape_str(x, sh, sizeof sh));
@@ -28,11 +35,11 @@ static dg_tensor *adaptive_forward(dg_layer *self, const dg_tensor *x) {
     return dg_adaptive_avg_pool2d(x, s->out_h, s->out_w);
 }
 
-static dg_layer *pool_new(const char *type, dg_layer_forward_fn fn, pool_state st) {
+static dg_layer *pool_new(const dg_layer_class *cls, dg_layer_forward_fn fn, pool_state st) {
     pool_state *s = malloc(sizeof *s);
-    if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", type); return NULL; }
+    if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", cls->name); return NULL; }
     *s = st;
-    return dg_layer_new(type, fn, s, free);
+    return dg_layer_new(cls, fn, s, free);
 }
 
 dg_nn_pool2d_params dg_nn_pool2d_default_params(void) {
@@ -43,7 +50,7 @@ static dg_layer *pool2d(bool avg, int k, dg_nn_pool2d_params p) {
     int stride = p.stride == DG_STRIDE_KERNEL ? k : p.stride;
     dg_pool2d_params pp = { .kernel = { k, k }, .stride = { stride, stride }, .padding = { p.padding, p.padding },
                             .ceil_mode = p.ceil_mode, .count_include_pad = p.count_include_pad };
-    dg_layer *l = pool_new(avg ? "AvgPool2d" : "MaxPool2d", pool_forward, (pool_state){ .avg = avg, .pool = pp });
+    dg_layer *l = pool_new(avg ? &avg_pool2d_class : &max_pool2d_class, pool_forward, (pool_state){ .avg = avg, .pool = pp });
     if (!l) return NULL;
     if (avg)
         dg_layer_set_extra_repr(l, "kernel_size=%d, stride=%d, padding=%d", k, stride, p.padding);   /* as torch prints it */
@@ -64,7 +71,7 @@ dg_layer *dg_nn_max_pool2d(int k, dg_nn_pool2d_params p) { return pool2d(false, 
 dg_layer *dg_nn_avg_pool2d(int k, dg_nn_pool2d_params p) { return pool2d(true, k, p); }
 
 dg_layer *dg_nn_adaptive_avg_pool2d(int out_h, int out_w) {
-    dg_layer *l = pool_new("AdaptiveAvgPool2d", adaptive_forward, (pool_state){ .out_h = out_h, .out_w = out_w });
+    dg_layer *l = pool_new(&adaptive_avg_pool2d_class, adaptive_forward, (pool_state){ .out_h = out_h, .out_w = out_w });
     if (!l) return NULL;
     dg_layer_set_extra_repr(l, "output_size=(%d, %d)", out_h, out_w);
     if (out_h <= 0 || out_w <= 0) {

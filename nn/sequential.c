@@ -3,7 +3,8 @@
 #include "../eager/internal.h"
 #include <stdarg.h>
 
-static char seq_marker;   /* the user pointer of every Sequential: marks the type */
+static const dg_layer_class sequential_class = { .name = "Sequential" };
+const dg_layer_class *dg_nn_sequential_class(void) { return &sequential_class; }
 
 static dg_tensor *seq_forward(dg_layer *self, const dg_tensor *x) {
     int n = dg_layer_num_children(self);
@@ -17,8 +18,15 @@ static dg_tensor *seq_forward(dg_layer *self, const dg_tensor *x) {
 }
 
 int dg_nn_sequential_append(dg_layer *seq, dg_layer *layer) {
-    if (seq && dg_layer_user(seq) != &seq_marker) {
+    if (seq && !dg_layer_is(seq, &sequential_class)) {
         DG_LAYER_ERROR(seq, "sequential_append: not a Sequential");
+        dg_layer_free(layer);
+        return DG_EINVAL;
+    }
+    int k = dg_layer_num_inputs(layer);
+    if (seq && layer && k > 1) {   /* a chain hands each child one tensor (a container, 0, fails when run) */
+        DG_LAYER_ERROR(seq, "sequential_append: layer %d (%s) takes %d inputs; a Sequential runs single-input layers "
+                            "(run it with dg_forward_multi instead)", dg_layer_num_children(seq), dg_layer_type(layer), k);
         dg_layer_free(layer);
         return DG_EINVAL;
     }
@@ -28,7 +36,7 @@ int dg_nn_sequential_append(dg_layer *seq, dg_layer *layer) {
 }
 
 static dg_layer *seq_new(void) {
-    return dg_layer_new("Sequential", seq_forward, &seq_marker, NULL);
+    return dg_layer_new(&sequential_class, seq_forward, NULL, NULL);
 }
 
 dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers) {

@@ -4,6 +4,11 @@
 
 typedef struct { int start, stop; } flatten_state;
 
+static const dg_layer_class flatten_class = { .name = "Flatten" };
+const dg_layer_class *dg_nn_flatten_class(void) { return &flatten_class; }
+static const dg_layer_class identity_class = { .name = "Identity" };
+const dg_layer_class *dg_nn_identity_class(void) { return &identity_class; }
+
 static dg_tensor *flatten_fw(dg_layer *self, const dg_tensor *x) {
     flatten_state *s = dg_layer_user(self);
     int nd = dg_ndim(x), a = s->start < 0 ? s->start + nd : s->start, b = s->stop < 0 ? s->stop + nd : s->stop;
@@ -17,11 +22,11 @@ dg_layer *dg_nn_flatten(int start, int stop) {
     flatten_state *s = malloc(sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Flatten: out of memory"); return NULL; }
     *s = (flatten_state){ start, stop };
-    dg_layer *l = dg_layer_new("Flatten", flatten_fw, s, free);
+    dg_layer *l = dg_layer_new(&flatten_class, flatten_fw, s, free);
     if (l) dg_layer_set_extra_repr(l, "start_dim=%d, end_dim=%d", start, stop);
     return l;
 }
 
 /* returning x itself is allowed: dg_forward hands the caller a fresh view of it */
 static dg_tensor *identity_fw(dg_layer *self, const dg_tensor *x) { return (dg_tensor *)x; }
-dg_layer *dg_nn_identity(void) { return dg_layer_new("Identity", identity_fw, NULL, NULL); }
+dg_layer *dg_nn_identity(void) { return dg_layer_new(&identity_class, identity_fw, NULL, NULL); }

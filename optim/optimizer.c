@@ -160,6 +160,16 @@ int dg_optimizer_step(dg_optimizer *o) {
         if (o->info->n_slots > 0 || o->info->has_step) rc = dg_opt_ensure_state(o, i);
         if (rc) break;
         dg_opt_state *s = &o->state[i];
+        /* state made before the parameter moved (dg_layer_to) is still on the old device */
+        for (int k = 0; k < o->info->n_slots && rc == 0; k++)
+            if (s->buf[k] && !same_device(dg_device_of(s->buf[k]), dg_device_of(p))) {
+                DG_ERR(DG_EDEVICE, "%s: parameter %d %s is on %s but its state '%s' is on %s (the parameter moved after "
+                       "the optimizer made its state: make the optimizer after moving the layer)", nm, i,
+                       dg_shape_str(p, a, sizeof a), dg_device_name(dg_device_of(p), da, sizeof da), o->info->slot[k],
+                       dg_device_name(dg_device_of(s->buf[k]), db, sizeof db));
+                rc = DG_EDEVICE;
+            }
+        if (rc) break;
         t[n] = (dg_update_tensor){
             .p = dg_tensor_ptr(p), .g = dg_tensor_ptr(g), .n = dg_numel(p),
             .s0 = s->buf[0] ? dg_tensor_ptr(s->buf[0]) : NULL, .s1 = s->buf[1] ? dg_tensor_ptr(s->buf[1]) : NULL,

@@ -93,7 +93,7 @@ static int cube_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 /* README's custom op, as written there */
-static dg_tensor *cube(dg_tensor *x) {
+static dg_tensor *cube(const dg_tensor *x) {
     dg_scope *s = dg_scope_begin();
     dg_no_grad_begin();
     dg_tensor *y = dg_mul(dg_mul(x, x), x);

@@ -123,8 +123,9 @@ Test(nn, names_and_counts_match_torch) {
 }
 
 /* Nested names as torchvision's ResNet ("layer1.0.conv1.weight", "layer1.0.bn1.running_mean"). */
+static const dg_layer_class block_class = { .name = "BasicBlock" }, net_class = { .name = "Net" };
 static dg_layer *basic_block(int64_t c) {
-    dg_layer *b = dg_layer_new("BasicBlock", NULL, NULL, NULL);
+    dg_layer *b = dg_layer_new(&block_class, NULL, NULL, NULL);
     dg_nn_conv2d_params ncp = dg_nn_conv2d_default_params();
     ncp.padding = 1;
     ncp.bias = false;
@@ -134,7 +135,7 @@ static dg_layer *basic_block(int64_t c) {
 }
 
 Test(nn, hierarchical_names) {
-    dg_layer *net = dg_layer_new("Net", NULL, NULL, NULL);
+    dg_layer *net = dg_layer_new(&net_class, NULL, NULL, NULL);
     dg_nn_conv2d_params ncp2 = dg_nn_conv2d_default_params();
     ncp2.bias = false;
     cr_assert_eq(dg_layer_add_sublayer(net, "conv1", dg_nn_conv2d(3, 4, 3, ncp2)), 0);
@@ -373,7 +374,8 @@ static dg_tensor *my_block_forward(dg_layer *self, const dg_tensor *x) {
 static dg_layer *my_block_new(int *freed) {
     my_block *b = calloc(1, sizeof *b);
     b->freed = freed;
-    dg_layer *l = dg_layer_new("MyBlock", my_block_forward, b, my_block_free);
+    static const dg_layer_class my_block_class = { .name = "MyBlock" };
+    dg_layer *l = dg_layer_new(&my_block_class, my_block_forward, b, my_block_free);
     if (!l) return NULL;
     int rc = dg_layer_add_parameter(l, "scale", b->scale = dg_full(DG_SHAPE(2), 2.0, DG_F32));
     if (!rc) rc = dg_layer_add_buffer(l, "shift", b->shift = dg_full(DG_SHAPE(2), 0.5, DG_F32));
@@ -459,7 +461,8 @@ Test(nn, shared_and_tied) {
     cr_assert_eq(sd[0].tensor, sd[2].tensor);
     free(sd);
     /* tied: one tensor registered in two layers */
-    dg_layer *a = dg_layer_new("A", NULL, NULL, NULL);
+    static const dg_layer_class a_class = { .name = "A" };
+    dg_layer *a = dg_layer_new(&a_class, NULL, NULL, NULL);
     dg_tensor *w = dg_randn(DG_SHAPE(2, 2), DG_F32);
     cr_assert_eq(dg_layer_add_parameter(a, "w", w), 0);
     cr_assert_eq(dg_layer_add_sublayer(net, "tied", a), 0);
@@ -584,7 +587,7 @@ static int reinit_linear(dg_layer *l, void *user) {
     apply_ctx *c = user;
     strncat(c->order, dg_layer_type(l), sizeof c->order - strlen(c->order) - 2);
     strcat(c->order, " ");
-    if (strcmp(dg_layer_type(l), "Linear") == 0) {
+    if (dg_layer_is(l, dg_nn_linear_class())) {
         c->linears++;
         int rc = dg_nn_init_constant_(dg_layer_parameter(l, "weight"), 0.5);
         if (!rc) rc = dg_nn_init_zeros_(dg_layer_parameter(l, "bias"));

@@ -64,7 +64,8 @@ Test(nn, bad_input) {
     expect_error_contains("append to non-sequential", "BatchNorm2d", "not a Sequential");
 
     /* registration */
-    dg_layer *c = dg_layer_new("Custom", NULL, NULL, NULL);
+    static const dg_layer_class custom_class = { .name = "Custom" }, unnamed_class = { .name = "" };
+    dg_layer *c = dg_layer_new(&custom_class, NULL, NULL, NULL);
     cr_assert_eq(dg_layer_add_parameter(c, "w", dg_ones(DG_SHAPE(2), DG_F32)), 0);
     cr_assert_eq(dg_layer_add_parameter(c, "w", dg_ones(DG_SHAPE(2), DG_F32)), DG_EINVAL);
     expect_error_contains("duplicate", "Custom", "'w' is already used");
@@ -88,6 +89,8 @@ Test(nn, bad_input) {
     expect_error_contains("no forward", "Custom", "no forward function");
     cr_assert_null(dg_layer_new(NULL, NULL, NULL, NULL));
     expect_error_contains("no type", "type name", NULL);
+    cr_assert_null(dg_layer_new(&unnamed_class, NULL, NULL, NULL));
+    expect_error_contains("empty type", "type name", "empty");
     cr_assert_eq(dg_layer_train(NULL), DG_EINVAL);
     expect_error_contains("train NULL", "layer is NULL", NULL);
     cr_assert_null(dg_layer_parameters(NULL, NULL));

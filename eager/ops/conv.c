@@ -86,10 +86,10 @@ static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor
     int64_t shape[4] = { g.n, g.oc, g.oh, g.ow };
     dg_tensor *y = (xc && wc && (!b || bc)) ? dg_new_on(x, shape, 4, x->dtype) : NULL;
     int rc = y ? dg_backend_of(x)->conv2d(&g, xc, wc, bc, y) : DG_ENOMEM;
-    dg_tensor *in[3] = { (dg_tensor *)x, (dg_tensor *)w, (dg_tensor *)b };
+    const dg_tensor *in[3] = { x, w, b };
     if (!rc && !relu && dg_needs_record(in, 3)) {
         dg_node *n = dg_record(OP, y, in, 3, conv_bw);
-        if (!n) rc = DG_ENOMEM;
+        if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
             *(dg_conv2d_geom *)dg_node_attr(n) = g;
             rc = dg_node_save(n, xc);
@@ -119,7 +119,7 @@ dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
  * the convolution's output and the ReLU's at once. It records no gradient: callers use it only
  * where none is wanted. */
 dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
-    dg_tensor *in[3] = { (dg_tensor *)x, (dg_tensor *)w, (dg_tensor *)b };
+    const dg_tensor *in[3] = { x, w, b };
     DG_CHECK(x && w && !dg_needs_record(in, 3), OP "+relu: for passes without gradients only (inputs %s, %s)",
              x ? DG_SHAPE_STR(x) : "NULL", w ? DG_SHAPE_STR(w) : "NULL");
     return conv2d(x, w, b, p, true);

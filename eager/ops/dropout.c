@@ -48,10 +48,10 @@ dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
             if (!rc) rc = be->binary(DG_BIN_MUL, x, mask, y, 0, 0);
         }
     }
-    dg_tensor *in[1] = { (dg_tensor *)x };
+    const dg_tensor *in[1] = { x };
     if (!rc && dg_needs_record(in, 1)) {
         dg_node *n = dg_record(OP, y, in, 1, dropout_bw);
-        if (!n) rc = DG_ENOMEM;
+        if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else if (mask) rc = dg_node_save(n, mask);
     }
     dg_tensor_free(mask);

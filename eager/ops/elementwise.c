@@ -84,14 +84,14 @@ static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, 
     bcast_local(a, shp, nd, &av);
     bcast_local(b, shp, nd, &bv);
     DG_TRY_KERNEL(dg_backend_of(a)->binary(op, &av, &bv, y, 0, 0), y);
-    dg_tensor *in[2] = { (dg_tensor *)a, (dg_tensor *)b };
+    const dg_tensor *in[2] = { a, b };
     if (bw && dg_needs_record(in, 2)) {
         dg_node *n = dg_record(name, y, in, 2, bw);
-        if (!n) { dg_tensor_free(y); return NULL; }
         /* a node saves exactly three slots so rules can index them: a, b, y (unused ones hold y) */
-        dg_node_save(n, save_a ? a : y);
-        dg_node_save(n, save_b ? b : y);
-        dg_node_save(n, y);
+        if (!n || dg_node_save(n, save_a ? a : y) || dg_node_save(n, save_b ? b : y) || dg_node_save(n, y)) {
+            dg_tensor_free(y);   /* record/save said why; an output without its node would cut the graph */
+            return NULL;
+        }
         (void)save_y;
     }
     return y;
@@ -206,11 +206,10 @@ dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) 
     bcast_local(a, s2, n2, &av);
     bcast_local(b, s2, n2, &bv);
     DG_TRY_KERNEL(dg_backend_of(a)->where(&cv, &av, &bv, y), y);
-    dg_tensor *in[3] = { (dg_tensor *)c, (dg_tensor *)a, (dg_tensor *)b };
+    const dg_tensor *in[3] = { c, a, b };
     if (dg_dtype_is_float(a->dtype) && dg_needs_record(in, 3)) {
         dg_node *n = dg_record("where", y, in, 3, where_bw);
-        if (!n) { dg_tensor_free(y); return NULL; }
-        dg_node_save(n, c);
+        if (!n || dg_node_save(n, c)) { dg_tensor_free(y); return NULL; }
     }
     return y;
 }
@@ -225,15 +224,16 @@ static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, do
     dg_tensor *y = dg_new_like(x);
     if (!y) return NULL;
     DG_TRY_KERNEL(dg_backend_of(x)->unary(op, x, y, p0, p1), y);
-    dg_tensor *in[1] = { (dg_tensor *)x };
+    const dg_tensor *in[1] = { x };
     if (bw && dg_needs_record(in, 1)) {
         dg_node *n = dg_record(name, y, in, 1, bw);
-        if (!n) { dg_tensor_free(y); return NULL; }
+        if (!n || (save == SAVE_X && dg_node_save(n, x)) || (save == SAVE_Y && dg_node_save(n, y))) {
+            dg_tensor_free(y);
+            return NULL;
+        }
         scal_attr *at = dg_node_attr(n);
         at->p0 = p0;
         at->p1 = p1;
-        if (save == SAVE_X) dg_node_save(n, x);
-        if (save == SAVE_Y) dg_node_save(n, y);
     }
     return y;
 }

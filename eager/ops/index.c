@@ -47,10 +47,11 @@ dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis)
     dg_tensor *keep_ix = ic == index ? NULL : dg_keep_in_parent(ic);
     dg_scope_end(s);
     if (!y) { dg_tensor_free(keep_ix); return NULL; }
-    dg_tensor *in[1] = { (dg_tensor *)x };
+    const dg_tensor *in[1] = { x };
     if (dg_dtype_is_float(x->dtype) && dg_needs_record(in, 1)) {
         dg_node *n = dg_record("index_select", y, in, 1, index_select_bw);
-        if (n) { ((ix_attr *)dg_node_attr(n))->axis = a; dg_node_save(n, ic); }
+        if (!n || dg_node_save(n, ic)) { dg_tensor_free(y); y = NULL; }   /* record/save said why */
+        else ((ix_attr *)dg_node_attr(n))->axis = a;
     }
     dg_tensor_free(keep_ix);
     return y;
@@ -89,10 +90,11 @@ dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis) {
     dg_tensor *keep_ix = dg_keep_in_parent(ic);
     dg_scope_end(s);
     if (!y) { dg_tensor_free(keep_ix); return NULL; }
-    dg_tensor *in[1] = { (dg_tensor *)x };
+    const dg_tensor *in[1] = { x };
     if (dg_dtype_is_float(x->dtype) && dg_needs_record(in, 1)) {
         dg_node *n = dg_record("gather", y, in, 1, gather_bw);
-        if (n) { ((ix_attr *)dg_node_attr(n))->axis = a; dg_node_save(n, keep_ix); }
+        if (!n || dg_node_save(n, keep_ix)) { dg_tensor_free(y); y = NULL; }   /* record/save said why */
+        else ((ix_attr *)dg_node_attr(n))->axis = a;
     }
     dg_tensor_free(keep_ix);
     return y;

@@ -70,13 +70,15 @@ static dg_tensor *nll_rows(const dg_tensor *logp, const dg_tensor *label, int64_
     dg_tensor *ykeep = dg_keep_in_parent(yc);
     dg_scope_end(s);
     if (loss) {
-        dg_tensor *in[1] = { (dg_tensor *)logp };
+        const dg_tensor *in[1] = { logp };
         if (dg_needs_record(in, 1)) {
             dg_node *n = dg_record("nll_loss", loss, in, 1, nll_rows_bw);
-            if (n) {
+            if (!n || dg_node_save(n, ykeep)) {   /* record/save said why */
+                dg_tensor_free(loss);
+                loss = NULL;
+            } else {
                 nll_attr *a = dg_node_attr(n);
                 a->rows = rows; a->cols = cols; a->ignore = ignore;
-                dg_node_save(n, ykeep);
             }
         }
     }

@@ -111,15 +111,13 @@ static dg_tensor *matmul_nd(const dg_tensor *a, const dg_tensor *b, bool ta, boo
     dg_tensor_free(av);
     dg_tensor_free(bv);
     if (rc) { if (!dg_error_since(errs)) DG_ERR(rc, "matmul: kernel failed"); dg_tensor_free(y); return NULL; }
-    dg_tensor *in[2] = { (dg_tensor *)a, (dg_tensor *)b };
+    const dg_tensor *in[2] = { a, b };
     if (dg_needs_record(in, 2)) {
         dg_node *n = dg_record("matmul", y, in, 2, mm_bw);
-        if (!n) { dg_tensor_free(y); return NULL; }
+        if (!n || dg_node_save(n, a) || dg_node_save(n, b)) { dg_tensor_free(y); return NULL; }   /* they said why */
         mm_attr *at = dg_node_attr(n);
         at->ta = ta;
         at->tb = tb;
-        dg_node_save(n, a);
-        dg_node_save(n, b);
     }
     return y;
 }

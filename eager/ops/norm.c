@@ -101,7 +101,7 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
     DG_CHECK(!p.training || n * inner > 1, OP ": training needs more than one value per channel, input is %s",
              DG_SHAPE_STR(x));
 
-    dg_tensor *in[3] = { (dg_tensor *)x, (dg_tensor *)weight, (dg_tensor *)bias };
+    const dg_tensor *in[3] = { x, weight, bias };
     bool record = dg_needs_record(in, 3);
     /* temporaries (copies, stats) die with this scope; the node keeps its own references to
      * what it saves, and x itself is never freed here (dg_dense() returns it when contiguous) */
@@ -130,7 +130,7 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
     dg_no_grad_end();
     if (!rc && record) {
         dg_node *nd = dg_record(OP, y, in, 3, bn_bw);
-        if (!nd) rc = DG_ENOMEM;
+        if (!nd) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
             *(bn_attr *)dg_node_attr(nd) = (bn_attr){ p.training, weight != NULL, n, c, inner };
             rc = dg_node_save(nd, xc);

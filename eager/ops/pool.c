@@ -75,10 +75,10 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
            : kind == K_MAX ? be->max_pool2d(g, xc, y)
            : kind == K_AVG ? be->avg_pool2d(g, xc, y)
            : be->adaptive_avg_pool2d(xc, y);
-    dg_tensor *in[1] = { (dg_tensor *)x };
+    const dg_tensor *in[1] = { x };
     if (!rc && dg_needs_record(in, 1)) {
         dg_node *n = dg_record(op, y, in, 1, pool_bw);
-        if (!n) rc = DG_ENOMEM;
+        if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
             pool_attr *a = dg_node_attr(n);
             a->kind = kind;

@@ -65,13 +65,16 @@ static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *
         dg_compute_strides(y->shape, nd, y->stride);
         if (ykeep) { memcpy(ykeep->shape, shape, sizeof shape); ykeep->ndim = x->ndim; dg_compute_strides(shape, x->ndim, ykeep->stride); }
     }
-    dg_tensor *in[1] = { (dg_tensor *)x };
+    const dg_tensor *in[1] = { x };
     if (dg_needs_record(in, 1)) {
         dg_node *nd = dg_record(name, y, in, 1, op == DG_RED_SUM ? sum_bw : maxmin_bw);
-        if (!nd) { dg_tensor_free(y); return NULL; }
+        if (!nd || (op != DG_RED_SUM && (dg_node_save(nd, x) || dg_node_save(nd, ykeep)))) {   /* they said why */
+            if (ykeep != y) dg_tensor_free(ykeep);
+            dg_tensor_free(y);
+            return NULL;
+        }
         red_attr *a = dg_node_attr(nd);
         for (int i = 0; i < x->ndim; i++) if (mask[i]) a->axes[a->n_axes++] = i;
-        if (op != DG_RED_SUM) { dg_node_save(nd, x); dg_node_save(nd, ykeep); }
     }
     if (ykeep != y) dg_tensor_free(ykeep);
     return y;

@@ -5,17 +5,16 @@
 typedef struct { int64_t a, b, c, d; int perm[DG_MAX_DIMS]; dg_dtype dt; dg_device dev; } shape_attr;
 #define SATTR(n) ((shape_attr *)dg_node_attr(n))
 
-/* Records a one-input node when x needs grad. Returns the node, NULL when none was needed,
- * and sets *failed when recording was needed but failed. */
-static dg_node *record1_checked(const char *name, dg_tensor *y, const dg_tensor *x, dg_backward_fn bw, bool *failed) {
-    dg_tensor *in[1] = { (dg_tensor *)x };
-    if (!dg_needs_record(in, 1)) return NULL;
+/* Records a one-input node on y when x needs grad. true, with *node the node (NULL when none
+ * was needed; node may be NULL); false when recording was needed and failed (dg_record said
+ * why): the caller frees y and fails, since y without its node would cut the graph. */
+static bool record1(const char *name, dg_tensor *y, const dg_tensor *x, dg_backward_fn bw, dg_node **node) {
+    const dg_tensor *in[1] = { x };
+    if (node) *node = NULL;
+    if (!dg_needs_record(in, 1)) return true;
     dg_node *n = dg_record(name, y, in, 1, bw);
-    if (!n && failed) *failed = true;
-    return n;
-}
-static dg_node *record1(const char *name, dg_tensor *y, const dg_tensor *x, dg_backward_fn bw) {
-    return record1_checked(name, y, x, bw, NULL);
+    if (node) *node = n;
+    return n != NULL;
 }
 
 /* ---- contiguous / clone / cast / to_device ---- */
@@ -25,9 +24,7 @@ static dg_tensor *copy_op(const char *name, const dg_tensor *x, bool record) {
     dg_tensor *y = dg_new_like(x);
     if (!y) return NULL;
     DG_TRY_KERNEL(dg_backend_of(x)->copy(x, y), y);
-    bool failed = false;
-    if (record) record1_checked(name, y, x, copy_bw, &failed);
-    if (failed) { dg_tensor_free(y); return NULL; }
+    if (record && !record1(name, y, x, copy_bw, NULL)) { dg_tensor_free(y); return NULL; }
     return y;
 }
 
@@ -36,9 +33,7 @@ dg_tensor *dg_contiguous(const dg_tensor *x) {
     if (dg_is_contiguous(x)) {
         /* a fresh handle on the same storage, carrying x's history */
         dg_tensor *y = dg_tensor_view(x, x->ndim, x->shape, x->stride, x->offset);
-        bool failed = false;
-        if (y) record1_checked("contiguous", y, x, copy_bw, &failed);
-        if (failed) { dg_tensor_free(y); return NULL; }
+        if (y && !record1("contiguous", y, x, copy_bw, NULL)) { dg_tensor_free(y); return NULL; }
         return y;
     }
     return copy_op("contiguous", x, true);
@@ -52,7 +47,10 @@ dg_tensor *dg_cast(const dg_tensor *x, dg_dtype dt) {
     dg_tensor *y = dg_new_on(x, x->shape, x->ndim, dt);
     if (!y) return NULL;
     DG_TRY_KERNEL(dg_backend_of(x)->copy(x, y), y);
-    if (dg_dtype_is_float(x->dtype) && dg_dtype_is_float(dt)) record1("cast", y, x, cast_bw);
+    if (dg_dtype_is_float(x->dtype) && dg_dtype_is_float(dt) && !record1("cast", y, x, cast_bw, NULL)) {
+        dg_tensor_free(y);
+        return NULL;
+    }
     return y;
 }
 
@@ -61,8 +59,16 @@ dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
     DG_CHECK_INPUT("to_device", x);
     uint64_t errs = dg_error_count();
     const dg_backend *be = dg_backend_for(dev);
-    if (!be) {   /* the backend lookup usually says why (no GPU, too few GPUs): keep that */
-        if (!dg_error_since(errs)) DG_ERR(DG_EDEVICE, "to_device: no backend for %s", dg_device_name(dev, (char[16]){0}, 16));
+    if (!be) {   /* the backend lookup usually says why (no GPU, too few GPUs, no module): that, naming the device */
+        char dn[16];
+        dg_device_name(dev, dn, sizeof dn);
+        if (!dg_error_since(errs)) { DG_ERR(DG_EDEVICE, "to_device: no backend for %s", dn); return NULL; }
+        char msg[DG_ERROR_MSG_LEN];
+        snprintf(msg, sizeof msg, "%s", dg_last_error());
+        const char *file = __FILE__;
+        int line = __LINE__;
+        dg_error_split_location(msg, &file, &line);
+        dg_set_error_at(dg_last_status() ? dg_last_status() : DG_EDEVICE, file, line, "to_device(%s): %s", dn, msg);
         return NULL;
     }
     dg_device src = x->storage->device;
@@ -82,7 +88,8 @@ dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
     dg_tensor_free(tmp);
     if (!y) return NULL;
     if (rc) { dg_tensor_free(y); return NULL; }
-    dg_node *n = record1("to_device", y, x, to_device_bw);
+    dg_node *n;
+    if (!record1("to_device", y, x, to_device_bw, &n)) { dg_tensor_free(y); return NULL; }
     if (n) SATTR(n)->dev = src;
     return y;
 }
@@ -130,7 +137,7 @@ dg_tensor *dg_reshape(const dg_tensor *x, dg_shape s) {
     }
     dg_tensor *y = dg_tensor_view(src, s.ndim, s.d, stride, src->offset);
     dg_tensor_free(tmp);
-    if (y) record1("reshape", y, x, reshape_bw);
+    if (y && !record1("reshape", y, x, reshape_bw, NULL)) { dg_tensor_free(y); return NULL; }
     return y;
 }
 
@@ -169,7 +176,8 @@ dg_tensor *dg_permute(const dg_tensor *x, const int *perm) {
     }
     dg_tensor *y = dg_tensor_view(x, x->ndim, shape, stride, x->offset);
     if (!y) return NULL;
-    dg_node *n = record1("permute", y, x, permute_bw);
+    dg_node *n;
+    if (!record1("permute", y, x, permute_bw, &n)) { dg_tensor_free(y); return NULL; }
     if (n) for (int i = 0; i < x->ndim; i++) SATTR(n)->perm[i] = dg_norm_axis(perm[i], x->ndim);
     return y;
 }
@@ -217,7 +225,7 @@ dg_tensor *dg_expand(const dg_tensor *x, dg_shape s) {
                  (long long)dx, (long long)s.d[i]);
     }
     dg_tensor *y = dg_broadcast_view(x, s.d, s.ndim);
-    if (y) record1("expand", y, x, expand_bw);
+    if (y && !record1("expand", y, x, expand_bw, NULL)) { dg_tensor_free(y); return NULL; }
     return y;
 }
 
@@ -258,7 +266,8 @@ dg_tensor *dg_slice(const dg_tensor *x, int axis, int64_t start, int64_t end, in
     stride[a] = x->stride[a] * step;
     dg_tensor *y = dg_tensor_view(x, x->ndim, shape, stride, x->offset + start * x->stride[a]);
     if (!y) return NULL;
-    dg_node *n = record1("slice", y, x, slice_bw);
+    dg_node *n;
+    if (!record1("slice", y, x, slice_bw, &n)) { dg_tensor_free(y); return NULL; }
     if (n) { SATTR(n)->a = a; SATTR(n)->b = start; SATTR(n)->c = step; }
     return y;
 }
@@ -292,8 +301,10 @@ static dg_tensor *concat_some(dg_tensor *const *xs, int n, int a) {
         DG_TRY_KERNEL(dg_backend_of(y)->copy(xs[i], &win), y);
         off += xs[i]->shape[a];
     }
-    if (dg_needs_record(xs, n)) {
-        dg_node *nd = dg_record("concat", y, xs, n, concat_bw);
+    /* the inputs as the tape takes them: read-only */
+    const dg_tensor *const *in = (const dg_tensor *const *)xs;
+    if (dg_needs_record(in, n)) {
+        dg_node *nd = dg_record("concat", y, in, n, concat_bw);
         if (!nd) { dg_tensor_free(y); return NULL; }
         SATTR(nd)->a = a;
     }

@@ -38,14 +38,13 @@ static dg_tensor *softmax_op(const char *name, const dg_tensor *x, int axis, boo
     y = dg_keep_in_parent(y);
     dg_scope_end(s);
     if (!y) return NULL;
-    dg_tensor *in[1] = { (dg_tensor *)x };
+    const dg_tensor *in[1] = { x };
     if (dg_needs_record(in, 1)) {
         dg_node *n = dg_record(name, y, in, 1, softmax_bw);
-        if (!n) { dg_tensor_free(y); return NULL; }
+        if (!n || dg_node_save(n, y)) { dg_tensor_free(y); return NULL; }   /* record/save said why */
         sm_attr *at = dg_node_attr(n);
         at->axis = a;
         at->log = lg;
-        dg_node_save(n, y);
     }
     return y;
 }

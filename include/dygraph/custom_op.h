@@ -4,7 +4,12 @@
  * inside dg_no_grad, or by filling dg_data() of a fresh tensor), then calls dg_record() to put
  * a node on the tape. The node's backward function receives the gradient of the output and
  * writes one gradient per input (or NULL where dg_node_needs_grad() is false); it runs in
- * no-grad mode and may use any op. Temporaries it makes are freed by the engine. */
+ * no-grad mode and may use any op. Temporaries it makes are freed by the engine.
+ *
+ * Recording can fail (more inputs or saved tensors than a node holds, a freed input, out of
+ * memory): dg_record returns NULL and dg_node_save a negative status, each with a message.
+ * An op must then fail too, returning NULL (its output without a node would silently cut the
+ * graph); the compiler warns about a dropped result. */
 #ifndef DYGRAPH_CUSTOM_OP_H
 #define DYGRAPH_CUSTOM_OP_H
 
@@ -18,17 +23,30 @@ extern "C" {
 #define DG_MAX_NODE_SAVED 6
 #define DG_NODE_ATTR_BYTES 128
 
+#ifndef DG_NODISCARD   /* a result that must be checked */
+#if defined(__GNUC__) || defined(__clang__)
+#define DG_NODISCARD __attribute__((warn_unused_result))
+#else
+#define DG_NODISCARD
+#endif
+#endif
+
 typedef struct dg_node dg_node;
 typedef int (*dg_backward_fn)(dg_node *node, const dg_tensor *grad_output, dg_tensor **grad_inputs);
 
-/* True when any input requires grad and grad mode is on: only then is a node worth recording. */
-DG_API bool dg_needs_record(dg_tensor *const *inputs, int n_inputs);
-/* Attach a node to output (which must be freshly made by the op). Inputs that need no grad
- * may be NULL. Returns the node (owned by output) or NULL on error. */
-DG_API dg_node *dg_record(const char *name, dg_tensor *output, dg_tensor *const *inputs, int n_inputs,
-                   dg_backward_fn backward);
-/* Keep a tensor for backward (a reference; values must not change afterwards). */
-DG_API int dg_node_save(dg_node *node, const dg_tensor *t);
+/* True when any input requires grad and grad mode is on: only then is a node worth recording.
+ * NULL entries (inputs that are absent, like a missing bias) are skipped. */
+DG_API bool dg_needs_record(const dg_tensor *const *inputs, int n_inputs);
+/* Attach a node to output (which must be freshly made by the op and have no node yet).
+ * Inputs that need no grad may be NULL; at most DG_MAX_NODE_INPUTS. The node keeps
+ * references, never changes an input. Returns the node (owned by output) or NULL with an
+ * error naming the op; output is then unchanged. */
+DG_API DG_NODISCARD dg_node *dg_record(const char *name, dg_tensor *output, const dg_tensor *const *inputs, int n_inputs,
+                                       dg_backward_fn backward);
+/* Keep a tensor for backward (a reference; values must not change afterwards). At most
+ * DG_MAX_NODE_SAVED per node. 0, or a negative dg_status with an error naming the node's op
+ * (node NULL, t NULL or freed, too many saved, out of memory). */
+DG_API DG_NODISCARD int dg_node_save(dg_node *node, const dg_tensor *t);
 DG_API const dg_tensor *dg_node_saved(const dg_node *node, int i);
 /* Op attributes (stride, axis, …): DG_NODE_ATTR_BYTES of scratch, zeroed at record time. */
 DG_API void *dg_node_attr(dg_node *node);

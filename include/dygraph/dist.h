@@ -95,6 +95,8 @@ DG_API dg_dp_params dg_dp_default_params(void);
  * save net itself for checkpoints that load into a single-process program. comm is borrowed
  * and must outlive the wrapper. */
 DG_API dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p);
+/* The wrapper's class ("DataParallel"): the dg_dp_* calls below refuse any other layer. */
+DG_API const dg_layer_class *dg_data_parallel_class(void);
 /* loss / world_size (a new tensor; the graph goes through it). */
 DG_API dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss);
 /* Sums every gradient over the ranks (bucketed; with overlap on, finishes the buckets backward

@@ -38,7 +38,8 @@ extern "C" {
  * Input [N, 3, H, W] gives [N, num_classes] logits for any H, W >= 32 thanks to the adaptive
  * pool (224x224 is ImageNet's, Paddle's face-keypoint example uses 96x96); in training mode BatchNorm
  * needs more than one value per channel, so N * ceil(H/32) * ceil(W/32) must exceed 1.
- * Type strings: "ResNet", "BasicBlock", "Bottleneck".
+ * Classes (dg_layer_is): dg_resnet_class() "ResNet", dg_resnet_basic_block_class() "BasicBlock",
+ * dg_resnet_bottleneck_class() "Bottleneck".
  * resnet18 with 1000 classes has 11,689,512 parameters, resnet34 21,797,672, resnet50
  * 25,557,032 (as torchvision). */
 typedef struct dg_resnet_params {
@@ -52,6 +53,10 @@ typedef enum dg_resnet_block_kind {
     DG_RESNET_BASIC = 0,       /* BasicBlock, expansion 1 (resnet18/34) */
     DG_RESNET_BOTTLENECK = 1,  /* Bottleneck, expansion 4 (resnet50/101/152) */
 } dg_resnet_block_kind;
+
+DG_API const dg_layer_class *dg_resnet_class(void);
+DG_API const dg_layer_class *dg_resnet_basic_block_class(void);
+DG_API const dg_layer_class *dg_resnet_bottleneck_class(void);
 
 DG_API dg_layer *dg_resnet18(dg_resnet_params p);   /* BasicBlock, [2, 2, 2, 2] */
 DG_API dg_layer *dg_resnet34(dg_resnet_params p);   /* BasicBlock, [3, 4, 6, 3] */
@@ -69,7 +74,8 @@ DG_API dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stri
 
 /* ======================= the networks of Paddle's tutorials ======================= */
 
-/* The MNIST network of Paddle's multi-GPU tutorial (type "MNIST"): x [N, 1, 28, 28] -> [N, 10] LOGITS.
+/* The MNIST network of Paddle's multi-GPU tutorial (class dg_mnist_cnn_class(), "MNIST"):
+ * x [N, 1, 28, 28] -> [N, 10] LOGITS.
  *   conv1  Conv2d(1, 20, 5, stride 1, padding 2), then ReLU
  *   pool1  MaxPool2d(2, stride 2)
  *   conv2  Conv2d(20, 20, 5, stride 1, padding 2), then ReLU
@@ -81,9 +87,10 @@ DG_API dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stri
  * probabilities. fc.weight is [10, 980] (torch layout; Paddle's FC stores [980, 10]).
  * Default init is PyTorch's for Conv2d/Linear (not fluid's). */
 DG_API dg_layer *dg_mnist_cnn(void);
+DG_API const dg_layer_class *dg_mnist_cnn_class(void);
 
-/* MyNet, the CIFAR-10 network of Paddle's Fleet collective-training tutorial (type "MyNet"):
- * x [N, 3, 32, 32] -> [N, num_classes].
+/* MyNet, the CIFAR-10 network of Paddle's Fleet collective-training tutorial (class
+ * dg_cifar_mynet_class(), "MyNet"): x [N, 3, 32, 32] -> [N, num_classes].
  *   conv1 Conv2d(3, 32, 3) + ReLU, pool1 MaxPool2d(2, 2), conv2 Conv2d(32, 64, 3) + ReLU,
  *   pool2 MaxPool2d(2, 2), conv3 Conv2d(64, 64, 3) + ReLU, flatten (axes 1..-1),
  *   linear1 Linear(1024, 64) + ReLU, linear2 Linear(64, num_classes)
@@ -91,8 +98,9 @@ DG_API dg_layer *dg_mnist_cnn(void);
  * the tutorial's. Paddle's Linear stores its weight as [in, out]; ours follow torch's [out, in]
  * (linear1.weight is [64, 1024]). num_classes must be >= 1 (the tutorial trains with 10). */
 DG_API dg_layer *dg_cifar_mynet(int64_t num_classes);
+DG_API const dg_layer_class *dg_cifar_mynet_class(void);
 
-/* FaceNet, the face-keypoint network of the same tutorial (type "FaceNet"): x [N, 3, H, W] (the
+/* FaceNet, the face-keypoint network of the same tutorial (class dg_facenet_class(), "FaceNet"): x [N, 3, H, W] (the
  * tutorial uses 96x96) -> [N, num_keypoints * 2] (there: 15 keypoints -> 30 coordinates).
  *   backbone  = dg_resnet18 with 1000 classes ("backbone.conv1.weight", ...)
  *   outLayer1 = Sequential(Linear(1000, 512), ReLU, Dropout(0.1))  ("outLayer1.0.weight", ...)
@@ -100,6 +108,7 @@ DG_API dg_layer *dg_cifar_mynet(int64_t num_classes);
  * The tutorial's pretrained=False is the only variant: load pretrained weights into "backbone.*"
  * from a checkpoint instead. num_keypoints must be >= 1. */
 DG_API dg_layer *dg_facenet(int64_t num_keypoints);
+DG_API const dg_layer_class *dg_facenet_class(void);
 
 #ifdef __cplusplus
 }

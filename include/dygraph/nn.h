@@ -39,18 +39,39 @@ typedef struct dg_layer dg_layer;
 
 /* ======================= the layer base ======================= */
 
+/* A layer's class. Identity is by address: two layers are of one class when they were made
+ * with the same dg_layer_class object (dg_layer_is), never by comparing names. Define one per
+ * kind of layer with static storage, e.g.
+ *     static const dg_layer_class scaled_mlp_class = { .name = "ScaledMLP" };
+ * it must outlive every layer made with it. The built-in layers' classes come from the
+ * dg_nn_*_class() functions below (models.h and dist.h have their models' and DataParallel's). */
+typedef struct dg_layer_class {
+    const char *name;   /* the type shown in messages and dg_layer_to_string ("Linear", "MyBlock") */
+} dg_layer_class;
+
 /* forward(self, x): returns a tensor it made (see Ownership above); NULL with an error on
  * failure. A two-input (loss) forward gets (input, label). */
 typedef dg_tensor *(*dg_layer_forward_fn)(dg_layer *self, const dg_tensor *x);
 typedef dg_tensor *(*dg_loss_forward_fn)(dg_layer *self, const dg_tensor *input, const dg_tensor *label);
+/* forward of a layer with several inputs: in[0..n-1], n the count the layer was made with
+ * (checked before the call; every in[i] is a live tensor). Same ownership rule as above. */
+typedef dg_tensor *(*dg_layer_forward_multi_fn)(dg_layer *self, const dg_tensor *const *in, int n);
 
-/* A new empty layer in training mode. `type` (copied) is the class name shown in messages and
- * dg_layer_to_string ("Linear", "MyBlock"). `user` is the layer's own state, returned by
- * dg_layer_user and released with free_user (may be NULL) when the layer is freed — also when
- * this call fails. fn may be NULL for a pure container. */
-DG_API dg_layer *dg_layer_new(const char *type, dg_layer_forward_fn fn, void *user, void (*free_user)(void *));
+/* A new empty layer of class cls (borrowed; its name must be non-empty) in training mode.
+ * `user` is the layer's own state, returned by dg_layer_user and released with free_user (may
+ * be NULL) when the layer is freed — also when this call fails. fn may be NULL for a pure
+ * container. */
+DG_API dg_layer *dg_layer_new(const dg_layer_class *cls, dg_layer_forward_fn fn, void *user, void (*free_user)(void *));
 /* The same for a loss-style layer whose forward takes (input, label); see dg_loss_forward. */
-DG_API dg_layer *dg_loss_layer_new(const char *type, dg_loss_forward_fn fn, void *user, void (*free_user)(void *));
+DG_API dg_layer *dg_loss_layer_new(const dg_layer_class *cls, dg_loss_forward_fn fn, void *user, void (*free_user)(void *));
+/* The same for a layer whose forward takes n_inputs tensors (1..64), run with
+ * dg_forward_multi (or dg_forward when n_inputs is 1). fn must not be NULL. */
+DG_API dg_layer *dg_layer_new_multi(const dg_layer_class *cls, dg_layer_forward_multi_fn fn, int n_inputs, void *user,
+                                    void (*free_user)(void *));
+/* How many tensors the layer's forward takes: 1 for dg_layer_new layers, 2 for loss layers
+ * (input, label), n_inputs for dg_layer_new_multi layers; 0 for a container without a forward
+ * and for NULL. */
+DG_API int dg_layer_num_inputs(const dg_layer *layer);
 
 /* Releases the layer's reference: parameters, buffers, sublayers and user state go with the
  * last one. NULL is a no-op. */
@@ -81,7 +102,11 @@ DG_API dg_layer *dg_layer_child(const dg_layer *layer, int i);               /* 
 DG_API const char *dg_layer_child_name(const dg_layer *layer, int i);
 
 /* Identity. */
-DG_API const char *dg_layer_type(const dg_layer *layer);                     /* "Linear" */
+DG_API const dg_layer_class *dg_layer_class_of(const dg_layer *layer);       /* NULL for NULL */
+/* Whether layer was made with cls (false for NULL). A forward or helper that reads
+ * dg_layer_user as a given struct checks this first. */
+DG_API bool dg_layer_is(const dg_layer *layer, const dg_layer_class *cls);
+DG_API const char *dg_layer_type(const dg_layer *layer);                     /* the class name, for printing: "Linear" */
 DG_API void *dg_layer_user(const dg_layer *layer);
 /* Path from the root of the tree the layer was first added to ("layer1.0.conv1"; "" for a
  * root). Writes into buf (always NUL-terminated) and returns buf. */
@@ -100,9 +125,29 @@ DG_API dg_tensor *dg_layer_error_at(const dg_layer *layer, int status, const cha
     __attribute__((format(printf, 5, 6)));
 #define DG_LAYER_ERROR(layer, ...) dg_layer_error_at((layer), DG_EINVAL, __FILE__, __LINE__, __VA_ARGS__)
 
-/* ---- running a layer ---- */
+/* ---- running a layer ----
+ * All three follow the ownership rule above: the result belongs to the caller's scope (or to
+ * the caller), every other tensor the forward made is freed before they return. */
 DG_API dg_tensor *dg_forward(dg_layer *layer, const dg_tensor *x);
 DG_API dg_tensor *dg_loss_forward(dg_layer *loss, const dg_tensor *input, const dg_tensor *label);
+/* Runs any layer on n inputs: n must be dg_layer_num_inputs(layer) (so a single-input layer
+ * takes n = 1 and a loss layer (input, label)); another count is an error naming the layer
+ * and both counts. A NULL in[i] (a failed op's result) is reported as input i. */
+DG_API dg_tensor *dg_forward_multi(dg_layer *layer, const dg_tensor *const *in, int n);
+
+/* ---- device: torch's module.to(device) ----
+ * Moves every parameter and buffer of the layer and its sublayers (and the parameters'
+ * gradients) to `device`, in place: each keeps its dg_tensor handle (so pointers held by the
+ * layer, by dg_layer_parameters arrays and by optimizers stay valid) and gets new storage on
+ * the device. Tensors already there are left as they are (cpu -> cpu changes nothing). All
+ * copies are made before any tensor changes, so on failure (no such device, the CUDA module
+ * missing, out of memory) the layer is as it was and the error names the device.
+ * An optimizer made before the move keeps working as long as it has no state yet (SGD always;
+ * Momentum/Adam before their first step); state it already holds (Adagrad's sum from
+ * construction, buffers after a step) stays on the old device and its next step is an error,
+ * so make optimizers, and wrap in DataParallel, after moving. Views of a parameter made before
+ * the move keep the old storage. */
+DG_API int dg_layer_to(dg_layer *layer, dg_device device);
 
 /* ---- mode: train/eval set this layer and every sublayer (torch .train()/.eval()) ---- */
 DG_API int dg_layer_train(dg_layer *layer);
@@ -128,13 +173,37 @@ DG_API int64_t dg_layer_num_parameters(const dg_layer *layer);
 DG_API int dg_layer_clear_gradients(dg_layer *layer);
 /* Calls fn on every sublayer (depth first, children before parents) and then on the layer, as
  * torch's Module.apply; stops at the first nonzero return and returns it. Use it to
- * re-initialise: check dg_layer_type and call a dg_nn_init_* function on its parameters. */
+ * re-initialise: check dg_layer_is(layer, dg_nn_linear_class()) and call a dg_nn_init_*
+ * function on its parameters. */
 DG_API int dg_layer_apply(dg_layer *layer, int (*fn)(dg_layer *layer, void *user), void *user);
 
 /* ======================= built-in layers =======================
- * Each is a dg_layer; its type string and parameter/buffer names follow PyTorch. Parameters
+ * Each is a dg_layer; its class name and parameter/buffer names follow PyTorch. Parameters
  * are made on the current device in the params' dtype (DG_F32 unless set; DG_F64 for gradient
  * checks). Default initialisation is PyTorch's, drawn from dygraph's seeded Philox stream. */
+
+/* Their classes, for dg_layer_is (the name in parentheses). */
+DG_API const dg_layer_class *dg_nn_linear_class(void);               /* "Linear" */
+DG_API const dg_layer_class *dg_nn_conv2d_class(void);               /* "Conv2d" */
+DG_API const dg_layer_class *dg_nn_max_pool2d_class(void);           /* "MaxPool2d" */
+DG_API const dg_layer_class *dg_nn_avg_pool2d_class(void);           /* "AvgPool2d" */
+DG_API const dg_layer_class *dg_nn_adaptive_avg_pool2d_class(void);  /* "AdaptiveAvgPool2d" */
+DG_API const dg_layer_class *dg_nn_batch_norm1d_class(void);         /* "BatchNorm1d" */
+DG_API const dg_layer_class *dg_nn_batch_norm2d_class(void);         /* "BatchNorm2d" */
+DG_API const dg_layer_class *dg_nn_dropout_class(void);              /* "Dropout" */
+DG_API const dg_layer_class *dg_nn_relu_class(void);                 /* "ReLU" */
+DG_API const dg_layer_class *dg_nn_leaky_relu_class(void);           /* "LeakyReLU" */
+DG_API const dg_layer_class *dg_nn_sigmoid_class(void);              /* "Sigmoid" */
+DG_API const dg_layer_class *dg_nn_tanh_class(void);                 /* "Tanh" */
+DG_API const dg_layer_class *dg_nn_gelu_class(void);                 /* "GELU" */
+DG_API const dg_layer_class *dg_nn_softmax_class(void);              /* "Softmax" */
+DG_API const dg_layer_class *dg_nn_flatten_class(void);              /* "Flatten" */
+DG_API const dg_layer_class *dg_nn_identity_class(void);             /* "Identity" */
+DG_API const dg_layer_class *dg_nn_sequential_class(void);           /* "Sequential" */
+DG_API const dg_layer_class *dg_nn_mse_loss_class(void);             /* "MSELoss" */
+DG_API const dg_layer_class *dg_nn_l1_loss_class(void);              /* "L1Loss" */
+DG_API const dg_layer_class *dg_nn_cross_entropy_loss_class(void);   /* "CrossEntropyLoss" */
+DG_API const dg_layer_class *dg_nn_bce_with_logits_loss_class(void); /* "BCEWithLogitsLoss" */
 
 /* Linear: y = x @ weight^T + bias; x [..., in_features] -> [..., out_features].
  * weight [out_features, in_features], bias [out_features] (torch layout: transpose of
@@ -215,8 +284,10 @@ DG_API dg_layer *dg_nn_softmax(int axis);                     /* Paddle's defaul
 DG_API dg_layer *dg_nn_flatten(int start_axis, int stop_axis);/* torch/Paddle defaults: 1, -1 */
 DG_API dg_layer *dg_nn_identity(void);
 
-/* Sequential: children named "0", "1", ... run in order. Takes over the n layers given; if any
- * is NULL the others are freed and NULL is returned (keeping the failed constructor's message). */
+/* Sequential: children named "0", "1", ... run in order, each on the previous one's output, so
+ * every child must take one input (dg_layer_num_inputs 1; a multi-input or loss layer is
+ * refused with an error naming it). Takes over the n layers given; if any is NULL the others
+ * are freed and NULL is returned (keeping the failed constructor's message). */
 DG_API dg_layer *dg_nn_sequential(int n, ...);
 DG_API dg_layer *dg_nn_sequential_array(int n, dg_layer *const *layers);
 /* Appends a child named by its index; takes over `layer`. */

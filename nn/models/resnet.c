@@ -7,6 +7,13 @@
 
 /* ---- helpers ---- */
 
+static const dg_layer_class resnet_class = { .name = "ResNet" };
+const dg_layer_class *dg_resnet_class(void) { return &resnet_class; }
+static const dg_layer_class basic_block_class = { .name = "BasicBlock" };
+const dg_layer_class *dg_resnet_basic_block_class(void) { return &basic_block_class; }
+static const dg_layer_class bottleneck_class = { .name = "Bottleneck" };
+const dg_layer_class *dg_resnet_bottleneck_class(void) { return &bottleneck_class; }
+
 /* A bias-free Conv2d with torchvision's ResNet init: kaiming_normal_(fan_out, relu). */
 static dg_layer *conv_nb(int64_t in, int64_t out, int k, int stride, int padding, dg_dtype dtype) {
     dg_nn_conv2d_params cp = dg_nn_conv2d_default_params();
@@ -70,7 +77,8 @@ static dg_tensor *block_forward(dg_layer *self, const dg_tensor *x) {
 }
 
 static dg_layer *block_new(bool bottleneck, int64_t inplanes, int64_t planes, int stride, dg_dtype dtype) {
-    const char *type = bottleneck ? "Bottleneck" : "BasicBlock";
+    const dg_layer_class *cls = bottleneck ? &bottleneck_class : &basic_block_class;
+    const char *type = cls->name;
     if (inplanes <= 0 || planes <= 0 || stride <= 0 || (dtype != DG_F32 && dtype != DG_F64)) {
         DG_ERR(DG_EINVAL, "%s: need inplanes > 0, planes > 0, stride > 0 and dtype float32/float64, got %lld, %lld, %d, %s",
                type, (long long)inplanes, (long long)planes, stride, dg_dtype_name(dtype));
@@ -79,7 +87,7 @@ static dg_layer *block_new(bool bottleneck, int64_t inplanes, int64_t planes, in
     block_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", type); return NULL; }
     s->bottleneck = bottleneck;
-    dg_layer *l = dg_layer_new(type, block_forward, s, free);
+    dg_layer *l = dg_layer_new(cls, block_forward, s, free);
     if (!l) return NULL;
     int64_t out_c = bottleneck ? planes * 4 : planes;
     dg_layer *relu = NULL;
@@ -152,7 +160,7 @@ dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_p
     }
     resnet_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "ResNet: out of memory"); return NULL; }
-    dg_layer *l = dg_layer_new("ResNet", resnet_forward, s, free);
+    dg_layer *l = dg_layer_new(&resnet_class, resnet_forward, s, free);
     if (!l) return NULL;
     bool bottleneck = block == DG_RESNET_BOTTLENECK;
     int expansion = bottleneck ? 4 : 1;

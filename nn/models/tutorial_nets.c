@@ -5,6 +5,13 @@
 #include "../../eager/internal.h"
 #include <dygraph/models.h>
 
+static const dg_layer_class mnist_class = { .name = "MNIST" };
+const dg_layer_class *dg_mnist_cnn_class(void) { return &mnist_class; }
+static const dg_layer_class mynet_class = { .name = "MyNet" };
+const dg_layer_class *dg_cifar_mynet_class(void) { return &mynet_class; }
+static const dg_layer_class facenet_class = { .name = "FaceNet" };
+const dg_layer_class *dg_facenet_class(void) { return &facenet_class; }
+
 #define ADD(rc, parent, name, ctor, slot)                                                    \
     do {                                                                                     \
         if (!(rc)) {                                                                         \
@@ -56,7 +63,7 @@ static dg_tensor *mnist_forward(dg_layer *self, const dg_tensor *x) {
 dg_layer *dg_mnist_cnn(void) {
     mnist_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "MNIST: out of memory"); return NULL; }
-    dg_layer *l = dg_layer_new("MNIST", mnist_forward, s, free);
+    dg_layer *l = dg_layer_new(&mnist_class, mnist_forward, s, free);
     if (!l) return NULL;
     int rc = 0;
     ADD(rc, l, "conv1", conv(1, 20, 5, 2), s->conv1);
@@ -89,7 +96,7 @@ dg_layer *dg_cifar_mynet(int64_t num_classes) {
     }
     mynet_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "MyNet: out of memory"); return NULL; }
-    dg_layer *l = dg_layer_new("MyNet", mynet_forward, s, free);
+    dg_layer *l = dg_layer_new(&mynet_class, mynet_forward, s, free);
     if (!l) return NULL;
     int rc = 0;
     ADD(rc, l, "conv1", conv(3, 32, 3, 0), s->conv1);
@@ -121,7 +128,7 @@ dg_layer *dg_facenet(int64_t num_keypoints) {
     }
     facenet_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "FaceNet: out of memory"); return NULL; }
-    dg_layer *l = dg_layer_new("FaceNet", facenet_forward, s, free);
+    dg_layer *l = dg_layer_new(&facenet_class, facenet_forward, s, free);
     if (!l) return NULL;
     int rc = 0;
     ADD(rc, l, "backbone", dg_resnet18(dg_resnet_default_params()), s->backbone);   /* 1000 classes */

@@ -5,6 +5,7 @@
  * num_batches_tracked) agree. Eval-mode rows first run one training forward so the running
  * statistics are not their trivial start values. */
 #include "gpu_compare.h"
+#include <dygraph/extension.h>
 
 #define X(...) { GT_GRAD, GT_SHAPE(__VA_ARGS__), 0, 0 }
 #define XC(...) { GT_CONST, GT_SHAPE(__VA_ARGS__), 0, 0 }          /* a label: no gradient */
@@ -227,3 +228,91 @@ static const gt_layer_case cases[] = {
 };
 
 GT_TABLE_TESTS(gpu_nn, cases, gt_expect_layer_matches_cpu, 8000)
+
+/* dg_layer_to: a network built on the CPU and moved to the device keeps its parameter handles,
+ * computes what an identical CPU copy computes, an SGD made before the move steps it there,
+ * and it moves back; a second move to the same device copies nothing. */
+Test(gpu_nn, layer_to_device_and_back) {
+    gt_gpu_begin();
+    dg_layer *net[2];
+    for (int k = 0; k < 2; k++) {
+        dg_manual_seed(21);
+        net[k] = dg_nn_sequential(4, dg_nn_linear(6, 8), dg_nn_batch_norm1d(8, dg_nn_batch_norm_default_params()),
+                                  dg_nn_relu(), dg_nn_linear(8, 3));
+        cr_assert(net[k], "%s", dg_last_error());
+    }
+    dg_layer *cpu = net[0], *dev = net[1];
+    dg_optimizer *opt[2];
+    for (int k = 0; k < 2; k++) {
+        int n;
+        dg_tensor **ps = dg_layer_parameters(net[k], &n);
+        dg_sgd_params sp = dg_sgd_default_params();
+        sp.lr = 0.1;
+        opt[k] = dg_sgd(ps, n, sp);   /* before the move: it holds the handles */
+        free(ps);
+    }
+    dg_tensor *w = dg_layer_parameter(dev, "0.weight");
+    cr_assert_eq(dg_layer_to(dev, gt_dut()), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_layer_parameter(dev, "0.weight"), w, "the handle stays");
+    int n;
+    dg_named_tensor *sd = dg_layer_state_dict(dev, &n);
+    for (int i = 0; i < n; i++)
+        cr_assert(dg_device_of(sd[i].tensor).type == gt_dut().type, "%s did not move", sd[i].name);
+    free(sd);
+    void *where = dg_tensor_ptr(w);
+    cr_assert_eq(dg_layer_to(dev, gt_dut()), 0);
+    cr_assert_eq(dg_tensor_ptr(w), where, "already there: nothing copied");
+    gt_compare_state("layer_to", "moved", cpu, dev, (gt_tol)GT_EXACT);
+
+    dg_manual_seed(22);
+    dg_tensor *x = dg_randn(DG_SHAPE(5, 6), DG_F32), *xd = gt_to_gpu(x, false, "layer_to");
+    for (int step = 0; step < 3; step++) {
+        dg_scope *s = dg_scope_begin();
+        gt_use("cpu");
+        dg_tensor *lc = dg_mean_all(dg_forward(cpu, x));
+        cr_assert(lc && dg_backward(lc) == 0 && dg_optimizer_step(opt[0]) == 0, "cpu: %s", dg_last_error());
+        gt_use(gt_dut_name());
+        dg_tensor *ld = dg_mean_all(dg_forward(dev, xd));
+        cr_assert(ld && dg_backward(ld) == 0 && dg_optimizer_step(opt[1]) == 0, "device: %s", dg_last_error());
+        gt_use("cpu");
+        gt_compare("layer_to", "loss", lc, ld, (gt_tol)TOL_NET_FWD);
+        for (int k = 0; k < 2; k++) dg_optimizer_clear_grad(opt[k]);
+        dg_scope_end(s);
+    }
+    gt_compare_state("layer_to", "after 3 SGD steps", cpu, dev, (gt_tol)TOL_NET_GRAD);
+    cr_assert_eq(dg_layer_to(dev, dg_cpu()), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_device_of(w).type, DG_CPU);
+    gt_compare_state("layer_to", "back on the CPU", cpu, dev, (gt_tol)TOL_NET_GRAD);
+    dg_tensor_free(x);
+    dg_tensor_free(xd);
+    for (int k = 0; k < 2; k++) { dg_optimizer_free(opt[k]); dg_layer_free(net[k]); }
+}
+
+/* An optimizer whose state was made before the move (Adagrad's sum exists from construction)
+ * refuses to step instead of mixing devices, and leaves the parameters as they were. */
+Test(gpu_nn, layer_to_after_optimizer_state_is_an_error) {
+    gt_gpu_begin();
+    if (gt_on_cpu_selfcheck()) return;   /* nothing moves when the CPU stands in */
+    dg_layer *lin = dg_nn_linear(4, 2);
+    int n;
+    dg_tensor **ps = dg_layer_parameters(lin, &n);
+    dg_optimizer *opt = dg_adagrad(ps, n, dg_adagrad_default_params());
+    free(ps);
+    cr_assert(opt, "%s", dg_last_error());
+    cr_assert_eq(dg_layer_to(lin, gt_dut()), 0, "%s", dg_last_error());
+    gt_use(gt_dut_name());
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *loss = dg_sum_all(dg_forward(lin, dg_ones(DG_SHAPE(3, 4), DG_F32)));
+    cr_assert(loss && dg_backward(loss) == 0, "%s", dg_last_error());
+    dg_tensor *w = dg_layer_parameter(lin, "weight");
+    dg_tensor *before = dg_to_device(w, dg_cpu());
+    cr_assert_eq(dg_optimizer_step(opt), DG_EDEVICE);
+    cr_assert(strstr(dg_last_error(), "adagrad") && strstr(dg_last_error(), "state 'sum' is on cpu") &&
+              strstr(dg_last_error(), "after moving the layer"), "%s", dg_last_error());
+    dg_clear_error();
+    gt_compare("layer_to", "weight after the refused step", before, w, (gt_tol)GT_EXACT);
+    dg_scope_end(s);
+    gt_use("cpu");
+    dg_optimizer_free(opt);
+    dg_layer_free(lin);
+}

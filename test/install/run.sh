@@ -82,4 +82,4 @@ rm -f "$BARE"/lib/libdygraph-*.so.*
 cc "$ROOT/test/install/gpu_request.c" -o "$WORK/gpu_request" -I"$BARE/include" -L"$BARE/lib" -ldygraph
 LD_LIBRARY_PATH="$BARE/lib" DG_MODULE_PATH=/nonexistent "$WORK/gpu_request" | sed 's/^/    /' || fail "without modules"
 (cd "$WORK/readme" && LD_LIBRARY_PATH="$BARE/lib" DG_NUM_THREADS=2 ./train.shared >/dev/null) || fail "train without modules"
-pass "install tree without its modules: CPU programs run, a GPU request names the missing module"
+pass "install tree without its modules: CPU programs run, a GPU request (device, layer_to) names the missing module"
