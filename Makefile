@@ -178,6 +178,7 @@ deps:
 # The suite runs from the repo root so tests find test/goldens/; then once more under the
 # address/undefined/leak sanitizers (about half a minute).
 test: deps data
+	/usr/bin/python3 tools/check_layers.py
 	@$(MAKE) --no-print-directory -j2 all
 	@$(MAKE) --no-print-directory interop-files
 	@$(MAKE) --no-print-directory test-run

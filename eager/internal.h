@@ -176,9 +176,7 @@ bool dg_proc_stat_busy(FILE *f, const cpu_set_t *mask, uint64_t *busy, int *ncpu
 /* ---- CPU features (eager/cpu_features.c) ---- */
 bool dg_cpu_has_bf16(void);   /* AVX512-BF16 or AMX: what dg_set_cpu_bf16 needs */
 
-/* ---- fused ops for passes without gradients (eager/ops/) ---- */
-/* relu(conv2d(x, w, b)) in one pass; an error when any input would record a gradient. */
-dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p);
+/* (dg_conv2d_relu_nograd, the fused op for passes without gradients, is in dygraph/extension.h.) */
 
 #ifdef __cplusplus
 }

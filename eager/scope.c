@@ -64,6 +64,8 @@ void dg_scope_adopt(dg_tensor *t) {
     if (top && scope_push(top, t) != 0) t->scope = NULL;
 }
 
+bool dg_scope_owns(const dg_scope *s, const dg_tensor *t) { return s && dg_tensor_live(t) && t->scope == s; }
+
 int dg_adopt(dg_tensor *t) {
     DG_CHECK_INPUT_INT("adopt", t);
     if (t->scope) { DG_ERR(DG_ESTATE, "adopt: the tensor already belongs to a scope"); return DG_ESTATE; }

@@ -273,6 +273,26 @@ dg_tensor *dg_from_blob(void *data, dg_shape shape, dg_dtype dtype, dg_device de
     return t;
 }
 
+int dg_tensor_swap_data(dg_tensor *a, dg_tensor *b) {
+    DG_CHECK_INPUT_INT("tensor_swap_data", a);
+    DG_CHECK_INPUT_INT("tensor_swap_data", b);
+    DG_CHECK_INT(a->dtype == b->dtype && a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim),
+                 "tensor_swap_data: %s %s and %s %s differ", DG_SHAPE_STR(a), dg_dtype_name(a->dtype), DG_SHAPE_STR(b),
+                 dg_dtype_name(b->dtype));
+    dg_storage *st = a->storage;
+    a->storage = b->storage;
+    b->storage = st;
+    int64_t off = a->offset;
+    a->offset = b->offset;
+    b->offset = off;
+    for (int k = 0; k < a->ndim; k++) {
+        int64_t s = a->stride[k];
+        a->stride[k] = b->stride[k];
+        b->stride[k] = s;
+    }
+    return 0;
+}
+
 int64_t dg_stride(const dg_tensor *t, int axis) {
     if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "stride: tensor is NULL"); return 0; }
     int a = dg_norm_axis(axis, t->ndim);

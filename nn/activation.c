@@ -1,6 +1,6 @@
 /* nn/activation.c — parameter-free activation layers: ReLU, LeakyReLU, Sigmoid, Tanh, GELU,
  * Softmax (torch.nn / paddle.nn spellings of the ops in ops.h). */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 
 typedef struct { double slope; bool approximate; int axis; } act_state;
 

@@ -1,7 +1,7 @@
 /* nn/checkpoint.c — a layer's state (parameters and buffers by hierarchical name) to and from
  * safetensors. Strict loading checks every name, shape and dtype before copying anything, so a
  * failed load leaves the layer as it was; the message names each offending entry. */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 #include <dygraph/checkpoint.h>
 
 dg_tensor_dict *dg_layer_state_to_dict(const dg_layer *layer) {

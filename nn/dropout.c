@@ -1,7 +1,7 @@
 /* nn/dropout.c — Dropout: inverted dropout in training mode (mask from the layer's generator,
  * else the generator of the thread running forward; kept values scaled by 1/(1-p)); a copy of
  * the input in eval mode. */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 
 static const dg_layer_class dropout_class = { .name = "Dropout" };
 const dg_layer_class *dg_nn_dropout_class(void) { return &dropout_class; }

@@ -2,15 +2,15 @@
  * kaiming (uniform and normal), with torch's fan and gain rules. They write in place under
  * no_grad, so they work on parameters that require grad; draws come from the calling thread's
  * generator, or for kaiming from the one its params name. */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 #include <dygraph/nn.h>
 #include <math.h>
 
 static int check(const dg_tensor *t, const char *op) {
     int rc = dg_tensor_check(op, "t", t);
     if (rc) return rc;
-    if (t->dtype != DG_F32 && t->dtype != DG_F64) {
-        DG_ERR(DG_EINVAL, "%s: expects a float32/float64 tensor, got %s %s", op, dg_dtype_name(t->dtype), DG_SHAPE_STR(t));
+    if (dg_dtype_of(t) != DG_F32 && dg_dtype_of(t) != DG_F64) {
+        DG_ERR(DG_EINVAL, "%s: expects a float32/float64 tensor, got %s %s", op, dg_dtype_name(dg_dtype_of(t)), DG_SHAPE_STR(t));
         return DG_EINVAL;
     }
     return 0;
@@ -29,15 +29,16 @@ double dg_nn_init_calculate_gain(dg_nonlinearity nl, double param) {
 }
 
 int dg_nn_init_calculate_fans(const dg_tensor *t, int64_t *fan_in, int64_t *fan_out) {
-    DG_CHECK_INPUT_INT("calculate_fans", t);
-    if (t->ndim < 2) {
+    DG_CHECK_TENSOR_INT("calculate_fans", t);
+    dg_shape ts = dg_shape_of(t);
+    if (ts.ndim < 2) {
         DG_ERR(DG_EINVAL, "calculate_fans: fan in and fan out need a tensor of at least 2 dims, got %s", DG_SHAPE_STR(t));
         return DG_EINVAL;
     }
     int64_t receptive = 1;
-    for (int i = 2; i < t->ndim; i++) receptive *= t->shape[i];
-    if (fan_in) *fan_in = t->shape[1] * receptive;
-    if (fan_out) *fan_out = t->shape[0] * receptive;
+    for (int i = 2; i < ts.ndim; i++) receptive *= ts.d[i];
+    if (fan_in) *fan_in = ts.d[1] * receptive;
+    if (fan_out) *fan_out = ts.d[0] * receptive;
     return 0;
 }
 

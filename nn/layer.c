@@ -3,7 +3,7 @@
  * names, iteration in torch's order, moving to a device, printing, and the forward wrapper that
  * scopes temporaries.
  * Built-in layers are written on this public API exactly like a user's custom layer. */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 #include <dygraph/nn.h>
 #include <stdarg.h>
 
@@ -203,22 +203,28 @@ static int grow(void **arr, int *cap, int n, size_t elem) {
 static int add_tensor(dg_layer *l, const char *name, dg_tensor *t, bool param) {
     const char *what = param ? "parameter" : "buffer";
     if (!l) {
-        if (dg_tensor_live(t)) dg_tensor_free(t);
+        if (t) {   /* free t when it is live; the NULL layer's failure is what this call reports */
+            dg_error_saved sv;
+            dg_error_save(&sv);
+            if (dg_tensor_check("layer_add_parameter", "t", t) == 0) dg_tensor_free(t);
+            dg_error_restore(&sv);
+        }
         DG_PROPAGATE(DG_EINVAL, "layer_add_%s: layer is NULL (adding '%s')", what, name ? name : "(null)");
         return DG_EINVAL;
     }
     if (!t) { LPROP(l, "%s '%s' is NULL", what, name ? name : "(null)"); return DG_EINVAL; }
-    if (!dg_tensor_live(t)) return dg_tensor_bad(param ? "layer_add_parameter" : "layer_add_buffer", name ? name : "t", t);
+    int bad = dg_tensor_check(param ? "layer_add_parameter" : "layer_add_buffer", name ? name : "t", t);
+    if (bad) return bad;
     int rc = check_name(l, name, what);
     char sh[96];
-    if (!rc && t->node) {
+    if (!rc && !dg_is_leaf(t)) {
         LERR(l, DG_EINVAL, "%s '%s' %s was made by op '%s'; a %s must be a leaf (pass dg_detach(t) or a fresh tensor)",
              what, name, dg_shape_str(t, sh, sizeof sh), dg_grad_fn_name(t), what);
         rc = DG_EINVAL;
     }
-    if (!rc && param && !dg_dtype_is_float(t->dtype)) {
+    if (!rc && param && !dg_dtype_is_float(dg_dtype_of(t))) {
         LERR(l, DG_EINVAL, "parameter '%s' %s is %s; parameters must be float", name, dg_shape_str(t, sh, sizeof sh),
-             dg_dtype_name(t->dtype));
+             dg_dtype_name(dg_dtype_of(t)));
         rc = DG_EINVAL;
     }
     char *nm = NULL;
@@ -230,7 +236,7 @@ static int add_tensor(dg_layer *l, const char *name, dg_tensor *t, bool param) {
     }
     if (rc) { dg_tensor_free(t); return rc; }
     dg_keep(t);
-    t->requires_grad = param;
+    dg_set_requires_grad(t, param);   /* a leaf (checked above): cannot fail */
     if (param) l->params[l->n_params++] = (tensor_entry){ nm, t };
     else l->buffers[l->n_buffers++] = (tensor_entry){ nm, t };
     return 0;
@@ -351,7 +357,7 @@ int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
     dg_scope *s_ = dg_scope_begin();                                                           \
     if (!s_) return NULL;                                                                      \
     dg_tensor *y_ = (call);                                                                    \
-    bool mine_ = y_ && y_->scope == s_;                                                        \
+    bool mine_ = dg_scope_owns(s_, y_);                                                        \
     if (mine_) dg_keep_in_parent(y_);                                                          \
     dg_scope_end(s_);                                                                          \
     if (!y_) return dg_error_since(errs_) ? NULL : LERR(l, DG_EINVAL, "forward returned NULL without an error message"); \
@@ -360,7 +366,7 @@ int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
 dg_tensor *dg_forward(dg_layer *l, const dg_tensor *x) {
     DG_CHECK_HANDLE(l, "forward: layer is NULL");
     if (!x) return LPROP(l, "forward: input is NULL");
-    if (!dg_tensor_live(x)) { dg_tensor_bad("forward", "x", x); return NULL; }
+    if (dg_tensor_check("forward", "x", x) != 0) return NULL;
     if (l->forward_multi) {
         if (l->n_inputs != 1) return LERR(l, DG_EINVAL, "takes %d inputs, got 1: call dg_forward_multi", l->n_inputs);
         RUN_SCOPED(l, l->forward_multi(l, &x, 1));
@@ -382,7 +388,7 @@ dg_tensor *dg_forward_multi(dg_layer *l, const dg_tensor *const *in, int n) {
         if (!in[i]) return LPROP(l, "forward_multi: input %d is NULL", i);
         char what[32];
         snprintf(what, sizeof what, "input %d", i);
-        if (!dg_tensor_live(in[i])) { dg_tensor_bad("forward_multi", what, in[i]); return NULL; }
+        if (dg_tensor_check("forward_multi", what, in[i]) != 0) return NULL;
     }
     if (l->forward) return dg_forward(l, in[0]);
     if (l->loss_forward) return dg_loss_forward(l, in[0], in[1]);
@@ -393,8 +399,8 @@ dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor 
     DG_CHECK_HANDLE(l, "loss_forward: layer is NULL");
     if (!input) return LPROP(l, "loss_forward: input is NULL");
     if (!label) return LPROP(l, "loss_forward: label is NULL");
-    DG_CHECK_INPUT("loss_forward", input);
-    DG_CHECK_INPUT("loss_forward", label);
+    DG_CHECK_TENSOR("loss_forward", input);
+    DG_CHECK_TENSOR("loss_forward", label);
     if (!l->loss_forward)
         return l->forward_multi ? LERR(l, DG_EINVAL, "is not a loss layer: it takes %d inputs, call dg_forward_multi", l->n_inputs)
                                 : LERR(l, DG_EINVAL, "is not a loss layer: call dg_forward(layer, x)");
@@ -408,7 +414,8 @@ static dg_named_tensor *named(const dg_layer *l, int *n, bool params, bool buffe
 typedef struct { dg_tensor *t, *copy; } move_entry;
 
 static bool on_device(const dg_tensor *t, dg_device d) {
-    return t->storage->device.type == d.type && t->storage->device.index == d.index;
+    dg_device td = dg_device_of(t);
+    return td.type == d.type && td.index == d.index;
 }
 
 /* Phase 1 for one tensor: a copy on the device (caller-owned), or nothing when it is there. */
@@ -451,26 +458,13 @@ int dg_layer_to(dg_layer *l, dg_device d) {
     int n = 0, rc = 0;
     for (int i = 0; i < np && !rc; i++) {
         rc = plan_move(l, ps[i].tensor, d, "parameter", ps[i].name, m, &n);
-        if (!rc) rc = plan_move(l, ps[i].tensor->grad, d, "the gradient of", ps[i].name, m, &n);
+        if (!rc) rc = plan_move(l, dg_grad(ps[i].tensor), d, "the gradient of", ps[i].name, m, &n);
     }
     for (int i = 0; i < nb && !rc; i++) rc = plan_move(l, bs[i].tensor, d, "buffer", bs[i].name, m, &n);
     /* Phase 2, only when every copy exists: each tensor takes its copy's storage (contiguous
      * strides) and the copy handle leaves with the old storage. */
     for (int i = 0; i < n; i++) {
-        if (!rc) {
-            dg_tensor *t = m[i].t, *c = m[i].copy;
-            dg_storage *old = t->storage;
-            t->storage = c->storage;
-            c->storage = old;
-            int64_t off = t->offset;
-            t->offset = c->offset;
-            c->offset = off;
-            for (int k = 0; k < t->ndim; k++) {
-                int64_t st = t->stride[k];
-                t->stride[k] = c->stride[k];
-                c->stride[k] = st;
-            }
-        }
+        if (!rc) rc = dg_tensor_swap_data(m[i].t, m[i].copy);   /* same shape and dtype: cannot fail */
         dg_tensor_free(m[i].copy);
     }
     free(m);

@@ -1,7 +1,7 @@
 /* nn/linear.c — Linear (torch.nn.Linear / paddle.nn.Linear with torch's weight layout):
  * y = x @ weight^T + bias, weight [out_features, in_features], bias [out_features].
  * Default init as torch: weight kaiming_uniform(a=sqrt(5)), bias U(-1/sqrt(in), 1/sqrt(in)). */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 #include <math.h>
 
 typedef struct { int64_t in, out; dg_tensor *weight, *bias; } linear_state;

@@ -1,6 +1,6 @@
 /* nn/loss_layers.c — loss layers with a two-input forward, run by dg_loss_forward(loss, input,
  * label): MSELoss, L1Loss, CrossEntropyLoss, BCEWithLogitsLoss (the ops of ops.h as layers). */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 
 typedef struct { dg_reduction r; dg_cross_entropy_params ce; } loss_state;
 

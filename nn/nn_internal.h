@@ -1,9 +1,18 @@
-/* nn/nn_internal.h — what files of nn/ read from each other's layers (not public): the
- * settings the inference-time folding of nn/fuse.c needs. */
+/* nn/nn_internal.h — what the files of nn/ share: the public headers they are written against
+ * (dygraph.h and dygraph/extension.h, like a user's layer), and what they read from each
+ * other's layers (not public): the settings the inference-time folding of nn/fuse.c needs. */
 #ifndef DG_NN_INTERNAL_H
 #define DG_NN_INTERNAL_H
 
-#include "../eager/internal.h"
+#include <dygraph.h>
+#include <dygraph/extension.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DG_ERR DG_RAISE
+/* a tensor's shape for a message, e.g. "[2, 3]" */
+#define DG_SHAPE_STR(t) dg_shape_str((t), (char[96]){0}, 96)
 
 /* A Conv2d's convolution settings, weight and bias (NULL when none); false for another layer. */
 bool dg_nn_conv2d_parts(const dg_layer *l, dg_conv2d_params *p, dg_tensor **weight, dg_tensor **bias);

@@ -1,7 +1,7 @@
 /* nn/pool.c — MaxPool2d, AvgPool2d and AdaptiveAvgPool2d layers over NCHW input (no
  * parameters). Defaults as torch except AvgPool2d's count_include_pad, which defaults to false
  * (Paddle's exclusive=True), as the functional op does. */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 
 typedef struct { bool avg; dg_pool2d_params pool; int out_h, out_w; } pool_state;
 

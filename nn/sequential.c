@@ -1,6 +1,6 @@
 /* nn/sequential.c — Sequential: children named "0", "1", ... run in order (torch.nn.Sequential /
  * paddle.nn.Sequential). */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 #include <stdarg.h>
 
 static const dg_layer_class sequential_class = { .name = "Sequential" };

@@ -1,6 +1,6 @@
 /* nn/shape.c — parameter-free shape layers: Flatten (torch.nn.Flatten, default axes 1..-1)
  * and Identity. */
-#include "../eager/internal.h"
+#include "nn_internal.h"
 
 typedef struct { int start, stop; } flatten_state;
 

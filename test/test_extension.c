@@ -110,3 +110,21 @@ Test(extension, adopt_gives_a_tensor_to_the_innermost_scope) {
     dg_scope_end(s);
     cr_expect_eq(dg_live_tensors(), before, "the scope freed the adopted tensor");
 }
+
+/* dg_scope_owns and dg_tensor_swap_data, what a layer container and a device move build on. */
+Test(extension, scope_owns_and_swap_data) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *a = dg_full(DG_SHAPE(2, 2), 1.0, DG_F32), *b = dg_full(DG_SHAPE(2, 2), 2.0, DG_F32);
+    dg_tensor *c = dg_keep(dg_full(DG_SHAPE(3), 3.0, DG_F32));
+    cr_expect(dg_scope_owns(s, a));
+    cr_expect_not(dg_scope_owns(s, c), "kept: the caller's");
+    cr_assert_eq(dg_tensor_swap_data(a, b), 0, "%s", dg_last_error());
+    cr_expect_float_eq(dg_get(a, (int64_t[]){ 1, 1 }), 2.0, 0);
+    cr_expect_float_eq(dg_get(b, (int64_t[]){ 0, 0 }), 1.0, 0);
+    dg_clear_error();
+    cr_expect_eq(dg_tensor_swap_data(a, c), DG_EINVAL, "shapes differ");
+    cr_expect(strstr(dg_last_error(), "tensor_swap_data"), "%s", dg_last_error());
+    dg_clear_error();
+    dg_scope_end(s);
+    dg_tensor_free(c);
+}

@@ -7,6 +7,7 @@
 #define DYGRAPH_EXTENSION_H
 
 #include "tensor.h"
+#include "ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -103,6 +104,16 @@ DG_API int dg_fused_update(dg_device device, dg_dtype dtype, const dg_update_par
 
 /* (dg_philox4x32 and dg_generator_reserve, for random numbers of one's own, are in
  * dygraph/custom_op.h.) */
+
+/* Whether t belongs to scope s (made while s was the innermost scope, and not kept since). */
+DG_API bool dg_scope_owns(const dg_scope *s, const dg_tensor *t);
+/* a and b (same shape and dtype) exchange their data: storage, offset and strides; each keeps
+ * its handle, gradient and tape links. How a tensor moves to another device in place (torch's
+ * `p.data = p.data.to(device)`): make the copy, swap, free the copy. */
+DG_API int dg_tensor_swap_data(dg_tensor *a, dg_tensor *b);
+/* relu(conv2d(x, w, b)) in one pass for inference; an error when any input would record a
+ * gradient (what eval-mode Conv+BN+ReLU folding uses). */
+DG_API dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p);
 
 /* A tensor over `data`, which the library did not allocate: contiguous, on `device` (host
  * memory for the CPU, device memory for a GPU). When the tensor and every view of it are gone,

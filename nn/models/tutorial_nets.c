@@ -2,7 +2,7 @@
  * and face-keypoint FaceNet (a resnet18 backbone with two Linear heads). Sublayer names are the
  * the Paddle tutorials' attribute names, so parameters are "conv1.weight", "linear1.bias", "backbone.fc.weight",
  * "outLayer1.0.weight", ... Weights use torch's layout (Linear [out, in]). */
-#include "../../eager/internal.h"
+#include "../nn_internal.h"
 #include <dygraph/models.h>
 
 static const dg_layer_class mnist_class = { .name = "MNIST" };
