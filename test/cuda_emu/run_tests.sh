@@ -55,16 +55,17 @@ else
 fi
 
 step "DataParallel over emulated NCCL: dgrun --gpus 0,1 against one process"
-equiv() {   # model batch bucket_mb overlap label (and $steps)
+equiv() {   # model batch "bucket_mb first_bucket_mb" overlap label (and $steps)
+    set -- "$1" "$2" "${3% *}" "${3#* }" "$4" "$5"
     if ! "$B/bin/dgrun" --gpus 0,1 --log_dir "$TMP/log" "$BIN/dist_equiv" --model $1 --batch $2 --world-batch 2 --steps $steps \
-           --bucket-mb $3 --first-bucket-mb $3 --overlap $4 --out "$TMP/$1-dp.st" >"$TMP/dp.out" 2>&1; then
-        tail -20 "$TMP/dp.out"; tail -20 "$TMP"/log/workerlog.*; bad "$5: the 2-rank run failed"; return
+           --bucket-mb $3 --first-bucket-mb $4 --overlap $5 --out "$TMP/$1-dp.st" >"$TMP/dp.out" 2>&1; then
+        tail -20 "$TMP/dp.out"; tail -20 "$TMP"/log/workerlog.*; bad "$6: the 2-rank run failed"; return
     fi
-    grep -q "parameters identical on all ranks" "$TMP/dp.out" || { bad "$5: ranks differ"; return; }
+    grep -q "parameters identical on all ranks" "$TMP/dp.out" || { bad "$6: ranks differ"; return; }
     if res=$("$BIN/dist_equiv" --compare "$TMP/$1-dp.st" "$TMP/$1-single.st" 2>&1); then
-        echo "PASS: $5: ranks bit-identical; $(echo "$res" | tail -1 | sed 's/.*tensors, //')"
+        echo "PASS: $6: ranks bit-identical; $(echo "$res" | tail -1 | sed 's/.*tensors, //')"
     else
-        bad "$5: $res"
+        bad "$6: $res"
     fi
 }
 for model in linear mnist; do
@@ -74,11 +75,11 @@ for model in linear mnist; do
     b=8 steps=20; [ "$model" = mnist ] && b=16 steps=5
     FLAGS_selected_gpus=0 "$BIN/dist_equiv" --model $model --batch $b --world-batch 2 --steps $steps --out "$TMP/$model-single.st" >/dev/null 2>&1 ||
         bad "$model: the one-process run on the emulated GPU failed"
-    for buckets in 1e-9 0; do
-        for overlap in 0 1; do equiv $model $b $buckets $overlap "$model buckets=$buckets overlap=$overlap"; done
+    for buckets in "1e-9 1e-9" "25 1"; do   # one bucket per parameter; the defaults (25 MB, a 1 MB first)
+        for overlap in 0 1; do equiv $model $b "$buckets" $overlap "$model buckets=${buckets% *} overlap=$overlap"; done
     done
 done
-steps=5 DGEMU_INTERLEAVE=random DGEMU_SEED=11 equiv mnist 16 1e-9 1 "mnist buckets=1e-9 overlap=1, streams interleaved at random"
+steps=5 DGEMU_INTERLEAVE=random DGEMU_SEED=11 equiv mnist 16 "1e-9 1e-9" 1 "mnist buckets=1e-9 overlap=1, streams interleaved at random"
 
 for mode in exit stall; do
     if "$B/bin/dgrun" --gpus 0,1 --log_dir "$TMP/log2" "$BIN/nccl_peer_exit" $mode >"$TMP/pe.log" 2>&1; then
