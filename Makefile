@@ -204,8 +204,9 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet
 	bash test/dist/launcher_test.sh $(BUILD)/bin
 	sh test/dist/equivalence.sh $(BUILD)/bin
 
-test-run: $(TESTBIN)
+test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
+	sh test/samples_flags.sh $(BUILD)/bin
 	@$(MAKE) --no-print-directory test-cxx
 
 # The public headers from C++: test/cxx/api_cxx.cc built by g++ (and clang++ when present) as

@@ -8,6 +8,8 @@
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
+    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--metrics", "--resume", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    su_args(argc, argv, flags);
     const char *dir = su_flag(argc, argv, "--data", "build/data/cifar10-synthetic");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 5);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 32);
@@ -25,16 +27,8 @@ int main(int argc, char **argv) {
     printf("CIFAR-10 format: %lld train / %lld validation images from %s\n", (long long)dg_dataset_len(train),
            (long long)dg_dataset_len(val), dir);
 
-    dg_dataloader_params dlp = dg_dataloader_default_params();
-    dlp.batch_size = batch;
-    dlp.shuffle = true;
-    dlp.num_workers = workers;
-    dlp.seed = seed;
-    dg_dataloader *train_dl = dg_dataloader_new(train, dlp);
-    dg_dataloader_params dlp2 = dg_dataloader_default_params();
-    dlp2.batch_size = 256;
-    dlp2.num_workers = workers;
-    dg_dataloader *val_dl = dg_dataloader_new(val, dlp2);
+    dg_dataloader *train_dl = su_train_loader(train, batch, workers, seed);
+    dg_dataloader *val_dl = su_eval_loader(val, 256, workers);
     dg_layer *net = dg_cifar_mynet(10);
     if (!train_dl || !val_dl || !net) return su_die("setup");
     int n;

@@ -50,6 +50,8 @@ static dg_dataset *make_data(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    static const char *const flags[] = { "--batch-size", "--checkpoint", "--cifar", "--device", "--image-size", "--list", "--mnist", "--model", "--num-classes", "--out", "--root", NULL };
+    su_args(argc, argv, flags);
     const char *model = su_flag(argc, argv, "--model", "resnet50"), *ckpt = su_flag(argc, argv, "--checkpoint", NULL);
     const char *out = su_flag(argc, argv, "--out", "vectors.safetensors");
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 32);

@@ -4,8 +4,18 @@
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <stdbool.h>
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* no flags: --help prints the usage, anything else is a usage error (exit 2) */
+    for (int i = 1; i < argc; i++) {
+        bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+        fprintf(help ? stdout : stderr, "usage: %s\n", argv[0]);
+        if (help) return 0;
+        fprintf(stderr, "%s: error: unrecognized arguments: %s\n", argv[0], argv[i]);
+        return 2;
+    }
     if (dg_init(NULL) != 0) { fprintf(stderr, "init: %s\n", dg_last_error()); return 1; }
     dg_manual_seed(2020);
     dg_layer *layer = dg_nn_sequential(2, dg_nn_linear(10, 10), dg_nn_linear(10, 1));   /* LinearNet */

@@ -6,10 +6,12 @@
  *         [--optimizer adam|sgd] [--lr 1e-3] [--workers 2] [--threads N] [--device cpu|gpu] [--bf16]
  *         [--seed 1] [--save PREFIX] [--resume PREFIX] [--metrics FILE.csv] [--max-steps N]
  *
- * The seed trains with SGD 0.01; `make run` uses Adam 1e-3 (the issue's recipe). */
+ * Paddle's tutorial trains with SGD 0.01; `make run` uses Adam 1e-3. */
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
+    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--metrics", "--optimizer", "--resume", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
     const char *optname = su_flag(argc, argv, "--optimizer", "adam");
@@ -27,16 +29,8 @@ int main(int argc, char **argv) {
     printf("%s: %lld train / %lld test images from %s\n", data.fashion ? "Fashion-MNIST" : "MNIST digits",
            (long long)dg_dataset_len(train), (long long)dg_dataset_len(test), data.dir);
 
-    dg_dataloader_params dlp = dg_dataloader_default_params();
-    dlp.batch_size = batch;
-    dlp.shuffle = true;
-    dlp.num_workers = workers;
-    dlp.seed = seed;
-    dg_dataloader *train_dl = dg_dataloader_new(train, dlp);
-    dg_dataloader_params dlp2 = dg_dataloader_default_params();
-    dlp2.batch_size = 500;
-    dlp2.num_workers = workers;
-    dg_dataloader *test_dl = dg_dataloader_new(test, dlp2);
+    dg_dataloader *train_dl = su_train_loader(train, batch, workers, seed);
+    dg_dataloader *test_dl = su_eval_loader(test, 500, workers);
     dg_layer *net = dg_mnist_cnn();
     if (!train_dl || !test_dl || !net) return su_die("setup");
     int n;

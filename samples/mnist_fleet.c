@@ -12,6 +12,8 @@
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
+    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--optimizer", "--overlap", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
     const char *optname = su_flag(argc, argv, "--optimizer", "adam");
