@@ -122,6 +122,8 @@ bool dg_checked(void);
 void dg_quarantine_release(void);
 
 /* ---- tensors (eager/tensor.c) ---- */
+bool dg_dtype_has_kernels(dg_dtype dt);              /* false for the reserved F16/BF16 */
+int dg_reserved_dtype_error(const char *op, dg_dtype dt);   /* records why; returns DG_EUNSUPPORTED */
 dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_device device);
 dg_tensor *dg_tensor_view(const dg_tensor *base, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset);
 void dg_tensor_retain(dg_tensor *t);

@@ -28,6 +28,16 @@ const char *dg_dtype_name(dg_dtype dt) {
     static const char *names[] = {"float32", "float64", "int64", "int32", "float16", "bfloat16", "bool"};
     return (unsigned)dt < sizeof names / sizeof *names ? names[dt] : "invalid";
 }
+/* float16 and bfloat16 are in dg_dtype for mixed precision to come, and for naming safetensors
+ * entries; no op computes in them yet, so no tensor of them is made (the CPU's bf16
+ * convolutions convert inside f32 ops, dg_set_cpu_bf16). */
+bool dg_dtype_has_kernels(dg_dtype dt) { return dt != DG_F16 && dt != DG_BF16; }
+int dg_reserved_dtype_error(const char *op, dg_dtype dt) {
+    DG_ERR(DG_EUNSUPPORTED, "%s: %s tensors are reserved for mixed precision and no op computes in them yet "
+           "(bf16 convolutions on the CPU: dg_set_cpu_bf16, inside float32 tensors)", op, dg_dtype_name(dt));
+    return DG_EUNSUPPORTED;
+}
+
 bool dg_dtype_is_float(dg_dtype dt) { return dt == DG_F32 || dt == DG_F64 || dt == DG_F16 || dt == DG_BF16; }
 
 dg_shape dg_make_shape(int ndim, const int64_t *dims) {
@@ -143,6 +153,7 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) { DG_ERR(DG_EINVAL, "tensor: negative dim %lld at axis %d", (long long)shape[i], i); return NULL; }
     if (dg_dtype_size(dtype) == 0) { DG_ERR(DG_EINVAL, "tensor: invalid dtype %d", (int)dtype); return NULL; }
+    if (!dg_dtype_has_kernels(dtype)) { dg_reserved_dtype_error("tensor", dtype); return NULL; }
     uint64_t errs = dg_error_count();
     const dg_backend *be = dg_backend_for(device);
     if (!be) {   /* the backend lookup usually says why (no GPU, too few GPUs): keep that */
@@ -254,6 +265,7 @@ dg_tensor *dg_from_blob(void *data, dg_shape shape, dg_dtype dtype, dg_device de
     for (int i = 0; i < shape.ndim; i++)
         DG_CHECK(shape.d[i] >= 0, "from_blob: negative dim %lld at axis %d", (long long)shape.d[i], i);
     DG_CHECK(dg_dtype_size(dtype) != 0, "from_blob: invalid dtype %d", (int)dtype);
+    if (!dg_dtype_has_kernels(dtype)) { dg_reserved_dtype_error("from_blob", dtype); return NULL; }
     const dg_backend *be = dg_backend_for(device);
     if (!be) return NULL;
     dg_storage *st = dg_block_alloc(sizeof *st);

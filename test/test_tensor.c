@@ -1,5 +1,6 @@
 /* test/test_tensor.c — creation, views, host copies, printing, scopes and the RNG. */
 #include "test_util.h"
+#include <dygraph/extension.h>
 
 Test(tensor, create_and_read) {
     dg_tensor *t = dg_full(DG_SHAPE(2, 3), 1.5, DG_F32);
@@ -116,4 +117,20 @@ Test(tensor, concat_split) {
     cr_assert_eq(dg_dim(parts[1], 1), 3);
     cr_assert_eq(dg_item(dg_sum_all(parts[1])), 12.0);
     dg_scope_end(sc);
+}
+
+/* float16/bfloat16 are reserved: no tensor of them is made, so no op meets one half-supported. */
+Test(tensor, reserved_dtypes_are_refused_with_a_reason) {
+    dg_dtype reserved[] = { DG_F16, DG_BF16 };
+    for (int i = 0; i < 2; i++) {
+        dg_clear_error();
+        cr_expect_null(dg_zeros(DG_SHAPE(3), reserved[i]));
+        cr_expect_eq(dg_last_status(), DG_EUNSUPPORTED);
+        cr_expect(strstr(dg_last_error(), "reserved"), "%s", dg_last_error());
+        dg_clear_error();
+        uint16_t buf[3] = { 0 };
+        cr_expect_null(dg_from_blob(buf, DG_SHAPE(3), reserved[i], dg_cpu(), NULL, NULL));
+        cr_expect(strstr(dg_last_error(), "from_blob"), "%s", dg_last_error());
+    }
+    dg_clear_error();
 }

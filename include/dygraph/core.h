@@ -56,8 +56,8 @@ typedef enum dg_dtype {
     DG_F64 = 1,
     DG_I64 = 2,
     DG_I32 = 3,
-    DG_F16 = 4,   /* reserved for mixed precision; no kernels yet */
-    DG_BF16 = 5,  /* reserved for mixed precision; no kernels yet */
+    DG_F16 = 4,   /* reserved for mixed precision: making a tensor of it is a DG_EUNSUPPORTED error */
+    DG_BF16 = 5,  /* reserved likewise (CPU bf16 convolutions run inside f32 tensors: dg_set_cpu_bf16) */
     DG_BOOL = 6,  /* masks produced by comparisons, stored one byte each */
 } dg_dtype;
 
