@@ -121,6 +121,29 @@ bool dg_checked(void);
 /* Frees the quarantine (dg_shutdown). */
 void dg_quarantine_release(void);
 
+/* ---- one element as a double, whatever its dtype: the scalar paths (fill, item, casting copies,
+ * mixed-dtype loops); NAN / nothing for a dtype without kernels ---- */
+static inline double dg_load_as_double(const void *p, dg_dtype dt) {
+    switch (dt) {
+    case DG_F32: return *(const float *)p;
+    case DG_F64: return *(const double *)p;
+    case DG_I64: return (double)*(const int64_t *)p;
+    case DG_I32: return *(const int32_t *)p;
+    case DG_BOOL: return *(const uint8_t *)p;
+    default: return __builtin_nan("");
+    }
+}
+static inline void dg_store_from_double(void *p, dg_dtype dt, double v) {
+    switch (dt) {
+    case DG_F32: *(float *)p = (float)v; break;
+    case DG_F64: *(double *)p = v; break;
+    case DG_I64: *(int64_t *)p = (int64_t)v; break;
+    case DG_I32: *(int32_t *)p = (int32_t)v; break;
+    case DG_BOOL: *(uint8_t *)p = v != 0; break;
+    default: break;
+    }
+}
+
 /* ---- tensors (eager/tensor.c) ---- */
 bool dg_dtype_has_kernels(dg_dtype dt);              /* false for the reserved F16/BF16 */
 int dg_reserved_dtype_error(const char *op, dg_dtype dt);   /* records why; returns DG_EUNSUPPORTED */

@@ -484,16 +484,6 @@ int dg_copy_from_host(dg_tensor *t, const void *src, size_t nbytes) {
     return dg_backend_of(t)->upload(dg_tensor_ptr(t), src, need);
 }
 
-static double load_as_double(const void *p, dg_dtype dt) {
-    switch (dt) {
-    case DG_F32: return *(const float *)p;
-    case DG_F64: return *(const double *)p;
-    case DG_I64: return (double)*(const int64_t *)p;
-    case DG_I32: return *(const int32_t *)p;
-    case DG_BOOL: return *(const uint8_t *)p;
-    default: return NAN;
-    }
-}
 
 double dg_get(const dg_tensor *t, const int64_t *index) {
     if (!dg_tensor_live(t)) { dg_tensor_bad("get", "t", t); return NAN; }
@@ -508,7 +498,7 @@ double dg_get(const dg_tensor *t, const int64_t *index) {
     unsigned char buf[8];
     size_t es = dg_dtype_size(t->dtype);
     if (dg_backend_of(t)->download(buf, (char *)t->storage->data + off * (int64_t)es, es) != 0) return NAN;
-    return load_as_double(buf, t->dtype);
+    return dg_load_as_double(buf, t->dtype);
 }
 
 double dg_item(const dg_tensor *t) {

@@ -42,26 +42,6 @@ static void cpu_free(void *p) { dg_block_free(p); }
 static int cpu_copy_bytes(void *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n); return 0; }
 static int cpu_sync(void) { return 0; }
 
-static void store_any(char *p, dg_dtype dt, double v) {
-    switch (dt) {
-    case DG_F32: *(float *)p = (float)v; break;
-    case DG_F64: *(double *)p = v; break;
-    case DG_I64: *(int64_t *)p = (int64_t)v; break;
-    case DG_I32: *(int32_t *)p = (int32_t)v; break;
-    case DG_BOOL: *(uint8_t *)p = v != 0; break;
-    default: break;
-    }
-}
-static double load_any(const char *p, dg_dtype dt) {
-    switch (dt) {
-    case DG_F32: return *(const float *)p;
-    case DG_F64: return *(const double *)p;
-    case DG_I64: return (double)*(const int64_t *)p;
-    case DG_I32: return *(const int32_t *)p;
-    case DG_BOOL: return *(const uint8_t *)p;
-    default: return 0;
-    }
-}
 
 static int cpu_fill(dg_tensor *y, double v) {
     dg_iter it;
@@ -72,7 +52,7 @@ static int cpu_fill(dg_tensor *y, double v) {
         int64_t len = dg_iter_row(&it, r, p, st);
         if (y->dtype == DG_F32) { float f = (float)v; float *q = (float *)p[0]; for (int64_t i = 0; i < len; i++) q[i * st[0]] = f; }
         else if (y->dtype == DG_F64) { double *q = (double *)p[0]; for (int64_t i = 0; i < len; i++) q[i * st[0]] = v; }
-        else for (int64_t i = 0; i < len; i++) store_any(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, v);
+        else for (int64_t i = 0; i < len; i++) dg_store_from_double(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, v);
     }
     return 0;
 }
@@ -92,7 +72,7 @@ static int cpu_copy(const dg_tensor *x, dg_tensor *y) {
         if (same && es == 4) { for (int64_t i = 0; i < len; i++) ((uint32_t *)p[0])[i * st[0]] = ((const uint32_t *)p[1])[i * st[1]]; continue; }
         if (same && es == 8) { for (int64_t i = 0; i < len; i++) ((uint64_t *)p[0])[i * st[0]] = ((const uint64_t *)p[1])[i * st[1]]; continue; }
         for (int64_t i = 0; i < len; i++)
-            store_any(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, load_any(p[1] + i * st[1] * (int64_t)it.esize[1], x->dtype));
+            dg_store_from_double(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, dg_load_as_double(p[1] + i * st[1] * (int64_t)it.esize[1], x->dtype));
     }
     return 0;
 }
@@ -106,7 +86,7 @@ static int cpu_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b,
         char *p[4]; int64_t st[4];
         int64_t len = dg_iter_row(&it, r, p, st);
         for (int64_t i = 0; i < len; i++) {
-            bool take_a = load_any(p[1] + i * st[1] * (int64_t)it.esize[1], c->dtype) != 0;
+            bool take_a = dg_load_as_double(p[1] + i * st[1] * (int64_t)it.esize[1], c->dtype) != 0;
             memcpy(p[0] + i * st[0] * (int64_t)es, take_a ? p[2] + i * st[2] * (int64_t)es : p[3] + i * st[3] * (int64_t)es, es);
         }
     }
@@ -142,7 +122,7 @@ static int cpu_random(dg_random_kind kind, dg_tensor *y, double p0, double p1, u
             double u = u01(o[h], o[h + 1], dbl);
             v = kind == DG_RAND_UNIFORM ? p0 + (p1 - p0) * u : (u < p0 ? p1 : 0.0);
         }
-        store_any(base + i * (int64_t)es, y->dtype, v);
+        dg_store_from_double(base + i * (int64_t)es, y->dtype, v);
     }
     return 0;
 }

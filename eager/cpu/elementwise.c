@@ -122,16 +122,6 @@ static void binary_rows_##SUF(dg_binary_op op, const dg_iter *it, int64_t r0, in
 BINARY_KERNEL(float, f32)
 BINARY_KERNEL(double, f64)
 
-static double load_any(const char *p, dg_dtype dt) {
-    switch (dt) {
-    case DG_F32: return *(const float *)p;
-    case DG_F64: return *(const double *)p;
-    case DG_I64: return (double)*(const int64_t *)p;
-    case DG_I32: return *(const int32_t *)p;
-    case DG_BOOL: return *(const uint8_t *)p;
-    default: return 0;
-    }
-}
 
 static int compare(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_tensor *y) {
     dg_iter it;
@@ -141,8 +131,8 @@ static int compare(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_t
         char *p[3]; int64_t st[3];
         int64_t len = dg_iter_row(&it, r, p, st);
         for (int64_t i = 0; i < len; i++) {
-            double av = load_any(p[1] + i * st[1] * (int64_t)it.esize[1], a->dtype);
-            double bv = load_any(p[2] + i * st[2] * (int64_t)it.esize[2], b->dtype);
+            double av = dg_load_as_double(p[1] + i * st[1] * (int64_t)it.esize[1], a->dtype);
+            double bv = dg_load_as_double(p[2] + i * st[2] * (int64_t)it.esize[2], b->dtype);
             ((uint8_t *)p[0])[i * st[0]] = op == DG_BIN_GT ? av > bv : av == bv;
         }
     }
