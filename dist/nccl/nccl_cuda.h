@@ -2,8 +2,8 @@
  * stream and the events ordering it with the compute stream, device memory, and its CUDA error
  * formatting. The NCCL module reaches them through the library by name (dist/nccl/cuda_shim.c),
  * so both modules share one CUDA context and stream. */
-#ifndef DG_DIST_NCCL_CUDA_H
-#define DG_DIST_NCCL_CUDA_H
+#ifndef DG_DIST_NCCL_STREAMS_H
+#define DG_DIST_NCCL_STREAMS_H
 
 #include <cuda_runtime.h>
 

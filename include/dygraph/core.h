@@ -87,7 +87,7 @@ typedef enum dg_status {
  * such a field never takes otherwise). Out-of-range values are errors naming the field. */
 #define DG_FROM_ENV (-1)
 
-/* The seed of the random stream when none is given (dg_init_default_params().seed). */
+/* The random stream's starting key when none is given (dg_init_default_params().seed). */
 #define DG_DEFAULT_SEED 0x2024u
 
 typedef struct dg_init_params {
