@@ -1,6 +1,6 @@
 /* samples/linear_single.c — Paddle's dynamic-graph distributed quick start's single-card program in C: LinearNet (Linear(10,10) ->
  * Linear(10,1)), MSE loss, Adam (lr 0.001), 20 steps on random batches, printing
- * `step:N\tloss:[X]` like the seed. */
+ * `step:N\tloss:[X]` like Paddle's tutorial. */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -107,7 +107,7 @@ DG_API dg_init_params dg_init_default_params(void);
 DG_API int dg_init(const dg_init_params *params);
 /* Ends the session: frees what the library holds (the calling thread's open scopes and their
  * tensors, cached host and device memory, device streams and library handles, convolution
- * primitive caches, the checked-mode quarantine) and resets the seed, the device (cpu) and the
+ * primitive caches, the checked-mode quarantine) and resets the default generator, the device (cpu) and the
  * TF32/bf16 flags. Then every call that makes or uses a tensor fails with DG_ESTATE ("called
  * after dg_shutdown; call dg_init first") until dg_init. Tensors still held are not freed:
  * dg_tensor_free (and dg_layer_free, dg_optimizer_free, ...) still releases them, but using
