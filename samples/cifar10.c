@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
     const char *save = su_flag(argc, argv, "--save", NULL), *resume = su_flag(argc, argv, "--resume", NULL);
     if (su_init(argc, argv, seed)) return su_die("init");
 
-    /* the seed normalises with mean 0.5, std 0.5 per channel */
+    /* Paddle's tutorial normalises with mean 0.5, std 0.5 per channel */
     dg_transform norm = { .kind = DG_TF_NORMALIZE, .channels = 3, .mean = {0.5, 0.5, 0.5}, .std = {0.5, 0.5, 0.5} };
     dg_dataset *train_raw = dg_cifar10_dataset(dir, true), *val_raw = train_raw ? dg_cifar10_dataset(dir, false) : NULL;
     if (!train_raw || !val_raw) return su_die("dataset (run `make data`, or pass --data DIR)");

@@ -1,7 +1,7 @@
 /* samples/face_keypoints.c — Paddle's Fleet collective tutorial's second example: FaceNet (ResNet18 backbone ->
  * Linear(1000,512) -> ReLU -> Dropout(0.1) -> Linear(512,30)) regressing 15 facial keypoints
  * with MSE and Adam 1e-3, batch 32, on the Kaggle facial-keypoints CSV layout split 80/20 with a
- * seed (as the seed program does). The learning rate follows a per-step cosine from 1e-3 to 0
+ * fixed shuffle (as Paddle's tutorial program does). The learning rate follows a per-step cosine from 1e-3 to 0
  * over the run (`--lr-schedule constant` keeps the tutorial's constant rate). Without the real training.csv it uses the synthetic set that
  * `make data` generates; pass --data FILE for Kaggle's.
  *
