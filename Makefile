@@ -387,7 +387,7 @@ EMU_MODULES := $(EMU)/lib/libdygraph-cuda.so.$(SOMAJOR) $(EMU)/lib/libdygraph-nc
 EMU_RT_LIBS := -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu -ldl -lrt -lstdc++ -lm -lpthread
 EMU_LDLIBS  := $(BASE_LDLIBS)
 EMU_BINS    := $(EMU)/bin/dygraph_gpu_tests $(EMU)/bin/mnist $(EMU)/bin/mnist_fleet $(EMU)/bin/dist_equiv \
-               $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_backend \
+               $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_backend $(EMU)/bin/test_emu_multi_gpu \
                $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit
 EMU_HDRS    := $(wildcard test/cuda_emu/*.h test/cuda_emu/include/*.h)
 

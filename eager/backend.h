@@ -56,102 +56,143 @@ typedef struct dg_pool2d_geom {
     bool count_include_pad;
 } dg_pool2d_geom;
 
-typedef struct dg_backend {
+/* What a kernel sees of a tensor: where its first element is and how the elements are laid
+ * out. A plain value the op makes for one call (dg_kview_of); it holds no reference, so an op
+ * may re-shape or re-stride it (a broadcast, a window) without copying or touching the
+ * refcounted handle, and kernels never see ownership, autograd or scope state. */
+typedef struct dg_kview {
+    void *data;
+    dg_dtype dtype;
+    int ndim;
+    int64_t numel;
+    int64_t shape[DG_MAX_DIMS];
+    int64_t stride[DG_MAX_DIMS];   /* in elements */
+} dg_kview;
+
+static inline dg_kview dg_kview_of(const dg_tensor *t) {
+    dg_kview v;
+    v.data = (char *)t->storage->data + t->offset * (int64_t)dg_dtype_size(t->dtype);
+    v.dtype = t->dtype;
+    v.ndim = t->ndim;
+    v.numel = t->numel;
+    memcpy(v.shape, t->shape, sizeof v.shape);
+    memcpy(v.stride, t->stride, sizeof v.stride);
+    return v;
+}
+
+/* A backend instance: the table of entries, and the device and context they act on. Every
+ * entry receives its instance first (ggml-backend style), so one table serves several devices
+ * (gpu:0 and gpu:1 are two instances of the CUDA table with their own streams, library
+ * handles and memory pool). */
+typedef struct dg_backend dg_backend;
+struct dg_backend {
     const char *name;
     dg_device_type type;
+    int index;                    /* the device's index (0 for the CPU) */
+    void *context;                /* the backend's own state for that device */
     /* memory */
-    void *(*alloc)(size_t nbytes);
-    void (*free)(void *p);
-    int (*upload)(void *dst, const void *host_src, size_t nbytes);
-    int (*download)(void *host_dst, const void *src, size_t nbytes);
-    int (*synchronize)(void);
+    void *(*alloc)(const dg_backend *be, size_t nbytes);
+    void (*free)(const dg_backend *be, void *p);
+    int (*upload)(const dg_backend *be, void *dst, const void *host_src, size_t nbytes);
+    int (*download)(const dg_backend *be, void *host_dst, const void *src, size_t nbytes);
+    /* optional: nbytes from memory of `from` (another instance of the same table) to dst on
+     * this device, ordered after the work queued on both; NULL: the op stages through the host */
+    int (*copy_peer)(const dg_backend *be, void *dst, const dg_backend *from, const void *src, size_t nbytes);
+    int (*synchronize)(const dg_backend *be);
     /* optional (NULL where meaningless): caching-allocator statistics and release */
-    int (*memory_stats)(dg_memory_stats *out);
-    int (*empty_cache)(void);
+    int (*memory_stats)(const dg_backend *be, dg_memory_stats *out);
+    int (*empty_cache)(const dg_backend *be);
     /* optional: page-locked host memory that uploads can read without a host wait (thread-safe) */
-    void *(*host_alloc)(size_t nbytes);
-    void (*host_free)(void *p);
+    void *(*host_alloc)(const dg_backend *be, size_t nbytes);
+    void (*host_free)(const dg_backend *be, void *p);
     /* optional: the queue work is issued on, for custom kernels (dg_device_stream) */
-    void *(*stream)(void);
+    void *(*stream)(const dg_backend *be);
     /* optional, for dg_shutdown: wait for queued work, then release what the backend holds
      * (cached memory, library handles, streams, primitive caches). Memory of tensors still
      * alive stays valid and may still be freed; the next use starts the backend again. */
-    void (*shutdown)(void);
+    void (*shutdown)(const dg_backend *be);
 
     /* elementwise; x/a/b may be strided (stride 0 = broadcast) with y's shape */
-    int (*fill)(dg_tensor *y, double value);
-    int (*copy)(const dg_tensor *x, dg_tensor *y);          /* any strides, casts between dtypes */
-    int (*unary)(dg_unary_op op, const dg_tensor *x, dg_tensor *y, double p0, double p1);
-    int (*binary)(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_tensor *y, double p0, double p1);
-    int (*where)(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b, dg_tensor *y);
+    int (*fill)(const dg_backend *be, dg_kview *y, double value);
+    int (*copy)(const dg_backend *be, const dg_kview *x, dg_kview *y);          /* any strides, casts between dtypes */
+    int (*unary)(const dg_backend *be, dg_unary_op op, const dg_kview *x, dg_kview *y, double p0, double p1);
+    int (*binary)(const dg_backend *be, dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, double p0, double p1);
+    int (*where)(const dg_backend *be, const dg_kview *cond, const dg_kview *a, const dg_kview *b, dg_kview *y);
     /* y has x's ndim with size 1 on reduced axes (ARG ops: one reduced axis, y is DG_I64) */
-    int (*reduce)(dg_reduce_op op, const dg_tensor *x, dg_tensor *y);
-    int (*random)(dg_random_kind kind, dg_tensor *y, double p0, double p1, uint64_t seed, uint64_t counter);
+    int (*reduce)(const dg_backend *be, dg_reduce_op op, const dg_kview *x, dg_kview *y);
+    int (*random)(const dg_backend *be, dg_random_kind kind, dg_kview *y, double p0, double p1, uint64_t seed, uint64_t counter);
 
     /* C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b], row-major, batch strides in elements */
-    int (*gemm)(dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+    int (*gemm)(const dg_backend *be, dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                 const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                 double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
 
     /* softmax over the last axis of a contiguous [rows, cols] view */
-    int (*softmax)(const dg_tensor *x, dg_tensor *y, int64_t rows, int64_t cols, bool log);
-    int (*softmax_backward)(const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx, int64_t rows, int64_t cols, bool log);
+    int (*softmax)(const dg_backend *be, const dg_kview *x, dg_kview *y, int64_t rows, int64_t cols, bool log);
+    int (*softmax_backward)(const dg_backend *be, const dg_kview *y, const dg_kview *gy, dg_kview *gx, int64_t rows, int64_t cols, bool log);
 
     /* indexing: x viewed as [outer, dim, inner]; index is I64/I32 with n entries */
-    int (*index_select)(const dg_tensor *x, const dg_tensor *index, dg_tensor *y, int64_t outer, int64_t dim, int64_t inner);
-    int (*index_add)(const dg_tensor *gy, const dg_tensor *index, dg_tensor *gx, int64_t outer, int64_t dim, int64_t inner);
+    int (*index_select)(const dg_backend *be, const dg_kview *x, const dg_kview *index, dg_kview *y, int64_t outer, int64_t dim, int64_t inner);
+    int (*index_add)(const dg_backend *be, const dg_kview *gy, const dg_kview *index, dg_kview *gx, int64_t outer, int64_t dim, int64_t inner);
     /* torch.gather along axis for contiguous x, index, y ([outer, dim, inner] with index's dim) */
-    int (*gather)(const dg_tensor *x, const dg_tensor *index, dg_tensor *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
-    int (*scatter_add)(const dg_tensor *gy, const dg_tensor *index, dg_tensor *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
+    int (*gather)(const dg_backend *be, const dg_kview *x, const dg_kview *index, dg_kview *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
+    int (*scatter_add)(const dg_backend *be, const dg_kview *gy, const dg_kview *index, dg_kview *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
 
     /* losses on [rows, cols] logprobs and int labels: loss per row (0 for ignored) */
-    int (*nll)(const dg_tensor *logp, const dg_tensor *label, dg_tensor *loss_rows, int64_t rows, int64_t cols, int64_t ignore_index);
-    int (*nll_backward)(const dg_tensor *g_rows, const dg_tensor *label, dg_tensor *glogp, int64_t rows, int64_t cols, int64_t ignore_index);
+    int (*nll)(const dg_backend *be, const dg_kview *logp, const dg_kview *label, dg_kview *loss_rows, int64_t rows, int64_t cols, int64_t ignore_index);
+    int (*nll_backward)(const dg_backend *be, const dg_kview *g_rows, const dg_kview *label, dg_kview *glogp, int64_t rows, int64_t cols, int64_t ignore_index);
 
     /* convolution (contiguous NCHW; y/gx/gw are overwritten) */
-    int (*conv2d)(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y);
-    int (*conv2d_backward_data)(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx);
-    int (*conv2d_backward_filter)(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb);
+    int (*conv2d)(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y);
+    int (*conv2d_backward_data)(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx);
+    int (*conv2d_backward_filter)(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb);
 
     /* pooling (contiguous NCHW; gx is overwritten) */
-    int (*max_pool2d)(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y);
-    int (*max_pool2d_backward)(const dg_pool2d_geom *g, const dg_tensor *x, const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx);
-    int (*avg_pool2d)(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y);
-    int (*avg_pool2d_backward)(const dg_pool2d_geom *g, const dg_tensor *gy, dg_tensor *gx);
-    int (*adaptive_avg_pool2d)(const dg_tensor *x, dg_tensor *y);
-    int (*adaptive_avg_pool2d_backward)(const dg_tensor *gy, dg_tensor *gx);
+    int (*max_pool2d)(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y);
+    int (*max_pool2d_backward)(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, const dg_kview *y, const dg_kview *gy, dg_kview *gx);
+    int (*avg_pool2d)(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y);
+    int (*avg_pool2d_backward)(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx);
+    int (*adaptive_avg_pool2d)(const dg_backend *be, const dg_kview *x, dg_kview *y);
+    int (*adaptive_avg_pool2d_backward)(const dg_backend *be, const dg_kview *gy, dg_kview *gx);
 
     /* batch norm over x viewed as [n, c, inner] (contiguous). Training: computes batch mean and
      * inverse std into save_mean/save_invstd; eval: uses mean/var given in save_mean/save_invstd
      * slots as running mean and running var. weight/bias may be NULL (1 and 0). */
-    int (*batch_norm)(const dg_tensor *x, const dg_tensor *weight, const dg_tensor *bias, dg_tensor *y,
-                      dg_tensor *save_mean, dg_tensor *save_invstd, bool training, double eps,
+    int (*batch_norm)(const dg_backend *be, const dg_kview *x, const dg_kview *weight, const dg_kview *bias, dg_kview *y,
+                      dg_kview *save_mean, dg_kview *save_invstd, bool training, double eps,
                       int64_t n, int64_t c, int64_t inner);
     /* gx/gw/gb may be NULL when not needed. Training: gradient through the batch stats, with
      * save_mean/save_invstd as the forward computed them. Eval: save_mean is the running mean
      * and save_invstd is 1/sqrt(running_var + eps) (the op computes it; there is no eps here). */
-    int (*batch_norm_backward)(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *weight,
-                               const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
-                               dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner);
+    int (*batch_norm_backward)(const dg_backend *be, const dg_kview *x, const dg_kview *gy, const dg_kview *weight,
+                               const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
+                               dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner);
 
     /* one optimizer step over n parameters of one dtype (f32/f64) in as few passes as the
      * device allows (eager/update_rule.h holds the per-element rules) */
-    int (*fused_update)(const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n);
-} dg_backend;
+    int (*fused_update)(const dg_backend *be, const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n);
+};
 
 extern const dg_backend dg_cpu_backend;
-/* The CUDA table for device `index`, or NULL with a message: the CUDA module's entry
+/* The CUDA instance for device `index` (started on first request), or NULL with a message: the CUDA module's entry
  * (eager/cuda/cuda_backend.c, in libdygraph-cuda.so.0), reached through eager/device.c. */
 const dg_backend *dg_cuda_backend_get(int index);
 /* The backend for a device (eager/device.c), or NULL with a message when it is not available:
  * the CUDA module missing or unloadable, no usable GPU, an index out of range. */
 const dg_backend *dg_backend_for(dg_device d);
-/* The CUDA table when this process started it (a GPU was selected), else NULL; never starts it
- * (the CUDA module's entry, asked only when the module is already open). */
-const dg_backend *dg_cuda_backend_started(void);
+/* The CUDA instances this process has started (one per GPU selected), at most cap; never starts
+ * one (the CUDA module's entry, asked only when the module is already open). */
+int dg_cuda_backends_started(const dg_backend **out, int cap);
 /* The backends this process has started (the CPU's always), at most cap; returns how many
  * (eager/device.c). */
 int dg_backends_started(const dg_backend **out, int cap);
+
+/* How ops reach a kernel: DG_KCALL(t, entry, ...) calls `entry` of the instance holding t's
+ * storage, with that instance first; DG_KV(t) is a kernel view of tensor t made for the call
+ * (it lives until the end of the enclosing block), DG_KV_OPT(t) the same or NULL. */
+#define DG_KCALL(t, entry, ...) (dg_backend_of(t)->entry(dg_backend_of(t), __VA_ARGS__))
+#define DG_KV(t) ((dg_kview[1]){ dg_kview_of(t) })
+#define DG_KV_OPT(t) ((t) ? DG_KV(t) : NULL)
 
 #ifdef __cplusplus
 }

@@ -30,7 +30,7 @@ static dg_tensor *sum_into(dg_tensor *acc, dg_tensor *g) {
     if (!acc) return g;
     if (!g) return acc;
     if (exclusively_owned(acc) && acc->dtype == g->dtype) {
-        int rc = dg_backend_of(acc)->binary(DG_BIN_ADD, acc, g, acc, 0, 0);
+        int rc = DG_KCALL(acc, binary, DG_BIN_ADD, DG_KV(acc), DG_KV(g), DG_KV(acc), 0, 0);
         dg_tensor_release(g);
         return rc ? (dg_tensor_release(acc), NULL) : acc;
     }
@@ -49,7 +49,7 @@ static dg_tensor *own_leaf_grad(dg_tensor *leaf, dg_tensor *g) {
     dg_tensor *c = NULL;
     dg_scope *s = dg_scope_begin();
     c = dg_tensor_alloc(g->shape, g->ndim, leaf->dtype, g->storage->device);
-    if (c && dg_backend_of(c)->copy(g, c) == 0) { dg_keep(c); }
+    if (c && DG_KCALL(c, copy, DG_KV(g), DG_KV(c)) == 0) { dg_keep(c); }
     else if (c) { c = NULL; }
     dg_scope_end(s);
     dg_tensor_release(g);
@@ -61,7 +61,7 @@ static int accumulate_leaf(dg_tensor *leaf, dg_tensor *g) {
         leaf->grad = own_leaf_grad(leaf, g);
         return leaf->grad ? 0 : DG_ENOMEM;
     }
-    int rc = dg_backend_of(leaf->grad)->binary(DG_BIN_ADD, leaf->grad, g, leaf->grad, 0, 0);
+    int rc = DG_KCALL(leaf->grad, binary, DG_BIN_ADD, DG_KV(leaf->grad), DG_KV(g), DG_KV(leaf->grad), 0, 0);
     dg_tensor_release(g);
     return rc;
 }

@@ -305,7 +305,7 @@ void dg_shutdown(void) {
     /* a device backend first: its queued work may still read host memory */
     const dg_backend *be[8];
     for (int i = dg_backends_started(be, 8) - 1; i >= 0; i--)
-        if (be[i]->shutdown) be[i]->shutdown();
+        if (be[i]->shutdown) be[i]->shutdown(be[i]);
     dg_quarantine_release();
     dg_block_cache_release_all();
     dg_rng_reset();
@@ -326,7 +326,7 @@ static const dg_backend *backend_for_memory(dg_device d, bool *idle) {
     const dg_backend *be[8];
     int n = dg_backends_started(be, 8);
     for (int i = 0; i < n; i++)
-        if (be[i]->type == d.type) return be[i];
+        if (be[i]->type == d.type && be[i]->index == d.index) return be[i];
     *idle = true;
     return NULL;
 }
@@ -337,24 +337,24 @@ int dg_memory_stats_get(dg_device d, dg_memory_stats *out) {
     bool idle;
     const dg_backend *be = backend_for_memory(d, &idle);
     if (!be) return idle ? 0 : DG_EDEVICE;
-    return be->memory_stats ? be->memory_stats(out) : 0;
+    return be->memory_stats ? be->memory_stats(be, out) : 0;
 }
 int dg_empty_cache(dg_device d) {
     bool idle;
     const dg_backend *be = backend_for_memory(d, &idle);
     if (!be) return idle ? 0 : DG_EDEVICE;
-    return be->empty_cache ? be->empty_cache() : 0;
+    return be->empty_cache ? be->empty_cache(be) : 0;
 }
 void *dg_device_stream(dg_device d) {
     const dg_backend *be = dg_backend_for(d);
-    return be && be->stream ? be->stream() : NULL;
+    return be && be->stream ? be->stream(be) : NULL;
 }
 
 int dg_synchronize(dg_device d) {
     bool idle;
     const dg_backend *be = backend_for_memory(d, &idle);
     if (!be) return idle ? 0 : DG_EDEVICE;
-    return be->synchronize();
+    return be->synchronize(be);
 }
 
 /* Pinned buffers carry a 64-byte header naming the backend that made them, so a free works
@@ -363,7 +363,7 @@ int dg_synchronize(dg_device d) {
 void *dg_pinned_alloc(size_t bytes, void *user) {
     (void)user;
     const dg_backend *be = g_device.type == DG_CPU ? NULL : dg_backend_for(g_device);
-    char *p = be && be->host_alloc ? be->host_alloc(bytes + PIN_HEADER) : NULL;
+    char *p = be && be->host_alloc ? be->host_alloc(be, bytes + PIN_HEADER) : NULL;
     if (!p) {
         if (be && be->host_alloc) return NULL;   /* the backend said why */
         be = NULL;
@@ -379,7 +379,7 @@ void dg_pinned_free(void *q, void *user) {
     char *p = (char *)q - PIN_HEADER;
     const dg_backend *be;
     memcpy(&be, p, sizeof be);
-    if (be) be->host_free(p);
+    if (be) be->host_free(be, p);
     else free(p);
 }
 

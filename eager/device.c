@@ -26,13 +26,13 @@ const dg_backend *dg_backend_for(dg_device d) {
 }
 
 /* The backends that have started (for dg_shutdown and the memory calls): the CPU always; the
- * CUDA backend only when its module is open and has started a device, so neither call ever
+ * CUDA instances only when its module is open and has started them, so neither call ever
  * loads CUDA. */
 int dg_backends_started(const dg_backend **out, int cap) {
     int n = 0;
     if (n < cap) out[n++] = &dg_cpu_backend;
-    const dg_backend *(*started)(void) = (const dg_backend *(*)(void))dg_module_symbol_if_open("cuda", "dg_cuda_backend_started");
-    const dg_backend *cuda = started ? started() : NULL;
-    if (cuda && n < cap) out[n++] = cuda;
+    int (*started)(const dg_backend **, int) =
+        (int (*)(const dg_backend **, int))dg_module_symbol_if_open("cuda", "dg_cuda_backends_started");
+    if (started && n < cap) n += started(out + n, cap - n);
     return n;
 }

@@ -173,11 +173,11 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     size_t nbytes = (size_t)numel * dg_dtype_size(dtype);
     dg_storage *st = dg_block_alloc(sizeof *st);
     errs = dg_error_count();
-    void *data = be->alloc(nbytes ? nbytes : 1);
+    void *data = be->alloc(be, nbytes ? nbytes : 1);
     dg_tensor *t = st && data ? tensor_struct() : NULL;
     if (!t) {
         dg_block_free(st);
-        if (data) be->free(data);
+        if (data) be->free(be, data);
         /* a device allocator says more (what is allocated and cached): keep its message */
         if (data || !dg_error_since(errs))
             DG_ERR(DG_ENOMEM, "tensor: out of memory allocating %zu bytes", nbytes);
@@ -215,7 +215,7 @@ void dg_tensor_retain(dg_tensor *t) { if (t) __atomic_add_fetch(&t->refcount, 1,
 static void storage_release(dg_storage *st) {
     if (__atomic_sub_fetch(&st->refcount, 1, __ATOMIC_ACQ_REL) == 0) {
         if (st->deleter) st->deleter(st->data, st->deleter_user);
-        else if (!st->borrowed) st->backend->free(st->data);
+        else if (!st->borrowed) st->backend->free(st->backend, st->data);
         dg_block_free(st);
     }
 }
@@ -368,7 +368,7 @@ dg_tensor *dg_empty_on(dg_shape s, dg_dtype dt, dg_device d) { return dg_tensor_
 
 dg_tensor *dg_full(dg_shape s, double v, dg_dtype dt) {
     dg_tensor *t = dg_empty(s, dt);
-    if (t && dg_backend_of(t)->fill(t, v) != 0) { dg_tensor_free(t); return NULL; }
+    if (t && DG_KCALL(t, fill, DG_KV(t), v) != 0) { dg_tensor_free(t); return NULL; }
     return t;
 }
 dg_tensor *dg_zeros(dg_shape s, dg_dtype dt) { return dg_full(s, 0.0, dt); }
@@ -376,7 +376,7 @@ dg_tensor *dg_ones(dg_shape s, dg_dtype dt) { return dg_full(s, 1.0, dt); }
 dg_tensor *dg_scalar(double v, dg_dtype dt) { return dg_full(DG_SCALAR_SHAPE, v, dt); }
 static dg_tensor *full_on(const dg_tensor *like, double v) {
     dg_tensor *t = dg_tensor_alloc(like->shape, like->ndim, like->dtype, like->storage->device);
-    if (t && dg_backend_of(t)->fill(t, v) != 0) { dg_tensor_free(t); return NULL; }
+    if (t && DG_KCALL(t, fill, DG_KV(t), v) != 0) { dg_tensor_free(t); return NULL; }
     return t;
 }
 dg_tensor *dg_zeros_like(const dg_tensor *t) { DG_CHECK_INPUT("zeros_like", t); return full_on(t, 0.0); }
@@ -394,13 +394,13 @@ dg_tensor *dg_arange(double start, double end, double step, dg_dtype dt) {
     double *host = dg_tensor_ptr(d);
     for (int64_t i = 0; i < n; i++) host[i] = start + (double)i * step;
     dg_tensor *c = dg_tensor_alloc(&n, 1, dt, dg_cpu());
-    if (c && dg_backend_of(c)->copy(d, c) != 0) { dg_tensor_free(c); c = NULL; }
+    if (c && DG_KCALL(c, copy, DG_KV(d), DG_KV(c)) != 0) { dg_tensor_free(c); c = NULL; }
     dg_tensor_free(d);
     if (!c) return NULL;
     dg_device dev = dg_current_device();
     if (dev.type == DG_CPU) return c;
     dg_tensor *t = dg_tensor_alloc(&n, 1, dt, dev);
-    if (t && dg_backend_of(t)->upload(dg_tensor_ptr(t), dg_tensor_ptr(c), (size_t)n * dg_dtype_size(dt)) != 0) {
+    if (t && DG_KCALL(t, upload, dg_tensor_ptr(t), dg_tensor_ptr(c), (size_t)n * dg_dtype_size(dt)) != 0) {
         dg_tensor_free(t);
         t = NULL;
     }
@@ -413,7 +413,7 @@ static dg_tensor *random_tensor(dg_generator *g, dg_shape s, dg_dtype dt, dg_ran
     dg_tensor *t = dg_empty(s, dt);
     if (!t) return NULL;
     uint64_t seed, ctr = dg_generator_reserve(g, (uint64_t)t->numel * 2, &seed);
-    if (dg_backend_of(t)->random(kind, t, a, b, seed, ctr) != 0) { dg_tensor_free(t); return NULL; }
+    if (DG_KCALL(t, random, kind, DG_KV(t), a, b, seed, ctr) != 0) { dg_tensor_free(t); return NULL; }
     return t;
 }
 dg_tensor *dg_rand(dg_shape s, dg_dtype dt) { return random_tensor(NULL, s, dt, DG_RAND_UNIFORM, 0.0, 1.0, "rand"); }
@@ -439,7 +439,7 @@ static int random_fill_(dg_generator *g, dg_tensor *t, dg_random_kind kind, doub
     DG_CHECK_INT(dg_is_contiguous(t) && (t->dtype == DG_F32 || t->dtype == DG_F64),
                  "%s: needs a contiguous float tensor, got %s", op, dg_dtype_name(t->dtype));
     uint64_t seed, ctr = dg_generator_reserve(g, (uint64_t)t->numel * 2, &seed);
-    return dg_backend_of(t)->random(kind, t, a, b, seed, ctr);
+    return DG_KCALL(t, random, kind, DG_KV(t), a, b, seed, ctr);
 }
 int dg_uniform_(dg_tensor *t, double lo, double hi) { return random_fill_(NULL, t, DG_RAND_UNIFORM, lo, hi, "uniform_"); }
 int dg_normal_(dg_tensor *t, double mean, double std) { return random_fill_(NULL, t, DG_RAND_NORMAL, mean, std, "normal_"); }
@@ -453,7 +453,7 @@ int dg_generator_normal_(dg_generator *g, dg_tensor *t, double mean, double std)
 dg_tensor *dg_from_data(dg_shape s, dg_dtype dt, const void *data) {
     DG_CHECK(data, "from_data: data is NULL");
     dg_tensor *t = dg_empty(s, dt);
-    if (t && dg_backend_of(t)->upload(dg_tensor_ptr(t), data, (size_t)t->numel * dg_dtype_size(dt)) != 0) {
+    if (t && DG_KCALL(t, upload, dg_tensor_ptr(t), data, (size_t)t->numel * dg_dtype_size(dt)) != 0) {
         dg_tensor_free(t);
         return NULL;
     }
@@ -466,11 +466,11 @@ int dg_to_host(const dg_tensor *t, void *dst, size_t nbytes) {
     DG_CHECK_INT(dst, "to_host: dst is NULL");
     size_t need = (size_t)t->numel * dg_dtype_size(t->dtype);
     DG_CHECK_INT(nbytes >= need, "to_host: buffer of %zu bytes, tensor %s %s needs %zu", nbytes, DG_SHAPE_STR(t), dg_dtype_name(t->dtype), need);
-    if (dg_is_contiguous(t)) return dg_backend_of(t)->download(dst, dg_tensor_ptr(t), need);
+    if (dg_is_contiguous(t)) return DG_KCALL(t, download, dst, dg_tensor_ptr(t), need);
     dg_tensor *c = dg_tensor_alloc(t->shape, t->ndim, t->dtype, t->storage->device);
     if (!c) return DG_ENOMEM;
-    int rc = dg_backend_of(t)->copy(t, c);
-    if (!rc) rc = dg_backend_of(c)->download(dst, dg_tensor_ptr(c), need);
+    int rc = DG_KCALL(t, copy, DG_KV(t), DG_KV(c));
+    if (!rc) rc = DG_KCALL(c, download, dst, dg_tensor_ptr(c), need);
     dg_tensor_free(c);
     return rc;
 }
@@ -481,7 +481,7 @@ int dg_copy_from_host(dg_tensor *t, const void *src, size_t nbytes) {
     size_t need = (size_t)t->numel * dg_dtype_size(t->dtype);
     DG_CHECK_INT(src && nbytes == need, "copy_from_host: %zu bytes given, tensor %s %s holds %zu", nbytes, DG_SHAPE_STR(t), dg_dtype_name(t->dtype), need);
     DG_CHECK_INT(dg_is_contiguous(t), "copy_from_host: tensor %s is not contiguous", DG_SHAPE_STR(t));
-    return dg_backend_of(t)->upload(dg_tensor_ptr(t), src, need);
+    return DG_KCALL(t, upload, dg_tensor_ptr(t), src, need);
 }
 
 
@@ -497,7 +497,7 @@ double dg_get(const dg_tensor *t, const int64_t *index) {
     }
     unsigned char buf[8];
     size_t es = dg_dtype_size(t->dtype);
-    if (dg_backend_of(t)->download(buf, (char *)t->storage->data + off * (int64_t)es, es) != 0) return NAN;
+    if (DG_KCALL(t, download, buf, (char *)t->storage->data + off * (int64_t)es, es) != 0) return NAN;
     return dg_load_as_double(buf, t->dtype);
 }
 

@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct nccl_state { ncclComm_t comm; bool aborted; } nccl_state;
+/* device: the GPU the communicator was made on. A process may use several GPUs, and the CUDA
+ * module's streams are those of the thread's current device, so every call makes it current. */
+typedef struct nccl_state { ncclComm_t comm; bool aborted; int device; } nccl_state;
 
 static double now_s(void) {
     struct timespec ts;
@@ -49,7 +51,8 @@ static int settle(dg_comm *c, ncclResult_t r, const char *what) {
 static int usable(dg_comm *c) {
     nccl_state *s = c->impl;
     if (s->aborted) { DG_ERR(DG_ECOMM, "nccl: the communicator of rank %d was aborted after an earlier failure", c->rank); return DG_ECOMM; }
-    return dg_cuda_comm_wait_compute();
+    int rc = DG_CUDA(cudaSetDevice(s->device));
+    return rc ? rc : dg_cuda_comm_wait_compute();
 }
 
 static ncclDataType_t nccl_type(dg_dtype dt) {
@@ -87,6 +90,8 @@ static int nccl_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, 
 static int nccl_wait(dg_comm *c) {
     nccl_state *s = c->impl;
     double deadline = now_s() + c->timeout_s;
+    int rc = DG_CUDA(cudaSetDevice(s->device));
+    if (rc) return rc;
     for (;;) {
         cudaError_t e = cudaStreamQuery(dg_cuda_comm_stream());
         if (e == cudaSuccess) {
@@ -223,7 +228,10 @@ DG_MODULE_EXPORT int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env) {
     }
     nccl_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "nccl: out of memory"); return DG_ENOMEM; }
+    s->device = d.index;
     c->impl = s;
+    int set = DG_CUDA(cudaSetDevice(d.index));   /* the communicator belongs to the current device */
+    if (set) return set;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&s->comm, env->world_size, id, env->rank, &cfg);

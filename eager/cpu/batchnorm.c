@@ -81,16 +81,16 @@ static void bn_bwd_##SUF(const T *x, const T *gy, const T *w, const T *mean, con
 BN_KERNELS(float, f32)
 BN_KERNELS(double, f64)
 
-static void *ptr_or_null(const dg_tensor *t) { return t ? dg_tensor_ptr(t) : NULL; }
+static void *ptr_or_null(const dg_kview *t) { return t ? t->data : NULL; }
 
-int dg_cpu_batch_norm(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y, dg_tensor *save_mean,
-                      dg_tensor *save_invstd, bool training, double eps, int64_t n, int64_t c, int64_t inner) {
+int dg_cpu_batch_norm(const dg_backend *be, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y, dg_kview *save_mean,
+                      dg_kview *save_invstd, bool training, double eps, int64_t n, int64_t c, int64_t inner) {
     if (x->dtype == DG_F32)
-        bn_fwd_f32(dg_tensor_ptr(x), ptr_or_null(w), ptr_or_null(b), dg_tensor_ptr(y), dg_tensor_ptr(save_mean),
-                   dg_tensor_ptr(save_invstd), training, eps, n, c, inner);
+        bn_fwd_f32(x->data, ptr_or_null(w), ptr_or_null(b), y->data, save_mean->data,
+                   save_invstd->data, training, eps, n, c, inner);
     else if (x->dtype == DG_F64)
-        bn_fwd_f64(dg_tensor_ptr(x), ptr_or_null(w), ptr_or_null(b), dg_tensor_ptr(y), dg_tensor_ptr(save_mean),
-                   dg_tensor_ptr(save_invstd), training, eps, n, c, inner);
+        bn_fwd_f64(x->data, ptr_or_null(w), ptr_or_null(b), y->data, save_mean->data,
+                   save_invstd->data, training, eps, n, c, inner);
     else {
         DG_ERR(DG_EUNSUPPORTED, "batch_norm: dtype %s not supported on cpu", dg_dtype_name(x->dtype));
         return DG_EUNSUPPORTED;
@@ -98,14 +98,14 @@ int dg_cpu_batch_norm(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b
     return 0;
 }
 
-int dg_cpu_batch_norm_backward(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *w, const dg_tensor *save_mean,
-                               const dg_tensor *save_invstd, bool training, dg_tensor *gx, dg_tensor *gw, dg_tensor *gb,
+int dg_cpu_batch_norm_backward(const dg_backend *be, const dg_kview *x, const dg_kview *gy, const dg_kview *w, const dg_kview *save_mean,
+                               const dg_kview *save_invstd, bool training, dg_kview *gx, dg_kview *gw, dg_kview *gb,
                                int64_t n, int64_t c, int64_t inner) {
     if (x->dtype == DG_F32)
-        bn_bwd_f32(dg_tensor_ptr(x), dg_tensor_ptr(gy), ptr_or_null(w), dg_tensor_ptr(save_mean), dg_tensor_ptr(save_invstd),
+        bn_bwd_f32(x->data, gy->data, ptr_or_null(w), save_mean->data, save_invstd->data,
                    training, ptr_or_null(gx), ptr_or_null(gw), ptr_or_null(gb), n, c, inner);
     else if (x->dtype == DG_F64)
-        bn_bwd_f64(dg_tensor_ptr(x), dg_tensor_ptr(gy), ptr_or_null(w), dg_tensor_ptr(save_mean), dg_tensor_ptr(save_invstd),
+        bn_bwd_f64(x->data, gy->data, ptr_or_null(w), save_mean->data, save_invstd->data,
                    training, ptr_or_null(gx), ptr_or_null(gw), ptr_or_null(gb), n, c, inner);
     else {
         DG_ERR(DG_EUNSUPPORTED, "batch_norm: dtype %s not supported on cpu", dg_dtype_name(x->dtype));

@@ -13,7 +13,7 @@
 #include "iter.h"
 #include <omp.h>
 
-int dg_cpu_gemm(dg_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
+int dg_cpu_gemm(const dg_backend *be, dg_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
                 const void *, int64_t, int64_t, double, void *, int64_t, int64_t, int64_t);
 
 /* Partial filter gradients per thread cost threads * |gw| of memory; above this we loop images
@@ -147,7 +147,7 @@ static int conv_image(const dg_conv2d_geom *g, dg_dtype dt, const char *x, const
             if (dt == DG_F32) fill_bias_f32((float *)yg, (const float *)bg, ocg, l);
             else fill_bias_f64((double *)yg, (const double *)bg, ocg, l);
         }
-        int rc = dg_cpu_gemm(dt, false, false, ocg, l, k, 1.0, w + (size_t)(gi * ocg * k) * es, k, 0,
+        int rc = dg_cpu_gemm(&dg_cpu_backend, dt, false, false, ocg, l, k, 1.0, w + (size_t)(gi * ocg * k) * es, k, 0,
                              src, l, 0, b ? 1.0 : 0.0, yg, l, 0, 1);
         if (rc) return rc;
     }
@@ -156,25 +156,25 @@ static int conv_image(const dg_conv2d_geom *g, dg_dtype dt, const char *x, const
 
 /* oneDNN's primitives first for f32 (eager/cpu/conv_dnnl.c); DG_CPU_CONV=im2col keeps to the
  * code below (for comparisons). */
-int dg_dnnl_conv2d(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *);
-int dg_cpu_unary(dg_unary_op, const dg_tensor *, dg_tensor *, double, double);
-int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *);
-int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *, dg_tensor *);
+int dg_dnnl_conv2d(const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_unary(const dg_backend *be, dg_unary_op, const dg_kview *, dg_kview *, double, double);
+int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *);
 static bool use_dnnl(void) {
     static int use = -1;
     if (use < 0) { const char *e = getenv("DG_CPU_CONV"); use = !(e && strcmp(e, "im2col") == 0); }
     return use;
 }
 
-int dg_cpu_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {
+int dg_cpu_conv2d(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y) {
     uint64_t errs = dg_error_count();
     if (use_dnnl() && dg_dnnl_conv2d(g, x, w, b, y) == 1)
-        return g->relu ? report(dg_cpu_unary(DG_UN_RELU, y, y, 0, 0), "conv2d", errs) : 0;   /* in place, NaN kept */
+        return g->relu ? report(dg_cpu_unary(be, DG_UN_RELU, y, y, 0, 0), "conv2d", errs) : 0;   /* in place, NaN kept */
     dg_dtype dt = x->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d", dt);
     size_t es = dg_dtype_size(dt);
-    const char *xp = dg_tensor_ptr(x), *wp = dg_tensor_ptr(w), *bp = b ? dg_tensor_ptr(b) : NULL;
-    char *yp = dg_tensor_ptr(y);
+    const char *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;
+    char *yp = y->data;
     int64_t cg = g->c / g->groups, xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
     size_t colb = is_direct(g) ? 0 : (size_t)(cg * g->kh * g->kw * g->oh * g->ow) * es;
     int nt = batch_threads(g->n), rc = 0;
@@ -191,7 +191,7 @@ int dg_cpu_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *
             rc = my;
         }
     }
-    if (!rc && g->relu) rc = dg_cpu_unary(DG_UN_RELU, y, y, 0, 0);
+    if (!rc && g->relu) rc = dg_cpu_unary(be, DG_UN_RELU, y, y, 0, 0);
     return report(rc, "conv2d", errs);
 }
 
@@ -205,21 +205,21 @@ static int conv_bwd_data_image(const dg_conv2d_geom *g, dg_dtype dt, const char 
         char *gxg = gx + (size_t)(gi * cg * g->h * g->w) * es;
         /* columns = W_g^T [k, ocg] . gy_g [ocg, l]; direct convs write straight into gx */
         char *dst = is_direct(g) ? gxg : col;
-        int rc = dg_cpu_gemm(dt, true, false, k, l, ocg, 1.0, wg, k, 0, gyg, l, 0, 0.0, dst, l, 0, 1);
+        int rc = dg_cpu_gemm(&dg_cpu_backend, dt, true, false, k, l, ocg, 1.0, wg, k, 0, gyg, l, 0, 0.0, dst, l, 0, 1);
         if (rc) return rc;
         if (!is_direct(g)) col2im(dt, col, cg, g, gxg, par);
     }
     return 0;
 }
 
-int dg_cpu_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx) {
+int dg_cpu_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx) {
     uint64_t errs = dg_error_count();
     if (use_dnnl() && dg_dnnl_conv2d_backward_data(g, gy, w, gx) == 1) return 0;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d backward", dt);
     size_t es = dg_dtype_size(dt);
-    const char *gyp = dg_tensor_ptr(gy), *wp = dg_tensor_ptr(w);
-    char *gxp = dg_tensor_ptr(gx);
+    const char *gyp = gy->data, *wp = w->data;
+    char *gxp = gx->data;
     int64_t cg = g->c / g->groups, xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
     size_t colb = is_direct(g) ? 0 : (size_t)(cg * g->kh * g->kw * g->oh * g->ow) * es;
     int nt = batch_threads(g->n), rc = 0;
@@ -248,27 +248,27 @@ static int conv_bwd_filter_image(const dg_conv2d_geom *g, dg_dtype dt, const cha
     for (int gi = 0; gi < g->groups; gi++) {
         const char *xg = x + (size_t)(gi * cg * g->h * g->w) * es, *src = xg;
         if (!is_direct(g)) { im2col(dt, xg, cg, g, col, par); src = col; }
-        int rc = dg_cpu_gemm(dt, false, true, ocg, k, l, 1.0, gy + (size_t)(gi * ocg * l) * es, l, 0, src, l, 0,
+        int rc = dg_cpu_gemm(&dg_cpu_backend, dt, false, true, ocg, k, l, 1.0, gy + (size_t)(gi * ocg * l) * es, l, 0, src, l, 0,
                              beta, gw + (size_t)(gi * ocg * k) * es, k, 0, 1);
         if (rc) return rc;
     }
     return 0;
 }
 
-int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb) {
+int dg_cpu_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb) {
     uint64_t errs = dg_error_count();
     if (use_dnnl() && dg_dnnl_conv2d_backward_filter(g, gy, x, gw, gb) == 1) return 0;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d backward", dt);
     size_t es = dg_dtype_size(dt);
-    const char *gyp = dg_tensor_ptr(gy), *xp = dg_tensor_ptr(x);
+    const char *gyp = gy->data, *xp = x->data;
     int64_t xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow, l = g->oh * g->ow;
     if (gb) {
-        if (dt == DG_F32) bias_grad_f32(dg_tensor_ptr(gy), dg_tensor_ptr(gb), g->n, g->oc, l);
-        else bias_grad_f64(dg_tensor_ptr(gy), dg_tensor_ptr(gb), g->n, g->oc, l);
+        if (dt == DG_F32) bias_grad_f32(gy->data, gb->data, g->n, g->oc, l);
+        else bias_grad_f64(gy->data, gb->data, g->n, g->oc, l);
     }
     if (!gw) return 0;
-    char *gwp = dg_tensor_ptr(gw);
+    char *gwp = gw->data;
     size_t gwb = (size_t)gw->numel * es;
     memset(gwp, 0, gwb);   /* an empty batch has a zero gradient */
     size_t colb = is_direct(g) ? 0 : (size_t)(g->c / g->groups * g->kh * g->kw * l) * es;
@@ -308,8 +308,8 @@ int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, 
     }
     if (!rc) {
         /* gw is parts[0]: sum the others into it */
-        if (dt == DG_F32) reduce_parts_f32(dg_tensor_ptr(gw), parts, nt, gw->numel);
-        else reduce_parts_f64(dg_tensor_ptr(gw), parts, nt, gw->numel);
+        if (dt == DG_F32) reduce_parts_f32(gw->data, parts, nt, gw->numel);
+        else reduce_parts_f64(gw->data, parts, nt, gw->numel);
     }
     for (int t = 1; t < nt; t++) free(parts[t]);
     return report(rc, "conv2d backward", errs);

@@ -325,7 +325,7 @@ static int64_t chunk_images(const dg_conv2d_geom *g) {
 
 /* dg_shutdown (the CPU backend's shutdown entry): every primitive, memory object and buffer, then
  * the stream and engine; the next convolution makes them again. */
-void dg_dnnl_release(void) {
+void dg_dnnl_release(const dg_backend *be) {
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < g_n; i++) {
         direction_free(&g_table[i].fwd);
@@ -345,10 +345,10 @@ void dg_dnnl_release(void) {
 }
 
 /* ---- entries (return 1 when done, 0 when the caller should fall back, negative on error) ---- */
-int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {
+int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y) {
     if (x->dtype != DG_F32 || g->n == 0) return 0;
     int64_t nb = chunk_images(g), xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
-    float *xp = dg_tensor_ptr(x), *yp = dg_tensor_ptr(y);
+    float *xp = x->data, *yp = y->data;
     bool ok = true;
     pthread_mutex_lock(&g_lock);
     for (int64_t n0 = 0; n0 < g->n && ok; n0 += nb) {
@@ -356,9 +356,9 @@ int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor 
         cg.n = g->n - n0 < nb ? g->n - n0 : nb;
         entry *e = lookup(&cg, b != NULL, 0);
         direction *d = e ? &e->fwd : NULL;
-        ok = d && bind_scratch(d) && operand_bind(&d->op[0], xp + n0 * xs, true) && operand_bind(&d->op[1], dg_tensor_ptr(w), true) &&
+        ok = d && bind_scratch(d) && operand_bind(&d->op[0], xp + n0 * xs, true) && operand_bind(&d->op[1], w->data, true) &&
              operand_bind(&d->op[2], yp + n0 * ys, false) &&
-             (!b || dnnl_memory_set_data_handle(d->bias, dg_tensor_ptr(b)) == dnnl_success) &&
+             (!b || dnnl_memory_set_data_handle(d->bias, b->data) == dnnl_success) &&
              execute(d, DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_BIAS, b != NULL);
     }
     if (!ok && g_strm) dnnl_stream_wait(g_strm);   /* nothing may still use the buffers */
@@ -368,10 +368,10 @@ int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor 
     return ok ? 1 : 0;
 }
 
-int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx) {
+int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx) {
     if (gy->dtype != DG_F32 || g->n == 0 || g->c / g->groups < 16) return 0;   /* as for the weights below */
     int64_t nb = chunk_images(g), xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
-    float *gyp = dg_tensor_ptr(gy), *gxp = dg_tensor_ptr(gx);
+    float *gyp = gy->data, *gxp = gx->data;
     bool ok = true;
     pthread_mutex_lock(&g_lock);
     for (int64_t n0 = 0; n0 < g->n && ok; n0 += nb) {
@@ -380,7 +380,7 @@ int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, c
         /* the bias flag only matters to forward/backward-weights; share the entry without bias */
         entry *e = lookup(&cg, false, 1);
         direction *d = e ? &e->bwd_data : NULL;
-        ok = d && bind_scratch(d) && operand_bind(&d->op[0], gyp + n0 * ys, true) && operand_bind(&d->op[1], dg_tensor_ptr(w), true) &&
+        ok = d && bind_scratch(d) && operand_bind(&d->op[0], gyp + n0 * ys, true) && operand_bind(&d->op[1], w->data, true) &&
              operand_bind(&d->op[2], gxp + n0 * xs, false) &&
              execute(d, DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC, 0, false);
     }
@@ -390,7 +390,7 @@ int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, c
     return ok ? 1 : 0;
 }
 
-int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb) {
+int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb) {
     /* with few input channels (the RGB stem) oneDNN's weight gradient runs at a third of the
      * im2col path's speed (bench/ops: 7x7 stem fwd+bwd 45 vs 63 GFLOP/s) */
     if (gy->dtype != DG_F32 || g->n == 0 || !gw || g->c / g->groups < 16) return 0;
@@ -399,9 +399,9 @@ int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy,
     bool ok = e != NULL;
     if (ok) {
         direction *d = &e->bwd_w;
-        ok = bind_scratch(d) && operand_bind(&d->op[0], dg_tensor_ptr(x), true) && operand_bind(&d->op[1], dg_tensor_ptr(gy), true) &&
-             operand_bind(&d->op[2], dg_tensor_ptr(gw), false) &&
-             (!gb || dnnl_memory_set_data_handle(d->bias, dg_tensor_ptr(gb)) == dnnl_success) &&
+        ok = bind_scratch(d) && operand_bind(&d->op[0], x->data, true) && operand_bind(&d->op[1], gy->data, true) &&
+             operand_bind(&d->op[2], gw->data, false) &&
+             (!gb || dnnl_memory_set_data_handle(d->bias, gb->data) == dnnl_success) &&
              execute(d, DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS, gb != NULL);
     }
     if (!ok && g_strm) dnnl_stream_wait(g_strm);   /* nothing may still use the buffers */

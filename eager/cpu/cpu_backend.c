@@ -4,48 +4,50 @@
 #include "iter.h"
 #include <math.h>
 
-int dg_cpu_unary(dg_unary_op, const dg_tensor *, dg_tensor *, double, double);
-int dg_cpu_binary(dg_binary_op, const dg_tensor *, const dg_tensor *, dg_tensor *, double, double);
-int dg_cpu_reduce(dg_reduce_op, const dg_tensor *, dg_tensor *);
-int dg_cpu_gemm(dg_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
+int dg_cpu_unary(const dg_backend *be, dg_unary_op, const dg_kview *, dg_kview *, double, double);
+int dg_cpu_binary(const dg_backend *be, dg_binary_op, const dg_kview *, const dg_kview *, dg_kview *, double, double);
+int dg_cpu_reduce(const dg_backend *be, dg_reduce_op, const dg_kview *, dg_kview *);
+int dg_cpu_gemm(const dg_backend *be, dg_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
                 const void *, int64_t, int64_t, double, void *, int64_t, int64_t, int64_t);
-int dg_cpu_softmax(const dg_tensor *, dg_tensor *, int64_t, int64_t, bool);
-int dg_cpu_softmax_backward(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, bool);
-int dg_cpu_index_select(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
-int dg_cpu_index_add(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
-int dg_cpu_gather(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t, int64_t);
-int dg_cpu_scatter_add(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t, int64_t);
-int dg_cpu_nll(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
-int dg_cpu_nll_backward(const dg_tensor *, const dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
-int dg_cpu_conv2d(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *);
-void dg_dnnl_release(void);
-int dg_cpu_conv2d_backward_data(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *);
-int dg_cpu_conv2d_backward_filter(const dg_conv2d_geom *, const dg_tensor *, const dg_tensor *, dg_tensor *, dg_tensor *);
-int dg_cpu_max_pool2d(const dg_pool2d_geom *, const dg_tensor *, dg_tensor *);
-int dg_cpu_max_pool2d_backward(const dg_pool2d_geom *, const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *);
-int dg_cpu_avg_pool2d(const dg_pool2d_geom *, const dg_tensor *, dg_tensor *);
-int dg_cpu_avg_pool2d_backward(const dg_pool2d_geom *, const dg_tensor *, dg_tensor *);
-int dg_cpu_adaptive_avg_pool2d(const dg_tensor *, dg_tensor *);
-int dg_cpu_adaptive_avg_pool2d_backward(const dg_tensor *, dg_tensor *);
-int dg_cpu_batch_norm(const dg_tensor *, const dg_tensor *, const dg_tensor *, dg_tensor *, dg_tensor *, dg_tensor *,
+int dg_cpu_softmax(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
+int dg_cpu_softmax_backward(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
+int dg_cpu_index_select(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_index_add(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_gather(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_scatter_add(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_nll(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_nll_backward(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_conv2d(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
+void dg_dnnl_release(const dg_backend *be);
+int dg_cpu_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *, dg_kview *);
+int dg_cpu_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *, dg_kview *);
+int dg_cpu_batch_norm(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
                       bool, double, int64_t, int64_t, int64_t);
-int dg_cpu_batch_norm_backward(const dg_tensor *, const dg_tensor *, const dg_tensor *, const dg_tensor *,
-                               const dg_tensor *, bool, dg_tensor *, dg_tensor *, dg_tensor *, int64_t, int64_t, int64_t);
+int dg_cpu_batch_norm_backward(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,
+                               const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
 
-int dg_cpu_fused_update(const dg_update_params *, dg_dtype, const dg_update_tensor *, int);
+int dg_cpu_fused_update(const dg_backend *be, const dg_update_params *, dg_dtype, const dg_update_tensor *, int);
 
 
 /* 64-byte aligned; small buffers come from the per-thread block cache (eager/block_cache.c),
  * large ones from the system */
-static void *cpu_alloc(size_t n) { return dg_block_alloc(n); }
-static void cpu_free(void *p) { dg_block_free(p); }
-static int cpu_copy_bytes(void *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n); return 0; }
-static int cpu_sync(void) { return 0; }
+static void *cpu_alloc(const dg_backend *be, size_t n) { return dg_block_alloc(n); }
+static void cpu_free(const dg_backend *be, void *p) { dg_block_free(p); }
+static int cpu_copy_bytes(const dg_backend *be, void *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n); return 0; }
+static int cpu_sync(const dg_backend *be) { return 0; }
+static int cpu_memory_stats(const dg_backend *be, dg_memory_stats *out) { return dg_large_stats(out); }
+static int cpu_empty_cache(const dg_backend *be) { return dg_large_release_free(); }
 
 
-static int cpu_fill(dg_tensor *y, double v) {
+static int cpu_fill(const dg_backend *be, dg_kview *y, double v) {
     dg_iter it;
-    const dg_tensor *ops[1] = { y };
+    const dg_kview *ops[1] = { y };
     dg_iter_init(&it, ops, 1);
     for (int64_t r = 0; r < it.rows; r++) {
         char *p[1]; int64_t st[1];
@@ -57,9 +59,9 @@ static int cpu_fill(dg_tensor *y, double v) {
     return 0;
 }
 
-static int cpu_copy(const dg_tensor *x, dg_tensor *y) {
+static int cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y) {
     dg_iter it;
-    const dg_tensor *ops[2] = { y, x };
+    const dg_kview *ops[2] = { y, x };
     dg_iter_init(&it, ops, 2);
     bool same = x->dtype == y->dtype;
     size_t es = dg_dtype_size(y->dtype);
@@ -77,9 +79,9 @@ static int cpu_copy(const dg_tensor *x, dg_tensor *y) {
     return 0;
 }
 
-static int cpu_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b, dg_tensor *y) {
+static int cpu_where(const dg_backend *be, const dg_kview *c, const dg_kview *a, const dg_kview *b, dg_kview *y) {
     dg_iter it;
-    const dg_tensor *ops[4] = { y, c, a, b };
+    const dg_kview *ops[4] = { y, c, a, b };
     dg_iter_init(&it, ops, 4);
     size_t es = dg_dtype_size(y->dtype);
     for (int64_t r = 0; r < it.rows; r++) {
@@ -99,10 +101,10 @@ static inline double u01(uint32_t a, uint32_t b, bool dbl) {
     return ((((uint64_t)a << 21) ^ (b >> 11)) & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
 
-static int cpu_random(dg_random_kind kind, dg_tensor *y, double p0, double p1, uint64_t seed, uint64_t ctr) {
+static int cpu_random(const dg_backend *be, dg_random_kind kind, dg_kview *y, double p0, double p1, uint64_t seed, uint64_t ctr) {
     int64_t n = y->numel;
     bool dbl = y->dtype == DG_F64;
-    char *base = dg_tensor_ptr(y);
+    char *base = y->data;
     size_t es = dg_dtype_size(y->dtype);
     /* Element i uses draws derived from (seed, ctr, i) only: the same numbers for any thread
      * count and on any backend. */
@@ -135,8 +137,8 @@ const dg_backend dg_cpu_backend = {
     .upload = cpu_copy_bytes,
     .download = cpu_copy_bytes,
     .synchronize = cpu_sync,
-    .memory_stats = dg_large_stats,
-    .empty_cache = dg_large_release_free,
+    .memory_stats = cpu_memory_stats,
+    .empty_cache = cpu_empty_cache,
     .shutdown = dg_dnnl_release,
     .fill = cpu_fill,
     .copy = cpu_copy,

@@ -46,13 +46,13 @@ static void unary_rows_##SUF(dg_unary_op op, const dg_iter *it, int64_t r0, int6
 UNARY_KERNEL(float, f32)
 UNARY_KERNEL(double, f64)
 
-int dg_cpu_unary(dg_unary_op op, const dg_tensor *x, dg_tensor *y, double p0, double p1) {
+int dg_cpu_unary(const dg_backend *be, dg_unary_op op, const dg_kview *x, dg_kview *y, double p0, double p1) {
     if (x->dtype != y->dtype || (x->dtype != DG_F32 && x->dtype != DG_F64)) {
         DG_ERR(DG_EUNSUPPORTED, "cpu unary op %d: dtype %s not supported", (int)op, dg_dtype_name(x->dtype));
         return DG_EUNSUPPORTED;
     }
     dg_iter it;
-    const dg_tensor *ops[2] = { y, x };
+    const dg_kview *ops[2] = { y, x };
     dg_iter_init(&it, ops, 2);
     bool par = dg_iter_numel(&it) >= DG_PAR_MIN && it.rows > 1;
     if (!par) {
@@ -123,9 +123,9 @@ BINARY_KERNEL(float, f32)
 BINARY_KERNEL(double, f64)
 
 
-static int compare(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_tensor *y) {
+static int compare(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y) {
     dg_iter it;
-    const dg_tensor *ops[3] = { y, a, b };
+    const dg_kview *ops[3] = { y, a, b };
     dg_iter_init(&it, ops, 3);
     for (int64_t r = 0; r < it.rows; r++) {
         char *p[3]; int64_t st[3];
@@ -139,7 +139,7 @@ static int compare(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_t
     return 0;
 }
 
-int dg_cpu_binary(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_tensor *y, double p0, double p1) {
+int dg_cpu_binary(const dg_backend *be, dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, double p0, double p1) {
     if (op == DG_BIN_GT || op == DG_BIN_EQ) return compare(op, a, b, y);
     if (a->dtype != y->dtype || b->dtype != y->dtype || (y->dtype != DG_F32 && y->dtype != DG_F64)) {
         DG_ERR(DG_EUNSUPPORTED, "cpu binary op %d: dtypes %s, %s -> %s not supported", (int)op,
@@ -147,7 +147,7 @@ int dg_cpu_binary(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_te
         return DG_EUNSUPPORTED;
     }
     dg_iter it;
-    const dg_tensor *ops[3] = { y, a, b };
+    const dg_kview *ops[3] = { y, a, b };
     dg_iter_init(&it, ops, 3);
     bool par = dg_iter_numel(&it) >= DG_PAR_MIN && it.rows > 1;
     if (!par) {  /* the tiny-op path: no OpenMP region at all */

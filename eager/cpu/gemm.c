@@ -38,7 +38,7 @@ static void sgemm_small(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float
     }
 }
 
-int dg_cpu_gemm(dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+int dg_cpu_gemm(const dg_backend *be, dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                 const void *a, int64_t lda, int64_t sa, const void *b, int64_t ldb, int64_t sb,
                 double beta, void *c, int64_t ldc, int64_t sc, int64_t batch) {
     if (m == 0 || n == 0) return 0;

@@ -20,8 +20,8 @@ typedef struct dg_iter {
 } dg_iter;
 
 /* ops[0] sets the shape; every other operand has the same ndim with stride 0 where it broadcasts. */
-static inline void dg_iter_init(dg_iter *it, const dg_tensor *const *ops, int nops) {
-    const dg_tensor *y = ops[0];
+static inline void dg_iter_init(dg_iter *it, const dg_kview *const *ops, int nops) {
+    const dg_kview *y = ops[0];
     it->nops = nops;
     int nd = 0;
     for (int d = 0; d < y->ndim; d++) {
@@ -44,7 +44,7 @@ static inline void dg_iter_init(dg_iter *it, const dg_tensor *const *ops, int no
     it->ndim = nd;
     for (int k = 0; k < nops; k++) {
         it->esize[k] = dg_dtype_size(ops[k]->dtype);
-        it->base[k] = (char *)dg_tensor_ptr(ops[k]);
+        it->base[k] = (char *)ops[k]->data;
     }
     if (nd == 1) {
         it->row_len = it->shape[0] < DG_ITER_CHUNK ? it->shape[0] : DG_ITER_CHUNK;

@@ -336,37 +336,37 @@ static int bad_dtype(const char *op, dg_dtype dt) {
         return 0;                                                          \
     } while (0)
 
-int dg_cpu_max_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) {
-    DISPATCH("max_pool2d", x->dtype, max_fwd_f32(g, dg_tensor_ptr(x), dg_tensor_ptr(y)),
-             max_fwd_f64(g, dg_tensor_ptr(x), dg_tensor_ptr(y)));
+int dg_cpu_max_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
+    DISPATCH("max_pool2d", x->dtype, max_fwd_f32(g, x->data, y->data),
+             max_fwd_f64(g, x->data, y->data));
 }
-int dg_cpu_max_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *x, const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx) {
+int dg_cpu_max_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, const dg_kview *y, const dg_kview *gy, dg_kview *gx) {
     if (is_3x3s2(g) && g->w <= MAX3X3S2_BWD_MAX_W)
-        DISPATCH("max_pool2d", x->dtype, max3x3s2_bwd_f32(g, dg_tensor_ptr(x), dg_tensor_ptr(y), dg_tensor_ptr(gy), dg_tensor_ptr(gx)),
-                 max3x3s2_bwd_f64(g, dg_tensor_ptr(x), dg_tensor_ptr(y), dg_tensor_ptr(gy), dg_tensor_ptr(gx)));
+        DISPATCH("max_pool2d", x->dtype, max3x3s2_bwd_f32(g, x->data, y->data, gy->data, gx->data),
+                 max3x3s2_bwd_f64(g, x->data, y->data, gy->data, gx->data));
     /* elsewhere the argmax is recomputed from x */
-    DISPATCH("max_pool2d", x->dtype, max_bwd_f32(g, dg_tensor_ptr(x), dg_tensor_ptr(gy), dg_tensor_ptr(gx)),
-             max_bwd_f64(g, dg_tensor_ptr(x), dg_tensor_ptr(gy), dg_tensor_ptr(gx)));
+    DISPATCH("max_pool2d", x->dtype, max_bwd_f32(g, x->data, gy->data, gx->data),
+             max_bwd_f64(g, x->data, gy->data, gx->data));
 }
-int dg_cpu_avg_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) {
-    DISPATCH("avg_pool2d", x->dtype, avg_fwd_f32(g, dg_tensor_ptr(x), dg_tensor_ptr(y)),
-             avg_fwd_f64(g, dg_tensor_ptr(x), dg_tensor_ptr(y)));
+int dg_cpu_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
+    DISPATCH("avg_pool2d", x->dtype, avg_fwd_f32(g, x->data, y->data),
+             avg_fwd_f64(g, x->data, y->data));
 }
-int dg_cpu_avg_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *gy, dg_tensor *gx) {
-    DISPATCH("avg_pool2d", gy->dtype, avg_bwd_f32(g, dg_tensor_ptr(gy), dg_tensor_ptr(gx)),
-             avg_bwd_f64(g, dg_tensor_ptr(gy), dg_tensor_ptr(gx)));
+int dg_cpu_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx) {
+    DISPATCH("avg_pool2d", gy->dtype, avg_bwd_f32(g, gy->data, gx->data),
+             avg_bwd_f64(g, gy->data, gx->data));
 }
 
 /* x [N, C, H, W], y [N, C, OH, OW] */
-int dg_cpu_adaptive_avg_pool2d(const dg_tensor *x, dg_tensor *y) {
+int dg_cpu_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *x, dg_kview *y) {
     int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3], oh = y->shape[2], ow = y->shape[3];
     DISPATCH("adaptive_avg_pool2d", x->dtype,
-             adapt_f32(dg_tensor_ptr(x), dg_tensor_ptr(y), planes, h, w, oh, ow, false),
-             adapt_f64(dg_tensor_ptr(x), dg_tensor_ptr(y), planes, h, w, oh, ow, false));
+             adapt_f32(x->data, y->data, planes, h, w, oh, ow, false),
+             adapt_f64(x->data, y->data, planes, h, w, oh, ow, false));
 }
-int dg_cpu_adaptive_avg_pool2d_backward(const dg_tensor *gy, dg_tensor *gx) {
+int dg_cpu_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *gy, dg_kview *gx) {
     int64_t planes = gx->shape[0] * gx->shape[1], h = gx->shape[2], w = gx->shape[3], oh = gy->shape[2], ow = gy->shape[3];
     DISPATCH("adaptive_avg_pool2d", gy->dtype,
-             adapt_f32(dg_tensor_ptr(gx), dg_tensor_ptr(gy), planes, h, w, oh, ow, true),
-             adapt_f64(dg_tensor_ptr(gx), dg_tensor_ptr(gy), planes, h, w, oh, ow, true));
+             adapt_f32(gx->data, gy->data, planes, h, w, oh, ow, true),
+             adapt_f64(gx->data, gy->data, planes, h, w, oh, ow, true));
 }

@@ -12,7 +12,7 @@ typedef struct red_plan {
     int64_t nout, nred;
 } red_plan;
 
-static void plan(const dg_tensor *x, const dg_tensor *y, red_plan *p) {
+static void plan(const dg_kview *x, const dg_kview *y, red_plan *p) {
     memset(p, 0, sizeof *p);
     p->nout = p->nred = 1;
     for (int d = 0; d < x->ndim; d++) {
@@ -61,9 +61,9 @@ static void reduce_range_##SUF(dg_reduce_op op, const T *xb, char *yb, const red
     }                                                                                           \
 }                                                                                               \
 /* small reductions never enter an OpenMP region (about a microsecond even with if(false)) */ \
-static void reduce_##SUF(dg_reduce_op op, const dg_tensor *x, dg_tensor *y, const red_plan *p) { \
-    const T *xb = (const T *)dg_tensor_ptr(x);                                                  \
-    char *yb = (char *)dg_tensor_ptr(y);                                                        \
+static void reduce_##SUF(dg_reduce_op op, const dg_kview *x, dg_kview *y, const red_plan *p) { \
+    const T *xb = (const T *)x->data;                                                  \
+    char *yb = (char *)y->data;                                                        \
     if (!(p->nout > 1 && p->nout * p->nred >= DG_PAR_MIN)) { reduce_range_##SUF(op, xb, yb, p, 0, p->nout); return; } \
     _Pragma("omp parallel for schedule(static)")                                                \
     for (int64_t o = 0; o < p->nout; o++) reduce_range_##SUF(op, xb, yb, p, o, o + 1);          \
@@ -71,7 +71,7 @@ static void reduce_##SUF(dg_reduce_op op, const dg_tensor *x, dg_tensor *y, cons
 REDUCE_KERNEL(float, f32)
 REDUCE_KERNEL(double, f64)
 
-int dg_cpu_reduce(dg_reduce_op op, const dg_tensor *x, dg_tensor *y) {
+int dg_cpu_reduce(const dg_backend *be, dg_reduce_op op, const dg_kview *x, dg_kview *y) {
     red_plan p;
     plan(x, y, &p);
     if (x->dtype == DG_F32) reduce_f32(op, x, y, &p);

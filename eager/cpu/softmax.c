@@ -34,14 +34,14 @@ static void softmax_bw_##SUF(const T *y, const T *gy, T *gx, int64_t rows, int64
 SOFTMAX_KERNELS(float, f32)
 SOFTMAX_KERNELS(double, f64)
 
-int dg_cpu_softmax(const dg_tensor *x, dg_tensor *y, int64_t rows, int64_t cols, bool lg) {
-    if (x->dtype == DG_F32) softmax_f32(dg_tensor_ptr(x), dg_tensor_ptr(y), rows, cols, lg);
-    else softmax_f64(dg_tensor_ptr(x), dg_tensor_ptr(y), rows, cols, lg);
+int dg_cpu_softmax(const dg_backend *be, const dg_kview *x, dg_kview *y, int64_t rows, int64_t cols, bool lg) {
+    if (x->dtype == DG_F32) softmax_f32(x->data, y->data, rows, cols, lg);
+    else softmax_f64(x->data, y->data, rows, cols, lg);
     return 0;
 }
 
-int dg_cpu_softmax_backward(const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx, int64_t rows, int64_t cols, bool lg) {
-    if (y->dtype == DG_F32) softmax_bw_f32(dg_tensor_ptr(y), dg_tensor_ptr(gy), dg_tensor_ptr(gx), rows, cols, lg);
-    else softmax_bw_f64(dg_tensor_ptr(y), dg_tensor_ptr(gy), dg_tensor_ptr(gx), rows, cols, lg);
+int dg_cpu_softmax_backward(const dg_backend *be, const dg_kview *y, const dg_kview *gy, dg_kview *gx, int64_t rows, int64_t cols, bool lg) {
+    if (y->dtype == DG_F32) softmax_bw_f32(y->data, gy->data, gx->data, rows, cols, lg);
+    else softmax_bw_f64(y->data, gy->data, gx->data, rows, cols, lg);
     return 0;
 }

@@ -39,7 +39,7 @@ static void update_range_##T(const dg_update_params *u, const dg_update_tensor *
 UPDATE_LOOPS(float)
 UPDATE_LOOPS(double)
 
-int dg_cpu_fused_update(const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n) {
+int dg_cpu_fused_update(const dg_backend *be, const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n) {
     for (int k = 0; k < n; k++) {
         const dg_update_tensor *tk = &t[k];
         int64_t m = tk->n;

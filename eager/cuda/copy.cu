@@ -34,18 +34,19 @@ template <typename T> static T host_from_double(double v) { return (T)v; }
 template <> uint8_t host_from_double<uint8_t>(double v) { return v != 0; }
 
 template <typename T>
-static int launch_fill(dg_tensor *y, const dgk_geom &g, double value) {
-    DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), fill_kernel<T>)((T *)dg_tensor_ptr(y), g, host_from_double<T>(value));
+static int launch_fill(dg_kview *y, const dgk_geom &g, double value) {
+    DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), fill_kernel<T>)((T *)y->data, g, host_from_double<T>(value));
     return DG_CUDA(cudaGetLastError());
 }
 
-extern "C" int dg_cuda_fill(dg_tensor *y, double value) {
+extern "C" int dg_cuda_fill(const dg_backend *be, dg_kview *y, double value) {
+    DG_CUDA_ENTER(be);
     if (!dgk_dtype_ok(y->dtype)) {
         DG_ERR(DG_EUNSUPPORTED, "cuda fill: dtype %s not supported", dg_dtype_name(y->dtype));
         return DG_EUNSUPPORTED;
     }
     if (y->numel == 0) return 0;
-    const dg_tensor *ops[1] = { y };
+    const dg_kview *ops[1] = { y };
     dgk_geom g;
     dgk_geom_init(&g, ops, 1);
     int rc = 0;
@@ -67,14 +68,14 @@ __global__ void copy_kernel(const TS *x, TD *y, const __grid_constant__ dgk_geom
 }
 
 template <typename TS, typename TD, bool RAW>
-static int launch_copy(const dg_tensor *x, dg_tensor *y, const dgk_geom &g) {
+static int launch_copy(const dg_kview *x, dg_kview *y, const dgk_geom &g) {
     DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), copy_kernel<TS, TD, RAW>)(
-        (const TS *)dg_tensor_ptr(x), (TD *)dg_tensor_ptr(y), g);
+        (const TS *)x->data, (TD *)y->data, g);
     return DG_CUDA(cudaGetLastError());
 }
 
 template <typename TS>
-static int launch_cast(const dg_tensor *x, dg_tensor *y, const dgk_geom &g) {
+static int launch_cast(const dg_kview *x, dg_kview *y, const dgk_geom &g) {
     int rc = 0;
 /* equal dtypes never get here (dg_cuda_copy copies them raw): no instantiation for them */
 #define F(TD) if constexpr (!std::is_same<TS, TD>::value) rc = launch_copy<TS, TD, false>(x, y, g)
@@ -83,7 +84,8 @@ static int launch_cast(const dg_tensor *x, dg_tensor *y, const dgk_geom &g) {
     return rc;
 }
 
-extern "C" int dg_cuda_copy(const dg_tensor *x, dg_tensor *y) {
+extern "C" int dg_cuda_copy(const dg_backend *be, const dg_kview *x, dg_kview *y) {
+    DG_CUDA_ENTER(be);
     bool same = x->dtype == y->dtype;
     size_t es = dg_dtype_size(y->dtype);
     if (same ? (es != 1 && es != 2 && es != 4 && es != 8) : !(dgk_dtype_ok(x->dtype) && dgk_dtype_ok(y->dtype))) {
@@ -91,12 +93,12 @@ extern "C" int dg_cuda_copy(const dg_tensor *x, dg_tensor *y) {
         return DG_EUNSUPPORTED;
     }
     if (y->numel == 0) return 0;
-    const dg_tensor *ops[2] = { y, x };
+    const dg_kview *ops[2] = { y, x };
     dgk_geom g;
     dgk_geom_init(&g, ops, 2);
     /* one contiguous run on both sides: a plain device-to-device copy */
     if (same && g.ndim == 1 && g.st[0][0] == 1 && g.st[1][0] == 1)
-        return DG_CUDA(cudaMemcpyAsync(dg_tensor_ptr(y), dg_tensor_ptr(x), (size_t)g.numel * es,
+        return DG_CUDA(cudaMemcpyAsync(y->data, x->data, (size_t)g.numel * es,
                                        cudaMemcpyDeviceToDevice, dg_cuda_stream()));
     int rc = 0;
     if (same) {
@@ -121,14 +123,15 @@ __global__ void where_kernel(const void *c, int cdt, const R *a, const R *b, R *
     }
 }
 
-extern "C" int dg_cuda_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b, dg_tensor *y) {
+extern "C" int dg_cuda_where(const dg_backend *be, const dg_kview *c, const dg_kview *a, const dg_kview *b, dg_kview *y) {
+    DG_CUDA_ENTER(be);
     size_t es = dg_dtype_size(y->dtype);
     if (!dgk_dtype_ok(c->dtype) || (es != 1 && es != 2 && es != 4 && es != 8)) {
         DG_ERR(DG_EUNSUPPORTED, "cuda where: cond %s / values %s not supported", dg_dtype_name(c->dtype), dg_dtype_name(y->dtype));
         return DG_EUNSUPPORTED;
     }
     if (y->numel == 0) return 0;
-    const dg_tensor *ops[4] = { y, c, a, b };
+    const dg_kview *ops[4] = { y, c, a, b };
     dgk_geom g;
     dgk_geom_init(&g, ops, 4);
     int rc = 0;
@@ -136,8 +139,8 @@ extern "C" int dg_cuda_where(const dg_tensor *c, const dg_tensor *a, const dg_te
     do {                                                                                                       \
         typedef dgk_raw<ES>::T R;                                                                              \
         DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), where_kernel<R>)(                            \
-            dg_tensor_ptr(c), (int)c->dtype, (const R *)dg_tensor_ptr(a), (const R *)dg_tensor_ptr(b),         \
-            (R *)dg_tensor_ptr(y), g);                                                                         \
+            c->data, (int)c->dtype, (const R *)a->data, (const R *)b->data,         \
+            (R *)y->data, g);                                                                         \
         rc = DG_CUDA(cudaGetLastError());                                                                      \
     } while (0)
     DGK_DISPATCH_SIZE(es, F)

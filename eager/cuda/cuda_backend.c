@@ -1,8 +1,8 @@
-/* eager/cuda/cuda_backend.c — the CUDA backend's table: device selection (a missing GPU is an
- * error for whoever asked for one, never a crash), one compute stream and cuBLAS handle, the
- * communication stream with events between the two, the caching device allocator
- * (eager/device_pool.c), pinned host buffers and host<->device copies, and the shutdown entry that
- * gives all of it back for dg_shutdown. Kernels live in the .cu files and the cuDNN files beside
+/* eager/cuda/cuda_backend.c — the CUDA backend's table and its instances, one per GPU: device
+ * selection (a missing GPU is an error for whoever asked for one, never a crash), each device's
+ * context (compute and communication streams with events between them, cuBLAS and cuDNN
+ * handles, the caching allocator of eager/device_pool.c), pinned host buffers, host<->device and
+ * device<->device copies, and the shutdown entry that gives all of it back for dg_shutdown. Kernels live in the .cu files and the cuDNN files beside
  * this one. */
 #include "cuda_internal.h"
 #include "../device_pool.h"
@@ -27,81 +27,121 @@ int dg_cuda_check_dnn(cudnnStatus_t s, const char *what, const char *file, int l
     return s == CUDNN_STATUS_NOT_SUPPORTED ? DG_EUNSUPPORTED : DG_EDEVICE;
 }
 
-/* ---- device, streams, library handles ---- */
+/* ---- devices: one context per GPU ----
+ * Each GPU that is asked for gets an instance of the table below with its own context: its
+ * compute and communication streams, the events between them, its cuBLAS and cuDNN handles and
+ * its memory pool. Every entry begins with dg_cuda_enter(be), which makes the instance's device
+ * current on the calling thread (a real GPU refuses a kernel launched onto another device's
+ * stream) and points the kernels of this module at that context. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_count = -1;              /* devices seen; -1 before the first query */
 static cudaError_t g_count_err;
-static int g_current = -1;
-static cudaStream_t g_stream, g_comm;
-static cudaEvent_t g_ev_compute, g_ev_comm;
-static cublasHandle_t g_blas;
-static cudnnHandle_t g_dnn;
+static dg_cuda_ctx g_ctx[DG_CUDA_MAX_DEVICES];
+static dg_backend g_instance[DG_CUDA_MAX_DEVICES];
+static _Thread_local dg_cuda_ctx *t_ctx;
 
-cudaStream_t dg_cuda_stream(void) { return g_stream; }
-static void *cuda_stream_entry(void) { return (void *)g_stream; }
-DG_MODULE_EXPORT cudaStream_t dg_cuda_comm_stream(void) { return g_comm; }
-cublasHandle_t dg_cuda_cublas(void) { return g_blas; }
-cudnnHandle_t dg_cuda_cudnn(void) { return g_dnn; }
+int dg_cuda_enter(const dg_backend *be) {
+    dg_cuda_ctx *ctx = (dg_cuda_ctx *)be->context;
+    int cur = -1;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != ctx->device) {
+        int rc = DG_CUDA(cudaSetDevice(ctx->device));
+        if (rc) return rc;
+    }
+    t_ctx = ctx;
+    return 0;
+}
+
+/* The context of the device current on this thread: what an entry entered, or, for the calls
+ * the NCCL module makes outside any entry, the one cudaSetDevice chose. */
+dg_cuda_ctx *dg_cuda_ctx_current(void) {
+    int cur = 0;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur < 0 || cur >= DG_CUDA_MAX_DEVICES) cur = 0;
+    if (!t_ctx || t_ctx->device != cur) t_ctx = &g_ctx[cur];
+    return t_ctx;
+}
+
+cudaStream_t dg_cuda_stream(void) { return dg_cuda_ctx_current()->stream; }
+static void *cuda_stream_entry(const dg_backend *be) { return (void *)((dg_cuda_ctx *)be->context)->stream; }
+DG_MODULE_EXPORT cudaStream_t dg_cuda_comm_stream(void) { return dg_cuda_ctx_current()->comm; }
+cublasHandle_t dg_cuda_cublas(void) { return dg_cuda_ctx_current()->blas; }
+cudnnHandle_t dg_cuda_cudnn(void) { return dg_cuda_ctx_current()->dnn; }
+int dg_cuda_device(void) { return dg_cuda_ctx_current()->device; }
 
 DG_MODULE_EXPORT int dg_cuda_comm_wait_compute(void) {
-    int rc = DG_CUDA(cudaEventRecord(g_ev_compute, g_stream));
-    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(g_comm, g_ev_compute, 0));
+    dg_cuda_ctx *c = dg_cuda_ctx_current();
+    int rc = DG_CUDA(cudaEventRecord(c->ev_compute, c->stream));
+    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(c->comm, c->ev_compute, 0));
 }
 DG_MODULE_EXPORT int dg_cuda_compute_wait_comm(void) {
-    int rc = DG_CUDA(cudaEventRecord(g_ev_comm, g_comm));
-    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(g_stream, g_ev_comm, 0));
+    dg_cuda_ctx *c = dg_cuda_ctx_current();
+    int rc = DG_CUDA(cudaEventRecord(c->ev_comm, c->comm));
+    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(c->stream, c->ev_comm, 0));
 }
 
 /* ---- caching allocator ----
  * eager/device_pool.c splits cudaMalloc'ed segments into blocks and merges them when freed (a
- * steady training loop stops calling cudaMalloc after its first steps). Tensors are used on the
- * compute stream only (collectives on the comm stream are ordered back with
- * dg_cuda_compute_wait_comm before their buffers can be freed), so a block freed by the host may
- * be handed out again at once: later kernels run after the ones that used it. */
-static dg_device_pool *g_pool;
-static cudaError_t g_seg_err;   /* why the last segment could not be made (under g_lock) */
-
-static void *segment_alloc(size_t n, void *ctx) {
+ * steady training loop stops calling cudaMalloc after its first steps); each device has its
+ * own pool. Tensors are used on their device's compute stream only (collectives on the comm
+ * stream are ordered back with dg_cuda_compute_wait_comm before their buffers can be freed, and
+ * a copy to another device orders that device's stream back too, cuda_copy_peer), so a block
+ * freed by the host may be handed out again at once: later kernels run after the ones that
+ * used it. */
+static void *segment_alloc(size_t n, void *user) {
+    dg_cuda_ctx *c = user;
     void *p = NULL;
-    cudaError_t e = g_seg_err = cudaMalloc(&p, n);
+    cudaError_t e = c->seg_err = cudaMalloc(&p, n);
     if (e == cudaSuccess) return p;
     cudaGetLastError();   /* out of memory is not sticky: clear it for the next call */
     return NULL;
 }
 /* cudaFree waits for the device, so queued kernels that used the segment have finished */
-static void segment_free(void *p, void *ctx) { cudaFree(p); }
+static void segment_free(void *p, void *user) { cudaFree(p); }
 
+/* From the pool of the current device (the caller entered it). */
 DG_MODULE_EXPORT void *dg_cuda_alloc(size_t n) {
+    dg_cuda_ctx *c = dg_cuda_ctx_current();
     pthread_mutex_lock(&g_lock);
-    if (!g_pool) g_pool = dg_device_pool_new((dg_device_pool_ops){ segment_alloc, segment_free, NULL });
-    g_seg_err = cudaSuccess;
-    void *p = g_pool ? dg_device_pool_alloc(g_pool, n) : NULL;
+    if (!c->pool) c->pool = dg_device_pool_new((dg_device_pool_ops){ segment_alloc, segment_free, c });
+    c->seg_err = cudaSuccess;
+    void *p = c->pool ? dg_device_pool_alloc(c->pool, n) : NULL;
     if (!p) {
         dg_memory_stats st = { 0 };
-        if (g_pool) dg_device_pool_stats(g_pool, &st);
-        cudaError_t e = g_seg_err;
+        if (c->pool) dg_device_pool_stats(c->pool, &st);
+        cudaError_t e = c->seg_err;
         pthread_mutex_unlock(&g_lock);
         if (e == cudaSuccess || e == cudaErrorMemoryAllocation)
-            DG_ERR(DG_ENOMEM, "cuda alloc: %zu bytes (%zu allocated, %zu reserved): out of device memory", n, st.allocated,
-                   st.reserved);
+            DG_ERR(DG_ENOMEM, "cuda alloc: %zu bytes on gpu:%d (%zu allocated, %zu reserved): out of device memory", n,
+                   c->device, st.allocated, st.reserved);
         else
-            DG_ERR(DG_EDEVICE, "cuda alloc: %zu bytes: cudaMalloc failed: %s (%d)", n, cudaGetErrorString(e), (int)e);
+            DG_ERR(DG_EDEVICE, "cuda alloc: %zu bytes on gpu:%d: cudaMalloc failed: %s (%d)", n, c->device,
+                   cudaGetErrorString(e), (int)e);
         return NULL;
     }
     pthread_mutex_unlock(&g_lock);
     return p;
 }
 
-DG_MODULE_EXPORT void dg_cuda_free(void *p) {
+static void pool_free(dg_cuda_ctx *c, void *p) {
     if (!p) return;
     pthread_mutex_lock(&g_lock);
-    if (g_pool) dg_device_pool_free(g_pool, p);
+    if (c->pool) dg_device_pool_free(c->pool, p);
     pthread_mutex_unlock(&g_lock);
 }
+/* Back to the pool of the current device (workspaces, the NCCL module's buffers). */
+DG_MODULE_EXPORT void dg_cuda_free(void *p) { pool_free(dg_cuda_ctx_current(), p); }
 
-static int cuda_memory_stats(dg_memory_stats *out) {
+static void *cuda_alloc_entry(const dg_backend *be, size_t n) {
+    if (dg_cuda_enter(be)) return NULL;
+    return dg_cuda_alloc(n);
+}
+/* A tensor's block goes back to the pool of the instance that made it, whatever device is
+ * current on the freeing thread. */
+static void cuda_free_entry(const dg_backend *be, void *p) { pool_free((dg_cuda_ctx *)be->context, p); }
+
+static int cuda_memory_stats(const dg_backend *be, dg_memory_stats *out) {
+    dg_cuda_ctx *c = (dg_cuda_ctx *)be->context;
     pthread_mutex_lock(&g_lock);
-    if (g_pool) dg_device_pool_stats(g_pool, out);
+    if (c->pool) dg_device_pool_stats(c->pool, out);
     else memset(out, 0, sizeof *out);
     pthread_mutex_unlock(&g_lock);
     return 0;
@@ -109,11 +149,13 @@ static int cuda_memory_stats(dg_memory_stats *out) {
 
 static void release_pinned(void);
 
-static int cuda_empty_cache(void) {
-    int rc = DG_CUDA(cudaStreamSynchronize(g_stream));
-    if (!rc) rc = DG_CUDA(cudaStreamSynchronize(g_comm));
+static int cuda_empty_cache(const dg_backend *be) {
+    DG_CUDA_ENTER(be);
+    dg_cuda_ctx *c = (dg_cuda_ctx *)be->context;
+    int rc = c->started ? DG_CUDA(cudaStreamSynchronize(c->stream)) : 0;
+    if (!rc && c->started) rc = DG_CUDA(cudaStreamSynchronize(c->comm));
     pthread_mutex_lock(&g_lock);
-    if (g_pool) dg_device_pool_release_free(g_pool);
+    if (c->pool) dg_device_pool_release_free(c->pool);
     pthread_mutex_unlock(&g_lock);
     release_pinned();
     return rc;
@@ -122,19 +164,22 @@ static int cuda_empty_cache(void) {
 /* ---- pinned host memory ----
  * Page-locked buffers for the DataLoader's collated batches. An upload from one of them is
  * queued without waiting (the DMA reads it later); so that the buffer is not refilled while a
- * copy still reads it, its release records an event on the compute stream and the next hand-out
- * of that buffer waits for the event. Buffers are cached by exact size (a DataLoader asks for
- * the same few sizes every batch). */
-typedef struct pinned { void *p; size_t size; bool used; cudaEvent_t done; } pinned;
+ * copy still reads it, its release records an event on the compute stream of the device it was
+ * handed to, and the next hand-out of that buffer waits for the event. Buffers are cached by
+ * exact size and device (a DataLoader asks for the same few sizes every batch; an event belongs
+ * to the device it was made on). */
+typedef struct pinned { void *p; size_t size; int device; bool used; cudaEvent_t done; } pinned;
 static pthread_mutex_t g_pin_lock = PTHREAD_MUTEX_INITIALIZER;
 static pinned *g_pin; static size_t g_npin, g_cappin;
 
-static void *cuda_host_alloc(size_t n) {
+static void *cuda_host_alloc(const dg_backend *be, size_t n) {
     if (!n) n = 1;
-    cudaSetDevice(g_current);   /* DataLoader workers are threads of their own: events belong to our device */
+    /* DataLoader workers are threads of their own: the event must belong to be's device */
+    if (dg_cuda_enter(be)) return NULL;
+    int dev = be->index;
     pthread_mutex_lock(&g_pin_lock);
     for (size_t i = 0; i < g_npin; i++)
-        if (!g_pin[i].used && g_pin[i].size == n) {
+        if (!g_pin[i].used && g_pin[i].size == n && g_pin[i].device == dev) {
             /* copied under the lock: another thread's hand-out may realloc g_pin meanwhile */
             void *p = g_pin[i].p;
             cudaEvent_t done = g_pin[i].done;
@@ -162,17 +207,18 @@ static void *cuda_host_alloc(size_t n) {
         pthread_mutex_unlock(&g_pin_lock);
         return NULL;
     }
-    g_pin[g_npin++] = (pinned){ p, n, true, ev };
+    g_pin[g_npin++] = (pinned){ p, n, dev, true, ev };
     pthread_mutex_unlock(&g_pin_lock);
     return p;
 }
 
-static void cuda_host_free(void *p) {
+static void cuda_host_free(const dg_backend *be, void *p) {
     if (!p) return;
+    dg_cuda_ctx *c = (dg_cuda_ctx *)be->context;
     pthread_mutex_lock(&g_pin_lock);
     for (size_t i = 0; i < g_npin; i++)
         if (g_pin[i].p == p) {
-            cudaEventRecord(g_pin[i].done, g_stream);
+            if (c->started) cudaEventRecord(g_pin[i].done, c->stream);
             g_pin[i].used = false;
             break;
         }
@@ -195,17 +241,18 @@ static void release_pinned(void) {
     pthread_mutex_unlock(&g_pin_lock);
 }
 
-/* dg_shutdown: waits for both streams, then releases the cuDNN state, the idle pinned buffers,
- * the cached device memory (the whole pool when no tensor still holds a block of it), the
- * library handles, events and streams. A later request for the GPU starts it again. */
-static void cuda_shutdown(void) {
+/* dg_shutdown, once per started device: waits for both streams, then releases the cuDNN state,
+ * the idle pinned buffers, the cached device memory (the whole pool when no tensor still holds
+ * a block of it), the library handles, events and streams. A later request for the GPU starts
+ * it again. */
+static void cuda_shutdown(const dg_backend *be) {
+    dg_cuda_ctx *c = (dg_cuda_ctx *)be->context;
     pthread_mutex_lock(&g_lock);
-    bool started = g_current >= 0;
+    bool started = c->started;
     pthread_mutex_unlock(&g_lock);
-    if (started) {
-        cudaSetDevice(g_current);
-        cudaStreamSynchronize(g_stream);
-        cudaStreamSynchronize(g_comm);
+    if (started && !dg_cuda_enter(be)) {
+        cudaStreamSynchronize(c->stream);
+        cudaStreamSynchronize(c->comm);
         dg_cuda_conv_release();
         dg_cuda_norm_pool_release();
     }
@@ -214,21 +261,21 @@ static void cuda_shutdown(void) {
     if (g_npin == 0) { free(g_pin); g_pin = NULL; g_cappin = 0; }
     pthread_mutex_unlock(&g_pin_lock);
     pthread_mutex_lock(&g_lock);
-    if (g_pool) {
+    if (c->pool) {
         dg_memory_stats st;
-        dg_device_pool_stats(g_pool, &st);
-        if (st.allocated == 0) { dg_device_pool_destroy(g_pool); g_pool = NULL; }
-        else dg_device_pool_release_free(g_pool);
+        dg_device_pool_stats(c->pool, &st);
+        if (st.allocated == 0) { dg_device_pool_destroy(c->pool); c->pool = NULL; }
+        else dg_device_pool_release_free(c->pool);
     }
     if (started) {
-        cudnnDestroy(g_dnn);
-        dg_cublas.destroy(g_blas);
-        cudaEventDestroy(g_ev_comm);
-        cudaEventDestroy(g_ev_compute);
-        cudaStreamDestroy(g_comm);
-        cudaStreamDestroy(g_stream);
-        g_dnn = NULL; g_blas = NULL; g_ev_comm = g_ev_compute = NULL; g_comm = g_stream = NULL;
-        g_current = -1;
+        cudnnDestroy(c->dnn);
+        dg_cublas.destroy(c->blas);
+        cudaEventDestroy(c->ev_comm);
+        cudaEventDestroy(c->ev_compute);
+        cudaStreamDestroy(c->comm);
+        cudaStreamDestroy(c->stream);
+        c->dnn = NULL; c->blas = NULL; c->ev_comm = c->ev_compute = NULL; c->comm = c->stream = NULL;
+        c->started = false;
     }
     pthread_mutex_unlock(&g_lock);
 }
@@ -236,27 +283,50 @@ static void cuda_shutdown(void) {
 /* ---- copies ---- */
 /* No wait: the runtime stages a pageable source before cudaMemcpyAsync returns, so the caller may
  * reuse it at once; a pinned buffer of ours is guarded by its release event. */
-static int cuda_upload(void *dst, const void *src, size_t n) {
+static int cuda_upload(const dg_backend *be, void *dst, const void *src, size_t n) {
     if (!n) return 0;
-    return DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, g_stream));
+    DG_CUDA_ENTER(be);
+    return DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, dg_cuda_stream()));
 }
-static int cuda_download(void *dst, const void *src, size_t n) {
+static int cuda_download(const dg_backend *be, void *dst, const void *src, size_t n) {
     if (!n) return 0;
-    int rc = DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, g_stream));
-    return rc ? rc : DG_CUDA(cudaStreamSynchronize(g_stream));
+    DG_CUDA_ENTER(be);
+    cudaStream_t st = dg_cuda_stream();
+    int rc = DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, st));
+    return rc ? rc : DG_CUDA(cudaStreamSynchronize(st));
 }
-static int cuda_sync(void) { return DG_CUDA(cudaStreamSynchronize(g_stream)); }
+static int cuda_sync(const dg_backend *be) {
+    DG_CUDA_ENTER(be);
+    return DG_CUDA(cudaStreamSynchronize(dg_cuda_stream()));
+}
 
-static const dg_backend cuda_backend = {
+/* Device to device, on the destination's compute stream: it first waits for the source
+ * stream's work (which wrote src), and the source stream then waits for the copy, because the
+ * source's pool may hand src's block to its next kernel as soon as the host frees it. */
+static int cuda_copy_peer(const dg_backend *be, void *dst, const dg_backend *from, const void *src, size_t n) {
+    if (!n) return 0;
+    dg_cuda_ctx *d = (dg_cuda_ctx *)be->context, *s = (dg_cuda_ctx *)from->context;
+    DG_CUDA_ENTER(from);
+    int rc = DG_CUDA(cudaEventRecord(s->ev_compute, s->stream));
+    if (!rc) rc = dg_cuda_enter(be);
+    if (!rc) rc = DG_CUDA(cudaStreamWaitEvent(d->stream, s->ev_compute, 0));
+    if (!rc) rc = DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, d->stream));   // TEMP
+    if (!rc) rc = DG_CUDA(cudaEventRecord(d->ev_compute, d->stream));
+    if (!rc) rc = DG_CUDA(cudaStreamWaitEvent(s->stream, d->ev_compute, 0));
+    return rc;
+}
+
+static const dg_backend cuda_table = {
     .name = "cuda",
     .type = DG_CUDA,
-    .alloc = dg_cuda_alloc,
-    .free = dg_cuda_free,
+    .alloc = cuda_alloc_entry,
+    .free = cuda_free_entry,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .stream = cuda_stream_entry,
     .upload = cuda_upload,
     .download = cuda_download,
+    .copy_peer = cuda_copy_peer,
     .synchronize = cuda_sync,
     .memory_stats = cuda_memory_stats,
     .empty_cache = cuda_empty_cache,
@@ -291,16 +361,16 @@ static const dg_backend cuda_backend = {
     .batch_norm_backward = dg_cuda_batch_norm_backward,
 };
 
-/* Streams, events and library handles on device `index`; on a failure what was made is
+/* Streams, events and library handles on device c->device; on a failure what was made is
  * destroyed again, so a later request starts clean instead of leaking a set per try. The caller
  * holds g_lock. */
-static int cuda_init(int index) {
+static int cuda_init(dg_cuda_ctx *c) {
     cudaStream_t st = NULL, cm = NULL;
     cudaEvent_t ec = NULL, em = NULL;
     cublasHandle_t blas = NULL;
     cudnnHandle_t dnn = NULL;
     bool have_blas = false, have_dnn = false;
-    int rc = DG_CUDA(cudaSetDevice(index));
+    int rc = DG_CUDA(cudaSetDevice(c->device));
     if (!rc) rc = DG_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     if (!rc) rc = DG_CUDA(cudaStreamCreateWithFlags(&cm, cudaStreamNonBlocking));
     if (!rc) rc = DG_CUDA(cudaEventCreateWithFlags(&ec, cudaEventDisableTiming));
@@ -320,19 +390,27 @@ static int cuda_init(int index) {
         if (st) cudaStreamDestroy(st);
         return rc;
     }
-    g_stream = st; g_comm = cm; g_ev_compute = ec; g_ev_comm = em; g_blas = blas; g_dnn = dnn;
+    c->stream = st; c->comm = cm; c->ev_compute = ec; c->ev_comm = em; c->blas = blas; c->dnn = dnn;
+    c->started = true;
     return 0;
 }
 
-/* The module's entry for the device registry (eager/device.c): NULL with a message when no
- * usable GPU exists (cudaGetDeviceCount fails, e.g. 35 with only the stub driver, or
- * reports fewer devices than the index). */
+/* The module's entry for the device registry (eager/device.c): the instance for gpu:index,
+ * started on first request, or NULL with a message when no usable GPU exists
+ * (cudaGetDeviceCount fails, e.g. 35 with only the stub driver, or reports fewer devices than
+ * the index). */
 DG_MODULE_EXPORT const dg_backend *dg_cuda_backend_get(int index) {
     pthread_mutex_lock(&g_lock);
     if (g_count < 0) {
         int n = 0;
         g_count_err = cudaGetDeviceCount(&n);   /* leaves n untouched on failure: check the code */
-        g_count = g_count_err == cudaSuccess ? n : 0;
+        g_count = g_count_err == cudaSuccess ? (n < DG_CUDA_MAX_DEVICES ? n : DG_CUDA_MAX_DEVICES) : 0;
+        for (int i = 0; i < DG_CUDA_MAX_DEVICES; i++) {
+            g_ctx[i].device = i;
+            g_instance[i] = cuda_table;
+            g_instance[i].index = i;
+            g_instance[i].context = &g_ctx[i];
+        }
     }
     const dg_backend *be = NULL;
     if (g_count_err != cudaSuccess) {
@@ -340,21 +418,20 @@ DG_MODULE_EXPORT const dg_backend *dg_cuda_backend_get(int index) {
                cudaGetErrorString(g_count_err), (int)g_count_err);
     } else if (index < 0 || index >= g_count) {
         DG_ERR(DG_EDEVICE, "gpu:%d requested but %d GPU(s) are visible", index, g_count);
-    } else if (g_current == index) {
-        be = &cuda_backend;
-    } else if (g_current >= 0) {
-        DG_ERR(DG_EDEVICE, "gpu:%d requested after gpu:%d: one GPU per process (start one process per GPU)", index, g_current);
-    } else if (!cuda_init(index)) {
-        g_current = index;
-        be = &cuda_backend;
+    } else if (g_ctx[index].started || !cuda_init(&g_ctx[index])) {
+        be = &g_instance[index];
     }
     pthread_mutex_unlock(&g_lock);
     return be;
 }
 
-DG_MODULE_EXPORT const dg_backend *dg_cuda_backend_started(void) {
+/* The instances this process has started (or that still hold pool memory), at most cap; never
+ * starts one. */
+DG_MODULE_EXPORT int dg_cuda_backends_started(const dg_backend **out, int cap) {
+    int n = 0;
     pthread_mutex_lock(&g_lock);
-    bool started = g_current >= 0 || g_pool;
+    for (int i = 0; i < DG_CUDA_MAX_DEVICES && g_count > 0; i++)
+        if ((g_ctx[i].started || g_ctx[i].pool) && n < cap) out[n++] = &g_instance[i];
     pthread_mutex_unlock(&g_lock);
-    return started ? &cuda_backend : NULL;
+    return n;
 }

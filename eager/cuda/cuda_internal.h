@@ -32,6 +32,26 @@ typedef struct dg_cublas_api {
 extern dg_cublas_api dg_cublas;
 int dg_cublas_load(void);
 
+/* One GPU's state (eager/cuda/cuda_backend.c): what the entries of that device's instance work
+ * with. */
+#define DG_CUDA_MAX_DEVICES 16
+typedef struct dg_device_pool dg_device_pool;
+typedef struct dg_cuda_ctx {
+    int device;
+    bool started;                 /* streams, events and handles made */
+    cudaStream_t stream, comm;    /* compute; collectives */
+    cudaEvent_t ev_compute, ev_comm;
+    cublasHandle_t blas;          /* bound to stream */
+    cudnnHandle_t dnn;            /* bound to stream */
+    dg_device_pool *pool;
+    cudaError_t seg_err;          /* why the last segment could not be made (under the pool lock) */
+} dg_cuda_ctx;
+/* Makes be's device current on the calling thread and its context the one this module's
+ * kernels use; every entry of the table starts with it. */
+int dg_cuda_enter(const dg_backend *be);
+#define DG_CUDA_ENTER(be) do { int enter_rc_ = dg_cuda_enter(be); if (enter_rc_) return enter_rc_; } while (0)
+dg_cuda_ctx *dg_cuda_ctx_current(void);   /* the context of the device current on this thread */
+int dg_cuda_device(void);                 /* its index */
 cudaStream_t dg_cuda_stream(void);        /* the compute stream of the current device */
 cublasHandle_t dg_cuda_cublas(void);      /* bound to dg_cuda_stream() */
 cudnnHandle_t dg_cuda_cudnn(void);        /* bound to dg_cuda_stream() */
@@ -53,53 +73,53 @@ int dg_cuda_check_dnn(cudnnStatus_t s, const char *what, const char *file, int l
 #define DG_CUDNN(call) dg_cuda_check_dnn((call), #call, __FILE__, __LINE__)
 
 /* kernels (the .cu files of eager/cuda) */
-int dg_cuda_fill(dg_tensor *y, double value);
-int dg_cuda_copy(const dg_tensor *x, dg_tensor *y);
-int dg_cuda_unary(dg_unary_op op, const dg_tensor *x, dg_tensor *y, double p0, double p1);
-int dg_cuda_binary(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_tensor *y, double p0, double p1);
-int dg_cuda_where(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b, dg_tensor *y);
-int dg_cuda_reduce(dg_reduce_op op, const dg_tensor *x, dg_tensor *y);
-int dg_cuda_random(dg_random_kind kind, dg_tensor *y, double p0, double p1, uint64_t seed, uint64_t counter);
-int dg_cuda_gemm(dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+int dg_cuda_fill(const dg_backend *be, dg_kview *y, double value);
+int dg_cuda_copy(const dg_backend *be, const dg_kview *x, dg_kview *y);
+int dg_cuda_unary(const dg_backend *be, dg_unary_op op, const dg_kview *x, dg_kview *y, double p0, double p1);
+int dg_cuda_binary(const dg_backend *be, dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, double p0, double p1);
+int dg_cuda_where(const dg_backend *be, const dg_kview *cond, const dg_kview *a, const dg_kview *b, dg_kview *y);
+int dg_cuda_reduce(const dg_backend *be, dg_reduce_op op, const dg_kview *x, dg_kview *y);
+int dg_cuda_random(const dg_backend *be, dg_random_kind kind, dg_kview *y, double p0, double p1, uint64_t seed, uint64_t counter);
+int dg_cuda_gemm(const dg_backend *be, dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                  const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,
                  double beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch);
-int dg_cuda_softmax(const dg_tensor *x, dg_tensor *y, int64_t rows, int64_t cols, bool log);
-int dg_cuda_softmax_backward(const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx, int64_t rows, int64_t cols, bool log);
-int dg_cuda_index_select(const dg_tensor *x, const dg_tensor *index, dg_tensor *y, int64_t outer, int64_t dim, int64_t inner);
-int dg_cuda_index_add(const dg_tensor *gy, const dg_tensor *index, dg_tensor *gx, int64_t outer, int64_t dim, int64_t inner);
-int dg_cuda_gather(const dg_tensor *x, const dg_tensor *index, dg_tensor *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
-int dg_cuda_scatter_add(const dg_tensor *gy, const dg_tensor *index, dg_tensor *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
-int dg_cuda_nll(const dg_tensor *logp, const dg_tensor *label, dg_tensor *loss_rows, int64_t rows, int64_t cols, int64_t ignore_index);
-int dg_cuda_nll_backward(const dg_tensor *g_rows, const dg_tensor *label, dg_tensor *glogp, int64_t rows, int64_t cols, int64_t ignore_index);
-int dg_cuda_fused_update(const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n);
+int dg_cuda_softmax(const dg_backend *be, const dg_kview *x, dg_kview *y, int64_t rows, int64_t cols, bool log);
+int dg_cuda_softmax_backward(const dg_backend *be, const dg_kview *y, const dg_kview *gy, dg_kview *gx, int64_t rows, int64_t cols, bool log);
+int dg_cuda_index_select(const dg_backend *be, const dg_kview *x, const dg_kview *index, dg_kview *y, int64_t outer, int64_t dim, int64_t inner);
+int dg_cuda_index_add(const dg_backend *be, const dg_kview *gy, const dg_kview *index, dg_kview *gx, int64_t outer, int64_t dim, int64_t inner);
+int dg_cuda_gather(const dg_backend *be, const dg_kview *x, const dg_kview *index, dg_kview *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
+int dg_cuda_scatter_add(const dg_backend *be, const dg_kview *gy, const dg_kview *index, dg_kview *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
+int dg_cuda_nll(const dg_backend *be, const dg_kview *logp, const dg_kview *label, dg_kview *loss_rows, int64_t rows, int64_t cols, int64_t ignore_index);
+int dg_cuda_nll_backward(const dg_backend *be, const dg_kview *g_rows, const dg_kview *label, dg_kview *glogp, int64_t rows, int64_t cols, int64_t ignore_index);
+int dg_cuda_fused_update(const dg_backend *be, const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n);
 
 /* cuDNN convolution, pooling and batch norm (cudnn_*.c / pool.cu) */
 /* vtable entries (cudnn_conv.c, cudnn_norm_pool.c, pool.cu) */
 void dg_cuda_conv_release(void);        /* dg_shutdown: descriptors and chosen algorithms */
 void dg_cuda_norm_pool_release(void);   /* dg_shutdown: descriptors and stand-in buffers */
-int dg_cuda_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y);
-int dg_cuda_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx);
-int dg_cuda_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb);
-int dg_cuda_max_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y);
-int dg_cuda_max_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *x, const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx);
-int dg_cuda_avg_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y);
-int dg_cuda_avg_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *gy, dg_tensor *gx);
-int dg_cuda_adaptive_avg_pool2d(const dg_tensor *x, dg_tensor *y);
-int dg_cuda_adaptive_avg_pool2d_backward(const dg_tensor *gy, dg_tensor *gx);
-int dg_cuda_batch_norm(const dg_tensor *x, const dg_tensor *weight, const dg_tensor *bias, dg_tensor *y,
-                       dg_tensor *save_mean, dg_tensor *save_invstd, bool training, double eps,
+int dg_cuda_conv2d(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y);
+int dg_cuda_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx);
+int dg_cuda_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb);
+int dg_cuda_max_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y);
+int dg_cuda_max_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, const dg_kview *y, const dg_kview *gy, dg_kview *gx);
+int dg_cuda_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y);
+int dg_cuda_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx);
+int dg_cuda_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *x, dg_kview *y);
+int dg_cuda_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *gy, dg_kview *gx);
+int dg_cuda_batch_norm(const dg_backend *be, const dg_kview *x, const dg_kview *weight, const dg_kview *bias, dg_kview *y,
+                       dg_kview *save_mean, dg_kview *save_invstd, bool training, double eps,
                        int64_t n, int64_t c, int64_t inner);
-int dg_cuda_batch_norm_backward(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *weight,
-                                const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
-                                dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner);
+int dg_cuda_batch_norm_backward(const dg_backend *be, const dg_kview *x, const dg_kview *gy, const dg_kview *weight,
+                                const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
+                                dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner);
 /* pool.cu kernels the cuDNN files fall back on (same contracts as the entries above) */
-int dg_cuda_avg_pool2d_kernel(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y);
-int dg_cuda_batch_norm_kernel(const dg_tensor *x, const dg_tensor *weight, const dg_tensor *bias, dg_tensor *y,
-                              dg_tensor *save_mean, dg_tensor *save_invstd, bool training, double eps,
+int dg_cuda_avg_pool2d_kernel(const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y);
+int dg_cuda_batch_norm_kernel(const dg_kview *x, const dg_kview *weight, const dg_kview *bias, dg_kview *y,
+                              dg_kview *save_mean, dg_kview *save_invstd, bool training, double eps,
                               int64_t n, int64_t c, int64_t inner);
-int dg_cuda_batch_norm_backward_kernel(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *weight,
-                                       const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
-                                       dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner);
+int dg_cuda_batch_norm_backward_kernel(const dg_kview *x, const dg_kview *gy, const dg_kview *weight,
+                                       const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
+                                       dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner);
 /* raw-buffer helpers (dt is DG_F32 or DG_F64, pointers are device memory, all on the compute stream):
  * p[0..n) = v; y[n, oc, l] = b[oc] (b NULL: zeros); out[ch] = sum of x[:, ch, :] over [n, c, inner] */
 int dg_cuda_fill_raw(void *p, dg_dtype dt, int64_t n, double v);

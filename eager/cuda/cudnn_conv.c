@@ -40,6 +40,7 @@ enum { K_FWD, K_BWD_DATA, K_BWD_FILTER, K_COUNT };
 typedef struct conv_key {
     int64_t n, c, h, w, oc, kh, kw, oh, ow;
     int32_t sh, sw, ph, pw, dh, dw, groups, dtype, tf32, align;
+    int32_t device;               /* algorithms are chosen per GPU */
 } conv_key;                       /* memset before filling: compared with memcmp */
 
 typedef struct conv_algo {
@@ -224,6 +225,7 @@ static void make_key(conv_key *k, const dg_conv2d_geom *g, int64_t images, dg_dt
     k->dtype = dt;
     k->tf32 = dt == DG_F32 && dg_get_allow_tf32();
     k->align = align;
+    k->device = dg_cuda_device();
 }
 
 /* ---- algorithm search and calls ----
@@ -376,17 +378,18 @@ static int64_t chunk_images(const dg_conv2d_geom *g, const conv_ctx *cx) {
     return nb < g->n ? nb : g->n;
 }
 
-int dg_cuda_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y) {
+int dg_cuda_conv2d(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y) {
+    DG_CUDA_ENTER(be);
     conv_ctx ctx = { "conv2d", g, x->dtype }, *cx = &ctx;
     dg_dtype dt = x->dtype;
     if (dt != DG_F32 && dt != DG_F64) return bad_dtype(cx);
     if (y->numel == 0) return 0;
     size_t es = dg_dtype_size(dt);
-    char *xp = dg_tensor_ptr(x), *wp = dg_tensor_ptr(w), *yp = dg_tensor_ptr(y), *bp = b ? dg_tensor_ptr(b) : NULL;
+    char *xp = x->data, *wp = w->data, *yp = y->data, *bp = b ? b->data : NULL;
     /* an empty input plane with padding: every window sees only zeros */
     if (x->numel == 0) {
         int rc = dg_cuda_bias_fill_raw(yp, bp, dt, g->n, g->oc, g->oh * g->ow);
-        return rc || !g->relu ? rc : dg_cuda_unary(DG_UN_RELU, y, y, 0, 0);
+        return rc || !g->relu ? rc : dg_cuda_unary(be, DG_UN_RELU, y, y, 0, 0);
     }
     int64_t nb = chunk_images(g, cx);
     if (!nb) return DG_EUNSUPPORTED;
@@ -405,17 +408,18 @@ int dg_cuda_conv2d(const dg_conv2d_geom *g, const dg_tensor *x, const dg_tensor 
         if (!rc && bp) rc = DNN(cudnnAddTensor, dg_cuda_cudnn(), scal(dt, true), s->bd, bp, scal(dt, true), s->yd, yc);
     }
     pthread_mutex_unlock(&g_conv_lock);
-    if (!rc && g->relu) rc = dg_cuda_unary(DG_UN_RELU, y, y, 0, 0);   /* in place: elementwise */
+    if (!rc && g->relu) rc = dg_cuda_unary(be, DG_UN_RELU, y, y, 0, 0);   /* in place: elementwise */
     return rc;
 }
 
-int dg_cuda_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *w, dg_tensor *gx) {
+int dg_cuda_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx) {
+    DG_CUDA_ENTER(be);
     conv_ctx ctx = { "conv2d backward data", g, gy->dtype }, *cx = &ctx;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return bad_dtype(cx);
     if (gx->numel == 0) return 0;
     size_t es = dg_dtype_size(dt);
-    char *gyp = dg_tensor_ptr(gy), *wp = dg_tensor_ptr(w), *gxp = dg_tensor_ptr(gx);
+    char *gyp = gy->data, *wp = w->data, *gxp = gx->data;
     if (gy->numel == 0) return DG_CUDA(cudaMemsetAsync(gxp, 0, (size_t)gx->numel * es, dg_cuda_stream()));
     int64_t nb = chunk_images(g, cx);
     if (!nb) return DG_EUNSUPPORTED;
@@ -436,15 +440,16 @@ int dg_cuda_conv2d_backward_data(const dg_conv2d_geom *g, const dg_tensor *gy, c
     return rc;
 }
 
-int dg_cuda_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_tensor *gy, const dg_tensor *x, dg_tensor *gw, dg_tensor *gb) {
+int dg_cuda_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb) {
+    DG_CUDA_ENTER(be);
     conv_ctx ctx = { "conv2d backward filter", g, gy->dtype }, *cx = &ctx;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return bad_dtype(cx);
     if (!gw && !gb) return 0;
     size_t es = dg_dtype_size(dt);
     cudaStream_t st = dg_cuda_stream();
-    char *gyp = dg_tensor_ptr(gy), *xp = dg_tensor_ptr(x);
-    char *gwp = gw ? dg_tensor_ptr(gw) : NULL, *gbp = gb ? dg_tensor_ptr(gb) : NULL;
+    char *gyp = gy->data, *xp = x->data;
+    char *gwp = gw ? gw->data : NULL, *gbp = gb ? gb->data : NULL;
     int rc = 0;
     if (gy->numel == 0 || x->numel == 0) {
         /* an empty batch has zero gradients; an empty input plane gives the filter nothing

@@ -34,9 +34,9 @@ static pthread_mutex_t g_np_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool g_np_made;
 static cudnnTensorDescriptor_t g_xd, g_yd, g_pd;   /* data, pooled data, per-channel parameters */
 static cudnnPoolingDescriptor_t g_pool;
-/* stand-ins for a NULL weight / bias, per dtype (0 f32, 1 f64), g_pcap elements each */
-static void *g_ones[2], *g_zeros[2];
-static int64_t g_pcap[2];
+/* stand-ins for a NULL weight / bias, per device and dtype (0 f32, 1 f64), g_pcap elements each */
+static void *g_ones[DG_CUDA_MAX_DEVICES][2], *g_zeros[DG_CUDA_MAX_DEVICES][2];
+static int64_t g_pcap[DG_CUDA_MAX_DEVICES][2];
 
 /* dg_shutdown: the shared descriptors and the ones/zeros stand-ins (the caller has waited for
  * the stream, so no queued kernel reads them). */
@@ -49,12 +49,13 @@ void dg_cuda_norm_pool_release(void) {
         cudnnDestroyTensorDescriptor(g_xd);
         g_np_made = false;
     }
-    for (int i = 0; i < 2; i++) {
-        cudaFree(g_ones[i]);
-        cudaFree(g_zeros[i]);
-        g_ones[i] = g_zeros[i] = NULL;
-        g_pcap[i] = 0;
-    }
+    for (int d = 0; d < DG_CUDA_MAX_DEVICES; d++)
+        for (int i = 0; i < 2; i++) {
+            cudaFree(g_ones[d][i]);
+            cudaFree(g_zeros[d][i]);
+            g_ones[d][i] = g_zeros[d][i] = NULL;
+            g_pcap[d][i] = 0;
+        }
     pthread_mutex_unlock(&g_np_lock);
 }
 
@@ -66,7 +67,7 @@ static const void *scal(dg_dtype dt, bool one) {
     return one ? (const void *)&k_one_d : (const void *)&k_zero_d;
 }
 
-static int np_check(cudnnStatus_t s, const char *fn, const char *op, const dg_tensor *x, int line) {
+static int np_check(cudnnStatus_t s, const char *fn, const char *op, const dg_kview *x, int line) {
     if (s == CUDNN_STATUS_SUCCESS) return 0;
     char sh[96], what[256];
     dg_shape_fmt(x->shape, x->ndim, sh, sizeof sh);
@@ -80,7 +81,7 @@ static bool fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 static cudnnDataType_t dnn_type(dg_dtype dt) { return dt == DG_F32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE; }
 
 /* Creates the shared descriptors once; the caller holds g_np_lock. */
-static int np_make(const char *op, const dg_tensor *xt) {
+static int np_make(const char *op, const dg_kview *xt) {
     if (g_np_made) return 0;
     int rc = NP(cudnnCreateTensorDescriptor, &g_xd);
     if (rc) return rc;
@@ -102,19 +103,19 @@ no_y:
  * Plain cudaMalloc: they live as long as the process and are not tensor memory, so they stay
  * out of the allocator's statistics. */
 static int bn_params(dg_dtype dt, int64_t c) {
-    int i = dt == DG_F64;
-    if (g_pcap[i] >= c) return 0;
-    int64_t cap = g_pcap[i] * 2 > c ? g_pcap[i] * 2 : c;
+    int i = dt == DG_F64, d = dg_cuda_device();
+    if (g_pcap[d][i] >= c) return 0;
+    int64_t cap = g_pcap[d][i] * 2 > c ? g_pcap[d][i] * 2 : c;
     if (cap < 256) cap = 256;
     size_t bytes = (size_t)cap * dg_dtype_size(dt);
-    if (g_ones[i] || g_zeros[i]) {
+    if (g_ones[d][i] || g_zeros[d][i]) {
         /* queued kernels may still read the old pair */
         int rc = DG_CUDA(cudaStreamSynchronize(dg_cuda_stream()));
         if (rc) return rc;
-        cudaFree(g_ones[i]);
-        cudaFree(g_zeros[i]);
-        g_ones[i] = g_zeros[i] = NULL;
-        g_pcap[i] = 0;
+        cudaFree(g_ones[d][i]);
+        cudaFree(g_zeros[d][i]);
+        g_ones[d][i] = g_zeros[d][i] = NULL;
+        g_pcap[d][i] = 0;
     }
     void *o = NULL, *z = NULL;
     int rc = DG_CUDA(cudaMalloc(&o, bytes));
@@ -126,9 +127,9 @@ static int bn_params(dg_dtype dt, int64_t c) {
         cudaFree(z);
         return rc;
     }
-    g_ones[i] = o;
-    g_zeros[i] = z;
-    g_pcap[i] = cap;
+    g_ones[d][i] = o;
+    g_zeros[d][i] = z;
+    g_pcap[d][i] = cap;
     return 0;
 }
 
@@ -138,17 +139,18 @@ static bool bn_fits(int64_t n, int64_t c, int64_t inner) {
 }
 
 /* g_xd = x as [n, c, inner, 1], g_pd = the per-channel descriptor derived from it. */
-static int bn_descs(const char *op, const dg_tensor *xt, int64_t n, int64_t c, int64_t inner) {
+static int bn_descs(const char *op, const dg_kview *xt, int64_t n, int64_t c, int64_t inner) {
     int rc = NP(cudnnSetTensor4dDescriptor, g_xd, CUDNN_TENSOR_NCHW, dnn_type(xt->dtype), (int)n, (int)c, (int)inner, 1);
     if (!rc) rc = NP(cudnnDeriveBNTensorDescriptor, g_pd, g_xd, CUDNN_BATCHNORM_SPATIAL);
     return rc;
 }
 
-int dg_cuda_batch_norm(const dg_tensor *x, const dg_tensor *weight, const dg_tensor *bias, dg_tensor *y,
-                       dg_tensor *save_mean, dg_tensor *save_invstd, bool training, double eps,
+int dg_cuda_batch_norm(const dg_backend *be, const dg_kview *x, const dg_kview *weight, const dg_kview *bias, dg_kview *y,
+                       dg_kview *save_mean, dg_kview *save_invstd, bool training, double eps,
                        int64_t n, int64_t c, int64_t inner) {
+    DG_CUDA_ENTER(be);
     const char *op = "batch_norm";
-    const dg_tensor *xt = x;
+    const dg_kview *xt = x;
     dg_dtype dt = x->dtype;
     if ((dt != DG_F32 && dt != DG_F64) || eps < CUDNN_BN_MIN_EPSILON || n * inner == 0 || !bn_fits(n, c, inner))
         return dg_cuda_batch_norm_kernel(x, weight, bias, y, save_mean, save_invstd, training, eps, n, c, inner);
@@ -162,19 +164,19 @@ int dg_cuda_batch_norm(const dg_tensor *x, const dg_tensor *weight, const dg_ten
         return rc;
     }
     int pi = dt == DG_F64;
-    const void *wp = weight ? dg_tensor_ptr(weight) : g_ones[pi], *bp = bias ? dg_tensor_ptr(bias) : g_zeros[pi];
+    const void *wp = weight ? weight->data : g_ones[dg_cuda_device()][pi], *bp = bias ? bias->data : g_zeros[dg_cuda_device()][pi];
     cudnnStatus_t st;
     const char *fn;
     if (training) {
         fn = "cudnnBatchNormalizationForwardTraining";
         st = cudnnBatchNormalizationForwardTraining(dg_cuda_cudnn(), CUDNN_BATCHNORM_SPATIAL, scal(dt, true), scal(dt, false),
-                                                    g_xd, dg_tensor_ptr(x), g_xd, dg_tensor_ptr(y), g_pd, wp, bp,
-                                                    0.0, NULL, NULL, eps, dg_tensor_ptr(save_mean), dg_tensor_ptr(save_invstd));
+                                                    g_xd, x->data, g_xd, y->data, g_pd, wp, bp,
+                                                    0.0, NULL, NULL, eps, save_mean->data, save_invstd->data);
     } else {
         fn = "cudnnBatchNormalizationForwardInference";
         st = cudnnBatchNormalizationForwardInference(dg_cuda_cudnn(), CUDNN_BATCHNORM_SPATIAL, scal(dt, true), scal(dt, false),
-                                                     g_xd, dg_tensor_ptr(x), g_xd, dg_tensor_ptr(y), g_pd, wp, bp,
-                                                     dg_tensor_ptr(save_mean), dg_tensor_ptr(save_invstd), eps);
+                                                     g_xd, x->data, g_xd, y->data, g_pd, wp, bp,
+                                                     save_mean->data, save_invstd->data, eps);
     }
     pthread_mutex_unlock(&g_np_lock);
     if (st == CUDNN_STATUS_NOT_SUPPORTED)
@@ -182,11 +184,12 @@ int dg_cuda_batch_norm(const dg_tensor *x, const dg_tensor *weight, const dg_ten
     return np_check(st, fn, op, xt, __LINE__);
 }
 
-int dg_cuda_batch_norm_backward(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *weight,
-                                const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
-                                dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner) {
+int dg_cuda_batch_norm_backward(const dg_backend *be, const dg_kview *x, const dg_kview *gy, const dg_kview *weight,
+                                const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
+                                dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner) {
+    DG_CUDA_ENTER(be);
     const char *op = "batch_norm backward";
-    const dg_tensor *xt = x;
+    const dg_kview *xt = x;
     dg_dtype dt = x->dtype;
     if (!gx && !gw && !gb) return 0;
     if ((dt != DG_F32 && dt != DG_F64) || !training || !gx || n * inner == 0 || !bn_fits(n, c, inner))
@@ -196,18 +199,18 @@ int dg_cuda_batch_norm_backward(const dg_tensor *x, const dg_tensor *gy, const d
     /* cuDNN always writes both parameter gradients: give it scratch for the unwanted ones */
     char *scratch = NULL;
     if ((!gw || !gb) && !(scratch = dg_cuda_alloc((size_t)(2 * c) * es))) return DG_ENOMEM;
-    void *dscale = gw ? dg_tensor_ptr(gw) : scratch, *dbias = gb ? dg_tensor_ptr(gb) : scratch + (size_t)c * es;
+    void *dscale = gw ? gw->data : scratch, *dbias = gb ? gb->data : scratch + (size_t)c * es;
     pthread_mutex_lock(&g_np_lock);
     int rc = np_make(op, xt);
     if (!rc) rc = bn_descs(op, xt, n, c, inner);
     if (!rc && !weight) rc = bn_params(dt, c);
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     if (!rc) {
-        const void *wp = weight ? dg_tensor_ptr(weight) : g_ones[dt == DG_F64];
+        const void *wp = weight ? weight->data : g_ones[dg_cuda_device()][dt == DG_F64];
         st = cudnnBatchNormalizationBackward(dg_cuda_cudnn(), CUDNN_BATCHNORM_SPATIAL, scal(dt, true), scal(dt, false),
-                                             scal(dt, true), scal(dt, false), g_xd, dg_tensor_ptr(x), g_xd, dg_tensor_ptr(gy),
-                                             g_xd, dg_tensor_ptr(gx), g_pd, wp, dscale, dbias, BN_BACKWARD_EPS,
-                                             dg_tensor_ptr(save_mean), dg_tensor_ptr(save_invstd));
+                                             scal(dt, true), scal(dt, false), g_xd, x->data, g_xd, gy->data,
+                                             g_xd, gx->data, g_pd, wp, dscale, dbias, BN_BACKWARD_EPS,
+                                             save_mean->data, save_invstd->data);
     }
     pthread_mutex_unlock(&g_np_lock);
     dg_cuda_free(scratch);        /* reused only by work queued after the call */
@@ -226,9 +229,10 @@ static bool avg_cudnn_ok(const dg_pool2d_geom *g) {
            (g->ow - 1) * g->sw + g->kw <= g->w + 2 * (int64_t)g->pw;
 }
 
-int dg_cuda_avg_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) {
+int dg_cuda_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
+    DG_CUDA_ENTER(be);
     const char *op = "avg_pool2d";
-    const dg_tensor *xt = x;
+    const dg_kview *xt = x;
     dg_dtype dt = x->dtype;
     if ((dt != DG_F32 && dt != DG_F64) || y->numel == 0 || !avg_cudnn_ok(g)) return dg_cuda_avg_pool2d_kernel(g, x, y);
     pthread_mutex_lock(&g_np_lock);
@@ -240,8 +244,8 @@ int dg_cuda_avg_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y
                      CUDNN_PROPAGATE_NAN, g->kh, g->kw, g->ph, g->pw, g->sh, g->sw);
     cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
     if (!rc)
-        st = cudnnPoolingForward(dg_cuda_cudnn(), g_pool, scal(dt, true), g_xd, dg_tensor_ptr(x), scal(dt, false), g_yd,
-                                 dg_tensor_ptr(y));
+        st = cudnnPoolingForward(dg_cuda_cudnn(), g_pool, scal(dt, true), g_xd, x->data, scal(dt, false), g_yd,
+                                 y->data);
     pthread_mutex_unlock(&g_np_lock);
     if (rc) return rc;
     if (st == CUDNN_STATUS_NOT_SUPPORTED) return dg_cuda_avg_pool2d_kernel(g, x, y);

@@ -111,14 +111,14 @@ __global__ void compare_kernel(const void *a, int adt, const void *b, int bdt, u
 }
 
 template <typename T, int OP>
-static int launch_unary(const dg_tensor *x, dg_tensor *y, const dgk_geom &g, double p0, double p1) {
+static int launch_unary(const dg_kview *x, dg_kview *y, const dgk_geom &g, double p0, double p1) {
     DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), unary_kernel<T, OP>)(
-        (const T *)dg_tensor_ptr(x), (T *)dg_tensor_ptr(y), g, (T)p0, (T)p1);
+        (const T *)x->data, (T *)y->data, g, (T)p0, (T)p1);
     return DG_CUDA(cudaGetLastError());
 }
 
 template <typename T>
-static int unary_t(dg_unary_op op, const dg_tensor *x, dg_tensor *y, const dgk_geom &g, double p0, double p1) {
+static int unary_t(dg_unary_op op, const dg_kview *x, dg_kview *y, const dgk_geom &g, double p0, double p1) {
     switch (op) {
 #define U(OP) case OP: return launch_unary<T, OP>(x, y, g, p0, p1);
     U(DG_UN_EXP) U(DG_UN_LOG) U(DG_UN_SQRT) U(DG_UN_ABS) U(DG_UN_SIGN)
@@ -130,27 +130,28 @@ static int unary_t(dg_unary_op op, const dg_tensor *x, dg_tensor *y, const dgk_g
     return DG_EUNSUPPORTED;
 }
 
-extern "C" int dg_cuda_unary(dg_unary_op op, const dg_tensor *x, dg_tensor *y, double p0, double p1) {
+extern "C" int dg_cuda_unary(const dg_backend *be, dg_unary_op op, const dg_kview *x, dg_kview *y, double p0, double p1) {
+    DG_CUDA_ENTER(be);
     if (x->dtype != y->dtype || (x->dtype != DG_F32 && x->dtype != DG_F64)) {
         DG_ERR(DG_EUNSUPPORTED, "cuda unary op %d: dtype %s not supported", (int)op, dg_dtype_name(x->dtype));
         return DG_EUNSUPPORTED;
     }
     if (y->numel == 0) return 0;
-    const dg_tensor *ops[2] = { y, x };
+    const dg_kview *ops[2] = { y, x };
     dgk_geom g;
     dgk_geom_init(&g, ops, 2);
     return x->dtype == DG_F32 ? unary_t<float>(op, x, y, g, p0, p1) : unary_t<double>(op, x, y, g, p0, p1);
 }
 
 template <typename T, int OP>
-static int launch_binary(const dg_tensor *a, const dg_tensor *b, dg_tensor *y, const dgk_geom &g, double p0, double p1) {
+static int launch_binary(const dg_kview *a, const dg_kview *b, dg_kview *y, const dgk_geom &g, double p0, double p1) {
     DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), binary_kernel<T, OP>)(
-        (const T *)dg_tensor_ptr(a), (const T *)dg_tensor_ptr(b), (T *)dg_tensor_ptr(y), g, (T)p0, (T)p1);
+        (const T *)a->data, (const T *)b->data, (T *)y->data, g, (T)p0, (T)p1);
     return DG_CUDA(cudaGetLastError());
 }
 
 template <typename T>
-static int binary_t(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_tensor *y, const dgk_geom &g,
+static int binary_t(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, const dgk_geom &g,
                     double p0, double p1) {
     switch (op) {
 #define B(OP) case OP: return launch_binary<T, OP>(a, b, y, g, p0, p1);
@@ -164,8 +165,9 @@ static int binary_t(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_
     return DG_EUNSUPPORTED;
 }
 
-extern "C" int dg_cuda_binary(dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_tensor *y, double p0, double p1) {
-    const dg_tensor *ops[3] = { y, a, b };
+extern "C" int dg_cuda_binary(const dg_backend *be, dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, double p0, double p1) {
+    DG_CUDA_ENTER(be);
+    const dg_kview *ops[3] = { y, a, b };
     dgk_geom g;
     if (op == DG_BIN_GT || op == DG_BIN_EQ) {
         if (!dgk_dtype_ok(a->dtype) || !dgk_dtype_ok(b->dtype) || dg_dtype_size(y->dtype) != 1) {
@@ -175,8 +177,8 @@ extern "C" int dg_cuda_binary(dg_binary_op op, const dg_tensor *a, const dg_tens
         }
         if (y->numel == 0) return 0;
         dgk_geom_init(&g, ops, 3);
-        const void *ap = dg_tensor_ptr(a), *bp = dg_tensor_ptr(b);
-        uint8_t *yp = (uint8_t *)dg_tensor_ptr(y);
+        const void *ap = a->data, *bp = b->data;
+        uint8_t *yp = (uint8_t *)y->data;
         if (op == DG_BIN_GT)
             DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), compare_kernel<true>)(ap, (int)a->dtype, bp, (int)b->dtype, yp, g);
         else

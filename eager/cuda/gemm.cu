@@ -26,9 +26,10 @@ static int64_t fix_ld(int64_t ld, int64_t rows, int64_t cols) {
     return (ld < need && cols <= 1) ? need : ld;
 }
 
-extern "C" int dg_cuda_gemm(dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+extern "C" int dg_cuda_gemm(const dg_backend *be, dg_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
                             const void *a, int64_t lda, int64_t sa, const void *b, int64_t ldb, int64_t sb,
                             double beta, void *c, int64_t ldc, int64_t sc, int64_t batch) {
+    DG_CUDA_ENTER(be);
     if (dt != DG_F32 && dt != DG_F64) {
         DG_ERR(DG_EUNSUPPORTED, "cuda gemm: dtype %s not supported", dg_dtype_name(dt));
         return DG_EUNSUPPORTED;

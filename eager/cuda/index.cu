@@ -24,7 +24,7 @@ __global__ void check_kernel(const IT *ix, int64_t n, int64_t limit, bool use_ig
 
 /* 0 when every index of ix is in [0, limit) (or equals ignore, for labels); else DG_EINVAL
  * with the message dg_cpu_* would give. Synchronizes the stream. */
-static int check_indices(const dg_tensor *ix, int64_t limit, const char *op, bool labels, int64_t ignore) {
+static int check_indices(const dg_kview *ix, int64_t limit, const char *op, bool labels, int64_t ignore) {
     int64_t n = ix->numel;
     if (n == 0) return 0;
     cudaStream_t st = dg_cuda_stream();
@@ -32,7 +32,7 @@ static int check_indices(const dg_tensor *ix, int64_t limit, const char *op, boo
     int rc = DG_CUDA(cudaGetSymbolAddress(&flag, g_bad_pos));
     if (!rc) rc = DG_CUDA(cudaMemsetAsync(flag, 0xff, sizeof(unsigned long long), st));
     if (rc) return rc;
-    const void *p = dg_tensor_ptr(ix);
+    const void *p = ix->data;
     if (ix->dtype == DG_I64)
         DGK_LAUNCH(dgk_blocks(n), DGK_THREADS, 0, st, check_kernel<long long>)((const long long *)p, n, limit, labels, (long long)ignore);
     else
@@ -57,7 +57,7 @@ static int check_indices(const dg_tensor *ix, int64_t limit, const char *op, boo
     return DG_EINVAL;
 }
 
-static int index_dtype_ok(const dg_tensor *ix, const char *op) {
+static int index_dtype_ok(const dg_kview *ix, const char *op) {
     if (ix->dtype == DG_I64 || ix->dtype == DG_I32) return 0;
     DG_ERR(DG_EINVAL, "cuda %s: index dtype must be int64 or int32, got %s", op, dg_dtype_name(ix->dtype));
     return DG_EINVAL;
@@ -121,9 +121,10 @@ __global__ void scatter_add_kernel(const T *gy, const IT *ix, T *gx, int64_t out
         }                                                                                            \
         rc = DG_CUDA(cudaGetLastError());                                                            \
     } while (0)
-#define IXP ((const IT *)dg_tensor_ptr(ix))
+#define IXP ((const IT *)ix->data)
 
-extern "C" int dg_cuda_index_select(const dg_tensor *x, const dg_tensor *ix, dg_tensor *y, int64_t outer, int64_t dim, int64_t inner) {
+extern "C" int dg_cuda_index_select(const dg_backend *be, const dg_kview *x, const dg_kview *ix, dg_kview *y, int64_t outer, int64_t dim, int64_t inner) {
+    DG_CUDA_ENTER(be);
     int rc = index_dtype_ok(ix, "index_select");
     if (!rc) rc = check_indices(ix, dim, "index_select", false, 0);
     if (rc) return rc;
@@ -132,8 +133,8 @@ extern "C" int dg_cuda_index_select(const dg_tensor *x, const dg_tensor *ix, dg_
 #define S(ES)                                                                                         \
     case ES: {                                                                                        \
         typedef raw_t<ES>::T R;                                                                       \
-        const R *xp = (const R *)dg_tensor_ptr(x);                                                    \
-        R *yp = (R *)dg_tensor_ptr(y);                                                                \
+        const R *xp = (const R *)x->data;                                                    \
+        R *yp = (R *)y->data;                                                                \
         LAUNCH_IT(index_select_kernel, R, total, xp, IXP, yp, outer, dim, inner, n);                   \
         return rc;                                                                                    \
     }
@@ -145,31 +146,33 @@ extern "C" int dg_cuda_index_select(const dg_tensor *x, const dg_tensor *ix, dg_
 }
 
 /* gx/gy dtype must be f32 or f64 (atomicAdd) */
-static int add_dtype_ok(const dg_tensor *gx, const char *op) {
+static int add_dtype_ok(const dg_kview *gx, const char *op) {
     if (gx->dtype == DG_F32 || gx->dtype == DG_F64) return 0;
     DG_ERR(DG_EUNSUPPORTED, "cuda %s: dtype %s not supported", op, dg_dtype_name(gx->dtype));
     return DG_EUNSUPPORTED;
 }
 
-extern "C" int dg_cuda_index_add(const dg_tensor *gy, const dg_tensor *ix, dg_tensor *gx, int64_t outer, int64_t dim, int64_t inner) {
+extern "C" int dg_cuda_index_add(const dg_backend *be, const dg_kview *gy, const dg_kview *ix, dg_kview *gx, int64_t outer, int64_t dim, int64_t inner) {
+    DG_CUDA_ENTER(be);
     int rc = index_dtype_ok(ix, "index_add");
     if (!rc) rc = add_dtype_ok(gx, "index_add");
     if (!rc) rc = check_indices(ix, dim, "index_add", false, 0);
     if (rc) return rc;
     int64_t n = ix->numel, total = outer * n * inner;
     if (gx->dtype == DG_F32) {
-        const float *g = (const float *)dg_tensor_ptr(gy);
-        float *o = (float *)dg_tensor_ptr(gx);
+        const float *g = (const float *)gy->data;
+        float *o = (float *)gx->data;
         LAUNCH_IT(index_add_kernel, float, total, g, IXP, o, outer, dim, inner, n);
     } else {
-        const double *g = (const double *)dg_tensor_ptr(gy);
-        double *o = (double *)dg_tensor_ptr(gx);
+        const double *g = (const double *)gy->data;
+        double *o = (double *)gx->data;
         LAUNCH_IT(index_add_kernel, double, total, g, IXP, o, outer, dim, inner, n);
     }
     return rc;
 }
 
-extern "C" int dg_cuda_gather(const dg_tensor *x, const dg_tensor *ix, dg_tensor *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
+extern "C" int dg_cuda_gather(const dg_backend *be, const dg_kview *x, const dg_kview *ix, dg_kview *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
+    DG_CUDA_ENTER(be);
     int rc = index_dtype_ok(ix, "gather");
     if (!rc) rc = check_indices(ix, xdim, "gather", false, 0);
     if (rc) return rc;
@@ -178,8 +181,8 @@ extern "C" int dg_cuda_gather(const dg_tensor *x, const dg_tensor *ix, dg_tensor
 #define S(ES)                                                                                         \
     case ES: {                                                                                        \
         typedef raw_t<ES>::T R;                                                                       \
-        const R *xp = (const R *)dg_tensor_ptr(x);                                                    \
-        R *yp = (R *)dg_tensor_ptr(y);                                                                \
+        const R *xp = (const R *)x->data;                                                    \
+        R *yp = (R *)y->data;                                                                \
         LAUNCH_IT(gather_kernel, R, total, xp, IXP, yp, outer, xdim, idim, inner);                     \
         return rc;                                                                                    \
     }
@@ -190,19 +193,20 @@ extern "C" int dg_cuda_gather(const dg_tensor *x, const dg_tensor *ix, dg_tensor
     return DG_EUNSUPPORTED;
 }
 
-extern "C" int dg_cuda_scatter_add(const dg_tensor *gy, const dg_tensor *ix, dg_tensor *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
+extern "C" int dg_cuda_scatter_add(const dg_backend *be, const dg_kview *gy, const dg_kview *ix, dg_kview *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
+    DG_CUDA_ENTER(be);
     int rc = index_dtype_ok(ix, "scatter_add");
     if (!rc) rc = add_dtype_ok(gx, "scatter_add");
     if (!rc) rc = check_indices(ix, xdim, "scatter_add", false, 0);
     if (rc) return rc;
     int64_t total = outer * idim * inner;
     if (gx->dtype == DG_F32) {
-        const float *g = (const float *)dg_tensor_ptr(gy);
-        float *o = (float *)dg_tensor_ptr(gx);
+        const float *g = (const float *)gy->data;
+        float *o = (float *)gx->data;
         LAUNCH_IT(scatter_add_kernel, float, total, g, IXP, o, outer, xdim, idim, inner);
     } else {
-        const double *g = (const double *)dg_tensor_ptr(gy);
-        double *o = (double *)dg_tensor_ptr(gx);
+        const double *g = (const double *)gy->data;
+        double *o = (double *)gx->data;
         LAUNCH_IT(scatter_add_kernel, double, total, g, IXP, o, outer, xdim, idim, inner);
     }
     return rc;
@@ -225,42 +229,44 @@ __global__ void nll_bw_kernel(const T *g, const IT *label, T *glogp, int64_t row
     }
 }
 
-extern "C" int dg_cuda_nll(const dg_tensor *logp, const dg_tensor *label, dg_tensor *loss, int64_t rows, int64_t cols, int64_t ignore) {
-    const dg_tensor *ix = label;
+extern "C" int dg_cuda_nll(const dg_backend *be, const dg_kview *logp, const dg_kview *label, dg_kview *loss, int64_t rows, int64_t cols, int64_t ignore) {
+    DG_CUDA_ENTER(be);
+    const dg_kview *ix = label;
     int rc = index_dtype_ok(ix, "cross_entropy");
     if (!rc) rc = add_dtype_ok(logp, "cross_entropy");
     if (!rc) rc = check_indices(ix, cols, "cross_entropy", true, ignore);
     if (rc) return rc;
     long long ig = (long long)ignore;
     if (logp->dtype == DG_F32) {
-        const float *lp = (const float *)dg_tensor_ptr(logp);
-        float *out = (float *)dg_tensor_ptr(loss);
+        const float *lp = (const float *)logp->data;
+        float *out = (float *)loss->data;
         LAUNCH_IT(nll_kernel, float, rows, lp, IXP, out, rows, cols, ig);
     } else {
-        const double *lp = (const double *)dg_tensor_ptr(logp);
-        double *out = (double *)dg_tensor_ptr(loss);
+        const double *lp = (const double *)logp->data;
+        double *out = (double *)loss->data;
         LAUNCH_IT(nll_kernel, double, rows, lp, IXP, out, rows, cols, ig);
     }
     return rc;
 }
 
-extern "C" int dg_cuda_nll_backward(const dg_tensor *g, const dg_tensor *label, dg_tensor *glogp, int64_t rows, int64_t cols, int64_t ignore) {
-    const dg_tensor *ix = label;
+extern "C" int dg_cuda_nll_backward(const dg_backend *be, const dg_kview *g, const dg_kview *label, dg_kview *glogp, int64_t rows, int64_t cols, int64_t ignore) {
+    DG_CUDA_ENTER(be);
+    const dg_kview *ix = label;
     int rc = index_dtype_ok(ix, "cross_entropy");
     if (!rc) rc = add_dtype_ok(glogp, "cross_entropy");
     if (!rc) rc = check_indices(ix, cols, "cross_entropy", true, ignore);
     if (rc) return rc;
     if (rows <= 0 || cols <= 0) return 0;
-    rc = DG_CUDA(cudaMemsetAsync(dg_tensor_ptr(glogp), 0, (size_t)(rows * cols) * dg_dtype_size(glogp->dtype), dg_cuda_stream()));
+    rc = DG_CUDA(cudaMemsetAsync(glogp->data, 0, (size_t)(rows * cols) * dg_dtype_size(glogp->dtype), dg_cuda_stream()));
     if (rc) return rc;
     long long ig = (long long)ignore;
     if (glogp->dtype == DG_F32) {
-        const float *gp = (const float *)dg_tensor_ptr(g);
-        float *out = (float *)dg_tensor_ptr(glogp);
+        const float *gp = (const float *)g->data;
+        float *out = (float *)glogp->data;
         LAUNCH_IT(nll_bw_kernel, float, rows, gp, IXP, out, rows, cols, ig);
     } else {
-        const double *gp = (const double *)dg_tensor_ptr(g);
-        double *out = (double *)dg_tensor_ptr(glogp);
+        const double *gp = (const double *)g->data;
+        double *out = (double *)glogp->data;
         LAUNCH_IT(nll_bw_kernel, double, rows, gp, IXP, out, rows, cols, ig);
     }
     return rc;

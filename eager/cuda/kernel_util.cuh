@@ -55,8 +55,8 @@ struct dgk_geom {
 /* Same coalescing as dg_iter_init: size-1 dims dropped, neighbouring dims merged when every
  * operand walks them as one, so contiguous and scalar-broadcast cases become one flat dim and
  * the kernels do no index division at all. */
-static inline void dgk_geom_init(dgk_geom *g, const dg_tensor *const *ops, int nops) {
-    const dg_tensor *y = ops[0];
+static inline void dgk_geom_init(dgk_geom *g, const dg_kview *const *ops, int nops) {
+    const dg_kview *y = ops[0];
     memset(g, 0, sizeof *g);
     int nd = 0;
     for (int d = 0; d < y->ndim; d++) {

@@ -358,10 +358,10 @@ __global__ void bias_fill_kernel(T *y, const T *b, int64_t oc, int64_t l, int64_
 
 /* ---- host side ---- */
 
-static void *tptr(const dg_tensor *t) { return t ? dg_tensor_ptr(t) : NULL; }
+static void *tptr(const dg_kview *t) { return t ? t->data : NULL; }
 
 /* (DG_SHAPE_STR's compound literal is C only) */
-static int bad_dtype(const char *op, const dg_tensor *t) {
+static int bad_dtype(const char *op, const dg_kview *t) {
     char sh[96];
     dg_shape_fmt(t->shape, t->ndim, sh, sizeof sh);
     DG_ERR(DG_EUNSUPPORTED, "%s: dtype %s not supported on cuda (input %s)", op, dg_dtype_name(t->dtype), sh);
@@ -371,24 +371,24 @@ static bool float_dtype(dg_dtype dt) { return dt == DG_F32 || dt == DG_F64; }
 static int launched(void) { return DG_CUDA(cudaGetLastError()); }
 
 template <typename T>
-static int max_fwd_t(const dg_pool2d_geom &g, const dg_tensor *x, dg_tensor *y) {
+static int max_fwd_t(const dg_pool2d_geom &g, const dg_kview *x, dg_kview *y) {
     int64_t total = g.n * g.c * g.oh * g.ow;
     DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), max_fwd_kernel<T>)(
-        (const T *)dg_tensor_ptr(x), (T *)dg_tensor_ptr(y), g, total);
+        (const T *)x->data, (T *)y->data, g, total);
     return launched();
 }
 
 template <typename T, typename I>
-static int max_bwd_t(const dg_pool2d_geom &g, const dg_tensor *x, const dg_tensor *gy, dg_tensor *gx) {
+static int max_bwd_t(const dg_pool2d_geom &g, const dg_kview *x, const dg_kview *gy, dg_kview *gx) {
     cudaStream_t st = dg_cuda_stream();
     int64_t nout = g.n * g.c * g.oh * g.ow, nin = g.n * g.c * g.h * g.w;
     I *idx = (I *)dg_cuda_alloc((size_t)nout * sizeof(I));
     if (!idx) return DG_ENOMEM;
-    DGK_LAUNCH(dgk_blocks(nout), DGK_THREADS, 0, st, max_idx_kernel<T, I>)((const T *)dg_tensor_ptr(x), idx, g, nout);
+    DGK_LAUNCH(dgk_blocks(nout), DGK_THREADS, 0, st, max_idx_kernel<T, I>)((const T *)x->data, idx, g, nout);
     int rc = launched();
     if (!rc) {
-        DGK_LAUNCH(dgk_blocks(nin), DGK_THREADS, 0, st, max_bwd_kernel<T, I>)(idx, (const T *)dg_tensor_ptr(gy),
-                                                                    (T *)dg_tensor_ptr(gx), g, nin);
+        DGK_LAUNCH(dgk_blocks(nin), DGK_THREADS, 0, st, max_bwd_kernel<T, I>)(idx, (const T *)gy->data,
+                                                                    (T *)gx->data, g, nin);
         rc = launched();
     }
     dg_cuda_free(idx);            /* stream-ordered reuse: later work on the stream runs after the kernels */
@@ -396,55 +396,59 @@ static int max_bwd_t(const dg_pool2d_geom &g, const dg_tensor *x, const dg_tenso
 }
 
 template <typename T>
-static int avg_fwd_t(const dg_pool2d_geom &g, const dg_tensor *x, dg_tensor *y) {
+static int avg_fwd_t(const dg_pool2d_geom &g, const dg_kview *x, dg_kview *y) {
     int64_t total = g.n * g.c * g.oh * g.ow;
     DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), avg_fwd_kernel<T>)(
-        (const T *)dg_tensor_ptr(x), (T *)dg_tensor_ptr(y), g, total);
+        (const T *)x->data, (T *)y->data, g, total);
     return launched();
 }
 
 template <typename T>
-static int avg_bwd_t(const dg_pool2d_geom &g, const dg_tensor *gy, dg_tensor *gx) {
+static int avg_bwd_t(const dg_pool2d_geom &g, const dg_kview *gy, dg_kview *gx) {
     int64_t total = g.n * g.c * g.h * g.w;
     DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), avg_bwd_kernel<T>)(
-        (const T *)dg_tensor_ptr(gy), (T *)dg_tensor_ptr(gx), g, total);
+        (const T *)gy->data, (T *)gx->data, g, total);
     return launched();
 }
 
-extern "C" int dg_cuda_max_pool2d(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) {
+extern "C" int dg_cuda_max_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
+    DG_CUDA_ENTER(be);
     if (!float_dtype(x->dtype)) return bad_dtype("max_pool2d", x);
     if (y->numel == 0) return 0;
     return x->dtype == DG_F32 ? max_fwd_t<float>(*g, x, y) : max_fwd_t<double>(*g, x, y);
 }
 
-extern "C" int dg_cuda_max_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *x, const dg_tensor *y,
-                                           const dg_tensor *gy, dg_tensor *gx) {
+extern "C" int dg_cuda_max_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, const dg_kview *y,
+                                           const dg_kview *gy, dg_kview *gx) {
+    DG_CUDA_ENTER(be);
     (void)y;  /* the argmax is found again from x, which settles ties the way the forward did */
     if (!float_dtype(x->dtype)) return bad_dtype("max_pool2d backward", x);
     if (gx->numel == 0) return 0;
     if (gy->numel == 0)
-        return DG_CUDA(cudaMemsetAsync(dg_tensor_ptr(gx), 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
+        return DG_CUDA(cudaMemsetAsync(gx->data, 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
     bool small = g->h * g->w <= INT32_MAX;   /* plane indices fit 32 bits: half the index traffic */
     if (x->dtype == DG_F32) return small ? max_bwd_t<float, int32_t>(*g, x, gy, gx) : max_bwd_t<float, int64_t>(*g, x, gy, gx);
     return small ? max_bwd_t<double, int32_t>(*g, x, gy, gx) : max_bwd_t<double, int64_t>(*g, x, gy, gx);
 }
 
-extern "C" int dg_cuda_avg_pool2d_kernel(const dg_pool2d_geom *g, const dg_tensor *x, dg_tensor *y) {
+extern "C" int dg_cuda_avg_pool2d_kernel(const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
     if (!float_dtype(x->dtype)) return bad_dtype("avg_pool2d", x);
     if (y->numel == 0) return 0;
     return x->dtype == DG_F32 ? avg_fwd_t<float>(*g, x, y) : avg_fwd_t<double>(*g, x, y);
 }
 
-extern "C" int dg_cuda_avg_pool2d_backward(const dg_pool2d_geom *g, const dg_tensor *gy, dg_tensor *gx) {
+extern "C" int dg_cuda_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx) {
+    DG_CUDA_ENTER(be);
     if (!float_dtype(gy->dtype)) return bad_dtype("avg_pool2d backward", gy);
     if (gx->numel == 0) return 0;
     if (gy->numel == 0)
-        return DG_CUDA(cudaMemsetAsync(dg_tensor_ptr(gx), 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
+        return DG_CUDA(cudaMemsetAsync(gx->data, 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
     return gy->dtype == DG_F32 ? avg_bwd_t<float>(*g, gy, gx) : avg_bwd_t<double>(*g, gy, gx);
 }
 
 /* x [N, C, H, W], y [N, C, OH, OW] */
-extern "C" int dg_cuda_adaptive_avg_pool2d(const dg_tensor *x, dg_tensor *y) {
+extern "C" int dg_cuda_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *x, dg_kview *y) {
+    DG_CUDA_ENTER(be);
     if (!float_dtype(x->dtype)) return bad_dtype("adaptive_avg_pool2d", x);
     if (y->numel == 0) return 0;
     int64_t h = x->shape[2], w = x->shape[3], oh = y->shape[2], ow = y->shape[3], total = y->numel;
@@ -456,54 +460,55 @@ extern "C" int dg_cuda_adaptive_avg_pool2d(const dg_tensor *x, dg_tensor *y) {
     }
     cudaStream_t st = dg_cuda_stream();
     if (x->dtype == DG_F32)
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_fwd_kernel<float>)((const float *)dg_tensor_ptr(x),
-                                                                          (float *)dg_tensor_ptr(y), h, w, oh, ow, total);
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_fwd_kernel<float>)((const float *)x->data,
+                                                                          (float *)y->data, h, w, oh, ow, total);
     else
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_fwd_kernel<double>)((const double *)dg_tensor_ptr(x),
-                                                                           (double *)dg_tensor_ptr(y), h, w, oh, ow, total);
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_fwd_kernel<double>)((const double *)x->data,
+                                                                           (double *)y->data, h, w, oh, ow, total);
     return launched();
 }
 
-extern "C" int dg_cuda_adaptive_avg_pool2d_backward(const dg_tensor *gy, dg_tensor *gx) {
+extern "C" int dg_cuda_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *gy, dg_kview *gx) {
+    DG_CUDA_ENTER(be);
     if (!float_dtype(gy->dtype)) return bad_dtype("adaptive_avg_pool2d backward", gy);
     if (gx->numel == 0) return 0;
     int64_t h = gx->shape[2], w = gx->shape[3], oh = gy->shape[2], ow = gy->shape[3], total = gx->numel;
     if (oh <= 0 || ow <= 0)
-        return DG_CUDA(cudaMemsetAsync(dg_tensor_ptr(gx), 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
+        return DG_CUDA(cudaMemsetAsync(gx->data, 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
     cudaStream_t st = dg_cuda_stream();
     if (gy->dtype == DG_F32)
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_bwd_kernel<float>)((const float *)dg_tensor_ptr(gy),
-                                                                          (float *)dg_tensor_ptr(gx), h, w, oh, ow, total);
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_bwd_kernel<float>)((const float *)gy->data,
+                                                                          (float *)gx->data, h, w, oh, ow, total);
     else
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_bwd_kernel<double>)((const double *)dg_tensor_ptr(gy),
-                                                                           (double *)dg_tensor_ptr(gx), h, w, oh, ow, total);
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_bwd_kernel<double>)((const double *)gy->data,
+                                                                           (double *)gx->data, h, w, oh, ow, total);
     return launched();
 }
 
 /* ---- batch norm fallback ---- */
 
 template <typename T>
-static int bn_fwd_t(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y, dg_tensor *mean,
-                    dg_tensor *inv, bool training, double eps, int64_t n, int64_t c, int64_t inner) {
+static int bn_fwd_t(const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y, dg_kview *mean,
+                    dg_kview *inv, bool training, double eps, int64_t n, int64_t c, int64_t inner) {
     cudaStream_t st = dg_cuda_stream();
     T *coef = (T *)dg_cuda_alloc((size_t)(2 * c) * sizeof(T));
     if (!coef) return DG_ENOMEM;
-    DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, bn_fwd_prep<T>)((const T *)dg_tensor_ptr(x), (const T *)tptr(w), (const T *)tptr(b),
-                                                        (T *)dg_tensor_ptr(mean), (T *)dg_tensor_ptr(inv), coef, training,
+    DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, bn_fwd_prep<T>)((const T *)x->data, (const T *)tptr(w), (const T *)tptr(b),
+                                                        (T *)mean->data, (T *)inv->data, coef, training,
                                                         eps, n, c, inner);
     int rc = launched();
     int64_t total = n * c * inner;
     if (!rc && total > 0) {
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bn_fwd_apply<T>)((const T *)dg_tensor_ptr(x), coef,
-                                                                   (T *)dg_tensor_ptr(y), c, inner, total);
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bn_fwd_apply<T>)((const T *)x->data, coef,
+                                                                   (T *)y->data, c, inner, total);
         rc = launched();
     }
     dg_cuda_free(coef);
     return rc;
 }
 
-extern "C" int dg_cuda_batch_norm_kernel(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_tensor *y,
-                                         dg_tensor *save_mean, dg_tensor *save_invstd, bool training, double eps,
+extern "C" int dg_cuda_batch_norm_kernel(const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y,
+                                         dg_kview *save_mean, dg_kview *save_invstd, bool training, double eps,
                                          int64_t n, int64_t c, int64_t inner) {
     if (!float_dtype(x->dtype)) return bad_dtype("batch_norm", x);
     if (c <= 0) return 0;
@@ -512,8 +517,8 @@ extern "C" int dg_cuda_batch_norm_kernel(const dg_tensor *x, const dg_tensor *w,
 }
 
 template <typename T>
-static int bn_bwd_t(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *w, const dg_tensor *mean,
-                    const dg_tensor *inv, bool training, dg_tensor *gx, dg_tensor *gw, dg_tensor *gb,
+static int bn_bwd_t(const dg_kview *x, const dg_kview *gy, const dg_kview *w, const dg_kview *mean,
+                    const dg_kview *inv, bool training, dg_kview *gx, dg_kview *gw, dg_kview *gb,
                     int64_t n, int64_t c, int64_t inner) {
     cudaStream_t st = dg_cuda_stream();
     int64_t total = n * c * inner;
@@ -521,24 +526,24 @@ static int bn_bwd_t(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *w,
     bool sums = gw || gb || (training && want_gx);   /* eval gx needs no sums: its a and bq are 0 */
     double *coef = NULL;
     if (want_gx && !(coef = (double *)dg_cuda_alloc((size_t)(3 * c) * sizeof(double)))) return DG_ENOMEM;
-    DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, bn_bwd_prep<T>)((const T *)dg_tensor_ptr(x), (const T *)dg_tensor_ptr(gy),
-                                                        (const T *)tptr(w), (const T *)dg_tensor_ptr(mean),
-                                                        (const T *)dg_tensor_ptr(inv), (T *)tptr(gw), (T *)tptr(gb),
+    DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, bn_bwd_prep<T>)((const T *)x->data, (const T *)gy->data,
+                                                        (const T *)tptr(w), (const T *)mean->data,
+                                                        (const T *)inv->data, (T *)tptr(gw), (T *)tptr(gb),
                                                         coef, training, sums, n, c, inner);
     int rc = launched();
     if (!rc && want_gx) {
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bn_bwd_apply<T>)((const T *)dg_tensor_ptr(x), (const T *)dg_tensor_ptr(gy),
-                                                                   (const T *)dg_tensor_ptr(mean), (const T *)dg_tensor_ptr(inv),
-                                                                   coef, (T *)dg_tensor_ptr(gx), c, inner, total);
+        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bn_bwd_apply<T>)((const T *)x->data, (const T *)gy->data,
+                                                                   (const T *)mean->data, (const T *)inv->data,
+                                                                   coef, (T *)gx->data, c, inner, total);
         rc = launched();
     }
     dg_cuda_free(coef);
     return rc;
 }
 
-extern "C" int dg_cuda_batch_norm_backward_kernel(const dg_tensor *x, const dg_tensor *gy, const dg_tensor *w,
-                                                  const dg_tensor *save_mean, const dg_tensor *save_invstd, bool training,
-                                                  dg_tensor *gx, dg_tensor *gw, dg_tensor *gb, int64_t n, int64_t c, int64_t inner) {
+extern "C" int dg_cuda_batch_norm_backward_kernel(const dg_kview *x, const dg_kview *gy, const dg_kview *w,
+                                                  const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
+                                                  dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner) {
     if (!float_dtype(x->dtype)) return bad_dtype("batch_norm backward", x);
     if (c <= 0 || (!gx && !gw && !gb)) return 0;
     return x->dtype == DG_F32 ? bn_bwd_t<float>(x, gy, w, save_mean, save_invstd, training, gx, gw, gb, n, c, inner)

@@ -58,7 +58,8 @@ __global__ void random_kernel(int kind, T *y, int64_t n, double p0, double p1, u
     }
 }
 
-extern "C" int dg_cuda_random(dg_random_kind kind, dg_tensor *y, double p0, double p1, uint64_t seed, uint64_t counter) {
+extern "C" int dg_cuda_random(const dg_backend *be, dg_random_kind kind, dg_kview *y, double p0, double p1, uint64_t seed, uint64_t counter) {
+    DG_CUDA_ENTER(be);
     /* the ops draw random floats only (rand/randn/uniform/normal, dropout masks of float inputs) */
     if (y->dtype != DG_F32 && y->dtype != DG_F64) {
         DG_ERR(DG_EUNSUPPORTED, "cuda random: dtype %s not supported", dg_dtype_name(y->dtype));
@@ -72,7 +73,7 @@ extern "C" int dg_cuda_random(dg_random_kind kind, dg_tensor *y, double p0, doub
 #define F(T)                                                                                          \
     do {                                                                                              \
         DGK_LAUNCH(dgk_blocks((n + 1) / 2), DGK_THREADS, 0, dg_cuda_stream(), random_kernel<T>)(              \
-            (int)kind, (T *)dg_tensor_ptr(y), n, p0, p1, seed, counter, dbl);                         \
+            (int)kind, (T *)y->data, n, p0, p1, seed, counter, dbl);                         \
         rc = DG_CUDA(cudaGetLastError());                                                             \
     } while (0)
     if (y->dtype == DG_F32) F(float);

@@ -189,7 +189,7 @@ __global__ void reduce_columns(const T *x, const __grid_constant__ red_geom g, i
     }
 }
 
-static void plan(const dg_tensor *x, const dg_tensor *y, red_geom *p) {
+static void plan(const dg_kview *x, const dg_kview *y, red_geom *p) {
     memset(p, 0, sizeof *p);
     p->nout = p->nred = 1;
     for (int d = 0; d < x->ndim; d++) {
@@ -211,9 +211,9 @@ static void plan(const dg_tensor *x, const dg_tensor *y, red_geom *p) {
 }
 
 template <typename T, int OP>
-static int launch(const dg_tensor *x, dg_tensor *y, const red_geom &g) {
-    const T *xp = (const T *)dg_tensor_ptr(x);
-    void *yp = dg_tensor_ptr(y);
+static int launch(const dg_kview *x, dg_kview *y, const red_geom &g) {
+    const T *xp = (const T *)x->data;
+    void *yp = y->data;
     cudaStream_t st = dg_cuda_stream();
     bool inner_contig = g.nr > 0 && g.rstride[g.nr - 1] == 1;
     if (g.nred <= 16 || (!inner_contig && g.nout >= 2048) || (g.nout >= 65536 && g.nred < 64)) {
@@ -252,7 +252,7 @@ static int launch(const dg_tensor *x, dg_tensor *y, const red_geom &g) {
 }
 
 template <typename T>
-static int reduce_t(dg_reduce_op op, const dg_tensor *x, dg_tensor *y, const red_geom &g) {
+static int reduce_t(dg_reduce_op op, const dg_kview *x, dg_kview *y, const red_geom &g) {
     switch (op) {
     case DG_RED_SUM: return launch<T, DG_RED_SUM>(x, y, g);
     case DG_RED_MAX: return launch<T, DG_RED_MAX>(x, y, g);
@@ -264,7 +264,8 @@ static int reduce_t(dg_reduce_op op, const dg_tensor *x, dg_tensor *y, const red
     return DG_EUNSUPPORTED;
 }
 
-extern "C" int dg_cuda_reduce(dg_reduce_op op, const dg_tensor *x, dg_tensor *y) {
+extern "C" int dg_cuda_reduce(const dg_backend *be, dg_reduce_op op, const dg_kview *x, dg_kview *y) {
+    DG_CUDA_ENTER(be);
     if (x->dtype != DG_F32 && x->dtype != DG_F64) {
         DG_ERR(DG_EUNSUPPORTED, "cuda reduce: dtype %s not supported", dg_dtype_name(x->dtype));
         return DG_EUNSUPPORTED;

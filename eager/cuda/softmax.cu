@@ -103,7 +103,8 @@ static void launch_bw(const T *y, const T *gy, T *gx, int64_t rows, int64_t cols
     else DGK_LAUNCH(block_grid(rows), row_threads(cols), 0, st, softmax_bw_kernel<T, LOG, false>)(y, gy, gx, rows, cols);
 }
 
-extern "C" int dg_cuda_softmax(const dg_tensor *x, dg_tensor *y, int64_t rows, int64_t cols, bool lg) {
+extern "C" int dg_cuda_softmax(const dg_backend *be, const dg_kview *x, dg_kview *y, int64_t rows, int64_t cols, bool lg) {
+    DG_CUDA_ENTER(be);
     if (x->dtype != DG_F32 && x->dtype != DG_F64) {
         DG_ERR(DG_EUNSUPPORTED, "cuda softmax: dtype %s not supported", dg_dtype_name(x->dtype));
         return DG_EUNSUPPORTED;
@@ -111,18 +112,19 @@ extern "C" int dg_cuda_softmax(const dg_tensor *x, dg_tensor *y, int64_t rows, i
     if (rows <= 0 || cols <= 0) return 0;
     cudaStream_t st = dg_cuda_stream();
     if (x->dtype == DG_F32) {
-        const float *xp = (const float *)dg_tensor_ptr(x);
-        float *yp = (float *)dg_tensor_ptr(y);
+        const float *xp = (const float *)x->data;
+        float *yp = (float *)y->data;
         if (lg) launch_fw<float, true>(xp, yp, rows, cols, st); else launch_fw<float, false>(xp, yp, rows, cols, st);
     } else {
-        const double *xp = (const double *)dg_tensor_ptr(x);
-        double *yp = (double *)dg_tensor_ptr(y);
+        const double *xp = (const double *)x->data;
+        double *yp = (double *)y->data;
         if (lg) launch_fw<double, true>(xp, yp, rows, cols, st); else launch_fw<double, false>(xp, yp, rows, cols, st);
     }
     return DG_CUDA(cudaGetLastError());
 }
 
-extern "C" int dg_cuda_softmax_backward(const dg_tensor *y, const dg_tensor *gy, dg_tensor *gx, int64_t rows, int64_t cols, bool lg) {
+extern "C" int dg_cuda_softmax_backward(const dg_backend *be, const dg_kview *y, const dg_kview *gy, dg_kview *gx, int64_t rows, int64_t cols, bool lg) {
+    DG_CUDA_ENTER(be);
     if (y->dtype != DG_F32 && y->dtype != DG_F64) {
         DG_ERR(DG_EUNSUPPORTED, "cuda softmax backward: dtype %s not supported", dg_dtype_name(y->dtype));
         return DG_EUNSUPPORTED;
@@ -130,12 +132,12 @@ extern "C" int dg_cuda_softmax_backward(const dg_tensor *y, const dg_tensor *gy,
     if (rows <= 0 || cols <= 0) return 0;
     cudaStream_t st = dg_cuda_stream();
     if (y->dtype == DG_F32) {
-        const float *yp = (const float *)dg_tensor_ptr(y), *gp = (const float *)dg_tensor_ptr(gy);
-        float *xp = (float *)dg_tensor_ptr(gx);
+        const float *yp = (const float *)y->data, *gp = (const float *)gy->data;
+        float *xp = (float *)gx->data;
         if (lg) launch_bw<float, true>(yp, gp, xp, rows, cols, st); else launch_bw<float, false>(yp, gp, xp, rows, cols, st);
     } else {
-        const double *yp = (const double *)dg_tensor_ptr(y), *gp = (const double *)dg_tensor_ptr(gy);
-        double *xp = (double *)dg_tensor_ptr(gx);
+        const double *yp = (const double *)y->data, *gp = (const double *)gy->data;
+        double *xp = (double *)gx->data;
         if (lg) launch_bw<double, true>(yp, gp, xp, rows, cols, st); else launch_bw<double, false>(yp, gp, xp, rows, cols, st);
     }
     return DG_CUDA(cudaGetLastError());

@@ -37,7 +37,8 @@ static int launch(const upd_batch *b, dg_dtype dt) {
     return DG_CUDA(cudaGetLastError());
 }
 
-extern "C" int dg_cuda_fused_update(const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n) {
+extern "C" int dg_cuda_fused_update(const dg_backend *be, const dg_update_params *u, dg_dtype dt, const dg_update_tensor *t, int n) {
+    DG_CUDA_ENTER(be);
     if (dt != DG_F32 && dt != DG_F64) {
         DG_ERR(DG_EUNSUPPORTED, "cuda fused_update: dtype %s not supported", dg_dtype_name(dt));
         return DG_EUNSUPPORTED;

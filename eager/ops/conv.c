@@ -18,7 +18,7 @@ static int conv_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     if (dg_node_needs_grad(n, 0)) {
         gi[0] = dg_new_like(x);
         if (!gi[0]) return DG_ENOMEM;
-        int rc = be->conv2d_backward_data(geo, gc, w, gi[0]);
+        int rc = be->conv2d_backward_data(be, geo, DG_KV(gc), DG_KV(w), DG_KV(gi[0]));
         if (rc) return rc;
     }
     bool need_w = dg_node_needs_grad(n, 1), need_b = dg_node_needs_grad(n, 2);
@@ -29,7 +29,7 @@ static int conv_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
         if ((need_w && !gw) || (need_b && !gb)) return DG_ENOMEM;
         gi[1] = gw;
         gi[2] = gb;
-        return be->conv2d_backward_filter(geo, gc, x, gw, gb);
+        return be->conv2d_backward_filter(be, geo, DG_KV(gc), DG_KV(x), DG_KV_OPT(gw), DG_KV_OPT(gb));
     }
     return 0;
 }
@@ -85,7 +85,7 @@ static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor
     dg_tensor *xc = dg_dense(x), *wc = dg_dense(w), *bc = dg_dense(b);
     int64_t shape[4] = { g.n, g.oc, g.oh, g.ow };
     dg_tensor *y = (xc && wc && (!b || bc)) ? dg_new_on(x, shape, 4, x->dtype) : NULL;
-    int rc = y ? dg_backend_of(x)->conv2d(&g, xc, wc, bc, y) : DG_ENOMEM;
+    int rc = y ? DG_KCALL(x, conv2d, &g, DG_KV(xc), DG_KV(wc), DG_KV_OPT(bc), DG_KV(y)) : DG_ENOMEM;
     const dg_tensor *in[3] = { x, w, b };
     if (!rc && !relu && dg_needs_record(in, 3)) {
         dg_node *n = dg_record(OP, y, in, 3, conv_bw);

@@ -34,18 +34,18 @@ dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
     if (!y) return NULL;
     int rc;
     if (!training || p == 0) {
-        rc = be->copy(x, y);
+        rc = be->copy(be, DG_KV(x), DG_KV(y));
     } else {
         mask = dg_new_like(x);
         if (!mask) rc = DG_ENOMEM;
         else if (p == 1) {
-            rc = be->fill(mask, 0.0);
-            if (!rc) rc = be->fill(y, 0.0);   /* zeros even where x is inf or nan */
+            rc = be->fill(be, DG_KV(mask), 0.0);
+            if (!rc) rc = be->fill(be, DG_KV(y), 0.0);   /* zeros even where x is inf or nan */
         } else {
             /* same reservation as dg_rand: element i uses counter ctr + i/2 */
             uint64_t seed, ctr = dg_generator_reserve(prm.generator, (uint64_t)mask->numel * 2, &seed);
-            rc = be->random(DG_RAND_BERNOULLI_KEEP, mask, 1.0 - p, 1.0 / (1.0 - p), seed, ctr);
-            if (!rc) rc = be->binary(DG_BIN_MUL, x, mask, y, 0, 0);
+            rc = be->random(be, DG_RAND_BERNOULLI_KEEP, DG_KV(mask), 1.0 - p, 1.0 / (1.0 - p), seed, ctr);
+            if (!rc) rc = be->binary(be, DG_BIN_MUL, DG_KV(x), DG_KV(mask), DG_KV(y), 0, 0);
         }
     }
     const dg_tensor *in[1] = { x };

@@ -5,11 +5,12 @@
 
 typedef struct { double p0, p1; } scal_attr;
 
-bool dg_broadcast_shape(const dg_tensor *a, const dg_tensor *b, int64_t *out, int *ndim) {
-    int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
+/* The broadcast of shapes sa[na] and sb[nb] into out[*ndim]; false when they do not broadcast. */
+static bool broadcast_shapes(const int64_t *sa, int na, const int64_t *sb, int nb, int64_t *out, int *ndim) {
+    int nd = na > nb ? na : nb;
     for (int i = 0; i < nd; i++) {
-        int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
-        int64_t da = ia >= 0 ? a->shape[ia] : 1, db = ib >= 0 ? b->shape[ib] : 1;
+        int ia = i - (nd - na), ib = i - (nd - nb);
+        int64_t da = ia >= 0 ? sa[ia] : 1, db = ib >= 0 ? sb[ib] : 1;
         if (da != db && da != 1 && db != 1) return false;
         out[i] = da == 1 ? db : da;
     }
@@ -17,21 +18,25 @@ bool dg_broadcast_shape(const dg_tensor *a, const dg_tensor *b, int64_t *out, in
     return true;
 }
 
-/* Fill `v` (a stack struct used only for one kernel call) as t broadcast to shape. */
-static void bcast_local(const dg_tensor *t, const int64_t *shape, int nd, dg_tensor *v) {
-    *v = *t;
-    v->ndim = nd;
+bool dg_broadcast_shape(const dg_tensor *a, const dg_tensor *b, int64_t *out, int *ndim) {
+    return broadcast_shapes(a->shape, a->ndim, b->shape, b->ndim, out, ndim);
+}
+
+/* t's kernel view broadcast to shape (stride 0 along the broadcast dims), for one kernel call. */
+static dg_kview bcast_view(const dg_tensor *t, const int64_t *shape, int nd) {
+    dg_kview v = dg_kview_of(t);
+    v.ndim = nd;
     for (int i = 0; i < nd; i++) {
         int it = i - (nd - t->ndim);
-        v->shape[i] = shape[i];
-        v->stride[i] = (it >= 0 && t->shape[it] == shape[i]) ? t->stride[it] : 0;
+        v.shape[i] = shape[i];
+        v.stride[i] = (it >= 0 && t->shape[it] == shape[i]) ? t->stride[it] : 0;
     }
-    v->numel = dg_shape_numel(shape, nd);
+    v.numel = dg_shape_numel(shape, nd);
+    return v;
 }
 
 dg_tensor *dg_broadcast_view(const dg_tensor *t, const int64_t *shape, int nd) {
-    dg_tensor v;
-    bcast_local(t, shape, nd, &v);
+    dg_kview v = bcast_view(t, shape, nd);
     return dg_tensor_view(t, nd, v.shape, v.stride, t->offset);
 }
 
@@ -54,17 +59,15 @@ static dg_tensor *bin_k(dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
     if (!dg_broadcast_shape(a, b, shp, &nd)) { DG_ERR(DG_EINVAL, "internal broadcast %s vs %s", DG_SHAPE_STR(a), DG_SHAPE_STR(b)); return NULL; }
     dg_tensor *y = dg_new_on(a, shp, nd, a->dtype);
     if (!y) return NULL;
-    dg_tensor av, bv;
-    bcast_local(a, shp, nd, &av);
-    bcast_local(b, shp, nd, &bv);
-    DG_TRY_KERNEL(dg_backend_of(a)->binary(op, &av, &bv, y, p0, p1), y);
+    dg_kview av = bcast_view(a, shp, nd), bv = bcast_view(b, shp, nd);
+    DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), p0, p1), y);
     return y;
 }
 static dg_tensor *un_k(dg_unary_op op, const dg_tensor *x, double p0, double p1) {
     if (!x) return NULL;
     dg_tensor *y = dg_new_like(x);
     if (!y) return NULL;
-    DG_TRY_KERNEL(dg_backend_of(x)->unary(op, x, y, p0, p1), y);
+    DG_TRY_KERNEL(DG_KCALL(x, unary, op, DG_KV(x), DG_KV(y), p0, p1), y);
     return y;
 }
 
@@ -80,10 +83,8 @@ static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, 
     DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
     dg_tensor *y = dg_new_on(a, shp, nd, a->dtype);
     if (!y) return NULL;
-    dg_tensor av, bv;
-    bcast_local(a, shp, nd, &av);
-    bcast_local(b, shp, nd, &bv);
-    DG_TRY_KERNEL(dg_backend_of(a)->binary(op, &av, &bv, y, 0, 0), y);
+    dg_kview av = bcast_view(a, shp, nd), bv = bcast_view(b, shp, nd);
+    DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), 0, 0), y);
     const dg_tensor *in[2] = { a, b };
     if (bw && dg_needs_record(in, 2)) {
         dg_node *n = dg_record(name, y, in, 2, bw);
@@ -170,10 +171,8 @@ static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a,
     DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
     dg_tensor *y = dg_new_on(a, shp, nd, DG_BOOL);
     if (!y) return NULL;
-    dg_tensor av, bv;
-    bcast_local(a, shp, nd, &av);
-    bcast_local(b, shp, nd, &bv);
-    DG_TRY_KERNEL(dg_backend_of(a)->binary(op, &av, &bv, y, 0, 0), y);
+    dg_kview av = bcast_view(a, shp, nd), bv = bcast_view(b, shp, nd);
+    DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), 0, 0), y);
     return y;
 }
 dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b) { return compare("greater", DG_BIN_GT, a, b); }
@@ -195,17 +194,13 @@ dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) 
     DG_CHECK_SAME_DEVICE("where", a, b);
     DG_CHECK_SAME_DEVICE("where", c, a);
     int64_t s1[DG_MAX_DIMS], s2[DG_MAX_DIMS]; int n1, n2;
-    dg_tensor tmp;
     DG_CHECK(dg_broadcast_shape(a, b, s1, &n1), "where: shapes %s and %s do not broadcast", DG_SHAPE_STR(a), DG_SHAPE_STR(b));
-    bcast_local(a, s1, n1, &tmp);
-    DG_CHECK(dg_broadcast_shape(c, &tmp, s2, &n2), "where: condition %s does not broadcast with %s", DG_SHAPE_STR(c), DG_SHAPE_STR(&tmp));
+    DG_CHECK(broadcast_shapes(c->shape, c->ndim, s1, n1, s2, &n2), "where: condition %s does not broadcast with %s",
+             DG_SHAPE_STR(c), dg_shape_fmt(s1, n1, (char[96]){0}, 96));
     dg_tensor *y = dg_new_on(a, s2, n2, a->dtype);
     if (!y) return NULL;
-    dg_tensor cv, av, bv;
-    bcast_local(c, s2, n2, &cv);
-    bcast_local(a, s2, n2, &av);
-    bcast_local(b, s2, n2, &bv);
-    DG_TRY_KERNEL(dg_backend_of(a)->where(&cv, &av, &bv, y), y);
+    dg_kview cv = bcast_view(c, s2, n2), av = bcast_view(a, s2, n2), bv = bcast_view(b, s2, n2);
+    DG_TRY_KERNEL(DG_KCALL(a, where, &cv, &av, &bv, DG_KV(y)), y);
     const dg_tensor *in[3] = { c, a, b };
     if (dg_dtype_is_float(a->dtype) && dg_needs_record(in, 3)) {
         dg_node *n = dg_record("where", y, in, 3, where_bw);
@@ -223,7 +218,7 @@ static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, do
     DG_CHECK_FLOAT(name, x);
     dg_tensor *y = dg_new_like(x);
     if (!y) return NULL;
-    DG_TRY_KERNEL(dg_backend_of(x)->unary(op, x, y, p0, p1), y);
+    DG_TRY_KERNEL(DG_KCALL(x, unary, op, DG_KV(x), DG_KV(y), p0, p1), y);
     const dg_tensor *in[1] = { x };
     if (bw && dg_needs_record(in, 1)) {
         dg_node *n = dg_record(name, y, in, 1, bw);
@@ -296,7 +291,7 @@ dg_tensor *dg_gelu(const dg_tensor *x, bool approx) {
 /* ---- in-place (untracked) updates ---- */
 int dg_fill_(dg_tensor *t, double v) {
     int rc = dg_check_inplace(t, "fill_");
-    return rc ? rc : dg_backend_of(t)->fill(t, v);
+    return rc ? rc : DG_KCALL(t, fill, DG_KV(t), v);
 }
 
 static int inplace_binary(const char *name, dg_binary_op op, dg_tensor *dst, const dg_tensor *src, double p0, double p1) {
@@ -308,9 +303,8 @@ static int inplace_binary(const char *name, dg_binary_op op, dg_tensor *dst, con
     int64_t shp[DG_MAX_DIMS]; int nd;
     DG_CHECK_INT(dg_broadcast_shape(dst, src, shp, &nd) && nd == dst->ndim && dg_shape_numel(shp, nd) == dst->numel,
                  "%s: source %s does not broadcast to destination %s", name, DG_SHAPE_STR(src), DG_SHAPE_STR(dst));
-    dg_tensor sv;
-    bcast_local(src, dst->shape, dst->ndim, &sv);
-    return dg_backend_of(dst)->binary(op, dst, &sv, dst, p0, p1);
+    dg_kview sv = bcast_view(src, dst->shape, dst->ndim);
+    return DG_KCALL(dst, binary, op, DG_KV(dst), &sv, DG_KV(dst), p0, p1);
 }
 int dg_copy_(dg_tensor *dst, const dg_tensor *src) {
     int rc = dg_check_inplace(dst, "copy_");
@@ -327,9 +321,8 @@ int dg_copy_(dg_tensor *dst, const dg_tensor *src) {
         dg_tensor_free(moved);
         return rc;
     }
-    dg_tensor sv;
-    bcast_local(src, dst->shape, dst->ndim, &sv);
-    return dg_backend_of(dst)->copy(&sv, dst);
+    dg_kview sv = bcast_view(src, dst->shape, dst->ndim);
+    return DG_KCALL(dst, copy, &sv, DG_KV(dst));
 }
 int dg_add_(dg_tensor *dst, const dg_tensor *src) { return inplace_binary("add_", DG_BIN_ADD, dst, src, 0, 0); }
 int dg_axpy_(dg_tensor *y, double alpha, const dg_tensor *x) { return inplace_binary("axpy_", DG_BIN_AXPBY, y, x, 1.0, alpha); }
@@ -337,5 +330,5 @@ int dg_scale_(dg_tensor *t, double alpha) {
     int rc = dg_check_inplace(t, "scale_");
     if (rc) return rc;
     DG_CHECK_INT(dg_dtype_is_float(t->dtype), "scale_: dtype %s", dg_dtype_name(t->dtype));
-    return dg_backend_of(t)->unary(DG_UN_AFFINE, t, t, alpha, 0.0);
+    return DG_KCALL(t, unary, DG_UN_AFFINE, DG_KV(t), DG_KV(t), alpha, 0.0);
 }

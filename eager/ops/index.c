@@ -20,7 +20,7 @@ static int index_select_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     int64_t outer, inner;
     outer_inner(gx, a, &outer, &inner);
     gi[0] = gx;
-    return dg_backend_of(gx)->index_add(gc, ix, gx, outer, gx->shape[a], inner);
+    return DG_KCALL(gx, index_add, DG_KV(gc), DG_KV(ix), DG_KV(gx), outer, gx->shape[a], inner);
 }
 
 dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis) {
@@ -42,7 +42,7 @@ dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis)
     shape[a] = index->numel;
     outer_inner(x, a, &outer, &inner);
     dg_tensor *y = (xc && ic) ? dg_new_on(x, shape, x->ndim, x->dtype) : NULL;
-    if (y && dg_backend_of(x)->index_select(xc, ic, y, outer, x->shape[a], inner) != 0) y = NULL;
+    if (y && DG_KCALL(x, index_select, DG_KV(xc), DG_KV(ic), DG_KV(y), outer, x->shape[a], inner) != 0) y = NULL;
     y = dg_keep_in_parent(y);
     dg_tensor *keep_ix = ic == index ? NULL : dg_keep_in_parent(ic);
     dg_scope_end(s);
@@ -65,7 +65,7 @@ static int gather_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     int64_t outer, inner;
     outer_inner(gx, a, &outer, &inner);
     gi[0] = gx;
-    return dg_backend_of(gx)->scatter_add(gc, ix, gx, outer, gx->shape[a], ix->shape[a], inner);
+    return DG_KCALL(gx, scatter_add, DG_KV(gc), DG_KV(ix), DG_KV(gx), outer, gx->shape[a], ix->shape[a], inner);
 }
 
 dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis) {
@@ -85,7 +85,7 @@ dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis) {
     int64_t outer, inner;
     outer_inner(x, a, &outer, &inner);
     dg_tensor *y = (xc && ic) ? dg_new_on(x, index->shape, x->ndim, x->dtype) : NULL;
-    if (y && dg_backend_of(x)->gather(xc, ic, y, outer, x->shape[a], index->shape[a], inner) != 0) y = NULL;
+    if (y && DG_KCALL(x, gather, DG_KV(xc), DG_KV(ic), DG_KV(y), outer, x->shape[a], index->shape[a], inner) != 0) y = NULL;
     y = dg_keep_in_parent(y);
     dg_tensor *keep_ix = dg_keep_in_parent(ic);
     dg_scope_end(s);

@@ -54,7 +54,7 @@ static int nll_rows_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     dg_tensor *gx = dg_empty_as(g, dg_node_input_shape(n, 0), g->dtype);
     if (!gc || !gx) return DG_ENOMEM;
     gi[0] = gx;
-    return dg_backend_of(gx)->nll_backward(gc, label, gx, a->rows, a->cols, a->ignore);
+    return DG_KCALL(gx, nll_backward, DG_KV(gc), DG_KV(label), DG_KV(gx), a->rows, a->cols, a->ignore);
 }
 
 /* logp [rows, cols] contiguous-able, label [rows] int: per-row -logp[label] (0 where ignored) */
@@ -65,7 +65,7 @@ static dg_tensor *nll_rows(const dg_tensor *logp, const dg_tensor *label, int64_
     dg_tensor *lc = dg_contiguous(logp), *yc = dg_contiguous(label);
     dg_no_grad_end();
     dg_tensor *loss = (lc && yc) ? dg_new_on(logp, &rows, 1, logp->dtype) : NULL;
-    if (loss && dg_backend_of(logp)->nll(lc, yc, loss, rows, cols, ignore) != 0) loss = NULL;
+    if (loss && DG_KCALL(logp, nll, DG_KV(lc), DG_KV(yc), DG_KV(loss), rows, cols, ignore) != 0) loss = NULL;
     loss = dg_keep_in_parent(loss);
     dg_tensor *ykeep = dg_keep_in_parent(yc);
     dg_scope_end(s);

@@ -43,7 +43,7 @@ static int gemm_operand(const dg_tensor *t, int nb, bool trans, gemm_arg *g) {
     g->tmp = dg_tensor_alloc(t->shape, t->ndim, t->dtype, t->storage->device);
     if (!g->tmp) return DG_ENOMEM;
     dg_keep(g->tmp);
-    int rc = dg_backend_of(t)->copy(t, g->tmp);
+    int rc = DG_KCALL(t, copy, DG_KV(t), DG_KV(g->tmp));
     g->p = dg_tensor_ptr(g->tmp);
     g->ld = t->shape[c] > 1 ? t->shape[c] : 1;
     g->bstride = t->shape[r] * t->shape[c];
@@ -100,10 +100,10 @@ static dg_tensor *matmul_nd(const dg_tensor *a, const dg_tensor *b, bool ta, boo
     if (!rc) rc = gemm_operand(bv, nb, tb, &gb);
     /* a 2-D right operand shared by every batch of a row-major left operand: one big GEMM */
     if (!rc && gb.bstride == 0 && !ga.trans && ga.bstride == m * ga.ld && batch > 1) {
-        rc = dg_backend_of(a)->gemm(a->dtype, false, gb.trans, m * batch, nn, ka, 1.0, ga.p, ga.ld, 0, gb.p, gb.ld, 0,
+        rc = DG_KCALL(a, gemm, a->dtype, false, gb.trans, m * batch, nn, ka, 1.0, ga.p, ga.ld, 0, gb.p, gb.ld, 0,
                                     0.0, dg_tensor_ptr(y), nn, 0, 1);
     } else if (!rc) {
-        rc = dg_backend_of(a)->gemm(a->dtype, ga.trans, gb.trans, m, nn, ka, 1.0, ga.p, ga.ld, ga.bstride, gb.p, gb.ld,
+        rc = DG_KCALL(a, gemm, a->dtype, ga.trans, gb.trans, m, nn, ka, 1.0, ga.p, ga.ld, ga.bstride, gb.p, gb.ld,
                                     gb.bstride, 0.0, dg_tensor_ptr(y), nn, m * nn, batch);
     }
     dg_tensor_free(ga.tmp);

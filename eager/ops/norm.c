@@ -18,7 +18,7 @@ typedef struct { bool training, has_weight; int64_t n, c, inner; } bn_attr;
 /* A fresh contiguous copy of t (the backend copies; nothing is recorded). */
 static dg_tensor *fresh_copy(const dg_tensor *t) {
     dg_tensor *c = dg_new_like(t);
-    if (c && dg_backend_of(t)->copy(t, c) != 0) { dg_tensor_free(c); c = NULL; }
+    if (c && DG_KCALL(t, copy, DG_KV(t), DG_KV(c)) != 0) { dg_tensor_free(c); c = NULL; }
     return c;
 }
 
@@ -36,7 +36,7 @@ static int bn_bw(dg_node *nd, const dg_tensor *g, dg_tensor **gi) {
     gi[0] = gx;
     gi[1] = gw;
     gi[2] = gb;
-    return dg_backend_of(x)->batch_norm_backward(x, gc, w, mean, invstd, a->training, gx, gw, gb, a->n, a->c, a->inner);
+    return DG_KCALL(x, batch_norm_backward, DG_KV(x), DG_KV(gc), DG_KV_OPT(w), DG_KV(mean), DG_KV(invstd), a->training, DG_KV_OPT(gx), DG_KV_OPT(gw), DG_KV_OPT(gb), a->n, a->c, a->inner);
 }
 
 /* weight, bias and the running stats are each NULL or [C] of x's dtype and device. */
@@ -114,11 +114,11 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
     if (!rc && p.training) {
         mean = dg_new_on(x, &c, 1, x->dtype);
         invstd = dg_new_on(x, &c, 1, x->dtype);
-        rc = (!mean || !invstd) ? DG_ENOMEM : be->batch_norm(xc, wc, bc, y, mean, invstd, true, eps, n, c, inner);
+        rc = (!mean || !invstd) ? DG_ENOMEM : be->batch_norm(be, DG_KV(xc), DG_KV_OPT(wc), DG_KV_OPT(bc), DG_KV(y), DG_KV(mean), DG_KV(invstd), true, eps, n, c, inner);
         if (!rc && running_mean) rc = update_running(running_mean, running_var, mean, invstd, m, eps, n * inner);
     } else if (!rc) {
         dg_tensor *rmc = dg_dense(running_mean), *rvc = dg_dense(running_var);
-        rc = (!rmc || !rvc) ? DG_ENOMEM : be->batch_norm(xc, wc, bc, y, rmc, rvc, false, eps, n, c, inner);
+        rc = (!rmc || !rvc) ? DG_ENOMEM : be->batch_norm(be, DG_KV(xc), DG_KV_OPT(wc), DG_KV_OPT(bc), DG_KV(y), DG_KV(rmc), DG_KV(rvc), false, eps, n, c, inner);
         /* backward gets a copy of the stats as they are now (a later training step may update
          * them in place) and the inverse std it needs, since its entry has no eps */
         if (!rc && record) {

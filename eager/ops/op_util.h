@@ -30,7 +30,7 @@ static inline dg_tensor *dg_new_on(const dg_tensor *like, const int64_t *shape, 
  * forward ran, whatever dg_set_device says by then). */
 static inline dg_tensor *dg_full_on(const dg_tensor *like, dg_shape s, double v, dg_dtype dt) {
     dg_tensor *t = dg_tensor_alloc(s.d, s.ndim, dt, like->storage->device);
-    if (t && dg_backend_of(t)->fill(t, v) != 0) { dg_tensor_free(t); return NULL; }
+    if (t && DG_KCALL(t, fill, DG_KV(t), v) != 0) { dg_tensor_free(t); return NULL; }
     return t;
 }
 static inline dg_tensor *dg_empty_as(const dg_tensor *like, dg_shape s, dg_dtype dt) {
@@ -45,7 +45,7 @@ static inline dg_tensor *dg_new_like(const dg_tensor *like) {
 static inline dg_tensor *dg_dense(const dg_tensor *t) {
     if (!t || dg_is_contiguous(t)) return (dg_tensor *)t;
     dg_tensor *c = dg_new_like(t);
-    if (c && dg_backend_of(t)->copy(t, c) != 0) { dg_tensor_free(c); c = NULL; }
+    if (c && DG_KCALL(t, copy, DG_KV(t), DG_KV(c)) != 0) { dg_tensor_free(c); c = NULL; }
     return c;
 }
 static inline void dg_dense_free(dg_tensor *c, const dg_tensor *t) { if (c != t) dg_tensor_free(c); }

@@ -59,9 +59,9 @@ static int pool_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     if (!gx) return DG_ENOMEM;
     gi[0] = gx;
     const dg_backend *be = dg_backend_of(gc);
-    if (kind == K_MAX) return be->max_pool2d_backward(geo, dg_node_saved(n, 0), dg_node_saved(n, 1), gc, gx);
-    if (kind == K_AVG) return be->avg_pool2d_backward(geo, gc, gx);
-    return be->adaptive_avg_pool2d_backward(gc, gx);
+    if (kind == K_MAX) return be->max_pool2d_backward(be, geo, DG_KV(dg_node_saved(n, 0)), DG_KV(dg_node_saved(n, 1)), DG_KV(gc), DG_KV(gx));
+    if (kind == K_AVG) return be->avg_pool2d_backward(be, geo, DG_KV(gc), DG_KV(gx));
+    return be->adaptive_avg_pool2d_backward(be, DG_KV(gc), DG_KV(gx));
 }
 
 /* Runs the forward kernel on a contiguous copy of x and records the node. */
@@ -72,9 +72,9 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
     dg_tensor *y = xc ? dg_new_on(x, shape, 4, x->dtype) : NULL;
     const dg_backend *be = dg_backend_of(x);
     int rc = !y ? DG_ENOMEM
-           : kind == K_MAX ? be->max_pool2d(g, xc, y)
-           : kind == K_AVG ? be->avg_pool2d(g, xc, y)
-           : be->adaptive_avg_pool2d(xc, y);
+           : kind == K_MAX ? be->max_pool2d(be, g, DG_KV(xc), DG_KV(y))
+           : kind == K_AVG ? be->avg_pool2d(be, g, DG_KV(xc), DG_KV(y))
+           : be->adaptive_avg_pool2d(be, DG_KV(xc), DG_KV(y));
     const dg_tensor *in[1] = { x };
     if (!rc && dg_needs_record(in, 1)) {
         dg_node *n = dg_record(op, y, in, 1, pool_bw);

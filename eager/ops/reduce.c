@@ -51,7 +51,7 @@ static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *
     }
     dg_tensor *y = dg_new_on(x, shape, x->ndim, x->dtype);
     if (!y) return NULL;
-    DG_TRY_KERNEL(dg_backend_of(x)->reduce(op, x, y), y);
+    DG_TRY_KERNEL(DG_KCALL(x, reduce, op, DG_KV(x), DG_KV(y)), y);
     dg_tensor *ykeep = y;
     if (!keepdim) {
         /* y is fresh and contiguous: dropping its size-1 axes is a relabelling, not a copy,
@@ -108,7 +108,7 @@ static dg_tensor *arg_op(const char *name, dg_reduce_op op, const dg_tensor *x, 
     shape[a] = 1;
     dg_tensor *y = dg_new_on(x, shape, x->ndim, DG_I64);
     if (!y) return NULL;
-    DG_TRY_KERNEL(dg_backend_of(x)->reduce(op, x, y), y);
+    DG_TRY_KERNEL(DG_KCALL(x, reduce, op, DG_KV(x), DG_KV(y)), y);
     if (!keepdim) {   /* y is fresh, contiguous and has no graph: drop the axis in place */
         for (int i = a; i < x->ndim - 1; i++) y->shape[i] = y->shape[i + 1];
         y->ndim = x->ndim - 1;

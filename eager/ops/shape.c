@@ -23,7 +23,7 @@ static int copy_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = (dg
 static dg_tensor *copy_op(const char *name, const dg_tensor *x, bool record) {
     dg_tensor *y = dg_new_like(x);
     if (!y) return NULL;
-    DG_TRY_KERNEL(dg_backend_of(x)->copy(x, y), y);
+    DG_TRY_KERNEL(DG_KCALL(x, copy, DG_KV(x), DG_KV(y)), y);
     if (record && !record1(name, y, x, copy_bw, NULL)) { dg_tensor_free(y); return NULL; }
     return y;
 }
@@ -46,12 +46,23 @@ dg_tensor *dg_cast(const dg_tensor *x, dg_dtype dt) {
     DG_CHECK(dg_dtype_size(dt) && dt != DG_F16 && dt != DG_BF16, "cast: unsupported target dtype %s", dg_dtype_name(dt));
     dg_tensor *y = dg_new_on(x, x->shape, x->ndim, dt);
     if (!y) return NULL;
-    DG_TRY_KERNEL(dg_backend_of(x)->copy(x, y), y);
+    DG_TRY_KERNEL(DG_KCALL(x, copy, DG_KV(x), DG_KV(y)), y);
     if (dg_dtype_is_float(x->dtype) && dg_dtype_is_float(dt) && !record1("cast", y, x, cast_bw, NULL)) {
         dg_tensor_free(y);
         return NULL;
     }
     return y;
+}
+
+/* Device to device through a host buffer: the download waits for the source's queued work. */
+static int stage_through_host(const dg_backend *to, void *dst, const dg_backend *from, const void *src, size_t nb) {
+    void *host = malloc(nb ? nb : 1);
+    if (!host) { DG_ERR(DG_ENOMEM, "to_device: %zu bytes of host memory to stage a copy", nb); return DG_ENOMEM; }
+    int rc = from->download(from, host, src, nb);
+    if (!rc) rc = to->upload(to, dst, host, nb);
+    if (!rc) rc = to->synchronize(to);   /* the upload may read host until it has run */
+    free(host);
+    return rc;
 }
 
 static int to_device_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_to_device(g, SATTR(n)->dev); return 0; }
@@ -80,10 +91,13 @@ dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
     size_t nb = (size_t)x->numel * dg_dtype_size(x->dtype);
     int rc = 0;
     if (y) {
-        /* one side is the host: the device backend moves the bytes */
-        if (src.type == DG_CPU) rc = be->upload(dg_tensor_ptr(y), dg_tensor_ptr(c), nb);
-        else if (dev.type == DG_CPU) rc = dg_backend_of(c)->download(dg_tensor_ptr(y), dg_tensor_ptr(c), nb);
-        else { DG_ERR(DG_EUNSUPPORTED, "to_device: device-to-device copies go through the host"); rc = DG_EUNSUPPORTED; }
+        /* one side is the host: the device backend moves the bytes; two devices of one table
+         * (gpu:0 -> gpu:1) copy directly when the table can, else through the host */
+        const dg_backend *from = dg_backend_of(c);
+        if (src.type == DG_CPU) rc = be->upload(be, dg_tensor_ptr(y), dg_tensor_ptr(c), nb);
+        else if (dev.type == DG_CPU) rc = from->download(from, dg_tensor_ptr(y), dg_tensor_ptr(c), nb);
+        else if (be->copy_peer && src.type == dev.type) rc = be->copy_peer(be, dg_tensor_ptr(y), from, dg_tensor_ptr(c), nb);
+        else rc = stage_through_host(be, dg_tensor_ptr(y), from, dg_tensor_ptr(c), nb);
     }
     dg_tensor_free(tmp);
     if (!y) return NULL;
@@ -243,7 +257,7 @@ static int slice_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     win->shape[ax] = g->shape[ax];
     win->stride[ax] = z->stride[ax] * a->c;
     win->numel = g->numel;
-    int rc = dg_backend_of(z)->copy(g, win);
+    int rc = DG_KCALL(z, copy, DG_KV(g), DG_KV(win));
     gi[0] = z;
     return rc;
 }
@@ -294,11 +308,11 @@ static dg_tensor *concat_some(dg_tensor *const *xs, int n, int a) {
     if (!y) return NULL;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
-        dg_tensor win = *y;
-        win.offset = off * y->stride[a];
+        dg_kview win = dg_kview_of(y);   /* the window of y that xs[i] fills */
+        win.data = (char *)win.data + off * y->stride[a] * (int64_t)dg_dtype_size(y->dtype);
         win.shape[a] = xs[i]->shape[a];
         win.numel = xs[i]->numel;
-        DG_TRY_KERNEL(dg_backend_of(y)->copy(xs[i], &win), y);
+        DG_TRY_KERNEL(DG_KCALL(y, copy, DG_KV(xs[i]), &win), y);
         off += xs[i]->shape[a];
     }
     /* the inputs as the tape takes them: read-only */

@@ -13,8 +13,8 @@ static dg_tensor *along_axis(const dg_tensor *x, const dg_tensor *gy, int axis, 
     int64_t cols = xt->ndim ? xt->shape[xt->ndim - 1] : 1, rows = cols ? xt->numel / cols : 0;
     dg_tensor *yt = dg_new_like(xt);
     if (!yt) return NULL;
-    int rc = gy ? dg_backend_of(x)->softmax_backward(xt, gt, yt, rows, cols, lg)
-                : dg_backend_of(x)->softmax(xt, yt, rows, cols, lg);
+    int rc = gy ? DG_KCALL(x, softmax_backward, DG_KV(xt), DG_KV(gt), DG_KV(yt), rows, cols, lg)
+                : DG_KCALL(x, softmax, DG_KV(xt), DG_KV(yt), rows, cols, lg);
     DG_TRY_KERNEL(rc, yt);
     return last ? yt : dg_contiguous(dg_transpose(yt, axis, -1));
 }

@@ -14,5 +14,5 @@ int dg_fused_update(dg_device device, dg_dtype dtype, const dg_update_params *u,
         DG_ERR(DG_EUNSUPPORTED, "fused_update: the %s backend has no fused update", be->name);
         return DG_EUNSUPPORTED;
     }
-    return be->fused_update(u, dtype, t, n);
+    return be->fused_update(be, u, dtype, t, n);
 }

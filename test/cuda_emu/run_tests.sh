@@ -2,7 +2,8 @@
 # test/cuda_emu/run_tests.sh — `make test-gpu-emu`: the CUDA backend's own sources, built against
 # the emulator (build/emu), on every machine:
 #   1. the GPU suite (test/gpu) on emulated gpu:0;
-#   2. the emulator's detectors and the backend checks only the emulator can make, and the
+#   2. the emulator's detectors, the backend checks only the emulator can make, gpu:0 and gpu:1
+#      in one process, and the
 #      emulated cuDNN's and NCCL's own tests;
 #   3. Paddle's multi-GPU MNIST tutorial's MNIST sample for 20 steps on the emulated GPU: its losses must equal the CPU
 #      run's to 1e-4;
@@ -34,6 +35,8 @@ step "emulator detectors and backend checks"
 tail -1 "$TMP/det.log"
 "$BIN/test_emu_backend" --jobs 2 >"$TMP/be.log" 2>&1 || { cat "$TMP/be.log"; bad "emulated backend checks"; }
 tail -1 "$TMP/be.log"
+"$BIN/test_emu_multi_gpu" --jobs 2 >"$TMP/multi.log" 2>&1 || { cat "$TMP/multi.log"; bad "two GPUs in one process"; }
+tail -1 "$TMP/multi.log"
 "$BIN/test_cudnn_emu" >"$TMP/cudnn.log" 2>&1 || { tail -20 "$TMP/cudnn.log"; bad "emulated cuDNN"; }
 tail -1 "$TMP/cudnn.log"
 "$BIN/test_nccl_emu" >"$TMP/nccl.log" 2>&1 || { tail -20 "$TMP/nccl.log"; bad "emulated NCCL"; }
