@@ -387,7 +387,8 @@ EMU_MODULES := $(EMU)/lib/libdygraph-cuda.so.$(SOMAJOR) $(EMU)/lib/libdygraph-nc
 EMU_RT_LIBS := -L$(abspath $(EMU)/lib) -Wl,-rpath,$(abspath $(EMU)/lib) -ldgemu -ldl -lrt -lstdc++ -lm -lpthread
 EMU_LDLIBS  := $(BASE_LDLIBS)
 EMU_BINS    := $(EMU)/bin/dygraph_gpu_tests $(EMU)/bin/mnist $(EMU)/bin/mnist_fleet $(EMU)/bin/dist_equiv \
-               $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_backend $(EMU)/bin/test_emu_multi_gpu \
+               $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_devices $(EMU)/bin/test_emu_backend \
+               $(EMU)/bin/test_emu_multi_gpu \
                $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit
 EMU_HDRS    := $(wildcard test/cuda_emu/*.h test/cuda_emu/include/*.h)
 
@@ -445,6 +446,11 @@ $(EMU)/bin/%: test/dist/%.c $(STATIC) | $(EMU_MODULES)
 $(EMU)/bin/test_emu_%: test/cuda_emu/test_emu_%.c $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(STATIC) $(EMU_RT) $(EMU_CUBLAS) $(EMU_HDRS) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(EMU_INC) $(LDFLAGS) -o $@ $< $(EMU)/obj/test/cuda_emu/detector_kernels.cu.o $(STATIC) -lcriterion $(EMU_LDLIBS) $(EMU_RT_LIBS) -lgcov
+
+# the multi-device rules: the emulated runtime, cuBLAS, cuDNN and NCCL called directly, no dygraph
+$(EMU)/bin/test_emu_devices: test/cuda_emu/test_emu_devices.c $(EMU)/obj/test/cuda_emu/device_kernels.cu.o $(EMU_RT) $(EMU_CUBLAS) $(EMU_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(EMU_INC) $(LDFLAGS) -o $@ $< $(EMU)/obj/test/cuda_emu/device_kernels.cu.o -lcriterion $(EMU_RT_LIBS) -lcublas -lgcov
 
 # the emulated libraries' own tests and the MPI-with-GPU-tensors check: plain programs
 $(EMU)/bin/test_%_emu: test/cuda_emu/test_%_emu.c $(EMU_RT) $(EMU_HDRS)

@@ -310,7 +310,7 @@ static int cuda_copy_peer(const dg_backend *be, void *dst, const dg_backend *fro
     int rc = DG_CUDA(cudaEventRecord(s->ev_compute, s->stream));
     if (!rc) rc = dg_cuda_enter(be);
     if (!rc) rc = DG_CUDA(cudaStreamWaitEvent(d->stream, s->ev_compute, 0));
-    if (!rc) rc = DG_CUDA(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, d->stream));   // TEMP
+    if (!rc) rc = DG_CUDA(cudaMemcpyPeerAsync(dst, d->device, src, s->device, n, d->stream));
     if (!rc) rc = DG_CUDA(cudaEventRecord(d->ev_compute, d->stream));
     if (!rc) rc = DG_CUDA(cudaStreamWaitEvent(s->stream, d->ev_compute, 0));
     return rc;

@@ -4,14 +4,29 @@
  * real types), C = alpha op(A) op(B) + beta C with C not read when beta is 0, the leading-dimension
  * rules (lda >= max(1, rows of A as stored), likewise ldb, ldc >= max(1, m)) and their
  * CUBLAS_STATUS_INVALID_VALUE. Products accumulate in double and round once; TF32 math rounds
- * the f32 operands to TF32's 10-bit mantissa first, as tensor cores do. */
+ * the f32 operands to TF32's 10-bit mantissa first, as tensor cores do.
+ *
+ * Devices. A handle belongs to the device current at cublasCreate (cuBLAS binds its context to
+ * that device and asks for one handle per device). cublasSetStream with a stream of another
+ * device is refused with CUBLAS_STATUS_INVALID_VALUE: cuBLAS documents only SUCCESS and
+ * NOT_INITIALIZED there and would take it, then fail every call whose kernel it launches on that
+ * stream, but an unusable argument is what INVALID_VALUE means and the mistake is seen where it
+ * is made. A GEMM called while another device is current fails with
+ * CUBLAS_STATUS_EXECUTION_FAILED, cuBLAS's status for a kernel that could not be launched (its
+ * kernel would go to the handle's stream, which is not the current device's). Matrices must be
+ * memory the handle's device reaches: its own, or a peer's once peer access is enabled. */
 #include "emu_internal.h"
 #include <cublas_v2.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct cublasContext { cudaStream_t stream; cublasMath_t math; };
+struct cublasContext {
+    cudaStream_t stream;
+    cublasMath_t math;
+    int device;             /* current at cublasCreate */
+};
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
     DGEMU_API();
@@ -19,7 +34,9 @@ cublasStatus_t cublasCreate_v2(cublasHandle_t *h) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
     *h = calloc(1, sizeof **h);
-    return *h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_ALLOC_FAILED;
+    if (!*h) return CUBLAS_STATUS_ALLOC_FAILED;
+    (*h)->device = dgemu_device();
+    return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
     DGEMU_API();
@@ -30,6 +47,12 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
     DGEMU_API();
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    int d = dgemu_stream_device(s);
+    if (s && d >= 0 && d != h->device) {   /* NULL, the legacy stream, is every device's */
+        fprintf(stderr, "cublas-emu: cublasSetStream: the stream belongs to gpu:%d, the handle to gpu:%d (one handle per "
+                "device)\n", d, h->device);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
     h->stream = s;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -121,6 +144,11 @@ static cublasStatus_t gemm(cublasHandle_t h, bool f64, cublasOperation_t ta, cub
         return CUBLAS_STATUS_INVALID_VALUE;
     if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
     if (dgemu_sticky_error() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (dgemu_device() != h->device) {
+        fprintf(stderr, "cublas-emu: %s: the handle belongs to gpu:%d but gpu:%d is current (cudaSetDevice to the handle's "
+                "device first)\n", f64 ? "cublasDgemmStridedBatched" : "cublasSgemmStridedBatched", h->device, dgemu_device());
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
     size_t es = f64 ? 8 : 4;
     int64_t acols = ta == CUBLAS_OP_N ? k : m, bcols = tb == CUBLAS_OP_N ? n : k;
     /* the last batch's matrices must be device memory (their stored extents) */

@@ -32,7 +32,11 @@
  * that cannot run this geometry as CUDNN_STATUS_NOT_SUPPORTED.
  *
  * A handle belongs to the device current at cudnnCreate; a call while another device is current
- * is refused (on a GPU its work would go to the wrong context).
+ * is refused with BAD_PARAM (on a GPU its work would go to the wrong context), and cudnnSetStream
+ * with a stream of another device with CUDNN_STATUS_MAPPING_ERROR, the status cuDNN documents
+ * there for a stream that does not match the handle's context (cuDNN 9's header makes it an alias
+ * of CUDNN_STATUS_INTERNAL_ERROR_TEXTURE_CREATION_FAILED, which is the name it reports).
+ * cudnnDestroy synchronises the handle's device.
  *
  * Errors. The reason for the last failure of the calling thread is kept for
  * cudnnGetLastErrorString; CUDNN_LOGERR_DBG=1 (cuDNN's own switch) prints every failure. */
@@ -412,8 +416,11 @@ cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
     DGEMU_API();
     DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     if (!reg_is(handle, OBJ_HANDLE)) return fail(CUDNN_STATUS_BAD_PARAM, __func__, "handle %p is not a live cuDNN handle", (void *)handle);
-    /* documented: releasing the handle synchronises the device */
+    /* documented: releasing the handle synchronises the device (the handle's, whichever is current) */
+    int cur = dgemu_device();
+    if (cur != handle->device) cudaSetDevice(handle->device);
     cudaDeviceSynchronize();
+    if (cur != handle->device) cudaSetDevice(cur);
     obj_free(handle, OBJ_HANDLE);
     return OK;
 }
@@ -423,6 +430,10 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
     DGEMU_INJECT(CUDNN_STATUS_NOT_SUPPORTED);
     st_t rc = get_handle(__func__, handle, NULL);
     if (rc) return rc;
+    int d = dgemu_stream_device(streamId);
+    if (streamId && d >= 0 && d != handle->device)
+        return fail_loud(CUDNN_STATUS_MAPPING_ERROR, __func__, "streamId belongs to device %d, the handle to device %d",
+                         d, handle->device);
     handle->stream = streamId;
     return OK;
 }

@@ -2,9 +2,12 @@
  * use of the emulated runtime (runtime.cc): queueing work on a stream, checking that a pointer is
  * device memory, reporting device-side faults, and recording which entry points ran.
  *
- * The model: device memory lives in an arena the host cannot touch (its pages are PROT_NONE
- * except while queued device work runs), streams are queues executed lazily (at a synchronise,
- * a query or an event), and work queued on a stream runs later, in stream order. So a library
+ * The model: device memory lives in an arena per device that the host cannot touch (its pages are
+ * PROT_NONE except while queued work that may reach it runs: work of that device, of a device
+ * with peer access to it, or a copy), streams are queues executed lazily (at a synchronise, a
+ * query or an event), and work queued on a stream runs later, in stream order. A library's work
+ * runs on the current device, like the kernels it stands for: on a stream of that device only,
+ * touching that device's memory and its peers'. So a library
  * call must copy everything it needs from its arguments and descriptors *when it is called*
  * (descriptors may be changed or destroyed before the work runs; host scalars such as alpha and
  * beta are read at call time, as CUDA's host pointer mode says) and touch device memory only
@@ -26,12 +29,18 @@ typedef int (*dgemu_work_fn)(void *arg);
 
 /* Queues fn(arg) on stream s (NULL: the legacy default stream) of the current device. `what`
  * names the work in reports (a string literal). The queue owns arg from here on: free_arg(arg)
- * (may be NULL) runs once the work is done or dropped. Returns cudaSuccess, or the sticky error
- * (then nothing is queued and free_arg has already run). */
+ * (may be NULL) runs once the work is done or dropped. Returns cudaSuccess, or the sticky error,
+ * or cudaErrorInvalidResourceHandle for a dead stream or one of another device, as a kernel
+ * launch there fails (then nothing is queued and free_arg has already run). */
 cudaError_t dgemu_enqueue(cudaStream_t s, const char *what, dgemu_work_fn fn, void *arg, void (*free_arg)(void *));
 
-/* Whether [p, p + n) lies inside one live device allocation (or a __device__ variable) of the
- * current device. Libraries check their device pointer arguments with it at call time. */
+/* The device stream s belongs to (NULL: the current device's legacy stream); -1 for a stream
+ * that is not alive. Libraries bind a handle's stream with it. */
+int dgemu_stream_device(cudaStream_t s);
+
+/* Whether [p, p + n) lies inside one live device allocation (or a __device__ variable) that the
+ * current device reaches: its own, or a device it enabled peer access to. Libraries check their
+ * device pointer arguments with it at call time. */
 bool dgemu_is_device(const void *p, size_t n);
 
 /* A device-side error, reported on stderr the way compute-sanitizer words it ("========= ...")

@@ -2,9 +2,10 @@
 # test/cuda_emu/run_tests.sh — `make test-gpu-emu`: the CUDA backend's own sources, built against
 # the emulator (build/emu), on every machine:
 #   1. the GPU suite (test/gpu) on emulated gpu:0;
-#   2. the emulator's detectors, the backend checks only the emulator can make, gpu:0 and gpu:1
-#      in one process, and the
-#      emulated cuDNN's and NCCL's own tests;
+#   2. the emulator's detectors (test_emu_detectors; test_emu_devices: CUDA's rules for several
+#      devices in one process), the backend checks only the emulator can make (test_emu_backend;
+#      test_emu_multi_gpu: gpu:0 and gpu:1 in one process), and the emulated cuDNN's and NCCL's
+#      own tests;
 #   3. Paddle's multi-GPU MNIST tutorial's MNIST sample for 20 steps on the emulated GPU: its losses must equal the CPU
 #      run's to 1e-4;
 #   4. DataParallel: 2 ranks under `dgrun --gpus 0,1` over emulated NCCL against one process on
@@ -33,6 +34,9 @@ tail -1 "$TMP/suite.log"
 step "emulator detectors and backend checks"
 "$BIN/test_emu_detectors" --jobs 2 >"$TMP/det.log" 2>&1 || { cat "$TMP/det.log"; bad "detectors"; }
 tail -1 "$TMP/det.log"
+# its cuBLAS/cuDNN/NCCL calls are its own, not the backend's: kept out of the coverage report
+DGEMU_CALLS_FILE= "$BIN/test_emu_devices" --jobs 2 >"$TMP/dev.log" 2>&1 || { cat "$TMP/dev.log"; bad "multi-device rules"; }
+tail -1 "$TMP/dev.log"
 "$BIN/test_emu_backend" --jobs 2 >"$TMP/be.log" 2>&1 || { cat "$TMP/be.log"; bad "emulated backend checks"; }
 tail -1 "$TMP/be.log"
 "$BIN/test_emu_multi_gpu" --jobs 2 >"$TMP/multi.log" 2>&1 || { cat "$TMP/multi.log"; bad "two GPUs in one process"; }

@@ -6,10 +6,11 @@
  * Device memory. Each emulated device has an arena of address space; every allocation gets its
  * own pages, ends at a page boundary (rounded to 256 bytes, CUDA's alignment) and is followed by
  * a guard page. Outside device work the pages are PROT_NONE, so a host dereference of a device
- * pointer faults and is reported as such; inside device work, a kernel that runs past its
- * allocation hits the guard and is reported as compute-sanitizer reports an invalid access, and
- * the error is sticky as on a GPU. DGEMU_MEMORY_MB bounds each device (default 4096), so the
- * out-of-memory paths can be reached.
+ * pointer faults and is reported as such; inside device work (which opens only the arenas that
+ * work may reach: see "Several devices" below), a kernel that runs past its allocation hits the
+ * guard and is reported as compute-sanitizer reports an invalid access, and the error is sticky
+ * as on a GPU. DGEMU_MEMORY_MB bounds each device (default 4096), so the out-of-memory paths can
+ * be reached.
  *
  * Streams are queues executed lazily: only a synchronise, a query, an event or a blocking copy
  * runs queued work, so a host read that lacks its synchronise sees stale data, and a stream
@@ -26,7 +27,29 @@
  * a barrier or shuffle, the other blocks run as plain loops over their threads, else as fibers
  * too. Blocks run in parallel on DGEMU_THREADS OS threads (default: all cores). A barrier that
  * not every thread of a block reaches, or a shuffle that not every lane of the mask reaches, is
- * a reported error. */
+ * a reported error.
+ *
+ * Several devices. DGEMU_DEVICES devices (default 2) share the process, each with its own arena,
+ * legacy default stream and live allocations; the runtime holds CUDA's multi-device rules:
+ *  - memory: while a work item runs, only what its device may touch is open: a kernel, memset or
+ *    library call sees the arena of its stream's device and of the devices that device enabled
+ *    peer access to (cudaDeviceEnablePeerAccess; one-way, per pair, revoked by
+ *    cudaDeviceDisablePeerAccess); a copy sees every arena (the copy engine moves data between
+ *    any two devices, peer access or not). A kernel that touches another device's memory is an
+ *    illegal address, reported and sticky like any other fault;
+ *  - launches: a kernel, a memset or a library call queued on a stream of a device other than
+ *    the calling thread's current one fails with cudaErrorInvalidResourceHandle; copies
+ *    (cudaMemcpyAsync, cudaMemcpyPeerAsync) may use any device's stream;
+ *  - streams and events belong to the device current when they are made (the legacy default
+ *    stream, NULL, to the current device at each call); cudaEventRecord of an event onto a
+ *    stream of another device, and cudaEventElapsedTime of two devices' events, fail with
+ *    cudaErrorInvalidResourceHandle; cudaStreamWaitEvent across devices is allowed;
+ *  - pointers: copies of kind DeviceToDevice or Default between two devices work (unified
+ *    addressing), as do cudaMemcpyPeer(Async); cudaFree of another device's pointer frees it;
+ *    cudaPointerGetAttributes names a pointer's device.
+ * cuBLAS and cuDNN handles belong to the device current at their creation (cublas.c, cudnn.c).
+ * A sticky error stays process-wide, as CUDA's documentation says of a fault: every later call
+ * on any device returns it. */
 #define DGEMU_NO_INDEX_MACROS
 #include "emu_internal.h"
 #include <errno.h>
@@ -127,6 +150,7 @@ extern "C" const char *cudaGetErrorName(cudaError_t e) {
     N(cudaErrorInvalidConfiguration) N(cudaErrorInvalidSymbol) N(cudaErrorInvalidDevicePointer)
     N(cudaErrorInvalidMemcpyDirection) N(cudaErrorInsufficientDriver) N(cudaErrorNoDevice) N(cudaErrorInvalidDevice)
     N(cudaErrorInvalidResourceHandle) N(cudaErrorNotReady) N(cudaErrorIllegalAddress) N(cudaErrorLaunchOutOfResources)
+    N(cudaErrorPeerAccessAlreadyEnabled) N(cudaErrorPeerAccessNotEnabled)
     N(cudaErrorIllegalInstruction) N(cudaErrorLaunchFailure) N(cudaErrorUnknown)
 #undef N
     }
@@ -149,6 +173,8 @@ extern "C" const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
+    case cudaErrorPeerAccessNotEnabled: return "peer access has not been enabled";
     case cudaErrorIllegalInstruction: return "an illegal instruction was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     default: return "unknown error";
@@ -184,13 +210,20 @@ struct device_state {
     std::map<char *, size_t> free_ranges;          /* start -> length, address order */
     std::map<char *, allocation> live;             /* user pointer -> allocation */
     CUstream_st *null_stream = nullptr;
+    std::set<int> peers;                           /* devices whose memory this one's kernels may touch */
+    bool open = false;                             /* its live pages are readable and writable now */
 };
 static std::vector<device_state> g_dev;
 static std::map<const char *, size_t> g_symbols;   /* __device__ variables: address -> size */
-static std::map<char *, size_t> g_pinned;           /* cudaHostAlloc'ed host memory */
+struct pinned_block { size_t size; int device; };   /* device: current at cudaHostAlloc */
+static std::map<char *, pinned_block> g_pinned;     /* cudaHostAlloc'ed host memory */
 static thread_local int t_device = 0;
-static int g_open = 0;                              /* device memory currently accessible */
+static int g_open = 0;                              /* memory windows open (nested) */
 static std::atomic<bool> g_work_running{ false };
+/* The work item running now and its device, for the report of a fault outside a kernel (any
+ * thread of the process may be the one that faults: the libraries' work runs on OpenMP threads). */
+static std::atomic<const char *> g_work_what{ nullptr };
+static std::atomic<int> g_work_device{ -1 };
 
 struct work_item {
     enum kind_t { FN, RECORD, WAIT } kind;
@@ -201,6 +234,7 @@ struct work_item {
     CUevent_st *ev;
     CUstream_st *src;   /* WAIT: the stream holding the awaited record */
     uint64_t gen;
+    bool copy;          /* FN: a copy, which may touch every device's memory */
 };
 struct CUstream_st {
     int device;
@@ -283,20 +317,39 @@ static device_state &dev(int d) {
 
 /* ---------------------------------------------------------------- device memory visibility */
 
-static void protect_all(int prot) {
-    for (device_state &d : g_dev)
-        for (auto &kv : d.live) mprotect(kv.second.base, kv.second.pages * PAGE, prot);
+/* Opens or closes the live pages of device d. */
+static void show(int d, bool open) {
+    device_state &s = g_dev[(size_t)d];
+    if (s.open == open) return;
+    for (auto &kv : s.live) mprotect(kv.second.base, kv.second.pages * PAGE, open ? PROT_READ | PROT_WRITE : PROT_NONE);
+    s.open = open;
 }
-/* Device work runs between open_memory() and close_memory(). */
+/* What work of `device` may touch: its own memory and that of the devices it enabled peer access
+ * to; a copy (the copy engine) any device's. Only one work item runs at a time (its caller holds
+ * g_mu), so one process-wide view is enough, but it must be set again before every item: two
+ * devices' items interleave (a wait followed into another device's stream, random interleaving),
+ * and the previous item's view must not leak into the next. */
+static void view_for(int device, bool copy) {
+    const std::set<int> &peers = g_dev[(size_t)device].peers;
+    for (size_t d = 0; d < g_dev.size(); d++) show((int)d, copy || (int)d == device || peers.count((int)d));
+}
+/* Device work runs between open_memory() and close_memory(); nothing is open outside it. */
 static void open_memory(void) {
-    if (g_open++ == 0) { protect_all(PROT_READ | PROT_WRITE); g_work_running = true; }
+    if (g_open++ == 0) g_work_running = true;
 }
 static void close_memory(void) {
-    if (--g_open == 0) { g_work_running = false; protect_all(PROT_NONE); }
+    if (--g_open == 0) {
+        g_work_running = false;
+        for (size_t d = 0; d < g_dev.size(); d++) show((int)d, false);
+    }
 }
 struct memory_window {
     bool opened = false;
-    void open() { if (!opened) { open_memory(); opened = true; } }
+    /* a work item of `device` runs next */
+    void open(int device, bool copy) {
+        if (!opened) { open_memory(); opened = true; }
+        view_for(device, copy);
+    }
     ~memory_window() { if (opened) close_memory(); }
 };
 
@@ -323,29 +376,50 @@ static bool in_arena(const void *p) {
     return false;
 }
 
-extern "C" bool dgemu_is_device(const void *p, size_t n) {
-    guard l(g_mu);
-    if (!p) return false;
+static bool is_symbol(const void *p, size_t n) {
     auto s = g_symbols.upper_bound((const char *)p);
-    if (s != g_symbols.begin()) {
-        --s;
-        if ((const char *)p >= s->first && (const char *)p + n <= s->first + s->second) return true;
-    }
-    if (g_dev.empty()) return false;
-    device_state &d = dev(t_device);
-    auto it = d.live.upper_bound((char *)p);
-    if (it == d.live.begin()) return false;
+    if (s == g_symbols.begin()) return false;
+    --s;
+    return (const char *)p >= s->first && (const char *)p + n <= s->first + s->second;
+}
+/* Whether [p, p + n) lies inside one live allocation of device d. */
+static bool on_device(int d, const void *p, size_t n) {
+    const device_state &s = g_dev[(size_t)d];
+    auto it = s.live.upper_bound((char *)p);
+    if (it == s.live.begin()) return false;
     --it;
     const allocation &a = it->second;
     return (const char *)p >= a.user && (const char *)p + n <= a.user + a.size;
 }
-
-static bool is_pinned(const void *p, size_t n) {
-    auto it = g_pinned.upper_bound((char *)p);
-    if (it == g_pinned.begin()) return false;
-    --it;
-    return (const char *)p >= it->first && (const char *)p + n <= it->first + it->second;
+/* The device whose live allocation holds all of [p, p + n) (unified addressing: a pointer names
+ * its device); the current device for a __device__ variable (every device has its own copy on a
+ * GPU); -1 when it is not device memory. */
+static int device_of(const void *p, size_t n) {
+    if (!p) return -1;
+    if (is_symbol(p, n)) return t_device;
+    for (size_t d = 0; d < g_dev.size(); d++)
+        if (on_device((int)d, p, n)) return (int)d;
+    return -1;
 }
+/* Whether work of `device` may touch device d's memory. */
+static bool reaches(int device, int d) { return d == device || g_dev[(size_t)device].peers.count(d); }
+
+/* Device memory the current device reaches: its own and its peers' (a library's kernels run on
+ * the current device). */
+extern "C" bool dgemu_is_device(const void *p, size_t n) {
+    guard l(g_mu);
+    if (g_dev.empty()) return p && is_symbol(p, n);
+    int d = device_of(p, n);
+    return d >= 0 && reaches(t_device, d);
+}
+
+static const pinned_block *pinned_at(const void *p, size_t n) {
+    auto it = g_pinned.upper_bound((char *)p);
+    if (it == g_pinned.begin()) return nullptr;
+    --it;
+    return (const char *)p >= it->first && (const char *)p + n <= it->first + it->second.size ? &it->second : nullptr;
+}
+static bool is_pinned(const void *p, size_t n) { return pinned_at(p, n) != nullptr; }
 
 /* ---------------------------------------------------------------- faults */
 
@@ -355,10 +429,15 @@ static thread_local const void *t_fault_addr;
 static thread_local bool t_altstack;
 static struct sigaction g_old_segv, g_old_bus;
 
-static void describe(const void *addr, char *out, size_t n) {
+/* What addr is, for a report; `from` is the device whose kernel touched it (-1: the host). */
+static void describe(const void *addr, int from, char *out, size_t n) {
     bool past = false;
     const allocation *a = find_allocation(addr, &past);
-    if (a && !past)
+    if (a && !past && from >= 0 && !reaches(from, a->device))
+        snprintf(out, n, "inside a live allocation of %zu bytes at %p (offset %td) on gpu:%d, which gpu:%d cannot reach: "
+                 "peer access from gpu:%d to gpu:%d is not enabled (cudaDeviceEnablePeerAccess), or copy the data over",
+                 a->size, (void *)a->user, (const char *)addr - a->user, a->device, from, from, a->device);
+    else if (a && !past)
         snprintf(out, n, "inside a live allocation of %zu bytes at %p (offset %td)", a->size, (void *)a->user,
                  (const char *)addr - a->user);
     else if (a)
@@ -376,11 +455,19 @@ static void on_fault(int sig, siginfo_t *si, void *uc) {
         siglongjmp(*t_recover, 1);
     }
     if (in_arena(si->si_addr)) {
-        char what[256], msg[512];
-        describe(si->si_addr, what, sizeof what);
-        int n = snprintf(msg, sizeof msg,
+        char what[384], msg[768];
+        const char *work = g_work_what.load();
+        int n;
+        if (work) {   /* a copy or a library's work (kernels recover above): it reached past its device's view */
+            describe(si->si_addr, g_work_device.load(), what, sizeof what);
+            n = snprintf(msg, sizeof msg, "========= dgemu: %s on gpu:%d touched device memory at %p (%s)\n", work,
+                         g_work_device.load(), si->si_addr, what);
+        } else {
+            describe(si->si_addr, -1, what, sizeof what);
+            n = snprintf(msg, sizeof msg,
                          "========= dgemu: the host dereferenced device memory at %p (%s): device pointers are only valid "
                          "in kernels and CUDA calls; copy the data to the host first\n", si->si_addr, what);
+        }
         if (n > 0) { ssize_t w = write(2, msg, (size_t)n); (void)w; }
     }
     /* let the fault happen again with the previous disposition (a core dump, a test failure) */
@@ -442,6 +529,32 @@ extern "C" cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     return cudaSuccess;
 }
 
+/* Peer access: any two distinct emulated devices can reach each other's memory once the device
+ * that runs the kernels enables it (one way; the other direction needs its own call). */
+static bool valid_device(int d) { return d >= 0 && d < cfg().devices; }
+extern "C" cudaError_t cudaDeviceCanAccessPeer(int *can_access, int device, int peer_device) {
+    if (!can_access) return fail(cudaErrorInvalidValue);
+    if (!valid_device(device) || !valid_device(peer_device)) return fail(cudaErrorInvalidDevice);
+    *can_access = device != peer_device;
+    return cudaSuccess;
+}
+extern "C" cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags) {
+    STICKY();
+    if (flags != 0) return fail(cudaErrorInvalidValue);
+    if (!valid_device(peer_device) || peer_device == t_device) return fail(cudaErrorInvalidDevice);
+    guard l(g_mu);
+    dev(peer_device);
+    if (!dev(t_device).peers.insert(peer_device).second) return fail(cudaErrorPeerAccessAlreadyEnabled);
+    return cudaSuccess;
+}
+extern "C" cudaError_t cudaDeviceDisablePeerAccess(int peer_device) {
+    STICKY();
+    if (!valid_device(peer_device) || peer_device == t_device) return fail(cudaErrorInvalidDevice);
+    guard l(g_mu);
+    if (!dev(t_device).peers.erase(peer_device)) return fail(cudaErrorPeerAccessNotEnabled);
+    return cudaSuccess;
+}
+
 /* ---------------------------------------------------------------- allocation */
 
 extern "C" cudaError_t cudaMalloc(void **p, size_t n) {
@@ -468,7 +581,7 @@ extern "C" cudaError_t cudaMalloc(void **p, size_t n) {
         al.user = start + pages * PAGE - size;
         d.live[al.user] = al;
         d.committed += pages * PAGE;
-        if (g_open) mprotect(start, pages * PAGE, PROT_READ | PROT_WRITE);
+        if (g_open && d.open) mprotect(start, pages * PAGE, PROT_READ | PROT_WRITE);
         g_stats.device_mallocs++;
         g_stats.device_bytes += pages * PAGE;
         *p = al.user;
@@ -523,7 +636,7 @@ extern "C" cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
     guard l(g_mu);
     void *q = nullptr;
     if (posix_memalign(&q, PAGE, n ? n : 1)) return fail(cudaErrorMemoryAllocation);
-    g_pinned[(char *)q] = n ? n : 1;
+    g_pinned[(char *)q] = pinned_block{ n ? n : 1, t_device };
     g_stats.pinned_bytes += n ? n : 1;
     *p = q;
     return cudaSuccess;
@@ -541,7 +654,7 @@ extern "C" cudaError_t cudaFreeHost(void *p) {
     for (CUstream_st *s : busy) if (g_streams.count(s)) wait_done(s);
     it = g_pinned.find((char *)p);
     if (it == g_pinned.end()) return fail(cudaErrorInvalidValue);
-    g_stats.pinned_bytes -= it->second;
+    g_stats.pinned_bytes -= it->second.size;
     g_pinned.erase(it);
     free(p);
     return cudaSuccess;
@@ -570,16 +683,33 @@ static bool stream_ok(cudaStream_t s) { return !s || g_streams.count(s); }
 
 static void order_with_legacy(CUstream_st *s);
 
-extern "C" cudaError_t dgemu_enqueue(cudaStream_t s, const char *what, dgemu_work_fn fn, void *arg, void (*free_arg)(void *)) {
+/* Queues fn on s; `copy` work may use another device's stream, everything else (kernels, memsets,
+ * the libraries' work) only the current device's, as a kernel launch on a GPU. */
+static cudaError_t enqueue(cudaStream_t s, const char *what, dgemu_work_fn fn, void *arg, void (*free_arg)(void *), bool copy) {
     guard l(g_mu);
-    if (g_sticky.load() != cudaSuccess || !stream_ok(s)) {
+    cudaError_t e = (cudaError_t)g_sticky.load();
+    if (e == cudaSuccess && !stream_ok(s)) e = cudaErrorInvalidResourceHandle;
+    if (e == cudaSuccess && !copy && resolve(s)->device != t_device) {
+        fprintf(stderr, "dgemu: %s queued on a stream of gpu:%d while gpu:%d is current: kernels run only on streams of "
+                "the current device (cudaSetDevice first)\n", what, resolve(s)->device, t_device);
+        e = cudaErrorInvalidResourceHandle;
+    }
+    if (e != cudaSuccess) {
         if (free_arg) free_arg(arg);
-        return g_sticky.load() != cudaSuccess ? fail((cudaError_t)g_sticky.load()) : fail(cudaErrorInvalidResourceHandle);
+        return fail(e);
     }
     CUstream_st *st = resolve(s);
     order_with_legacy(st);
-    st->q.push_back(work_item{ work_item::FN, fn, arg, free_arg, what, nullptr, nullptr, 0 });
+    st->q.push_back(work_item{ work_item::FN, fn, arg, free_arg, what, nullptr, nullptr, 0, copy });
     return cudaSuccess;
+}
+extern "C" cudaError_t dgemu_enqueue(cudaStream_t s, const char *what, dgemu_work_fn fn, void *arg, void (*free_arg)(void *)) {
+    return enqueue(s, what, fn, arg, free_arg, false);
+}
+extern "C" int dgemu_stream_device(cudaStream_t s) {
+    guard l(g_mu);
+    if (!stream_ok(s)) return -1;
+    return s ? s->device : t_device;
 }
 
 static void push_record(CUevent_st *e, CUstream_st *st) {
@@ -587,12 +717,12 @@ static void push_record(CUevent_st *e, CUstream_st *st) {
     e->pending.insert(e->recorded);
     e->st = st;
     e->refs++;
-    st->q.push_back(work_item{ work_item::RECORD, nullptr, nullptr, nullptr, "cudaEventRecord", e, st, e->recorded });
+    st->q.push_back(work_item{ work_item::RECORD, nullptr, nullptr, nullptr, "cudaEventRecord", e, st, e->recorded, false });
 }
 static void push_wait(CUstream_st *s, CUevent_st *e) {
     if (e->recorded == 0 || e->done(e->recorded)) return;   /* nothing outstanding to wait for */
     e->refs++;
-    s->q.push_back(work_item{ work_item::WAIT, nullptr, nullptr, nullptr, "cudaStreamWaitEvent", e, e->st, e->recorded });
+    s->q.push_back(work_item{ work_item::WAIT, nullptr, nullptr, nullptr, "cudaStreamWaitEvent", e, e->st, e->recorded, false });
 }
 /* dst's next work runs after what src holds now (an event of the runtime's own) */
 static void order_after(CUstream_st *dst, CUstream_st *src) {
@@ -665,7 +795,12 @@ extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     STICKY();
     guard l(g_mu);
     if (!e || !g_events.count(e) || !stream_ok(s)) return fail(cudaErrorInvalidResourceHandle);
-    push_record(e, resolve(s));
+    CUstream_st *st = resolve(s);
+    if (st->device != e->device) {   /* CUDA: the event and the stream must be on the same device */
+        fprintf(stderr, "dgemu: cudaEventRecord of an event made on gpu:%d onto a stream of gpu:%d\n", e->device, st->device);
+        return fail(cudaErrorInvalidResourceHandle);
+    }
+    push_record(e, st);
     return cudaSuccess;
 }
 extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
@@ -718,8 +853,11 @@ static int step(CUstream_st *s, memory_window &win, int depth, bool follow) {
         g_stats.work_items++;
         /* dry runs, and everything queued behind a sticky error, are dropped unrun */
         if (cfg().dry || g_sticky.load() != cudaSuccess) { pop(s); return DGEMU_DONE; }
-        win.open();
+        win.open(s->device, w.copy);
+        g_work_what = w.what;
+        g_work_device = s->device;
         int r = w.fn(w.arg);
+        g_work_what = nullptr;
         if (r == DGEMU_AGAIN) return DGEMU_AGAIN;
         pop(s);
         return DGEMU_DONE;
@@ -788,14 +926,18 @@ extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     if (!stream_ok(s)) return fail(cudaErrorInvalidResourceHandle);
     return wait_done(resolve(s));
 }
+/* Runs every stream of device d to its end. The caller holds g_mu. */
+static cudaError_t synchronize_device(int d) {
+    dev(d);
+    std::vector<CUstream_st *> all;
+    for (CUstream_st *s : g_streams) if (s->device == d) all.push_back(s);
+    for (CUstream_st *s : all) { cudaError_t e = wait_done(s); if (e) return e; }
+    return cudaSuccess;
+}
 extern "C" cudaError_t cudaDeviceSynchronize(void) {
     STICKY();
     guard l(g_mu);
-    dev(t_device);
-    std::vector<CUstream_st *> all;
-    for (CUstream_st *s : g_streams) if (s->device == t_device) all.push_back(s);
-    for (CUstream_st *s : all) { cudaError_t e = wait_done(s); if (e) return e; }
-    return cudaSuccess;
+    return synchronize_device(t_device);
 }
 /* A query moves the stream one step: pollers see cudaErrorNotReady while work remains. */
 extern "C" cudaError_t cudaStreamQuery(cudaStream_t s) {
@@ -848,6 +990,7 @@ extern "C" cudaError_t cudaEventQuery(cudaEvent_t e) {
 }
 extern "C" cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
     if (!ms || !a || !b) return fail(cudaErrorInvalidValue);
+    if (a->device != b->device) return fail(cudaErrorInvalidResourceHandle);   /* two devices' clocks */
     if (!a->done(a->recorded) || !b->done(b->recorded)) return fail(cudaErrorNotReady);
     *ms = (float)((b->when.tv_sec - a->when.tv_sec) * 1e3 + (b->when.tv_nsec - a->when.tv_nsec) * 1e-6);
     return cudaSuccess;
@@ -873,7 +1016,8 @@ static cudaError_t queue_copy(void *dst, const void *src, size_t n, cudaMemcpyKi
     if (!dst || !src) return fail(cudaErrorInvalidValue);
     guard l(g_mu);
     if (!stream_ok(s)) return fail(cudaErrorInvalidResourceHandle);
-    bool dd = dgemu_is_device(dst, n), sd = dgemu_is_device(src, n);
+    /* unified addressing: device memory of any device, whichever is current and whoever owns the stream */
+    bool dd = device_of(dst, n) >= 0, sd = device_of(src, n) >= 0;
     if (kind == cudaMemcpyDefault) kind = sd ? (dd ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost)
                                              : (dd ? cudaMemcpyHostToDevice : cudaMemcpyHostToHost);
     bool want_dd = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
@@ -894,7 +1038,7 @@ static cudaError_t queue_copy(void *dst, const void *src, size_t n, cudaMemcpyKi
         g_stats.pageable_uploads++;
     }
     if (kind == cudaMemcpyHostToHost) { memcpy(dst, src, n); free_copy(c); return cudaSuccess; }
-    return dgemu_enqueue(s, "cudaMemcpyAsync", run_copy, c, free_copy);
+    return enqueue(s, "cudaMemcpyAsync", run_copy, c, free_copy, true);
 }
 extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
     return queue_copy(dst, src, n, kind, s);
@@ -902,6 +1046,56 @@ extern "C" cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cud
 extern "C" cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
     cudaError_t e = queue_copy(dst, src, n, kind, nullptr);
     return e ? e : cudaStreamSynchronize(nullptr);
+}
+
+/* A peer copy's devices must be those its pointers live on. On a GPU the driver takes them as
+ * given (with unified addressing the pointers already say it), so a wrong one is at best
+ * undefined; here it is refused with cudaErrorInvalidValue and a message. */
+static cudaError_t check_peer(void *dst, int dst_device, const void *src, int src_device, size_t n) {
+    if (!valid_device(dst_device) || !valid_device(src_device)) return cudaErrorInvalidDevice;
+    int dd = device_of(dst, n), sd = device_of(src, n);
+    if (dd == dst_device && sd == src_device) return cudaSuccess;
+    char sw[32] = "not device memory", dw[32] = "not device memory";
+    if (sd >= 0) snprintf(sw, sizeof sw, "on gpu:%d", sd);
+    if (dd >= 0) snprintf(dw, sizeof dw, "on gpu:%d", dd);
+    fprintf(stderr, "dgemu: cudaMemcpyPeer of %zu bytes from gpu:%d to gpu:%d: the source %p is %s, the destination %p is %s\n",
+            n, src_device, dst_device, src, sw, dst, dw);
+    return cudaErrorInvalidValue;
+}
+extern "C" cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t n, cudaStream_t s) {
+    STICKY();
+    if (n == 0) return cudaSuccess;
+    guard l(g_mu);
+    cudaError_t e = check_peer(dst, dst_device, src, src_device, n);
+    return e ? fail(e) : queue_copy(dst, src, n, cudaMemcpyDeviceToDevice, s);
+}
+static cudaError_t synchronize_device(int d);
+/* CUDA serialises it with all work, queued or to come, of the current device and both devices
+ * named (while leaving the host free to go on): here that work runs first, and the copy is done
+ * when the call returns, which no program can tell from CUDA's order. */
+extern "C" cudaError_t cudaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device, size_t n) {
+    STICKY();
+    if (n == 0) return cudaSuccess;
+    guard l(g_mu);
+    cudaError_t e = check_peer(dst, dst_device, src, src_device, n);
+    if (e != cudaSuccess) return fail(e);
+    for (int d : { t_device, src_device, dst_device })
+        if ((e = synchronize_device(d)) != cudaSuccess) return e;
+    e = queue_copy(dst, src, n, cudaMemcpyDeviceToDevice, nullptr);
+    return e ? e : cudaStreamSynchronize(nullptr);
+}
+
+/* What a pointer is and which device it belongs to (unified addressing). */
+extern "C" cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+    STICKY();
+    if (!a) return fail(cudaErrorInvalidValue);
+    guard l(g_mu);
+    int d = device_of(p, 1);
+    const pinned_block *pb = p ? pinned_at(p, 1) : nullptr;
+    if (d >= 0) *a = cudaPointerAttributes{ cudaMemoryTypeDevice, d, (void *)p, nullptr };
+    else if (pb) *a = cudaPointerAttributes{ cudaMemoryTypeHost, pb->device, (void *)p, (void *)p };
+    else *a = cudaPointerAttributes{ cudaMemoryTypeUnregistered, -2, nullptr, (void *)p };   /* CUDA 11+: not an error; no device */
+    return cudaSuccess;
 }
 
 struct fill_work { void *p; int v; size_t n; };
@@ -913,7 +1107,14 @@ static int run_fill(void *arg) {
 extern "C" cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
     STICKY();
     if (n == 0) return cudaSuccess;
-    if (!dgemu_is_device(p, n)) return fail(cudaErrorInvalidValue);
+    if (!dgemu_is_device(p, n)) {
+        guard l(g_mu);
+        int d = device_of(p, n);
+        if (d >= 0)   /* a memset is a kernel of the current device: another device's memory needs peer access */
+            fprintf(stderr, "dgemu: cudaMemsetAsync of %zu bytes at %p: memory of gpu:%d, which gpu:%d has no peer access to\n", n,
+                    p, d, t_device);
+        return fail(cudaErrorInvalidValue);
+    }
     fill_work *f = (fill_work *)malloc(sizeof *f);
     if (!f) return fail(cudaErrorMemoryAllocation);
     *f = fill_work{ p, v, n };
@@ -932,6 +1133,7 @@ struct launch_work {
     const char *name, *file;
     int line;
     dgemu_kernel_task *task;
+    int device;          /* the device it runs on (its stream's) */
 };
 
 struct kernel_info { bool cooperative = false; };
@@ -1169,8 +1371,8 @@ static void thread_fault(const char *what, cudaError_t e) {
     const launch_work *L = t_launch;
     dgemu_thread *c = dgemu_cur;
     if (L && c)
-        dgemu_fault(e, "%s\n=========     in kernel %s (%s:%d), block (%u,%u,%u), thread (%u,%u,%u)", what, L->name, L->file,
-                    L->line, c->bid.x, c->bid.y, c->bid.z, c->tid.x, c->tid.y, c->tid.z);
+        dgemu_fault(e, "%s\n=========     in kernel %s (%s:%d) on gpu:%d, block (%u,%u,%u), thread (%u,%u,%u)", what, L->name,
+                    L->file, L->line, L->device, c->bid.x, c->bid.y, c->bid.z, c->tid.x, c->tid.y, c->tid.z);
     else
         dgemu_fault(e, "%s", what);
     if (t_recover) siglongjmp(*t_recover, 2);
@@ -1199,11 +1401,11 @@ static int run_launch(void *arg) {
         } else {
             if (how == 1) {
                 char where[256];
-                describe(t_fault_addr, where, sizeof where);
+                describe(t_fault_addr, L->device, where, sizeof where);
                 const dgemu_thread *c = dgemu_cur;
                 dgemu_fault(cudaErrorIllegalAddress,
-                            "Invalid __global__ access at %p: %s\n=========     in kernel %s (%s:%d), block (%u,%u,%u), "
-                            "thread (%u,%u,%u)", t_fault_addr, where, L->name, L->file, L->line, c ? c->bid.x : 0,
+                            "Invalid __global__ access at %p: %s\n=========     in kernel %s (%s:%d) on gpu:%d, block (%u,%u,%u), "
+                            "thread (%u,%u,%u)", t_fault_addr, where, L->name, L->file, L->line, L->device, c ? c->bid.x : 0,
                             c ? c->bid.y : 0, c ? c->bid.z : 0, c ? c->tid.x : 0, c ? c->tid.y : 0, c ? c->tid.z : 0);
             }
             failed = true;
@@ -1263,15 +1465,17 @@ void dgemu_submit(dim3 grid, dim3 block, size_t shmem, CUstream_st *stream, cons
         delete task;
         return;
     }
-    launch_work *L = new launch_work{ grid, block, kernel, name, file, line, task };
+    launch_work *L = new launch_work{ grid, block, kernel, name, file, line, task, t_device };
     dgemu_enqueue(stream, name, run_launch, L, free_launch);
 }
 
+/* Any device's memory passes: whether the kernel may touch it is decided when it does (a pointer
+ * to another device's memory is fine until dereferenced without peer access). */
 bool dgemu_check_kernel_arg(const void *p, int index, const char *name, const char *file, int line) {
-    if (!p || dgemu_is_device(p, 1)) return true;
+    if (!p) return true;
     {
         guard l(g_mu);
-        if (is_pinned(p, 1)) return true;
+        if (device_of(p, 1) >= 0 || is_pinned(p, 1)) return true;
     }
     dgemu_fault(cudaErrorIllegalAddress, "launch of %s (%s:%d): pointer argument %d (%p) is not device memory: a kernel "
                 "cannot read pageable host memory", name, file, line, index, p);

@@ -2,8 +2,10 @@
  * types, status codes and entry points eager/cuda/ and dist/nccl/ use, with CUDA's numbering,
  * and (for C++, i.e. the .cu files compiled by the host compiler) the device side: thread
  * indices, __syncthreads, warp shuffles, atomics, __shared__, the rounding intrinsics and the
- * launch that queues a kernel on a stream. The runtime behind it is test/cuda_emu/runtime.cc;
- * what it checks and what it cannot show is written there. */
+ * launch that queues a kernel on a stream. Beyond what the backend calls today it has what a
+ * program using several devices in one process needs: peer access, peer copies and pointer
+ * attributes. The runtime behind it is test/cuda_emu/runtime.cc; what it checks and what it
+ * cannot show is written there. */
 #ifndef DGEMU_CUDA_RUNTIME_H
 #define DGEMU_CUDA_RUNTIME_H
 
@@ -33,6 +35,8 @@ typedef enum cudaError {
     cudaErrorNotReady = 600,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
+    cudaErrorPeerAccessAlreadyEnabled = 704,
+    cudaErrorPeerAccessNotEnabled = 705,
     cudaErrorIllegalInstruction = 715,
     cudaErrorLaunchFailure = 719,
     cudaErrorUnknown = 999
@@ -57,6 +61,21 @@ typedef struct CUevent_st *cudaEvent_t;
 #define cudaHostAllocDefault 0x00
 #define cudaHostAllocPortable 0x01
 
+/* what cudaPointerGetAttributes reports (CUDA 11 and later: plain host memory is "unregistered",
+ * not an error) */
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+    enum cudaMemoryType type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+};
+
 struct cudaDeviceProp_ {
     char name[256];
     size_t totalGlobalMem;
@@ -74,6 +93,9 @@ cudaError_t cudaSetDevice(int dev);
 cudaError_t cudaGetDevice(int *dev);
 cudaError_t cudaDeviceSynchronize(void);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+cudaError_t cudaDeviceCanAccessPeer(int *can_access, int device, int peer_device);
+cudaError_t cudaDeviceEnablePeerAccess(int peer_device, unsigned flags);
+cudaError_t cudaDeviceDisablePeerAccess(int peer_device);
 
 cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaFree(void *p);
@@ -84,6 +106,9 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s);
 cudaError_t cudaMemset(void *p, int v, size_t n);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
+cudaError_t cudaMemcpyPeer(void *dst, int dst_device, const void *src, int src_device, size_t n);
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dst_device, const void *src, int src_device, size_t n, cudaStream_t s);
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *p);
 
 cudaError_t cudaStreamCreate(cudaStream_t *s);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
