@@ -41,6 +41,10 @@ tail -1 "$TMP/dev.log"
 tail -1 "$TMP/be.log"
 "$BIN/test_emu_multi_gpu" --jobs 2 >"$TMP/multi.log" 2>&1 || { cat "$TMP/multi.log"; bad "two GPUs in one process"; }
 tail -1 "$TMP/multi.log"
+# once more with the streams interleaved at random: a copy between devices must hold by its
+# events alone
+DGEMU_INTERLEAVE=random DGEMU_SEED=7 "$BIN/test_emu_multi_gpu" --jobs 2 >"$TMP/multi_r.log" 2>&1 || { cat "$TMP/multi_r.log"; bad "two GPUs in one process, random interleaving"; }
+tail -1 "$TMP/multi_r.log"
 "$BIN/test_cudnn_emu" >"$TMP/cudnn.log" 2>&1 || { tail -20 "$TMP/cudnn.log"; bad "emulated cuDNN"; }
 tail -1 "$TMP/cudnn.log"
 "$BIN/test_nccl_emu" >"$TMP/nccl.log" 2>&1 || { tail -20 "$TMP/nccl.log"; bad "emulated NCCL"; }
