@@ -7,7 +7,9 @@ Fails (exit 1, one line per finding) when
   - a file of nn/, optim/, data/ or dist/ includes a header of eager/: those layers are written
     against include/ (dygraph.h and dygraph/extension.h) like a user's code;
   - the include graph of the library's sources (include/, eager/, nn/, optim/, data/, dist/) has
-    a cycle.
+    a cycle;
+  - a backend's kernel file (eager/cpu/, eager/cuda/) names dg_tensor or a tensor's handle
+    fields: kernels see dg_kview views only (eager/backend.h), never refcounted handles.
 Quoted includes are resolved against the including file's folder; <dygraph.h> and
 <dygraph/...> against include/."""
 import os, re, sys
@@ -45,6 +47,13 @@ def main():
             for t in targets:
                 if t.split(os.sep)[0] == 'eager':
                     bad.append(f'{f}: includes {t} (outside eager/, use include/dygraph.h and dygraph/extension.h)')
+    handle = re.compile(r'\bdg_tensor\b|->(storage|offset|refcount|node|scope|grad)\b')
+    for f in sorted(graph):
+        if f.split(os.sep)[:2] in (['eager', 'cpu'], ['eager', 'cuda']):
+            text = re.sub(r'/\*.*?\*/|//[^\n]*', '', open(os.path.join(root, f), errors='replace').read(), flags=re.S)
+            for m in handle.finditer(text):
+                line = text.count('\n', 0, m.start()) + 1
+                bad.append(f'{f}:{line}: kernel code uses {m.group(0).lstrip("->")} (kernels take dg_kview, eager/backend.h)')
     # cycles: depth-first search with colours; report each back edge's cycle once
     colour, stack, seen = {}, [], set()
     def visit(n):
@@ -70,7 +79,7 @@ def main():
     if bad:
         print(f'check_layers: {len(bad)} finding(s)')
         return 1
-    print(f'check_layers: {len(graph)} files; nn/, optim/, data/, dist/ include no eager/ header; no include cycle')
+    print(f'check_layers: {len(graph)} files; nn/, optim/, data/, dist/ include no eager/ header; no include cycle; kernels see views only')
     return 0
 
 if __name__ == '__main__':
