@@ -30,6 +30,8 @@ if not torch.cuda.is_available():
 
 import torchvision  # noqa: E402  (only needed once CUDA is known to be there)
 
+from torch_nets import MnistCNN  # noqa: E402
+
 torch.backends.cudnn.benchmark = True
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -42,19 +44,6 @@ WORKLOADS = {  # name: (batch, side, warm-up steps); batch 0 is LinearNet
     "mnist_cnn_b100": (100, 28, 20),
     "linearnet": (0, 0, 50),
 }
-
-
-class MnistCNN(nn.Module):  # Paddle's multi-GPU MNIST tutorial (softmax folded into the loss), as dg_mnist_cnn
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 20, 5, 1, 2)
-        self.conv2 = nn.Conv2d(20, 20, 5, 1, 2)
-        self.fc = nn.Linear(980, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
-        return self.fc(torch.flatten(x, 1))
 
 
 def mallocs():

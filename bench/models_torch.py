@@ -14,23 +14,12 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
 
+from torch_nets import MnistCNN
+
 name, threads = sys.argv[1], int(sys.argv[2])
 BF16 = os.environ.get("BENCH_BF16") == "1"
 torch.set_num_threads(threads)
 torch.manual_seed(1)
-
-
-class MnistCNN(nn.Module):  # Paddle's multi-GPU MNIST tutorial (softmax folded into the loss)
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 20, 5, 1, 2)
-        self.conv2 = nn.Conv2d(20, 20, 5, 1, 2)
-        self.fc = nn.Linear(980, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
-        return self.fc(torch.flatten(x, 1))
 
 
 class MyNet(nn.Module):  # Paddle's Fleet collective tutorial CIFAR

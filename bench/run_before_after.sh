@@ -5,34 +5,19 @@
 # same machine this tells whether the ratios to PyTorch moved.
 # Usage: sh bench/run_before_after.sh BEFORE_BIN AFTER_BIN [workload ...]
 set -e
+. "$(dirname "$0")/bench_lib.sh"
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE_BIN AFTER_BIN [workload ...]" >&2; exit 2; }
 A=$1; B=$2; shift 2
 WORKLOADS=${*:-linear mnist cifar face resnet18_infer}
 ROUNDS=${ROUNDS:-3}
 DIR=$(mktemp -d)
 echo "CPU: $(lscpu | sed -n 's/^Model name: *//p')"
-i=1
-while [ $i -le "$ROUNDS" ]; do
-    for w in $WORKLOADS; do
-        for t in 1 2; do
-            echo "round $i/$ROUNDS: $w, $t thread(s)" >&2
-            "$A" "$w" "$t" >> "$DIR/a.$i"
-            "$B" "$w" "$t" >> "$DIR/b.$i"
-        done
-    done
-    i=$((i + 1))
-done
-/usr/bin/python3 - "$DIR" "$ROUNDS" <<'PY'
-import os, statistics, sys
-d, rounds = sys.argv[1], int(sys.argv[2])
-def load(p):
-    out = {}
-    for line in open(p):
-        k, ips, _, rss, _ = line.split()
-        out[k] = (float(ips), float(rss))
-    return out
-a = [load(os.path.join(d, f"a.{i}")) for i in range(1, rounds + 1)]
-b = [load(os.path.join(d, f"b.{i}")) for i in range(1, rounds + 1)]
+before() { "$A" "$@"; }
+after() { "$B" "$@"; }
+bench_rounds "$DIR" before after
+bench_table "$DIR" <<'PY'
+a = load_rounds("before")
+b = load_rounds("after")
 print(f"{'workload (median of %d)' % rounds:24s} {'before /s':>10s} {'after /s':>10s} {'after/before':>12s} {'RSS before':>10s} {'RSS after':>10s}")
 for k in a[0]:
     xa = statistics.median(r[k][0] for r in a); xb = statistics.median(r[k][0] for r in b)

@@ -6,33 +6,18 @@
 # BF16=1: both sides in bf16 (dygraph DG_CPU_BF16=1, PyTorch torch.autocast bf16).
 # Usage: sh bench/run_models.sh build/bin/bench_models [workload ...]
 set -e
+. "$(dirname "$0")/bench_lib.sh"
 BIN=${1:-build/bin/bench_models}
 shift || true
 WORKLOADS=${*:-linear mnist cifar face resnet18_infer}
 ROUNDS=${ROUNDS:-3}
 DIR=$(mktemp -d)
-i=1
-while [ $i -le "$ROUNDS" ]; do
-    for w in $WORKLOADS; do
-        for t in 1 2; do
-            echo "round $i/$ROUNDS: $w, $t thread(s)" >&2
-            env -u OPENBLAS_CORETYPE DG_CPU_BF16="${BF16:-0}" "$BIN" "$w" "$t" >> "$DIR/dg.$i"
-            OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$t BENCH_BF16="${BF16:-0}" /usr/bin/python3 bench/models_torch.py "$w" "$t" >> "$DIR/pt.$i"
-        done
-    done
-    i=$((i + 1))
-done
-/usr/bin/python3 - "$DIR" "$ROUNDS" <<'PY'
-import os, statistics, sys
-d, rounds = sys.argv[1], int(sys.argv[2])
-def load(p):
-    out = {}
-    for line in open(p):
-        k, ips, _, rss, _ = line.split()
-        out[k] = (float(ips), float(rss))
-    return out
-dg = [load(os.path.join(d, f"dg.{i}")) for i in range(1, rounds + 1)]
-pt = [load(os.path.join(d, f"pt.{i}")) for i in range(1, rounds + 1)]
+dygraph() { env -u OPENBLAS_CORETYPE DG_CPU_BF16="${BF16:-0}" "$BIN" "$1" "$2"; }
+pytorch() { OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$2 BENCH_BF16="${BF16:-0}" /usr/bin/python3 bench/models_torch.py "$1" "$2"; }
+bench_rounds "$DIR" dygraph pytorch
+bench_table "$DIR" <<'PY'
+dg = load_rounds("dygraph")
+pt = load_rounds("pytorch")
 if os.environ.get("BF16") == "1": print("bf16: dygraph DG_CPU_BF16=1 (bf16 convolutions) vs PyTorch torch.autocast(cpu, bfloat16)")
 print(f"{'workload (median of %d)' % rounds:22s} {'dygraph /s':>10s} {'(min-max)':>17s} {'pytorch /s':>10s} {'(min-max)':>17s} {'ratio':>7s} {'dg RSS MB':>9s} {'pt RSS MB':>9s}  (img/s; linear: steps/s)")
 for k in dg[0]:

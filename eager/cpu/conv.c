@@ -154,6 +154,54 @@ static int conv_image(const dg_conv2d_geom *g, dg_dtype dt, const char *x, const
     return 0;
 }
 
+/* ---- backward data ---- */
+static int conv_bwd_data_image(const dg_conv2d_geom *g, dg_dtype dt, const char *gy, const char *w, char *gx,
+                               char *col, bool par) {
+    size_t es = dg_dtype_size(dt);
+    int64_t cg = g->c / g->groups, ocg = g->oc / g->groups, k = cg * g->kh * g->kw, l = g->oh * g->ow;
+    for (int gi = 0; gi < g->groups; gi++) {
+        const char *gyg = gy + (size_t)(gi * ocg * l) * es, *wg = w + (size_t)(gi * ocg * k) * es;
+        char *gxg = gx + (size_t)(gi * cg * g->h * g->w) * es;
+        /* columns = W_g^T [k, ocg] . gy_g [ocg, l]; direct convs write straight into gx */
+        char *dst = is_direct(g) ? gxg : col;
+        int rc = dg_cpu_gemm(&dg_cpu_backend, dt, true, false, k, l, ocg, 1.0, wg, k, 0, gyg, l, 0, 0.0, dst, l, 0, 1);
+        if (rc) return rc;
+        if (!is_direct(g)) col2im(dt, col, cg, g, gxg, par);
+    }
+    return 0;
+}
+
+/* The batch loop of the forward pass (backward false: in x, out y, bias b or NULL) and of the
+ * backward-data pass (backward true: in gy, out gx), which thread alike (see the top comment)
+ * and differ only in the pass over one image. */
+static int batch_images(const dg_conv2d_geom *g, dg_dtype dt, bool backward, const char *in, const char *w,
+                        const char *b, char *out) {
+    size_t es = dg_dtype_size(dt);
+    int64_t xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
+    int64_t ins = backward ? ys : xs, outs = backward ? xs : ys;
+    size_t colb = is_direct(g) ? 0 : (size_t)(g->c / g->groups * g->kh * g->kw * g->oh * g->ow) * es;
+    int nt = batch_threads(g->n), rc = 0;
+    #pragma omp parallel num_threads(nt) if(nt > 1)
+    {
+        char *col = colb ? malloc(colb) : NULL;
+        int my = (colb && !col) ? DG_ENOMEM : 0;
+        #pragma omp for schedule(static)
+        for (int64_t i = 0; i < g->n; i++) {
+            if (my) continue;
+            const char *im = in + (size_t)(i * ins) * es;
+            char *om = out + (size_t)(i * outs) * es;
+            my = backward ? conv_bwd_data_image(g, dt, im, w, om, col, nt == 1)
+                          : conv_image(g, dt, im, w, b, om, col, nt == 1);
+        }
+        free(col);
+        if (my) {
+            #pragma omp atomic write
+            rc = my;
+        }
+    }
+    return rc;
+}
+
 /* oneDNN's primitives first for f32 (eager/cpu/conv_dnnl.c); DG_CPU_CONV=im2col keeps to the
  * code below (for comparisons). */
 int dg_dnnl_conv2d(const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
@@ -172,44 +220,9 @@ int dg_cpu_conv2d(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview 
         return g->relu ? report(dg_cpu_unary(be, DG_UN_RELU, y, y, 0, 0), "conv2d", errs) : 0;   /* in place, NaN kept */
     dg_dtype dt = x->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d", dt);
-    size_t es = dg_dtype_size(dt);
-    const char *xp = x->data, *wp = w->data, *bp = b ? b->data : NULL;
-    char *yp = y->data;
-    int64_t cg = g->c / g->groups, xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
-    size_t colb = is_direct(g) ? 0 : (size_t)(cg * g->kh * g->kw * g->oh * g->ow) * es;
-    int nt = batch_threads(g->n), rc = 0;
-    #pragma omp parallel num_threads(nt) if(nt > 1)
-    {
-        char *col = colb ? malloc(colb) : NULL;
-        int my = (colb && !col) ? DG_ENOMEM : 0;
-        #pragma omp for schedule(static)
-        for (int64_t i = 0; i < g->n; i++)
-            if (!my) my = conv_image(g, dt, xp + (size_t)(i * xs) * es, wp, bp, yp + (size_t)(i * ys) * es, col, nt == 1);
-        free(col);
-        if (my) {
-            #pragma omp atomic write
-            rc = my;
-        }
-    }
+    int rc = batch_images(g, dt, false, x->data, w->data, b ? b->data : NULL, y->data);
     if (!rc && g->relu) rc = dg_cpu_unary(be, DG_UN_RELU, y, y, 0, 0);
     return report(rc, "conv2d", errs);
-}
-
-/* ---- backward data ---- */
-static int conv_bwd_data_image(const dg_conv2d_geom *g, dg_dtype dt, const char *gy, const char *w, char *gx,
-                               char *col, bool par) {
-    size_t es = dg_dtype_size(dt);
-    int64_t cg = g->c / g->groups, ocg = g->oc / g->groups, k = cg * g->kh * g->kw, l = g->oh * g->ow;
-    for (int gi = 0; gi < g->groups; gi++) {
-        const char *gyg = gy + (size_t)(gi * ocg * l) * es, *wg = w + (size_t)(gi * ocg * k) * es;
-        char *gxg = gx + (size_t)(gi * cg * g->h * g->w) * es;
-        /* columns = W_g^T [k, ocg] . gy_g [ocg, l]; direct convs write straight into gx */
-        char *dst = is_direct(g) ? gxg : col;
-        int rc = dg_cpu_gemm(&dg_cpu_backend, dt, true, false, k, l, ocg, 1.0, wg, k, 0, gyg, l, 0, 0.0, dst, l, 0, 1);
-        if (rc) return rc;
-        if (!is_direct(g)) col2im(dt, col, cg, g, gxg, par);
-    }
-    return 0;
 }
 
 int dg_cpu_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx) {
@@ -217,26 +230,7 @@ int dg_cpu_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, c
     if (use_dnnl() && dg_dnnl_conv2d_backward_data(g, gy, w, gx) == 1) return 0;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d backward", dt);
-    size_t es = dg_dtype_size(dt);
-    const char *gyp = gy->data, *wp = w->data;
-    char *gxp = gx->data;
-    int64_t cg = g->c / g->groups, xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
-    size_t colb = is_direct(g) ? 0 : (size_t)(cg * g->kh * g->kw * g->oh * g->ow) * es;
-    int nt = batch_threads(g->n), rc = 0;
-    #pragma omp parallel num_threads(nt) if(nt > 1)
-    {
-        char *col = colb ? malloc(colb) : NULL;
-        int my = (colb && !col) ? DG_ENOMEM : 0;
-        #pragma omp for schedule(static)
-        for (int64_t i = 0; i < g->n; i++)
-            if (!my) my = conv_bwd_data_image(g, dt, gyp + (size_t)(i * ys) * es, wp, gxp + (size_t)(i * xs) * es, col, nt == 1);
-        free(col);
-        if (my) {
-            #pragma omp atomic write
-            rc = my;
-        }
-    }
-    return report(rc, "conv2d backward", errs);
+    return report(batch_images(g, dt, true, gy->data, w->data, NULL, gx->data), "conv2d backward", errs);
 }
 
 /* ---- backward filter ---- */

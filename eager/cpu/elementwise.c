@@ -19,12 +19,18 @@
         }                                                                        \
     } while (0)
 
-#define UNARY_KERNEL(T, SUF)                                                                 \
-static void unary_rows_##SUF(dg_unary_op op, const dg_iter *it, int64_t r0, int64_t r1, T p0, T p1) { \
-    char *p[2]; int64_t st[2];                                                               \
-    for (int64_t r = r0; r < r1; r++) {                                                      \
-        int64_t len = dg_iter_row(it, r, p, st);                                             \
-        switch (op) {                                                                        \
+/* NAME##_##SUF(op, it, r0, r1, p0, p1) over rows [r0, r1) of an iterator of NOPS operands of
+ * element type T: for each row, a switch over op whose cases are the remaining arguments. */
+#define ROWS_FN(NAME, OP_T, NOPS, T, SUF, ...)                                                     \
+static void NAME##_##SUF(OP_T op, const dg_iter *it, int64_t r0, int64_t r1, T p0, T p1) {         \
+    char *p[NOPS]; int64_t st[NOPS];                                                             \
+    for (int64_t r = r0; r < r1; r++) {                                                          \
+        int64_t len = dg_iter_row(it, r, p, st);                                                 \
+        switch (op) { __VA_ARGS__ }                                                              \
+    }                                                                                            \
+}
+
+#define UNARY_KERNEL(T, SUF) ROWS_FN(unary_rows, dg_unary_op, 2, T, SUF,                          \
         case DG_UN_EXP: UN_ROW(T, exp(X)); break;                                            \
         case DG_UN_LOG: UN_ROW(T, log(X)); break;                                            \
         case DG_UN_SQRT: UN_ROW(T, sqrt(X)); break;                                          \
@@ -40,11 +46,24 @@ static void unary_rows_##SUF(dg_unary_op op, const dg_iter *it, int64_t r0, int6
         case DG_UN_AFFINE: UN_ROW(T, p0 * X + p1); break;                                    \
         case DG_UN_RDIV: UN_ROW(T, p0 / X); break;                                           \
         case DG_UN_POWS: UN_ROW(T, pow(X, p0)); break;                                       \
-        }                                                                                    \
-    }                                                                                        \
-}
+    )
 UNARY_KERNEL(float, f32)
 UNARY_KERNEL(double, f64)
+
+/* ROWS##_f32 or ROWS##_f64 by DT over every row of the iterator IT, P0 and P1 in the element
+ * type. Tiny ops stay on the calling thread with no OpenMP region at all; the rest share out
+ * the rows. A macro rather than a function taking the row function, so that every call stays
+ * direct. */
+#define RUN_ROWS_RANGE(ROWS, DT, OP, IT, R0, R1, P0, P1)                                       \
+    ((DT) == DG_F32 ? ROWS##_f32(OP, IT, R0, R1, (float)(P0), (float)(P1)) : ROWS##_f64(OP, IT, R0, R1, P0, P1))
+#define RUN_ROWS(ROWS, DT, OP, IT, P0, P1) do {                                                \
+        if (dg_iter_numel(IT) < DG_PAR_MIN || (IT)->rows <= 1) {                              \
+            RUN_ROWS_RANGE(ROWS, DT, OP, IT, 0, (IT)->rows, P0, P1);                          \
+            break;                                                                            \
+        }                                                                                     \
+        _Pragma("omp parallel for schedule(static)")                                          \
+        for (int64_t r_ = 0; r_ < (IT)->rows; r_++) RUN_ROWS_RANGE(ROWS, DT, OP, IT, r_, r_ + 1, P0, P1); \
+    } while (0)
 
 int dg_cpu_unary(const dg_backend *be, dg_unary_op op, const dg_kview *x, dg_kview *y, double p0, double p1) {
     if (x->dtype != y->dtype || (x->dtype != DG_F32 && x->dtype != DG_F64)) {
@@ -54,17 +73,7 @@ int dg_cpu_unary(const dg_backend *be, dg_unary_op op, const dg_kview *x, dg_kvi
     dg_iter it;
     const dg_kview *ops[2] = { y, x };
     dg_iter_init(&it, ops, 2);
-    bool par = dg_iter_numel(&it) >= DG_PAR_MIN && it.rows > 1;
-    if (!par) {
-        if (x->dtype == DG_F32) unary_rows_f32(op, &it, 0, it.rows, (float)p0, (float)p1);
-        else unary_rows_f64(op, &it, 0, it.rows, p0, p1);
-        return 0;
-    }
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < it.rows; r++) {
-        if (x->dtype == DG_F32) unary_rows_f32(op, &it, r, r + 1, (float)p0, (float)p1);
-        else unary_rows_f64(op, &it, r, r + 1, p0, p1);
-    }
+    RUN_ROWS(unary_rows, x->dtype, op, &it, p0, p1);
     return 0;
 }
 
@@ -93,12 +102,7 @@ static inline double gelu_tanh_grad(double x) {
         }                                                                              \
     } while (0)
 
-#define BINARY_KERNEL(T, SUF)                                                                \
-static void binary_rows_##SUF(dg_binary_op op, const dg_iter *it, int64_t r0, int64_t r1, T p0, T p1) { \
-    char *p[3]; int64_t st[3];                                                               \
-    for (int64_t r = r0; r < r1; r++) {                                                      \
-        int64_t len = dg_iter_row(it, r, p, st);                                             \
-        switch (op) {                                                                        \
+#define BINARY_KERNEL(T, SUF) ROWS_FN(binary_rows, dg_binary_op, 3, T, SUF,                      \
         case DG_BIN_ADD: BIN_ROW(T, A + B); break;                                           \
         case DG_BIN_ADD_RELU: BIN_ROW(T, !(A + B <= 0) ? A + B : 0); break;                  \
         case DG_BIN_SUB: BIN_ROW(T, A - B); break;                                           \
@@ -116,9 +120,7 @@ static void binary_rows_##SUF(dg_binary_op op, const dg_iter *it, int64_t r0, in
         case DG_BIN_GELU_TANH_GRAD: BIN_ROW(T, A * gelu_tanh_grad(B)); break;                \
         case DG_BIN_CLIP_GRAD: BIN_ROW(T, (B >= p0 && B <= p1) ? A : 0); break;              \
         default: break;                                                                      \
-        }                                                                                    \
-    }                                                                                        \
-}
+    )
 BINARY_KERNEL(float, f32)
 BINARY_KERNEL(double, f64)
 
@@ -149,16 +151,6 @@ int dg_cpu_binary(const dg_backend *be, dg_binary_op op, const dg_kview *a, cons
     dg_iter it;
     const dg_kview *ops[3] = { y, a, b };
     dg_iter_init(&it, ops, 3);
-    bool par = dg_iter_numel(&it) >= DG_PAR_MIN && it.rows > 1;
-    if (!par) {  /* the tiny-op path: no OpenMP region at all */
-        if (y->dtype == DG_F32) binary_rows_f32(op, &it, 0, it.rows, (float)p0, (float)p1);
-        else binary_rows_f64(op, &it, 0, it.rows, p0, p1);
-        return 0;
-    }
-    #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < it.rows; r++) {
-        if (y->dtype == DG_F32) binary_rows_f32(op, &it, r, r + 1, (float)p0, (float)p1);
-        else binary_rows_f64(op, &it, r, r + 1, p0, p1);
-    }
+    RUN_ROWS(binary_rows, y->dtype, op, &it, p0, p1);
     return 0;
 }

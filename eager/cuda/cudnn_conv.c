@@ -378,36 +378,45 @@ static int64_t chunk_images(const dg_conv2d_geom *g, const conv_ctx *cx) {
     return nb < g->n ? nb : g->n;
 }
 
+/* The forward (bias b, when given, added to each chunk's output) or the backward-data pass over
+ * the batch, a chunk of whole images per cuDNN call: x and y are the input-side and the
+ * output-side buffers (gx and gy for backward data), each chunk overwritten. */
+static int run_chunks(int kind, const dg_conv2d_geom *g, const conv_ctx *cx, char *x, char *w, char *y, const char *b) {
+    int64_t nb = chunk_images(g, cx);
+    if (!nb) return DG_EUNSUPPORTED;
+    dg_dtype dt = cx->dt;
+    size_t es = dg_dtype_size(dt);
+    int64_t xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
+    int rc = 0;
+    pthread_mutex_lock(&g_conv_lock);
+    for (int64_t n0 = 0; n0 < g->n && !rc; n0 += nb) {
+        int64_t cnt = g->n - n0 < nb ? g->n - n0 : nb;
+        char *xc = x + (size_t)(n0 * xs) * es, *yc = y + (size_t)(n0 * ys) * es;
+        conv_key k;
+        make_key(&k, g, cnt, dt, min_align(xc, w, yc));
+        conv_slot *s = slot_get(&k, cx, &rc);
+        if (!s) break;
+        if (!s->algo[kind].found) rc = find_algo(s, kind, xc, w, yc, cx);
+        if (!rc) rc = run_algo(s, kind, xc, w, yc, false, cx);
+        if (!rc && b) rc = DNN(cudnnAddTensor, dg_cuda_cudnn(), scal(dt, true), s->bd, b, scal(dt, true), s->yd, yc);
+    }
+    pthread_mutex_unlock(&g_conv_lock);
+    return rc;
+}
+
 int dg_cuda_conv2d(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y) {
     DG_CUDA_ENTER(be);
     conv_ctx ctx = { "conv2d", g, x->dtype }, *cx = &ctx;
     dg_dtype dt = x->dtype;
     if (dt != DG_F32 && dt != DG_F64) return bad_dtype(cx);
     if (y->numel == 0) return 0;
-    size_t es = dg_dtype_size(dt);
     char *xp = x->data, *wp = w->data, *yp = y->data, *bp = b ? b->data : NULL;
     /* an empty input plane with padding: every window sees only zeros */
     if (x->numel == 0) {
         int rc = dg_cuda_bias_fill_raw(yp, bp, dt, g->n, g->oc, g->oh * g->ow);
         return rc || !g->relu ? rc : dg_cuda_unary(be, DG_UN_RELU, y, y, 0, 0);
     }
-    int64_t nb = chunk_images(g, cx);
-    if (!nb) return DG_EUNSUPPORTED;
-    int64_t xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
-    int rc = 0;
-    pthread_mutex_lock(&g_conv_lock);
-    for (int64_t n0 = 0; n0 < g->n && !rc; n0 += nb) {
-        int64_t cnt = g->n - n0 < nb ? g->n - n0 : nb;
-        char *xc = xp + (size_t)(n0 * xs) * es, *yc = yp + (size_t)(n0 * ys) * es;
-        conv_key k;
-        make_key(&k, g, cnt, dt, min_align(xc, wp, yc));
-        conv_slot *s = slot_get(&k, cx, &rc);
-        if (!s) break;
-        if (!s->algo[K_FWD].found) rc = find_algo(s, K_FWD, xc, wp, yc, cx);
-        if (!rc) rc = run_algo(s, K_FWD, xc, wp, yc, false, cx);
-        if (!rc && bp) rc = DNN(cudnnAddTensor, dg_cuda_cudnn(), scal(dt, true), s->bd, bp, scal(dt, true), s->yd, yc);
-    }
-    pthread_mutex_unlock(&g_conv_lock);
+    int rc = run_chunks(K_FWD, g, cx, xp, wp, yp, bp);
     if (!rc && g->relu) rc = dg_cuda_unary(be, DG_UN_RELU, y, y, 0, 0);   /* in place: elementwise */
     return rc;
 }
@@ -421,23 +430,7 @@ int dg_cuda_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, 
     size_t es = dg_dtype_size(dt);
     char *gyp = gy->data, *wp = w->data, *gxp = gx->data;
     if (gy->numel == 0) return DG_CUDA(cudaMemsetAsync(gxp, 0, (size_t)gx->numel * es, dg_cuda_stream()));
-    int64_t nb = chunk_images(g, cx);
-    if (!nb) return DG_EUNSUPPORTED;
-    int64_t xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
-    int rc = 0;
-    pthread_mutex_lock(&g_conv_lock);
-    for (int64_t n0 = 0; n0 < g->n && !rc; n0 += nb) {
-        int64_t cnt = g->n - n0 < nb ? g->n - n0 : nb;
-        char *gxc = gxp + (size_t)(n0 * xs) * es, *gyc = gyp + (size_t)(n0 * ys) * es;
-        conv_key k;
-        make_key(&k, g, cnt, dt, min_align(gxc, wp, gyc));
-        conv_slot *s = slot_get(&k, cx, &rc);
-        if (!s) break;
-        if (!s->algo[K_BWD_DATA].found) rc = find_algo(s, K_BWD_DATA, gxc, wp, gyc, cx);
-        if (!rc) rc = run_algo(s, K_BWD_DATA, gxc, wp, gyc, false, cx);
-    }
-    pthread_mutex_unlock(&g_conv_lock);
-    return rc;
+    return run_chunks(K_BWD_DATA, g, cx, gxp, wp, gyp, NULL);
 }
 
 int dg_cuda_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb) {

@@ -123,26 +123,38 @@ __global__ void scatter_add_kernel(const T *gy, const IT *ix, T *gx, int64_t out
     } while (0)
 #define IXP ((const IT *)ix->data)
 
+/* LAUNCH_IT with VT the raw type of V's element size: index_select and gather only move
+ * elements, so one instantiation per size serves every dtype. VT names it in the arguments;
+ * a size with no raw type sets rc to DG_EUNSUPPORTED, naming OP. */
+#define LAUNCH_IT_RAW(OP, V, KERNEL, total, ...)                                                     \
+    do {                                                                                             \
+        switch (dg_dtype_size((V)->dtype)) {                                                         \
+        case 1: { typedef raw_t<1>::T VT; LAUNCH_IT(KERNEL, VT, total, __VA_ARGS__); break; }        \
+        case 2: { typedef raw_t<2>::T VT; LAUNCH_IT(KERNEL, VT, total, __VA_ARGS__); break; }        \
+        case 4: { typedef raw_t<4>::T VT; LAUNCH_IT(KERNEL, VT, total, __VA_ARGS__); break; }        \
+        case 8: { typedef raw_t<8>::T VT; LAUNCH_IT(KERNEL, VT, total, __VA_ARGS__); break; }        \
+        default:                                                                                     \
+            DG_ERR(DG_EUNSUPPORTED, "cuda %s: dtype %s not supported", OP, dg_dtype_name((V)->dtype)); \
+            rc = DG_EUNSUPPORTED;                                                                    \
+        }                                                                                            \
+    } while (0)
+
+/* LAUNCH_IT with VT float or double by V's dtype (add_dtype_ok has let only those through). */
+#define LAUNCH_IT_FLOAT(V, KERNEL, total, ...)                                                       \
+    do {                                                                                             \
+        if ((V)->dtype == DG_F32) { typedef float VT; LAUNCH_IT(KERNEL, VT, total, __VA_ARGS__); }   \
+        else { typedef double VT; LAUNCH_IT(KERNEL, VT, total, __VA_ARGS__); }                       \
+    } while (0)
+
 extern "C" int dg_cuda_index_select(const dg_backend *be, const dg_kview *x, const dg_kview *ix, dg_kview *y, int64_t outer, int64_t dim, int64_t inner) {
     DG_CUDA_ENTER(be);
     int rc = index_dtype_ok(ix, "index_select");
     if (!rc) rc = check_indices(ix, dim, "index_select", false, 0);
     if (rc) return rc;
-    int64_t n = ix->numel, total = outer * n * inner;
-    switch (dg_dtype_size(x->dtype)) {
-#define S(ES)                                                                                         \
-    case ES: {                                                                                        \
-        typedef raw_t<ES>::T R;                                                                       \
-        const R *xp = (const R *)x->data;                                                    \
-        R *yp = (R *)y->data;                                                                \
-        LAUNCH_IT(index_select_kernel, R, total, xp, IXP, yp, outer, dim, inner, n);                   \
-        return rc;                                                                                    \
-    }
-    S(1) S(2) S(4) S(8)
-#undef S
-    }
-    DG_ERR(DG_EUNSUPPORTED, "cuda index_select: dtype %s not supported", dg_dtype_name(x->dtype));
-    return DG_EUNSUPPORTED;
+    int64_t n = ix->numel;
+    LAUNCH_IT_RAW("index_select", x, index_select_kernel, outer * n * inner,
+                  (const VT *)x->data, IXP, (VT *)y->data, outer, dim, inner, n);
+    return rc;
 }
 
 /* gx/gy dtype must be f32 or f64 (atomicAdd) */
@@ -158,16 +170,9 @@ extern "C" int dg_cuda_index_add(const dg_backend *be, const dg_kview *gy, const
     if (!rc) rc = add_dtype_ok(gx, "index_add");
     if (!rc) rc = check_indices(ix, dim, "index_add", false, 0);
     if (rc) return rc;
-    int64_t n = ix->numel, total = outer * n * inner;
-    if (gx->dtype == DG_F32) {
-        const float *g = (const float *)gy->data;
-        float *o = (float *)gx->data;
-        LAUNCH_IT(index_add_kernel, float, total, g, IXP, o, outer, dim, inner, n);
-    } else {
-        const double *g = (const double *)gy->data;
-        double *o = (double *)gx->data;
-        LAUNCH_IT(index_add_kernel, double, total, g, IXP, o, outer, dim, inner, n);
-    }
+    int64_t n = ix->numel;
+    LAUNCH_IT_FLOAT(gx, index_add_kernel, outer * n * inner,
+                    (const VT *)gy->data, IXP, (VT *)gx->data, outer, dim, inner, n);
     return rc;
 }
 
@@ -176,21 +181,9 @@ extern "C" int dg_cuda_gather(const dg_backend *be, const dg_kview *x, const dg_
     int rc = index_dtype_ok(ix, "gather");
     if (!rc) rc = check_indices(ix, xdim, "gather", false, 0);
     if (rc) return rc;
-    int64_t total = outer * idim * inner;
-    switch (dg_dtype_size(x->dtype)) {
-#define S(ES)                                                                                         \
-    case ES: {                                                                                        \
-        typedef raw_t<ES>::T R;                                                                       \
-        const R *xp = (const R *)x->data;                                                    \
-        R *yp = (R *)y->data;                                                                \
-        LAUNCH_IT(gather_kernel, R, total, xp, IXP, yp, outer, xdim, idim, inner);                     \
-        return rc;                                                                                    \
-    }
-    S(1) S(2) S(4) S(8)
-#undef S
-    }
-    DG_ERR(DG_EUNSUPPORTED, "cuda gather: dtype %s not supported", dg_dtype_name(x->dtype));
-    return DG_EUNSUPPORTED;
+    LAUNCH_IT_RAW("gather", x, gather_kernel, outer * idim * inner,
+                  (const VT *)x->data, IXP, (VT *)y->data, outer, xdim, idim, inner);
+    return rc;
 }
 
 extern "C" int dg_cuda_scatter_add(const dg_backend *be, const dg_kview *gy, const dg_kview *ix, dg_kview *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
@@ -199,16 +192,8 @@ extern "C" int dg_cuda_scatter_add(const dg_backend *be, const dg_kview *gy, con
     if (!rc) rc = add_dtype_ok(gx, "scatter_add");
     if (!rc) rc = check_indices(ix, xdim, "scatter_add", false, 0);
     if (rc) return rc;
-    int64_t total = outer * idim * inner;
-    if (gx->dtype == DG_F32) {
-        const float *g = (const float *)gy->data;
-        float *o = (float *)gx->data;
-        LAUNCH_IT(scatter_add_kernel, float, total, g, IXP, o, outer, xdim, idim, inner);
-    } else {
-        const double *g = (const double *)gy->data;
-        double *o = (double *)gx->data;
-        LAUNCH_IT(scatter_add_kernel, double, total, g, IXP, o, outer, xdim, idim, inner);
-    }
+    LAUNCH_IT_FLOAT(gx, scatter_add_kernel, outer * idim * inner,
+                    (const VT *)gy->data, IXP, (VT *)gx->data, outer, xdim, idim, inner);
     return rc;
 }
 
@@ -229,45 +214,32 @@ __global__ void nll_bw_kernel(const T *g, const IT *label, T *glogp, int64_t row
     }
 }
 
+/* What both NLL directions check: the label dtype, logp's (or its gradient's) float dtype, every
+ * label in range. */
+static int nll_checks(const dg_kview *label, const dg_kview *logp, int64_t cols, int64_t ignore) {
+    int rc = index_dtype_ok(label, "cross_entropy");
+    if (!rc) rc = add_dtype_ok(logp, "cross_entropy");
+    if (!rc) rc = check_indices(label, cols, "cross_entropy", true, ignore);
+    return rc;
+}
+
 extern "C" int dg_cuda_nll(const dg_backend *be, const dg_kview *logp, const dg_kview *label, dg_kview *loss, int64_t rows, int64_t cols, int64_t ignore) {
     DG_CUDA_ENTER(be);
     const dg_kview *ix = label;
-    int rc = index_dtype_ok(ix, "cross_entropy");
-    if (!rc) rc = add_dtype_ok(logp, "cross_entropy");
-    if (!rc) rc = check_indices(ix, cols, "cross_entropy", true, ignore);
+    int rc = nll_checks(label, logp, cols, ignore);
     if (rc) return rc;
-    long long ig = (long long)ignore;
-    if (logp->dtype == DG_F32) {
-        const float *lp = (const float *)logp->data;
-        float *out = (float *)loss->data;
-        LAUNCH_IT(nll_kernel, float, rows, lp, IXP, out, rows, cols, ig);
-    } else {
-        const double *lp = (const double *)logp->data;
-        double *out = (double *)loss->data;
-        LAUNCH_IT(nll_kernel, double, rows, lp, IXP, out, rows, cols, ig);
-    }
+    LAUNCH_IT_FLOAT(logp, nll_kernel, rows, (const VT *)logp->data, IXP, (VT *)loss->data, rows, cols, (long long)ignore);
     return rc;
 }
 
 extern "C" int dg_cuda_nll_backward(const dg_backend *be, const dg_kview *g, const dg_kview *label, dg_kview *glogp, int64_t rows, int64_t cols, int64_t ignore) {
     DG_CUDA_ENTER(be);
     const dg_kview *ix = label;
-    int rc = index_dtype_ok(ix, "cross_entropy");
-    if (!rc) rc = add_dtype_ok(glogp, "cross_entropy");
-    if (!rc) rc = check_indices(ix, cols, "cross_entropy", true, ignore);
+    int rc = nll_checks(label, glogp, cols, ignore);
     if (rc) return rc;
     if (rows <= 0 || cols <= 0) return 0;
     rc = DG_CUDA(cudaMemsetAsync(glogp->data, 0, (size_t)(rows * cols) * dg_dtype_size(glogp->dtype), dg_cuda_stream()));
     if (rc) return rc;
-    long long ig = (long long)ignore;
-    if (glogp->dtype == DG_F32) {
-        const float *gp = (const float *)g->data;
-        float *out = (float *)glogp->data;
-        LAUNCH_IT(nll_bw_kernel, float, rows, gp, IXP, out, rows, cols, ig);
-    } else {
-        const double *gp = (const double *)g->data;
-        double *out = (double *)glogp->data;
-        LAUNCH_IT(nll_bw_kernel, double, rows, gp, IXP, out, rows, cols, ig);
-    }
+    LAUNCH_IT_FLOAT(glogp, nll_bw_kernel, rows, (const VT *)g->data, IXP, (VT *)glogp->data, rows, cols, (long long)ignore);
     return rc;
 }

@@ -26,6 +26,14 @@
 
 /* ---- pooling geometry (eager/cpu/pool.c) ---- */
 
+/* Row and column of flat index i in a [planes, rows, cols] tensor; returns the plane. */
+__device__ __forceinline__ int64_t plane_pos(int64_t i, int64_t rows, int64_t cols, int64_t &row, int64_t &col) {
+    int64_t r = i;
+    col = dgk_divmod(r, cols);
+    row = dgk_divmod(r, rows);
+    return r;
+}
+
 /* Clipped window [s, e) of output index o along one axis of size n. */
 __device__ __forceinline__ void pw_window(int64_t o, int stride, int pad, int k, int64_t n, int64_t &s, int64_t &e) {
     int64_t a = o * stride - pad, b = a + k;
@@ -81,10 +89,8 @@ __device__ __forceinline__ int64_t ad_end(int64_t i, int64_t in, int64_t out) { 
 template <typename T>
 __global__ void max_fwd_kernel(const T *x, T *y, const dg_pool2d_geom g, int64_t total) {
     DGK_FOR(i, total) {
-        int64_t r = i;
-        int64_t ox = dgk_divmod(r, g.ow);
-        int64_t oy = dgk_divmod(r, g.oh);
-        const T *xp = x + r * g.h * g.w;
+        int64_t oy, ox, plane = plane_pos(i, g.oh, g.ow, oy, ox);
+        const T *xp = x + plane * g.h * g.w;
         int64_t a = pw_argmax(xp, g, oy, ox);
         y[i] = a < 0 ? (T)-INFINITY : xp[a];
     }
@@ -95,24 +101,20 @@ __global__ void max_fwd_kernel(const T *x, T *y, const dg_pool2d_geom g, int64_t
 template <typename T, typename I>
 __global__ void max_idx_kernel(const T *x, I *idx, const dg_pool2d_geom g, int64_t total) {
     DGK_FOR(i, total) {
-        int64_t r = i;
-        int64_t ox = dgk_divmod(r, g.ow);
-        int64_t oy = dgk_divmod(r, g.oh);
-        idx[i] = (I)pw_argmax(x + r * g.h * g.w, g, oy, ox);
+        int64_t oy, ox, plane = plane_pos(i, g.oh, g.ow, oy, ox);
+        idx[i] = (I)pw_argmax(x + plane * g.h * g.w, g, oy, ox);
     }
 }
 
 template <typename T, typename I>
 __global__ void max_bwd_kernel(const I *idx, const T *gy, T *gx, const dg_pool2d_geom g, int64_t total) {
     DGK_FOR(i, total) {
-        int64_t r = i;
-        int64_t ix = dgk_divmod(r, g.w);
-        int64_t iy = dgk_divmod(r, g.h);
+        int64_t iy, ix, plane = plane_pos(i, g.h, g.w, iy, ix);
         int64_t y0, y1, x0, x1;
         pw_covering(iy, g.sh, g.ph, g.kh, g.oh, y0, y1);
         pw_covering(ix, g.sw, g.pw, g.kw, g.ow, x0, x1);
         const I me = (I)(iy * g.w + ix);
-        const int64_t base = r * g.oh * g.ow;
+        const int64_t base = plane * g.oh * g.ow;
         T acc = 0;
         for (int64_t oy = y0; oy <= y1; oy++)
             for (int64_t ox = x0; ox <= x1; ox++) {
@@ -128,10 +130,8 @@ __global__ void max_bwd_kernel(const I *idx, const T *gy, T *gx, const dg_pool2d
 template <typename T>
 __global__ void avg_fwd_kernel(const T *x, T *y, const dg_pool2d_geom g, int64_t total) {
     DGK_FOR(i, total) {
-        int64_t r = i;
-        int64_t ox = dgk_divmod(r, g.ow);
-        int64_t oy = dgk_divmod(r, g.oh);
-        const T *xp = x + r * g.h * g.w;
+        int64_t oy, ox, plane = plane_pos(i, g.oh, g.ow, oy, ox);
+        const T *xp = x + plane * g.h * g.w;
         int64_t ys, ye, xs, xe, d = pw_avg_divisor(g, oy, ox);
         pw_window(oy, g.sh, g.ph, g.kh, g.h, ys, ye);
         pw_window(ox, g.sw, g.pw, g.kw, g.w, xs, xe);
@@ -145,13 +145,11 @@ __global__ void avg_fwd_kernel(const T *x, T *y, const dg_pool2d_geom g, int64_t
 template <typename T>
 __global__ void avg_bwd_kernel(const T *gy, T *gx, const dg_pool2d_geom g, int64_t total) {
     DGK_FOR(i, total) {
-        int64_t r = i;
-        int64_t ix = dgk_divmod(r, g.w);
-        int64_t iy = dgk_divmod(r, g.h);
+        int64_t iy, ix, plane = plane_pos(i, g.h, g.w, iy, ix);
         int64_t y0, y1, x0, x1;
         pw_covering(iy, g.sh, g.ph, g.kh, g.oh, y0, y1);
         pw_covering(ix, g.sw, g.pw, g.kw, g.ow, x0, x1);
-        const T *gp = gy + r * g.oh * g.ow;
+        const T *gp = gy + plane * g.oh * g.ow;
         T acc = 0;
         for (int64_t oy = y0; oy <= y1; oy++)
             for (int64_t ox = x0; ox <= x1; ox++) {
@@ -168,10 +166,8 @@ __global__ void avg_bwd_kernel(const T *gy, T *gx, const dg_pool2d_geom g, int64
 template <typename T>
 __global__ void adapt_fwd_kernel(const T *x, T *y, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t total) {
     DGK_FOR(i, total) {
-        int64_t r = i;
-        int64_t ox = dgk_divmod(r, ow);
-        int64_t oy = dgk_divmod(r, oh);
-        const T *xp = x + r * h * w;
+        int64_t oy, ox, plane = plane_pos(i, oh, ow, oy, ox);
+        const T *xp = x + plane * h * w;
         int64_t ys = ad_start(oy, h, oh), ye = ad_end(oy, h, oh);
         int64_t xs = ad_start(ox, w, ow), xe = ad_end(ox, w, ow);
         double s = 0;
@@ -187,14 +183,12 @@ __global__ void adapt_fwd_kernel(const T *x, T *y, int64_t h, int64_t w, int64_t
 template <typename T>
 __global__ void adapt_bwd_kernel(const T *gy, T *gx, int64_t h, int64_t w, int64_t oh, int64_t ow, int64_t total) {
     DGK_FOR(i, total) {
-        int64_t r = i;
-        int64_t ix = dgk_divmod(r, w);
-        int64_t iy = dgk_divmod(r, h);
+        int64_t iy, ix, plane = plane_pos(i, h, w, iy, ix);
         int64_t y0 = iy * oh / h, y1 = ((iy + 1) * oh + h - 1) / h;
         int64_t x0 = ix * ow / w, x1 = ((ix + 1) * ow + w - 1) / w;
         if (y1 > oh) y1 = oh;
         if (x1 > ow) x1 = ow;
-        const T *gp = gy + r * oh * ow;
+        const T *gp = gy + plane * oh * ow;
         T acc = 0;
         for (int64_t oy = y0; oy < y1; oy++) {
             int64_t ys = ad_start(oy, h, oh), ye = ad_end(oy, h, oh);
@@ -370,13 +364,18 @@ static int bad_dtype(const char *op, const dg_kview *t) {
 static bool float_dtype(dg_dtype dt) { return dt == DG_F32 || dt == DG_F64; }
 static int launched(void) { return DG_CUDA(cudaGetLastError()); }
 
-template <typename T>
-static int max_fwd_t(const dg_pool2d_geom &g, const dg_kview *x, dg_kview *y) {
-    int64_t total = g.n * g.c * g.oh * g.ow;
-    DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), max_fwd_kernel<T>)(
-        (const T *)x->data, (T *)y->data, g, total);
-    return launched();
+/* A gradient with no outputs behind it (an empty gy) is all zeros. */
+static int zero_fill(dg_kview *t) {
+    return DG_CUDA(cudaMemsetAsync(t->data, 0, (size_t)t->numel * dg_dtype_size(t->dtype), dg_cuda_stream()));
 }
+
+/* Launch KERNEL<T> on the compute stream with T float or double by DT (the callers have let
+ * only those through); T names the element type in the arguments. */
+#define LAUNCH_FLOAT(DT, GRID, BLOCK, KERNEL, ...)                                                    \
+    do {                                                                                              \
+        if ((DT) == DG_F32) { typedef float T; DGK_LAUNCH(GRID, BLOCK, 0, dg_cuda_stream(), KERNEL<T>)(__VA_ARGS__); } \
+        else { typedef double T; DGK_LAUNCH(GRID, BLOCK, 0, dg_cuda_stream(), KERNEL<T>)(__VA_ARGS__); }             \
+    } while (0)
 
 template <typename T, typename I>
 static int max_bwd_t(const dg_pool2d_geom &g, const dg_kview *x, const dg_kview *gy, dg_kview *gx) {
@@ -395,27 +394,13 @@ static int max_bwd_t(const dg_pool2d_geom &g, const dg_kview *x, const dg_kview 
     return rc;
 }
 
-template <typename T>
-static int avg_fwd_t(const dg_pool2d_geom &g, const dg_kview *x, dg_kview *y) {
-    int64_t total = g.n * g.c * g.oh * g.ow;
-    DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), avg_fwd_kernel<T>)(
-        (const T *)x->data, (T *)y->data, g, total);
-    return launched();
-}
-
-template <typename T>
-static int avg_bwd_t(const dg_pool2d_geom &g, const dg_kview *gy, dg_kview *gx) {
-    int64_t total = g.n * g.c * g.h * g.w;
-    DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, dg_cuda_stream(), avg_bwd_kernel<T>)(
-        (const T *)gy->data, (T *)gx->data, g, total);
-    return launched();
-}
-
 extern "C" int dg_cuda_max_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
     DG_CUDA_ENTER(be);
     if (!float_dtype(x->dtype)) return bad_dtype("max_pool2d", x);
     if (y->numel == 0) return 0;
-    return x->dtype == DG_F32 ? max_fwd_t<float>(*g, x, y) : max_fwd_t<double>(*g, x, y);
+    int64_t total = g->n * g->c * g->oh * g->ow;
+    LAUNCH_FLOAT(x->dtype, dgk_blocks(total), DGK_THREADS, max_fwd_kernel, (const T *)x->data, (T *)y->data, *g, total);
+    return launched();
 }
 
 extern "C" int dg_cuda_max_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, const dg_kview *y,
@@ -424,8 +409,7 @@ extern "C" int dg_cuda_max_pool2d_backward(const dg_backend *be, const dg_pool2d
     (void)y;  /* the argmax is found again from x, which settles ties the way the forward did */
     if (!float_dtype(x->dtype)) return bad_dtype("max_pool2d backward", x);
     if (gx->numel == 0) return 0;
-    if (gy->numel == 0)
-        return DG_CUDA(cudaMemsetAsync(gx->data, 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
+    if (gy->numel == 0) return zero_fill(gx);
     bool small = g->h * g->w <= INT32_MAX;   /* plane indices fit 32 bits: half the index traffic */
     if (x->dtype == DG_F32) return small ? max_bwd_t<float, int32_t>(*g, x, gy, gx) : max_bwd_t<float, int64_t>(*g, x, gy, gx);
     return small ? max_bwd_t<double, int32_t>(*g, x, gy, gx) : max_bwd_t<double, int64_t>(*g, x, gy, gx);
@@ -434,16 +418,19 @@ extern "C" int dg_cuda_max_pool2d_backward(const dg_backend *be, const dg_pool2d
 extern "C" int dg_cuda_avg_pool2d_kernel(const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
     if (!float_dtype(x->dtype)) return bad_dtype("avg_pool2d", x);
     if (y->numel == 0) return 0;
-    return x->dtype == DG_F32 ? avg_fwd_t<float>(*g, x, y) : avg_fwd_t<double>(*g, x, y);
+    int64_t total = g->n * g->c * g->oh * g->ow;
+    LAUNCH_FLOAT(x->dtype, dgk_blocks(total), DGK_THREADS, avg_fwd_kernel, (const T *)x->data, (T *)y->data, *g, total);
+    return launched();
 }
 
 extern "C" int dg_cuda_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx) {
     DG_CUDA_ENTER(be);
     if (!float_dtype(gy->dtype)) return bad_dtype("avg_pool2d backward", gy);
     if (gx->numel == 0) return 0;
-    if (gy->numel == 0)
-        return DG_CUDA(cudaMemsetAsync(gx->data, 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
-    return gy->dtype == DG_F32 ? avg_bwd_t<float>(*g, gy, gx) : avg_bwd_t<double>(*g, gy, gx);
+    if (gy->numel == 0) return zero_fill(gx);
+    int64_t total = g->n * g->c * g->h * g->w;
+    LAUNCH_FLOAT(gy->dtype, dgk_blocks(total), DGK_THREADS, avg_bwd_kernel, (const T *)gy->data, (T *)gx->data, *g, total);
+    return launched();
 }
 
 /* x [N, C, H, W], y [N, C, OH, OW] */
@@ -458,13 +445,8 @@ extern "C" int dg_cuda_adaptive_avg_pool2d(const dg_backend *be, const dg_kview 
         DG_ERR(DG_EINVAL, "adaptive_avg_pool2d: input %s has an empty spatial dim", sh);
         return DG_EINVAL;
     }
-    cudaStream_t st = dg_cuda_stream();
-    if (x->dtype == DG_F32)
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_fwd_kernel<float>)((const float *)x->data,
-                                                                          (float *)y->data, h, w, oh, ow, total);
-    else
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_fwd_kernel<double>)((const double *)x->data,
-                                                                           (double *)y->data, h, w, oh, ow, total);
+    LAUNCH_FLOAT(x->dtype, dgk_blocks(total), DGK_THREADS, adapt_fwd_kernel, (const T *)x->data, (T *)y->data,
+                 h, w, oh, ow, total);
     return launched();
 }
 
@@ -473,15 +455,9 @@ extern "C" int dg_cuda_adaptive_avg_pool2d_backward(const dg_backend *be, const 
     if (!float_dtype(gy->dtype)) return bad_dtype("adaptive_avg_pool2d backward", gy);
     if (gx->numel == 0) return 0;
     int64_t h = gx->shape[2], w = gx->shape[3], oh = gy->shape[2], ow = gy->shape[3], total = gx->numel;
-    if (oh <= 0 || ow <= 0)
-        return DG_CUDA(cudaMemsetAsync(gx->data, 0, (size_t)gx->numel * dg_dtype_size(gx->dtype), dg_cuda_stream()));
-    cudaStream_t st = dg_cuda_stream();
-    if (gy->dtype == DG_F32)
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_bwd_kernel<float>)((const float *)gy->data,
-                                                                          (float *)gx->data, h, w, oh, ow, total);
-    else
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, adapt_bwd_kernel<double>)((const double *)gy->data,
-                                                                           (double *)gx->data, h, w, oh, ow, total);
+    if (oh <= 0 || ow <= 0) return zero_fill(gx);
+    LAUNCH_FLOAT(gy->dtype, dgk_blocks(total), DGK_THREADS, adapt_bwd_kernel, (const T *)gy->data, (T *)gx->data,
+                 h, w, oh, ow, total);
     return launched();
 }
 
@@ -560,9 +536,7 @@ static int bad_raw(const char *what, dg_dtype dt) {
 extern "C" int dg_cuda_fill_raw(void *p, dg_dtype dt, int64_t n, double v) {
     if (!float_dtype(dt)) return bad_raw("cuda fill", dt);
     if (n <= 0) return 0;
-    cudaStream_t st = dg_cuda_stream();
-    if (dt == DG_F32) DGK_LAUNCH(dgk_blocks(n), DGK_THREADS, 0, st, fill_kernel<float>)((float *)p, n, (float)v);
-    else DGK_LAUNCH(dgk_blocks(n), DGK_THREADS, 0, st, fill_kernel<double>)((double *)p, n, v);
+    LAUNCH_FLOAT(dt, dgk_blocks(n), DGK_THREADS, fill_kernel, (T *)p, n, (T)v);
     return launched();
 }
 
@@ -570,22 +544,14 @@ extern "C" int dg_cuda_bias_fill_raw(void *y, const void *b, dg_dtype dt, int64_
     if (!float_dtype(dt)) return bad_raw("conv2d bias", dt);
     int64_t total = n * oc * l;
     if (total <= 0) return 0;
-    cudaStream_t st = dg_cuda_stream();
-    if (!b) return DG_CUDA(cudaMemsetAsync(y, 0, (size_t)total * dg_dtype_size(dt), st));
-    if (dt == DG_F32)
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bias_fill_kernel<float>)((float *)y, (const float *)b, oc, l, total);
-    else
-        DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, bias_fill_kernel<double>)((double *)y, (const double *)b, oc, l, total);
+    if (!b) return DG_CUDA(cudaMemsetAsync(y, 0, (size_t)total * dg_dtype_size(dt), dg_cuda_stream()));
+    LAUNCH_FLOAT(dt, dgk_blocks(total), DGK_THREADS, bias_fill_kernel, (T *)y, (const T *)b, oc, l, total);
     return launched();
 }
 
 extern "C" int dg_cuda_channel_sum_raw(const void *x, void *out, dg_dtype dt, int64_t n, int64_t c, int64_t inner) {
     if (!float_dtype(dt)) return bad_raw("channel sum", dt);
     if (c <= 0) return 0;
-    cudaStream_t st = dg_cuda_stream();
-    if (dt == DG_F32)
-        DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, channel_sum_kernel<float>)((const float *)x, (float *)out, n, c, inner);
-    else
-        DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, st, channel_sum_kernel<double>)((const double *)x, (double *)out, n, c, inner);
+    LAUNCH_FLOAT(dt, ch_blocks(c), CH_THREADS, channel_sum_kernel, (const T *)x, (T *)out, n, c, inner);
     return launched();
 }
