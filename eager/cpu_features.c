@@ -25,3 +25,17 @@ bool dg_cpu_has_bf16(void) {
 #else
 bool dg_cpu_has_bf16(void) { return false; }
 #endif
+
+/* ---- the bf16 switch for CPU convolutions (dg_set_cpu_bf16) ---- */
+static bool g_cpu_bf16 = false;
+
+int dg_set_cpu_bf16(bool on) {
+    if (on && !dg_cpu_has_bf16()) {
+        DG_ERR(DG_EUNSUPPORTED, "set_cpu_bf16: this CPU has no bf16 instructions (AVX512-BF16 or AMX); convolutions stay f32");
+        return DG_EUNSUPPORTED;
+    }
+    g_cpu_bf16 = on;
+    return 0;
+}
+bool dg_get_cpu_bf16(void) { return g_cpu_bf16; }
+void dg_cpu_bf16_reset(void) { g_cpu_bf16 = false; }

@@ -144,9 +144,11 @@ static inline void dg_store_from_double(void *p, dg_dtype dt, double v) {
     }
 }
 
-/* ---- tensors (eager/tensor.c) ---- */
+/* ---- dtypes (eager/dtype.c) ---- */
 bool dg_dtype_has_kernels(dg_dtype dt);              /* false for the reserved F16/BF16 */
 int dg_reserved_dtype_error(const char *op, dg_dtype dt);   /* records why; returns DG_EUNSUPPORTED */
+
+/* ---- tensors (eager/tensor.c) ---- */
 dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_device device);
 dg_tensor *dg_tensor_view(const dg_tensor *base, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset);
 void dg_tensor_retain(dg_tensor *t);
@@ -189,7 +191,7 @@ void dg_grad_mode_reset(void);   /* this thread's no_grad depth back to 0 (dg_sh
 /* ---- RNG (eager/rng.c): dg_generator_reserve and dg_philox4x32 are in custom_op.h ---- */
 void dg_rng_reset(void);      /* the default generator back to its first seed, counter 0 (dg_shutdown) */
 
-/* ---- threads (eager/core.c) ---- */
+/* ---- threads (eager/threads.c) ---- */
 /* The thread count CPU kernels use now; also sets the calling thread's OpenMP count to it. */
 int dg_threads(void);
 /* The automatic count for ncpu CPUs while other processes keep `others` CPUs busy. */
@@ -200,6 +202,7 @@ bool dg_proc_stat_busy(FILE *f, const cpu_set_t *mask, uint64_t *busy, int *ncpu
 
 /* ---- CPU features (eager/cpu_features.c) ---- */
 bool dg_cpu_has_bf16(void);   /* AVX512-BF16 or AMX: what dg_set_cpu_bf16 needs */
+void dg_cpu_bf16_reset(void); /* the switch back off (dg_shutdown) */
 
 /* (dg_conv2d_relu_nograd, the fused op for passes without gradients, is in dygraph/extension.h.) */
 

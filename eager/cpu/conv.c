@@ -13,6 +13,8 @@
 #include "iter.h"
 #include <omp.h>
 
+/* The CPU's entries keep no per-instance state, so the GEMM is called here with no instance
+ * (which also keeps this file from depending on the table that refers to it). */
 int dg_cpu_gemm(const dg_backend *be, dg_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
                 const void *, int64_t, int64_t, double, void *, int64_t, int64_t, int64_t);
 
@@ -147,7 +149,7 @@ static int conv_image(const dg_conv2d_geom *g, dg_dtype dt, const char *x, const
             if (dt == DG_F32) fill_bias_f32((float *)yg, (const float *)bg, ocg, l);
             else fill_bias_f64((double *)yg, (const double *)bg, ocg, l);
         }
-        int rc = dg_cpu_gemm(&dg_cpu_backend, dt, false, false, ocg, l, k, 1.0, w + (size_t)(gi * ocg * k) * es, k, 0,
+        int rc = dg_cpu_gemm(NULL, dt, false, false, ocg, l, k, 1.0, w + (size_t)(gi * ocg * k) * es, k, 0,
                              src, l, 0, b ? 1.0 : 0.0, yg, l, 0, 1);
         if (rc) return rc;
     }
@@ -164,7 +166,7 @@ static int conv_bwd_data_image(const dg_conv2d_geom *g, dg_dtype dt, const char 
         char *gxg = gx + (size_t)(gi * cg * g->h * g->w) * es;
         /* columns = W_g^T [k, ocg] . gy_g [ocg, l]; direct convs write straight into gx */
         char *dst = is_direct(g) ? gxg : col;
-        int rc = dg_cpu_gemm(&dg_cpu_backend, dt, true, false, k, l, ocg, 1.0, wg, k, 0, gyg, l, 0, 0.0, dst, l, 0, 1);
+        int rc = dg_cpu_gemm(NULL, dt, true, false, k, l, ocg, 1.0, wg, k, 0, gyg, l, 0, 0.0, dst, l, 0, 1);
         if (rc) return rc;
         if (!is_direct(g)) col2im(dt, col, cg, g, gxg, par);
     }
@@ -242,7 +244,7 @@ static int conv_bwd_filter_image(const dg_conv2d_geom *g, dg_dtype dt, const cha
     for (int gi = 0; gi < g->groups; gi++) {
         const char *xg = x + (size_t)(gi * cg * g->h * g->w) * es, *src = xg;
         if (!is_direct(g)) { im2col(dt, xg, cg, g, col, par); src = col; }
-        int rc = dg_cpu_gemm(&dg_cpu_backend, dt, false, true, ocg, k, l, 1.0, gy + (size_t)(gi * ocg * l) * es, l, 0, src, l, 0,
+        int rc = dg_cpu_gemm(NULL, dt, false, true, ocg, k, l, 1.0, gy + (size_t)(gi * ocg * l) * es, l, 0, src, l, 0,
                              beta, gw + (size_t)(gi * ocg * k) * es, k, 0, 1);
         if (rc) return rc;
     }
