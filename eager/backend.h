@@ -57,7 +57,7 @@ typedef struct dg_pool2d_geom {
 } dg_pool2d_geom;
 
 /* What a kernel sees of a tensor: where its first element is and how the elements are laid
- * out. A plain value the op makes for one call (dg_kview_of); it holds no reference, so an op
+ * out. A plain value the op makes for one call (dg_kview_set, DG_KV); it holds no reference, so an op
  * may re-shape or re-stride it (a broadcast, a window) without copying or touching the
  * refcounted handle, and kernels never see ownership, autograd or scope state. */
 typedef struct dg_kview {
@@ -69,18 +69,17 @@ typedef struct dg_kview {
     int64_t stride[DG_MAX_DIMS];   /* in elements */
 } dg_kview;
 
-static inline dg_kview dg_kview_of(const dg_tensor *t) {
-    dg_kview v;
-    v.data = (char *)t->storage->data + t->offset * (int64_t)dg_dtype_size(t->dtype);
-    v.dtype = t->dtype;
-    v.ndim = t->ndim;
-    v.numel = t->numel;
-    memcpy(v.shape, t->shape, sizeof v.shape);
-    memcpy(v.stride, t->stride, sizeof v.stride);
+/* Fills v with t's view and returns v. Written field by field into the caller's struct (not
+ * returned by value): a struct copied right after its fields were stored stalls on store
+ * forwarding, and ops make several views per call. */
+static inline dg_kview *dg_kview_set(dg_kview *v, const dg_tensor *t) {
+    v->data = (char *)t->storage->data + t->offset * (int64_t)dg_dtype_bytes(t->dtype);
+    v->dtype = t->dtype;
+    v->ndim = t->ndim;
+    v->numel = t->numel;
+    for (int i = 0; i < t->ndim; i++) { v->shape[i] = t->shape[i]; v->stride[i] = t->stride[i]; }   /* dims past ndim are never read */
     return v;
-}
-
-/* A backend instance: the table of entries, and the device and context they act on. Every
+}/* A backend instance: the table of entries, and the device and context they act on. Every
  * entry receives its instance first (ggml-backend style), so one table serves several devices
  * (gpu:0 and gpu:1 are two instances of the CUDA table with their own streams, library
  * handles and memory pool). */
@@ -191,7 +190,7 @@ int dg_backends_started(const dg_backend **out, int cap);
  * storage, with that instance first; DG_KV(t) is a kernel view of tensor t made for the call
  * (it lives until the end of the enclosing block), DG_KV_OPT(t) the same or NULL. */
 #define DG_KCALL(t, entry, ...) (dg_backend_of(t)->entry(dg_backend_of(t), __VA_ARGS__))
-#define DG_KV(t) ((dg_kview[1]){ dg_kview_of(t) })
+#define DG_KV(t) dg_kview_set((dg_kview[1]){ { 0 } }, (t))
 #define DG_KV_OPT(t) ((t) ? DG_KV(t) : NULL)
 
 #ifdef __cplusplus

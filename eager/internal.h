@@ -145,7 +145,12 @@ static inline void dg_store_from_double(void *p, dg_dtype dt, double v) {
 }
 
 /* ---- dtypes (eager/dtype.c) ---- */
-bool dg_dtype_has_kernels(dg_dtype dt);              /* false for the reserved F16/BF16 */
+/* dg_dtype_size for the per-call paths (kernel views), inlined: one table load */
+static inline size_t dg_dtype_bytes(dg_dtype dt) {
+    static const unsigned char bytes[] = { [DG_F32] = 4, [DG_F64] = 8, [DG_I64] = 8, [DG_I32] = 4, [DG_F16] = 2, [DG_BF16] = 2, [DG_BOOL] = 1 };
+    return (unsigned)dt < sizeof bytes ? bytes[dt] : 0;
+}
+static inline bool dg_dtype_has_kernels(dg_dtype dt) { return dt != DG_F16 && dt != DG_BF16; }   /* false for the reserved F16/BF16 */
 int dg_reserved_dtype_error(const char *op, dg_dtype dt);   /* records why; returns DG_EUNSUPPORTED */
 
 /* ---- tensors (eager/tensor.c) ---- */
@@ -168,7 +173,8 @@ int dg_large_release_free(void);
 void dg_block_cache_release_all(void);
 void dg_large_release_all(void);
 
-const struct dg_backend *dg_backend_of(const dg_tensor *t);
+/* The backend instance holding t's storage (inline: every kernel call asks it). */
+static inline const struct dg_backend *dg_backend_of(const dg_tensor *t) { return t->storage->backend; }
 dg_device dg_current_device(void);
 char *dg_shape_fmt(const int64_t *shape, int ndim, char *buf, size_t len);
 #define DG_SHAPE_STR(t) dg_shape_fmt((t)->shape, (t)->ndim, (char[96]){0}, 96)

@@ -31,7 +31,7 @@ static void values(sbuf *b, const dg_tensor *h, int d, int64_t off, bool elide, 
         }
         int64_t o = off + i * h->stride[d];
         if (d == h->ndim - 1) {
-            const char *p = (const char *)h->storage->data + o * (int64_t)dg_dtype_size(h->dtype);
+            const char *p = (const char *)h->storage->data + o * (int64_t)dg_dtype_bytes(h->dtype);
             switch (h->dtype) {
             case DG_F32: put(b, "%.6g", *(const float *)p); break;
             case DG_F64: put(b, "%.8g", *(const double *)p); break;

@@ -128,10 +128,13 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     if (ndim < 0 || ndim > DG_MAX_DIMS) { DG_ERR(DG_EINVAL, "tensor: %d dims (at most %d)", ndim, DG_MAX_DIMS); return NULL; }
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) { DG_ERR(DG_EINVAL, "tensor: negative dim %lld at axis %d", (long long)shape[i], i); return NULL; }
-    if (dg_dtype_size(dtype) == 0) { DG_ERR(DG_EINVAL, "tensor: invalid dtype %d", (int)dtype); return NULL; }
+    if (dg_dtype_bytes(dtype) == 0) { DG_ERR(DG_EINVAL, "tensor: invalid dtype %d", (int)dtype); return NULL; }
     if (!dg_dtype_has_kernels(dtype)) { dg_reserved_dtype_error("tensor", dtype); return NULL; }
+    /* one count for both failures below: a message recorded after it comes from the lookup or,
+     * the lookup having succeeded, from the allocator */
     uint64_t errs = dg_error_count();
-    const dg_backend *be = dg_backend_for(device);
+    /* every op's output comes here: the CPU's instance without the registry's call */
+    const dg_backend *be = device.type == DG_CPU ? &dg_cpu_backend : dg_backend_for(device);
     if (!be) {   /* the backend lookup usually says why (no GPU, too few GPUs): keep that */
         if (!dg_error_since(errs)) DG_ERR(DG_EDEVICE, "tensor: no backend for device type %d", (int)device.type);
         return NULL;
@@ -146,9 +149,8 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
         DG_ERR(DG_EINVAL, "tensor: %s has more elements than memory can hold", dg_shape_fmt(shape, ndim, (char[96]){0}, 96));
         return NULL;
     }
-    size_t nbytes = (size_t)numel * dg_dtype_size(dtype);
+    size_t nbytes = (size_t)numel * dg_dtype_bytes(dtype);
     dg_storage *st = dg_block_alloc(sizeof *st);
-    errs = dg_error_count();
     void *data = be->alloc(be, nbytes ? nbytes : 1);
     dg_tensor *t = st && data ? tensor_struct() : NULL;
     if (!t) {
@@ -240,7 +242,7 @@ dg_tensor *dg_from_blob(void *data, dg_shape shape, dg_dtype dtype, dg_device de
     DG_CHECK(shape.ndim >= 0 && shape.ndim <= DG_MAX_DIMS, "from_blob: %d dims (at most %d)", shape.ndim, DG_MAX_DIMS);
     for (int i = 0; i < shape.ndim; i++)
         DG_CHECK(shape.d[i] >= 0, "from_blob: negative dim %lld at axis %d", (long long)shape.d[i], i);
-    DG_CHECK(dg_dtype_size(dtype) != 0, "from_blob: invalid dtype %d", (int)dtype);
+    DG_CHECK(dg_dtype_bytes(dtype) != 0, "from_blob: invalid dtype %d", (int)dtype);
     if (!dg_dtype_has_kernels(dtype)) { dg_reserved_dtype_error("from_blob", dtype); return NULL; }
     const dg_backend *be = dg_backend_for(device);
     if (!be) return NULL;
@@ -249,7 +251,7 @@ dg_tensor *dg_from_blob(void *data, dg_shape shape, dg_dtype dtype, dg_device de
     if (!t) { dg_block_free(st); DG_ERR(DG_ENOMEM, "from_blob: out of memory"); return NULL; }
     memset(st, 0, sizeof *st);
     st->refcount = 1; st->device = device; st->backend = be; st->data = data;
-    st->nbytes = (size_t)dg_shape_numel(shape.d, shape.ndim) * dg_dtype_size(dtype);
+    st->nbytes = (size_t)dg_shape_numel(shape.d, shape.ndim) * dg_dtype_bytes(dtype);
     st->deleter = deleter; st->deleter_user = user; st->borrowed = deleter == NULL;
     t->storage = st;
     t->ndim = shape.ndim;
@@ -289,9 +291,8 @@ int64_t dg_stride(const dg_tensor *t, int axis) {
 }
 
 void *dg_tensor_ptr(const dg_tensor *t) {
-    return (char *)t->storage->data + t->offset * (int64_t)dg_dtype_size(t->dtype);
+    return (char *)t->storage->data + t->offset * (int64_t)dg_dtype_bytes(t->dtype);
 }
-const dg_backend *dg_backend_of(const dg_tensor *t) { return t->storage->backend; }
 
 /* ---- inspection ----
  * NULL gives the documented "none" value without a message, as it always has; a freed or stale
@@ -376,7 +377,7 @@ dg_tensor *dg_arange(double start, double end, double step, dg_dtype dt) {
     dg_device dev = dg_current_device();
     if (dev.type == DG_CPU) return c;
     dg_tensor *t = dg_tensor_alloc(&n, 1, dt, dev);
-    if (t && DG_KCALL(t, upload, dg_tensor_ptr(t), dg_tensor_ptr(c), (size_t)n * dg_dtype_size(dt)) != 0) {
+    if (t && DG_KCALL(t, upload, dg_tensor_ptr(t), dg_tensor_ptr(c), (size_t)n * dg_dtype_bytes(dt)) != 0) {
         dg_tensor_free(t);
         t = NULL;
     }
@@ -429,7 +430,7 @@ int dg_generator_normal_(dg_generator *g, dg_tensor *t, double mean, double std)
 dg_tensor *dg_from_data(dg_shape s, dg_dtype dt, const void *data) {
     DG_CHECK(data, "from_data: data is NULL");
     dg_tensor *t = dg_empty(s, dt);
-    if (t && DG_KCALL(t, upload, dg_tensor_ptr(t), data, (size_t)t->numel * dg_dtype_size(dt)) != 0) {
+    if (t && DG_KCALL(t, upload, dg_tensor_ptr(t), data, (size_t)t->numel * dg_dtype_bytes(dt)) != 0) {
         dg_tensor_free(t);
         return NULL;
     }
@@ -440,7 +441,7 @@ dg_tensor *dg_from_data(dg_shape s, dg_dtype dt, const void *data) {
 int dg_to_host(const dg_tensor *t, void *dst, size_t nbytes) {
     DG_CHECK_INPUT_INT("to_host", t);
     DG_CHECK_INT(dst, "to_host: dst is NULL");
-    size_t need = (size_t)t->numel * dg_dtype_size(t->dtype);
+    size_t need = (size_t)t->numel * dg_dtype_bytes(t->dtype);
     DG_CHECK_INT(nbytes >= need, "to_host: buffer of %zu bytes, tensor %s %s needs %zu", nbytes, DG_SHAPE_STR(t), dg_dtype_name(t->dtype), need);
     if (dg_is_contiguous(t)) return DG_KCALL(t, download, dst, dg_tensor_ptr(t), need);
     dg_tensor *c = dg_tensor_alloc(t->shape, t->ndim, t->dtype, t->storage->device);
@@ -454,7 +455,7 @@ int dg_to_host(const dg_tensor *t, void *dst, size_t nbytes) {
 int dg_copy_from_host(dg_tensor *t, const void *src, size_t nbytes) {
     int rc = dg_check_inplace(t, "copy_from_host");
     if (rc) return rc;
-    size_t need = (size_t)t->numel * dg_dtype_size(t->dtype);
+    size_t need = (size_t)t->numel * dg_dtype_bytes(t->dtype);
     DG_CHECK_INT(src && nbytes == need, "copy_from_host: %zu bytes given, tensor %s %s holds %zu", nbytes, DG_SHAPE_STR(t), dg_dtype_name(t->dtype), need);
     DG_CHECK_INT(dg_is_contiguous(t), "copy_from_host: tensor %s is not contiguous", DG_SHAPE_STR(t));
     return DG_KCALL(t, upload, dg_tensor_ptr(t), src, need);
@@ -472,7 +473,7 @@ double dg_get(const dg_tensor *t, const int64_t *index) {
         off += index[i] * t->stride[i];
     }
     unsigned char buf[8];
-    size_t es = dg_dtype_size(t->dtype);
+    size_t es = dg_dtype_bytes(t->dtype);
     if (DG_KCALL(t, download, buf, (char *)t->storage->data + off * (int64_t)es, es) != 0) return NAN;
     return dg_load_as_double(buf, t->dtype);
 }

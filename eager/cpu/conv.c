@@ -137,7 +137,7 @@ static int report(int rc, const char *op, uint64_t errs) {
 /* ---- forward ---- */
 static int conv_image(const dg_conv2d_geom *g, dg_dtype dt, const char *x, const char *w, const char *b,
                       char *y, char *col, bool par) {
-    size_t es = dg_dtype_size(dt);
+    size_t es = dg_dtype_bytes(dt);
     int64_t cg = g->c / g->groups, ocg = g->oc / g->groups, k = cg * g->kh * g->kw, l = g->oh * g->ow;
     for (int gi = 0; gi < g->groups; gi++) {
         const char *xg = x + (size_t)(gi * cg * g->h * g->w) * es;
@@ -159,7 +159,7 @@ static int conv_image(const dg_conv2d_geom *g, dg_dtype dt, const char *x, const
 /* ---- backward data ---- */
 static int conv_bwd_data_image(const dg_conv2d_geom *g, dg_dtype dt, const char *gy, const char *w, char *gx,
                                char *col, bool par) {
-    size_t es = dg_dtype_size(dt);
+    size_t es = dg_dtype_bytes(dt);
     int64_t cg = g->c / g->groups, ocg = g->oc / g->groups, k = cg * g->kh * g->kw, l = g->oh * g->ow;
     for (int gi = 0; gi < g->groups; gi++) {
         const char *gyg = gy + (size_t)(gi * ocg * l) * es, *wg = w + (size_t)(gi * ocg * k) * es;
@@ -178,7 +178,7 @@ static int conv_bwd_data_image(const dg_conv2d_geom *g, dg_dtype dt, const char 
  * and differ only in the pass over one image. */
 static int batch_images(const dg_conv2d_geom *g, dg_dtype dt, bool backward, const char *in, const char *w,
                         const char *b, char *out) {
-    size_t es = dg_dtype_size(dt);
+    size_t es = dg_dtype_bytes(dt);
     int64_t xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
     int64_t ins = backward ? ys : xs, outs = backward ? xs : ys;
     size_t colb = is_direct(g) ? 0 : (size_t)(g->c / g->groups * g->kh * g->kw * g->oh * g->ow) * es;
@@ -239,7 +239,7 @@ int dg_cpu_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, c
 /* gw (+)= gy_n . col_n^T for one image, every group; beta 0 overwrites, 1 accumulates */
 static int conv_bwd_filter_image(const dg_conv2d_geom *g, dg_dtype dt, const char *gy, const char *x, char *gw,
                                  char *col, double beta, bool par) {
-    size_t es = dg_dtype_size(dt);
+    size_t es = dg_dtype_bytes(dt);
     int64_t cg = g->c / g->groups, ocg = g->oc / g->groups, k = cg * g->kh * g->kw, l = g->oh * g->ow;
     for (int gi = 0; gi < g->groups; gi++) {
         const char *xg = x + (size_t)(gi * cg * g->h * g->w) * es, *src = xg;
@@ -256,7 +256,7 @@ int dg_cpu_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *g,
     if (use_dnnl() && dg_dnnl_conv2d_backward_filter(g, gy, x, gw, gb) == 1) return 0;
     dg_dtype dt = gy->dtype;
     if (dt != DG_F32 && dt != DG_F64) return unsupported("conv2d backward", dt);
-    size_t es = dg_dtype_size(dt);
+    size_t es = dg_dtype_bytes(dt);
     const char *gyp = gy->data, *xp = x->data;
     int64_t xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow, l = g->oh * g->ow;
     if (gb) {

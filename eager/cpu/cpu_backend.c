@@ -64,7 +64,7 @@ static int cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y) {
     const dg_kview *ops[2] = { y, x };
     dg_iter_init(&it, ops, 2);
     bool same = x->dtype == y->dtype;
-    size_t es = dg_dtype_size(y->dtype);
+    size_t es = dg_dtype_bytes(y->dtype);
     bool par = dg_iter_numel(&it) >= DG_PAR_MIN && it.rows > 1;
     #pragma omp parallel for if(par) schedule(static)
     for (int64_t r = 0; r < it.rows; r++) {
@@ -83,7 +83,7 @@ static int cpu_where(const dg_backend *be, const dg_kview *c, const dg_kview *a,
     dg_iter it;
     const dg_kview *ops[4] = { y, c, a, b };
     dg_iter_init(&it, ops, 4);
-    size_t es = dg_dtype_size(y->dtype);
+    size_t es = dg_dtype_bytes(y->dtype);
     for (int64_t r = 0; r < it.rows; r++) {
         char *p[4]; int64_t st[4];
         int64_t len = dg_iter_row(&it, r, p, st);
@@ -105,7 +105,7 @@ static int cpu_random(const dg_backend *be, dg_random_kind kind, dg_kview *y, do
     int64_t n = y->numel;
     bool dbl = y->dtype == DG_F64;
     char *base = y->data;
-    size_t es = dg_dtype_size(y->dtype);
+    size_t es = dg_dtype_bytes(y->dtype);
     /* Element i uses draws derived from (seed, ctr, i) only: the same numbers for any thread
      * count and on any backend. */
     #pragma omp parallel for if(n >= DG_PAR_MIN) schedule(static)

@@ -22,7 +22,7 @@ static int check_indices(const dg_kview *ix, int64_t limit, const char *op) {
 int dg_cpu_index_select(const dg_backend *be, const dg_kview *x, const dg_kview *ix, dg_kview *y, int64_t outer, int64_t dim, int64_t inner) {
     int rc = check_indices(ix, dim, "index_select");
     if (rc) return rc;
-    size_t es = dg_dtype_size(x->dtype);
+    size_t es = dg_dtype_bytes(x->dtype);
     const char *xb = x->data;
     char *yb = y->data;
     int64_t n = ix->numel;
@@ -51,7 +51,7 @@ int dg_cpu_index_add(const dg_backend *be, const dg_kview *gy, const dg_kview *i
 int dg_cpu_gather(const dg_backend *be, const dg_kview *x, const dg_kview *ix, dg_kview *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner) {
     int rc = check_indices(ix, xdim, "gather");
     if (rc) return rc;
-    size_t es = dg_dtype_size(x->dtype);
+    size_t es = dg_dtype_bytes(x->dtype);
     const char *xb = x->data;
     char *yb = y->data;
     for (int64_t o = 0; o < outer; o++)
@@ -104,7 +104,7 @@ int dg_cpu_nll(const dg_backend *be, const dg_kview *logp, const dg_kview *label
 int dg_cpu_nll_backward(const dg_backend *be, const dg_kview *g, const dg_kview *label, dg_kview *glogp, int64_t rows, int64_t cols, int64_t ignore) {
     int rc = check_labels(label, cols, ignore);
     if (rc) return rc;
-    memset(glogp->data, 0, (size_t)(rows * cols) * dg_dtype_size(glogp->dtype));
+    memset(glogp->data, 0, (size_t)(rows * cols) * dg_dtype_bytes(glogp->dtype));
     for (int64_t r = 0; r < rows; r++) {
         int64_t c = idx_at(label, r);
         if (c == ignore) continue;

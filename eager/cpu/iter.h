@@ -43,7 +43,7 @@ static inline void dg_iter_init(dg_iter *it, const dg_kview *const *ops, int nop
     if (nd == 0) { it->shape[0] = 1; for (int k = 0; k < nops; k++) it->st[k][0] = 1; nd = 1; }
     it->ndim = nd;
     for (int k = 0; k < nops; k++) {
-        it->esize[k] = dg_dtype_size(ops[k]->dtype);
+        it->esize[k] = dg_dtype_bytes(ops[k]->dtype);
         it->base[k] = (char *)ops[k]->data;
     }
     if (nd == 1) {

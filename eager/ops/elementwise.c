@@ -23,20 +23,23 @@ bool dg_broadcast_shape(const dg_tensor *a, const dg_tensor *b, int64_t *out, in
 }
 
 /* t's kernel view broadcast to shape (stride 0 along the broadcast dims), for one kernel call. */
-static dg_kview bcast_view(const dg_tensor *t, const int64_t *shape, int nd) {
-    dg_kview v = dg_kview_of(t);
-    v.ndim = nd;
+static void bcast_view(const dg_tensor *t, const int64_t *shape, int nd, dg_kview *v) {   /* in place: see dg_kview_set */
+    v->data = (char *)t->storage->data + t->offset * (int64_t)dg_dtype_bytes(t->dtype);
+    v->dtype = t->dtype;
+    v->ndim = nd;
+    int64_t numel = 1;
     for (int i = 0; i < nd; i++) {
         int it = i - (nd - t->ndim);
-        v.shape[i] = shape[i];
-        v.stride[i] = (it >= 0 && t->shape[it] == shape[i]) ? t->stride[it] : 0;
+        v->shape[i] = shape[i];
+        v->stride[i] = (it >= 0 && t->shape[it] == shape[i]) ? t->stride[it] : 0;
+        numel *= shape[i];
     }
-    v.numel = dg_shape_numel(shape, nd);
-    return v;
+    v->numel = numel;
 }
 
 dg_tensor *dg_broadcast_view(const dg_tensor *t, const int64_t *shape, int nd) {
-    dg_kview v = bcast_view(t, shape, nd);
+    dg_kview v;
+    bcast_view(t, shape, nd, &v);
     return dg_tensor_view(t, nd, v.shape, v.stride, t->offset);
 }
 
@@ -59,7 +62,9 @@ static dg_tensor *bin_k(dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
     if (!dg_broadcast_shape(a, b, shp, &nd)) { DG_ERR(DG_EINVAL, "internal broadcast %s vs %s", DG_SHAPE_STR(a), DG_SHAPE_STR(b)); return NULL; }
     dg_tensor *y = dg_new_on(a, shp, nd, a->dtype);
     if (!y) return NULL;
-    dg_kview av = bcast_view(a, shp, nd), bv = bcast_view(b, shp, nd);
+    dg_kview av, bv;
+    bcast_view(a, shp, nd, &av);
+    bcast_view(b, shp, nd, &bv);
     DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), p0, p1), y);
     return y;
 }
@@ -83,7 +88,9 @@ static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, 
     DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
     dg_tensor *y = dg_new_on(a, shp, nd, a->dtype);
     if (!y) return NULL;
-    dg_kview av = bcast_view(a, shp, nd), bv = bcast_view(b, shp, nd);
+    dg_kview av, bv;
+    bcast_view(a, shp, nd, &av);
+    bcast_view(b, shp, nd, &bv);
     DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), 0, 0), y);
     const dg_tensor *in[2] = { a, b };
     if (bw && dg_needs_record(in, 2)) {
@@ -171,7 +178,9 @@ static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a,
     DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
     dg_tensor *y = dg_new_on(a, shp, nd, DG_BOOL);
     if (!y) return NULL;
-    dg_kview av = bcast_view(a, shp, nd), bv = bcast_view(b, shp, nd);
+    dg_kview av, bv;
+    bcast_view(a, shp, nd, &av);
+    bcast_view(b, shp, nd, &bv);
     DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), 0, 0), y);
     return y;
 }
@@ -199,7 +208,10 @@ dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) 
              DG_SHAPE_STR(c), dg_shape_fmt(s1, n1, (char[96]){0}, 96));
     dg_tensor *y = dg_new_on(a, s2, n2, a->dtype);
     if (!y) return NULL;
-    dg_kview cv = bcast_view(c, s2, n2), av = bcast_view(a, s2, n2), bv = bcast_view(b, s2, n2);
+    dg_kview cv, av, bv;
+    bcast_view(c, s2, n2, &cv);
+    bcast_view(a, s2, n2, &av);
+    bcast_view(b, s2, n2, &bv);
     DG_TRY_KERNEL(DG_KCALL(a, where, &cv, &av, &bv, DG_KV(y)), y);
     const dg_tensor *in[3] = { c, a, b };
     if (dg_dtype_is_float(a->dtype) && dg_needs_record(in, 3)) {
@@ -303,7 +315,8 @@ static int inplace_binary(const char *name, dg_binary_op op, dg_tensor *dst, con
     int64_t shp[DG_MAX_DIMS]; int nd;
     DG_CHECK_INT(dg_broadcast_shape(dst, src, shp, &nd) && nd == dst->ndim && dg_shape_numel(shp, nd) == dst->numel,
                  "%s: source %s does not broadcast to destination %s", name, DG_SHAPE_STR(src), DG_SHAPE_STR(dst));
-    dg_kview sv = bcast_view(src, dst->shape, dst->ndim);
+    dg_kview sv;
+    bcast_view(src, dst->shape, dst->ndim, &sv);
     return DG_KCALL(dst, binary, op, DG_KV(dst), &sv, DG_KV(dst), p0, p1);
 }
 int dg_copy_(dg_tensor *dst, const dg_tensor *src) {
@@ -321,7 +334,8 @@ int dg_copy_(dg_tensor *dst, const dg_tensor *src) {
         dg_tensor_free(moved);
         return rc;
     }
-    dg_kview sv = bcast_view(src, dst->shape, dst->ndim);
+    dg_kview sv;
+    bcast_view(src, dst->shape, dst->ndim, &sv);
     return DG_KCALL(dst, copy, &sv, DG_KV(dst));
 }
 int dg_add_(dg_tensor *dst, const dg_tensor *src) { return inplace_binary("add_", DG_BIN_ADD, dst, src, 0, 0); }

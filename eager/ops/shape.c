@@ -43,7 +43,7 @@ dg_tensor *dg_clone(const dg_tensor *x) { DG_CHECK_INPUT("clone", x); return cop
 static int cast_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_cast(g, dg_node_input_dtype(n, 0)); return 0; }
 dg_tensor *dg_cast(const dg_tensor *x, dg_dtype dt) {
     DG_CHECK_INPUT("cast", x);
-    DG_CHECK(dg_dtype_size(dt) && dt != DG_F16 && dt != DG_BF16, "cast: unsupported target dtype %s", dg_dtype_name(dt));
+    DG_CHECK(dg_dtype_bytes(dt) && dt != DG_F16 && dt != DG_BF16, "cast: unsupported target dtype %s", dg_dtype_name(dt));
     dg_tensor *y = dg_new_on(x, x->shape, x->ndim, dt);
     if (!y) return NULL;
     DG_TRY_KERNEL(DG_KCALL(x, copy, DG_KV(x), DG_KV(y)), y);
@@ -88,7 +88,7 @@ dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
     dg_tensor *tmp = NULL;
     if (!c) { dg_no_grad_begin(); tmp = c = dg_contiguous(x); dg_no_grad_end(); if (!c) return NULL; }
     dg_tensor *y = dg_tensor_alloc(x->shape, x->ndim, x->dtype, dev);
-    size_t nb = (size_t)x->numel * dg_dtype_size(x->dtype);
+    size_t nb = (size_t)x->numel * dg_dtype_bytes(x->dtype);
     int rc = 0;
     if (y) {
         /* one side is the host: the device backend moves the bytes; two devices of one table
@@ -308,8 +308,9 @@ static dg_tensor *concat_some(dg_tensor *const *xs, int n, int a) {
     if (!y) return NULL;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
-        dg_kview win = dg_kview_of(y);   /* the window of y that xs[i] fills */
-        win.data = (char *)win.data + off * y->stride[a] * (int64_t)dg_dtype_size(y->dtype);
+        dg_kview win;   /* the window of y that xs[i] fills */
+        dg_kview_set(&win, y);
+        win.data = (char *)win.data + off * y->stride[a] * (int64_t)dg_dtype_bytes(y->dtype);
         win.shape[a] = xs[i]->shape[a];
         win.numel = xs[i]->numel;
         DG_TRY_KERNEL(DG_KCALL(y, copy, DG_KV(xs[i]), &win), y);
