@@ -241,15 +241,22 @@ Test(emu_devices, cudnn_handle_is_bound_to_its_device) {
     cr_expect_eq(cudnnDestroy(h), CUDNN_STATUS_SUCCESS);
 }
 
-Test(emu_devices, nccl_collective_on_another_devices_stream_fails) {
-    need_two();
+/* A one-rank communicator made on gpu:0 and four floats (1..4) in gpu:0's memory for it. */
+static ncclComm_t one_rank_comm_on_gpu0(float **x) {
     const float v[4] = { 1, 2, 3, 4 };
-    cudaStream_t s1 = stream_on(1);
-    float *x = floats_on(0, v, 4);
+    *x = floats_on(0, v, 4);
     ncclUniqueId id;
     ncclComm_t comm;
     cr_assert_eq(ncclGetUniqueId(&id), ncclSuccess);
-    cr_assert_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);   /* gpu:0's communicator */
+    cr_assert_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+    return comm;
+}
+
+Test(emu_devices, nccl_collective_on_another_devices_stream_fails) {
+    need_two();
+    cudaStream_t s1 = stream_on(1);
+    float *x;
+    ncclComm_t comm = one_rank_comm_on_gpu0(&x);
     cr_expect_eq(ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, s1), ncclUnhandledCudaError,
                  "its work cannot go to a stream of gpu:1");
     ncclCommAbort(comm);
@@ -375,13 +382,9 @@ Test(emu_devices_semantics, another_devices_pointer_is_freed_and_named_by_its_de
 
 Test(emu_devices_semantics, nccl_works_on_its_device_whatever_is_current) {
     need_two();
-    const float v[4] = { 1, 2, 3, 4 };
     cudaStream_t s0 = stream_on(0);
-    float *x = floats_on(0, v, 4);
-    ncclUniqueId id;
-    ncclComm_t comm;
-    cr_assert_eq(ncclGetUniqueId(&id), ncclSuccess);
-    cr_assert_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);   /* gpu:0's communicator */
+    float *x;
+    ncclComm_t comm = one_rank_comm_on_gpu0(&x);
     CU(cudaSetDevice(1));
     cr_expect_eq(ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, comm, s0), ncclSuccess, "NCCL switches to its own device");
     cr_expect_eq(dgemu_device(), 1, "and back");
