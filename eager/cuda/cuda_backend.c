@@ -254,7 +254,7 @@ static void cuda_shutdown(const dg_backend *be) {
         cudaStreamSynchronize(c->stream);
         cudaStreamSynchronize(c->comm);
         dg_cuda_conv_release();
-        dg_cuda_norm_pool_release();
+        dg_cuda_norm_pool_release(c->device);
     }
     release_pinned();
     pthread_mutex_lock(&g_pin_lock);

@@ -38,9 +38,9 @@ static cudnnPoolingDescriptor_t g_pool;
 static void *g_ones[DG_CUDA_MAX_DEVICES][2], *g_zeros[DG_CUDA_MAX_DEVICES][2];
 static int64_t g_pcap[DG_CUDA_MAX_DEVICES][2];
 
-/* dg_shutdown: the shared descriptors and the ones/zeros stand-ins (the caller has waited for
- * the stream, so no queued kernel reads them). */
-void dg_cuda_norm_pool_release(void) {
+/* dg_shutdown, per device: the shared descriptors and that device's ones/zeros stand-ins (the
+ * caller has waited for that device's stream, so no queued kernel reads them). */
+void dg_cuda_norm_pool_release(int device) {
     pthread_mutex_lock(&g_np_lock);
     if (g_np_made) {
         cudnnDestroyPoolingDescriptor(g_pool);
@@ -49,13 +49,12 @@ void dg_cuda_norm_pool_release(void) {
         cudnnDestroyTensorDescriptor(g_xd);
         g_np_made = false;
     }
-    for (int d = 0; d < DG_CUDA_MAX_DEVICES; d++)
-        for (int i = 0; i < 2; i++) {
-            cudaFree(g_ones[d][i]);
-            cudaFree(g_zeros[d][i]);
-            g_ones[d][i] = g_zeros[d][i] = NULL;
-            g_pcap[d][i] = 0;
-        }
+    for (int i = 0; i < 2; i++) {   /* only this device's: the others' streams may still read theirs */
+        cudaFree(g_ones[device][i]);
+        cudaFree(g_zeros[device][i]);
+        g_ones[device][i] = g_zeros[device][i] = NULL;
+        g_pcap[device][i] = 0;
+    }
     pthread_mutex_unlock(&g_np_lock);
 }
 
