@@ -12,6 +12,7 @@
  * differs from dg_session). */
 #include "backend.h"
 #include <dygraph/module.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -131,8 +132,21 @@ int dg_init(const dg_init_params *p) {
     dg_shut_down = false;     /* a new session: dg_shutdown already moved dg_session on */
     if (d.checked) dg_checked_mode = 1;
     int threads = d.num_threads;
-    if (threads == DG_FROM_ENV) threads = getenv("DG_NUM_THREADS") ? atoi(getenv("DG_NUM_THREADS")) : 0;
-    if (threads > 0) dg_set_num_threads(threads);   /* else OpenMP's own choice */
+    const char *who = "dg_init's num_threads";
+    if (threads == DG_FROM_ENV) {
+        who = "DG_NUM_THREADS";
+        threads = 0;
+        const char *e = getenv("DG_NUM_THREADS");
+        if (e && *e) {
+            char *end;
+            long v = strtol(e, &end, 10);
+            if (*end || v < 0 || v > INT_MAX)   /* the environment is not the program: a notice, then automatic */
+                fprintf(stderr, "dygraph: DG_NUM_THREADS='%s' is not a thread count; the count stays automatic\n", e);
+            else
+                threads = (int)v;
+        }
+    }
+    if (threads > 0) dg_set_num_threads_from(threads, who);   /* else automatic */
     dg_manual_seed(d.seed);
     int rc = init_device(&d);
     if (rc) return rc;

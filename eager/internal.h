@@ -198,6 +198,9 @@ void dg_grad_mode_reset(void);   /* this thread's no_grad depth back to 0 (dg_sh
 void dg_rng_reset(void);      /* the default generator back to its first seed, counter 0 (dg_shutdown) */
 
 /* ---- threads (eager/threads.c) ---- */
+/* dg_set_num_threads, with `who` (a flag, an environment variable) named in the notice a count
+ * above 4 per CPU gets when it is cut. */
+void dg_set_num_threads_from(int n, const char *who);
 /* The thread count CPU kernels use now; also sets the calling thread's OpenMP count to it. */
 int dg_threads(void);
 /* The automatic count for ncpu CPUs while other processes keep `others` CPUs busy. */

@@ -306,7 +306,11 @@ int dg_ndim(const dg_tensor *t) { return inspectable(t, "ndim") ? t->ndim : -1; 
 int64_t dg_dim(const dg_tensor *t, int axis) {
     if (!inspectable(t, "dim")) return -1;
     int a = dg_norm_axis(axis, t->ndim);
-    return (a < 0 || t->ndim == 0) ? -1 : t->shape[a];
+    if (a < 0 || t->ndim == 0) {
+        DG_ERR(DG_EINVAL, "dim: axis %d out of range for %s (%d dims)", axis, DG_SHAPE_STR(t), t->ndim);
+        return -1;
+    }
+    return t->shape[a];
 }
 dg_shape dg_shape_of(const dg_tensor *t) {
     dg_shape s = {0};
@@ -456,7 +460,8 @@ int dg_copy_from_host(dg_tensor *t, const void *src, size_t nbytes) {
     int rc = dg_check_inplace(t, "copy_from_host");
     if (rc) return rc;
     size_t need = (size_t)t->numel * dg_dtype_bytes(t->dtype);
-    DG_CHECK_INT(src && nbytes == need, "copy_from_host: %zu bytes given, tensor %s %s holds %zu", nbytes, DG_SHAPE_STR(t), dg_dtype_name(t->dtype), need);
+    DG_CHECK_INT(src || need == 0, "copy_from_host: src is NULL (tensor %s %s holds %zu bytes)", DG_SHAPE_STR(t), dg_dtype_name(t->dtype), need);
+    DG_CHECK_INT(nbytes == need, "copy_from_host: %zu bytes given, tensor %s %s holds %zu", nbytes, DG_SHAPE_STR(t), dg_dtype_name(t->dtype), need);
     DG_CHECK_INT(dg_is_contiguous(t), "copy_from_host: tensor %s is not contiguous", DG_SHAPE_STR(t));
     return DG_KCALL(t, upload, dg_tensor_ptr(t), src, need);
 }

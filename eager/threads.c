@@ -38,10 +38,16 @@ static pthread_once_t g_threads_once = PTHREAD_ONCE_INIT;
 static _Thread_local int t_applied;    /* what this thread's OpenMP setting was last set to */
 static _Thread_local unsigned t_calls;
 
-static int clamp_threads(int n) {
-    /* more threads than 4 per core only adds switching; libgomp dies making tens of thousands */
+/* `who` asked for n threads: more than 4 per CPU only adds switching, and libgomp dies making
+ * tens of thousands, so the count is cut there, with a one-line notice saying so (the program
+ * goes on: fewer threads compute the same numbers). */
+static int clamp_threads(int n, const char *who) {
     int most = 4 * g_ncpu;
-    return n < 1 ? 1 : n > most ? most : n;
+    if (n > most) {
+        fprintf(stderr, "dygraph: %s asked for %d threads; using %d (4 per CPU, %d CPU(s) usable)\n", who, n, most, g_ncpu);
+        return most;
+    }
+    return n < 1 ? 1 : n;
 }
 
 static void threads_init(void) {
@@ -50,7 +56,7 @@ static void threads_init(void) {
     g_auto = g_ncpu;
     /* OMP_NUM_THREADS is the user's explicit choice; libgomp has already parsed it */
     const char *e = getenv("OMP_NUM_THREADS");
-    if (e && *e) g_explicit = clamp_threads(omp_get_max_threads());
+    if (e && *e) g_explicit = clamp_threads(omp_get_max_threads(), "OMP_NUM_THREADS");
 }
 
 int dg_threads_for_load(int ncpu, double others) {
@@ -146,7 +152,9 @@ int dg_threads(void) {
     return n;
 }
 
-void dg_set_num_threads(int n) {
+void dg_set_num_threads(int n) { dg_set_num_threads_from(n, "dg_set_num_threads"); }
+
+void dg_set_num_threads_from(int n, const char *who) {
     pthread_once(&g_threads_once, threads_init);
     if (n < 1) {   /* back to automatic: measure afresh, not over the time the count was fixed */
         pthread_mutex_lock(&g_load_lock);
@@ -154,7 +162,7 @@ void dg_set_num_threads(int n) {
         __atomic_store_n(&g_load_due, 0, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&g_load_lock);
     }
-    __atomic_store_n(&g_explicit, n < 1 ? 0 : clamp_threads(n), __ATOMIC_RELAXED);
+    __atomic_store_n(&g_explicit, n < 1 ? 0 : clamp_threads(n, who), __ATOMIC_RELAXED);
     dg_threads();   /* the caller's own OpenMP setting follows at once */
 }
 int dg_get_num_threads(void) { return dg_threads(); }

@@ -162,3 +162,19 @@ Test(errors, set_device_keeps_the_backends_reason) {
     dg_tensor_free(a);
     dg_clear_error();
 }
+
+/* Messages that say what is wrong: a NULL source, an axis out of range, a repeated axis. */
+Test(errors, unclear_cases_name_what_is_wrong) {
+    dg_tensor *t = dg_zeros(DG_SHAPE(2, 3), DG_F32);
+    cr_assert_eq(dg_copy_from_host(t, NULL, 8), DG_EINVAL);
+    cr_expect(strstr(dg_last_error(), "copy_from_host: src is NULL"), "%s", dg_last_error());
+    cr_expect_eq(dg_dim(t, 100), -1);
+    cr_expect(strstr(dg_last_error(), "dim: axis 100 out of range for [2, 3]"), "%s", dg_last_error());
+    cr_expect_eq(dg_dim(t, -1), 3, "a negative axis counts from the end");
+    int axes[2] = { 1, -1 };
+    cr_expect_null(dg_sum(t, axes, 2, false));
+    cr_expect(strstr(dg_last_error(), "sum: axis 1 of [2, 3] appears more than once"), "%s", dg_last_error());
+    cr_expect_null(dg_mean(t, axes, 2, false));
+    cr_expect(strstr(dg_last_error(), "mean: axis 1"), "%s", dg_last_error());
+    dg_tensor_free(t);
+}

@@ -166,3 +166,50 @@ Test(threads, automatic_count_drops_to_one_while_every_cpu_is_busy_elsewhere, .t
     cr_assert_eq(n, 1, "%d busy-loop processes on %d CPUs for %.1f s: still %d threads", nh, ncpu, took, n);
     cr_expect_eq(omp_get_max_threads(), 1, "the caller's OpenMP count follows the automatic one");
 }
+
+/* What the library writes to stderr while fn runs (stderr goes to a temporary file meanwhile). */
+static void stderr_of(void (*fn)(void), char *out, size_t cap) {
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    cr_assert(tmp);
+    int saved = dup(2);
+    dup2(fileno(tmp), 2);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(out, 1, cap - 1, tmp);
+    out[n] = 0;
+    fclose(tmp);
+}
+
+static void ask_100000(void) { dg_set_num_threads(100000); }
+Test(threads, a_clamped_request_says_so) {
+    char msg[512];
+    stderr_of(ask_100000, msg, sizeof msg);
+    char want[128];
+    snprintf(want, sizeof want, "dg_set_num_threads asked for 100000 threads; using %d", 4 * cpus());
+    cr_expect(strstr(msg, want), "stderr: '%s', want '%s'", msg, want);
+    stderr_of(ask_100000, msg, sizeof msg);
+    cr_expect_eq(dg_get_num_threads(), 4 * cpus());
+}
+
+static void init_from_env(void) {
+    dg_init_params p = dg_init_default_params();
+    cr_assert_eq(p.num_threads, DG_FROM_ENV);
+    cr_assert_eq(dg_init(&p), 0, "%s", dg_last_error());
+}
+Test(threads, the_environment_names_itself_and_a_malformed_count_is_a_notice) {
+    char msg[512];
+    setenv("DG_NUM_THREADS", "100000", 1);
+    stderr_of(init_from_env, msg, sizeof msg);
+    cr_expect(strstr(msg, "DG_NUM_THREADS asked for 100000 threads"), "stderr: '%s'", msg);
+    cr_expect_eq(dg_get_num_threads(), 4 * cpus());
+    setenv("DG_NUM_THREADS", "lots", 1);
+    dg_set_num_threads(0);
+    stderr_of(init_from_env, msg, sizeof msg);
+    cr_expect(strstr(msg, "DG_NUM_THREADS='lots' is not a thread count; the count stays automatic"), "stderr: '%s'", msg);
+    cr_expect_leq(dg_get_num_threads(), cpus(), "automatic: at most one per CPU");
+    unsetenv("DG_NUM_THREADS");
+}

@@ -13,6 +13,10 @@ static int axes_mask(const dg_tensor *x, const int *axes, int n, bool *mask, con
             DG_ERR(DG_EINVAL, "%s: axis %d out of range for %s", op, axes[i], DG_SHAPE_STR(x));
             return DG_EINVAL;
         }
+        if (mask[a]) {   /* torch: "dim N appears multiple times in the list of dims" */
+            DG_ERR(DG_EINVAL, "%s: axis %d of %s appears more than once in the axes", op, a, DG_SHAPE_STR(x));
+            return DG_EINVAL;
+        }
         mask[a] = true;
     }
     return 0;
