@@ -207,6 +207,7 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
 	sh test/samples_flags.sh $(BUILD)/bin
+	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv
 	@$(MAKE) --no-print-directory test-cxx
 
 # The public headers from C++: test/cxx/api_cxx.cc built by g++ (and clang++ when present) as

@@ -38,10 +38,10 @@ int main(int argc, char **argv) {
     dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
     int64_t first_epoch = 0;
-    if (resume && (first_epoch = su_resume(resume, net, opt)) < 0) return su_die("resume");
-    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL));
-
     int64_t step = 0;
+    if (resume && (first_epoch = su_resume(resume, net, opt, &step)) < 0) return su_die("resume");
+    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
+
     su_eval ev = {0};
     for (int64_t epoch = first_epoch; epoch < epochs; epoch++) {
         if (dg_dataloader_start_epoch(train_dl, epoch)) return su_die("loader");
@@ -57,19 +57,20 @@ int main(int argc, char **argv) {
             dg_tensor *loss = dg_cross_entropy(logits, b.t[1]);
             if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return su_die("train step");
             dg_optimizer_clear_grad(opt);
+            step++;   /* optimizer steps, whether or not a metrics log is kept: a resume continues it */
             su_progress_step(&bar, dg_item(loss), dg_dim(b.t[0], 0));
             if (metrics) {
                 dg_no_grad_begin();
                 double acc = dg_item(dg_accuracy(logits, b.t[1], 1));
                 dg_no_grad_end();
-                su_metrics_row(metrics, ++step, (int)epoch + 1, dg_item(loss), acc, bar.images / (su_now() - bar.t0));
+                su_metrics_row(metrics, step, (int)epoch + 1, dg_item(loss), acc, bar.images / (su_now() - bar.t0));
             }
             dg_scope_end(s);
         }
         if (su_evaluate(net, val_dl, true, &ev)) return su_die("evaluate");
         printf("epoch %lld: train loss %.4f, validation loss %.4f, validation accuracy %.4f\n", (long long)epoch + 1,
                bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy);
-        if (save && su_save(save, net, opt, epoch + 1)) return su_die("save");
+        if (save && su_save(save, net, opt, epoch + 1, step)) return su_die("save");
     }
     printf("validation accuracy: %.4f\n", ev.accuracy);
     if (metrics) fclose(metrics);

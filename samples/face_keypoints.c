@@ -43,16 +43,16 @@ int main(int argc, char **argv) {
     dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
     int64_t first_epoch = 0;
-    if (resume && (first_epoch = su_resume(resume, net, opt)) < 0) return su_die("resume");
+    int64_t step = 0;
+    if (resume && (first_epoch = su_resume(resume, net, opt, &step)) < 0) return su_die("resume");
     int64_t per_epoch = dg_dataloader_num_batches(train_dl);
     dg_cosine_annealing_lr_params calp = dg_cosine_annealing_lr_default_params();
     calp.base_lr = lr;
     calp.t_max = (int)(epochs * per_epoch);
     dg_lr_scheduler *sched = cosine ? dg_cosine_annealing_lr(opt, calp) : NULL;
     if (sched && dg_lr_scheduler_set_epoch(sched, first_epoch * per_epoch)) return su_die("schedule");
-    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL));
+    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
 
-    int64_t step = 0;
     double first_val = -1;
     su_eval ev = {0};
     for (int64_t epoch = first_epoch; epoch < epochs; epoch++) {
@@ -77,7 +77,7 @@ int main(int argc, char **argv) {
         if (first_val < 0) first_val = ev.loss;
         printf("epoch %lld: train MSE %.6f, validation MSE %.6f\n", (long long)epoch + 1,
                bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss);
-        if (save && su_save(save, net, opt, epoch + 1)) return su_die("save");
+        if (save && su_save(save, net, opt, epoch + 1, step)) return su_die("save");
     }
     if (first_val > 0) printf("validation MSE: first epoch %.6f, last epoch %.6f (%.1fx lower)\n", first_val, ev.loss, first_val / ev.loss);
     if (metrics) fclose(metrics);

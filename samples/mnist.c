@@ -44,11 +44,12 @@ int main(int argc, char **argv) {
     free(params);
     if (!opt) return su_die("optimizer");
     int64_t first_epoch = 0;
-    if (resume && (first_epoch = su_resume(resume, net, opt)) < 0) return su_die("resume");
-    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL));
+    int64_t step = 0;
+    if (resume && (first_epoch = su_resume(resume, net, opt, &step)) < 0) return su_die("resume");
+    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
 
     double t_train = 0;
-    int64_t step = 0, images = 0, trained = 0;
+    int64_t images = 0, trained = 0;
     su_eval ev = {0};
     for (int64_t epoch = first_epoch; epoch < epochs; epoch++) {
         double t0 = su_now();
@@ -67,13 +68,14 @@ int main(int argc, char **argv) {
             dg_tensor *loss = dg_cross_entropy(logits, b.t[1]);
             if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return su_die("train step");
             dg_optimizer_clear_grad(opt);
+            step++;   /* optimizer steps, whether or not a metrics log is kept: a resume continues it */
             double l = dg_item(loss);
             su_progress_step(&bar, l, dg_dim(b.t[0], 0));
             if (metrics) {
                 dg_no_grad_begin();
                 double acc = dg_item(dg_accuracy(logits, b.t[1], 1));
                 dg_no_grad_end();
-                su_metrics_row(metrics, ++step, (int)epoch + 1, l, acc, bar.images / (su_now() - bar.t0));
+                su_metrics_row(metrics, step, (int)epoch + 1, l, acc, bar.images / (su_now() - bar.t0));
             }
             dg_scope_end(s);
         }
@@ -82,7 +84,7 @@ int main(int argc, char **argv) {
         if (su_evaluate(net, test_dl, true, &ev)) return su_die("evaluate");
         printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld images), epoch time %.1f s\n",
                (long long)epoch + 1, bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy, (long long)ev.n, su_now() - t0);
-        if (save && su_save(save, net, opt, epoch + 1)) return su_die("save");
+        if (save && su_save(save, net, opt, epoch + 1, step)) return su_die("save");
     }
     printf("test accuracy: %.4f\ntraining time: %.1f s (%.0f img/s, data loading included)\n", ev.accuracy, t_train,
            t_train > 0 ? (double)images / t_train : 0.0);

@@ -147,10 +147,12 @@ static inline void su_progress_step(su_progress *p, double loss, int64_t batch_i
 }
 
 /* ---- metrics CSV: step,epoch,loss,accuracy,img_per_s ---- */
-static inline FILE *su_metrics_open(const char *path) {
+/* A resumed run (resumed: true) appends to the log, whose step column then continues from the
+ * checkpoint's step count; a new run starts the file. */
+static inline FILE *su_metrics_open(const char *path, bool resumed) {
     if (!path) return NULL;
-    FILE *f = fopen(path, "w");
-    if (f) fprintf(f, "step,epoch,loss,accuracy,img_per_s\n");
+    FILE *f = fopen(path, resumed ? "a" : "w");
+    if (f && ftell(f) == 0) fprintf(f, "step,epoch,loss,accuracy,img_per_s\n");
     else fprintf(stderr, "warning: cannot write metrics to %s\n", path);
     return f;
 }
@@ -217,37 +219,24 @@ static inline void su_mnist_close(su_mnist *m) {
     dg_dataset_free(m->train); dg_dataset_free(m->test); dg_dataset_free(m->train_raw); dg_dataset_free(m->test_raw);
 }
 
-/* ---- checkpoints: PREFIX.model.safetensors, PREFIX.optim.safetensors, PREFIX.meta.safetensors ---- */
-static inline int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t epochs_done) {
+/* ---- checkpoints: PREFIX.ckpt.safetensors, one file holding the model, the optimizer, the
+ * default generator's position (dropout) and the progress (dg_train_checkpoint_save), so a kill
+ * during a save leaves the previous checkpoint or the new one, never a mix ---- */
+static inline int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t epochs_done, int64_t step) {
     char path[1024];
-    snprintf(path, sizeof path, "%s.model.safetensors", prefix);
-    if (dg_layer_save(net, path)) return -1;
-    snprintf(path, sizeof path, "%s.optim.safetensors", prefix);
-    if (opt && dg_optimizer_save(opt, path)) return -1;
-    snprintf(path, sizeof path, "%s.meta.safetensors", prefix);
-    dg_tensor_dict *m = dg_tensor_dict_new();
-    dg_scope *s = dg_scope_begin();
-    dg_tensor_dict_set(m, "epochs_done", dg_scalar((double)epochs_done, DG_I64));
-    dg_scope_end(s);
-    int rc = dg_save_safetensors(path, m);
-    dg_tensor_dict_free(m);
-    return rc;
+    snprintf(path, sizeof path, "%s.ckpt.safetensors", prefix);
+    dg_train_state st = { .model = net, .optimizer = opt, .epoch = epochs_done, .step = step };
+    return dg_train_checkpoint_save(path, &st);
 }
 
-/* Returns the number of epochs already done, or -1 on error. */
-static inline int64_t su_resume(const char *prefix, dg_layer *net, dg_optimizer *opt) {
+/* Returns the number of epochs already done (and the steps taken in *step), or -1 on error. */
+static inline int64_t su_resume(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t *step) {
     char path[1024];
-    snprintf(path, sizeof path, "%s.model.safetensors", prefix);
-    if (dg_layer_load(net, path, dg_load_default_params(), NULL)) return -1;
-    snprintf(path, sizeof path, "%s.optim.safetensors", prefix);
-    if (opt && dg_optimizer_load(opt, path)) return -1;
-    snprintf(path, sizeof path, "%s.meta.safetensors", prefix);
-    dg_tensor_dict *m = dg_load_safetensors(path);
-    if (!m) return -1;
-    dg_tensor *e = dg_tensor_dict_get(m, "epochs_done");
-    int64_t done = e ? (int64_t)dg_item(e) : -1;
-    dg_tensor_dict_free(m);
-    return done;
+    snprintf(path, sizeof path, "%s.ckpt.safetensors", prefix);
+    dg_train_state st = { .model = net, .optimizer = opt };
+    if (dg_train_checkpoint_load(path, &st)) return -1;
+    *step = st.step;
+    return st.epoch;
 }
 
 #endif

@@ -144,3 +144,98 @@ Test(checkpoint, optimizer_bad_entries_load_nothing) {
     dg_layer_free(net);
     cr_assert_eq(dg_live_tensors(), 0);
 }
+
+/* One step whose data is fixed by the step number but whose dropout mask comes from the default
+ * generator's running stream: only a checkpoint that carries the generator's position resumes it
+ * exactly. */
+static void train_step_running_rng(dg_layer *net, dg_optimizer *opt, int step) {
+    dg_scope *s = dg_scope_begin();
+    dg_generator *data = dg_generator_new(2000 + (uint64_t)step);
+    dg_tensor *x = dg_generator_randn(data, DG_SHAPE(16, 6), DG_F32);
+    dg_generator_free(data);
+    dg_tensor *y = dg_from_data(DG_SHAPE(16), DG_I64, (int64_t[]){0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0});
+    cr_assert_eq(dg_backward(dg_cross_entropy(dg_forward(net, x), y)), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_optimizer_step(opt), 0, "%s", dg_last_error());
+    dg_optimizer_clear_grad(opt);
+    dg_scope_end(s);
+}
+
+Test(checkpoint, one_file_resume_carries_the_generator_and_the_counters) {
+    char path[] = "/tmp/dg_ck_train_XXXXXX";
+    close(mkstemp(path));
+    dg_layer *a = small_net(1);
+    dg_optimizer *oa = adam_for(a);
+    dg_manual_seed(7);
+    for (int step = 0; step < 4; step++) train_step_running_rng(a, oa, step);
+    dg_train_state sa = { .model = a, .optimizer = oa, .epoch = 2, .step = 4, .batch = 1 };
+    cr_assert_eq(dg_train_checkpoint_save(path, &sa), 0, "%s", dg_last_error());
+    for (int step = 4; step < 9; step++) train_step_running_rng(a, oa, step);
+
+    dg_layer *b = small_net(99);
+    dg_optimizer *ob = adam_for(b);
+    dg_manual_seed(12345);                              /* the generator elsewhere */
+    dg_train_state sb = { .model = b, .optimizer = ob };
+    cr_assert_eq(dg_train_checkpoint_load(path, &sb), 0, "%s", dg_last_error());
+    cr_expect(sb.epoch == 2 && sb.step == 4 && sb.batch == 1, "counters %lld %lld %lld", (long long)sb.epoch,
+              (long long)sb.step, (long long)sb.batch);
+    for (int step = 4; step < 9; step++) train_step_running_rng(b, ob, step);
+    cr_assert(states_identical(a, b), "resumed training (dropout from the running generator) differs");
+
+    /* the old three-file way loses the generator's position: the same resume then differs */
+    dg_layer *c = small_net(99);
+    dg_optimizer *oc = adam_for(c);
+    dg_train_state sc = { .model = c, .optimizer = oc };
+    cr_assert_eq(dg_train_checkpoint_load(path, &sc), 0, "%s", dg_last_error());
+    dg_manual_seed(7);                                  /* what a resume without the position can do */
+    for (int step = 4; step < 9; step++) train_step_running_rng(c, oc, step);
+    cr_expect(!states_identical(a, c), "the test cannot tell a lost generator position");
+
+    dg_optimizer_free(oa); dg_optimizer_free(ob); dg_optimizer_free(oc);
+    dg_layer_free(a); dg_layer_free(b); dg_layer_free(c);
+    unlink(path);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+Test(checkpoint, a_file_of_another_kind_or_shape_is_refused_and_changes_nothing) {
+    char model_only[] = "/tmp/dg_ck_m_XXXXXX", sgd_ck[] = "/tmp/dg_ck_s_XXXXXX";
+    close(mkstemp(model_only)); close(mkstemp(sgd_ck));
+    dg_layer *a = small_net(1);
+    cr_assert_eq(dg_layer_save(a, model_only), 0, "%s", dg_last_error());
+    /* a checkpoint of the same model with SGD's (momentum) state */
+    int n;
+    dg_tensor **p = dg_layer_parameters(a, &n);
+    dg_optimizer *mom = dg_momentum(p, n, dg_momentum_default_params());
+    free(p);
+    dg_manual_seed(3);
+    train_step_running_rng(a, mom, 0);
+    dg_train_state s = { .model = a, .optimizer = mom };
+    cr_assert_eq(dg_train_checkpoint_save(sgd_ck, &s), 0, "%s", dg_last_error());
+
+    dg_layer *b = small_net(99);
+    dg_optimizer *ob = adam_for(b);
+    dg_manual_seed(42);
+    dg_generator_state g0, g1;
+    dg_generator_get_state(dg_default_generator(), &g0);
+    dg_layer *b0 = small_net(99);                        /* b's state, to compare with */
+    dg_generator_set_state(dg_default_generator(), &g0);
+    dg_train_state sb = { .model = b, .optimizer = ob };
+
+    cr_assert_eq(dg_train_checkpoint_load(model_only, &sb), DG_EFORMAT);
+    cr_expect(strstr(dg_last_error(), "not a training checkpoint of this library"), "%s", dg_last_error());
+    cr_expect(strstr(dg_last_error(), model_only), "names the file: %s", dg_last_error());
+
+    cr_assert_eq(dg_train_checkpoint_load(sgd_ck, &sb), DG_EFORMAT);
+    cr_expect(strstr(dg_last_error(), "momentum_buffer") && strstr(dg_last_error(), "adam"), "names what disagrees: %s", dg_last_error());
+    cr_expect(states_identical(b, b0), "the model was changed by a refused load");
+    dg_generator_get_state(dg_default_generator(), &g1);
+    cr_expect(g1.seed == g0.seed && g1.offset == g0.offset, "the generator was moved by a refused load");
+
+    dg_train_state none = { .model = b };
+    cr_assert_eq(dg_train_checkpoint_load(sgd_ck, &none), DG_EFORMAT);
+    cr_expect(strstr(dg_last_error(), "no optimizer was given"), "%s", dg_last_error());
+
+    dg_optimizer_free(mom); dg_optimizer_free(ob);
+    dg_layer_free(a); dg_layer_free(b); dg_layer_free(b0);
+    unlink(model_only); unlink(sgd_ck);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
