@@ -83,6 +83,7 @@ static int cfail(cp *c, uint64_t at, const char *fmt, ...) __attribute__((format
 static int cfail(cp *c, uint64_t at, const char *fmt, ...) {
     if (c->failed) return DG_EFORMAT;
     c->failed = 1;
+    if (c->s->io_error) return DG_EFORMAT;   /* the source's message (a read error, the cap) is the cause */
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -361,7 +362,8 @@ dg_dataset *dg_face_keypoints_dataset_buffer(const void *buf, size_t len, const 
     const unsigned char *b;
     size_t n;
     bool owned;
-    if (dgf_maybe_gunzip(buf ? buf : empty, len, DGF_MAX_INFLATE, "face_keypoints", name, &b, &n, &owned)) return NULL;
+    /* no header declares the size: the streaming cap (a ratio of the compressed size) applies */
+    if (dgf_maybe_gunzip(buf ? buf : empty, len, (size_t)dgf_stream_limit(len), "face_keypoints", name, &b, &n, &owned)) return NULL;
     dgf_src s;
     dgf_src_open_mem(&s, b, n, "face_keypoints", name);
     s.is_gz = owned;
