@@ -127,6 +127,7 @@ Test(hostile_files, idx_gzip_bomb_lying_header, .timeout = 120) {
     char err[1200];
     double mb = child_peak_mb(load_idx, &p, err, sizeof err);
     cr_assert(strstr(err, tpath("bomb.gz")) && strstr(err, "header") && strstr(err, "byte"), "error: %s", err);
+    cr_log_info("idx bomb: peak RSS +%.1f MB", mb);
     cr_assert(mb <= 64, "peak RSS grew by %.1f MB rejecting a bomb whose header declares 800 bytes (%s)", mb, err);
     rm_tmpdir();
 }
@@ -145,6 +146,7 @@ Test(hostile_files, idx_bad_magic_large_file, .timeout = 60) {
     char err[1200];
     double mb = child_peak_mb(load_idx, &p, err, sizeof err);
     cr_assert(strstr(err, tpath("big")) && strstr(err, "magic") && strstr(err, "byte 0"), "error: %s", err);
+    cr_log_info("bad magic: peak RSS +%.1f MB", mb);
     cr_assert(mb <= 16, "peak RSS grew by %.1f MB rejecting a file by its first byte (%s)", mb, err);
     rm_tmpdir();
 }
@@ -193,6 +195,7 @@ Test(hostile_files, mnist_json_gzip_past_cap, .timeout = 120) {
     char err[1200];
     double mb = child_peak_mb(load_json, (void *)tpath("m.json.gz"), err, sizeof err);
     cr_assert(strstr(err, tpath("m.json.gz")) && strstr(err, "limit") && strstr(err, "byte"), "error: %s", err);
+    cr_log_info("json cap: peak RSS +%.1f MB", mb);
     cr_assert(mb <= 64, "peak RSS grew by %.1f MB rejecting a %.1f MB mnist.json.gz (%s)", mb, st.st_size / MB, err);
     rm_tmpdir();
 }
@@ -231,6 +234,7 @@ Test(hostile_files, safetensors_80k_tensors, .timeout = 120) {
     cr_assert_not_null(t);
     cr_assert_eq(*(const float *)dg_data(t), 79999.0f);
     dg_tensor_dict_free(d);
+    cr_log_info("80k tensors: %.3f s", s);
     cr_assert(s < 2.0, "80k tensors took %.2f s to load", s);
     cr_assert_eq(dg_live_tensors(), 0);
 }
