@@ -9,6 +9,7 @@
  * is skipped. Pixels are kept as bytes; get() gives the image f32 [1, 96, 96] / 255 and, with
  * labels, the keypoints f32 [30] / 96. */
 #include "formats.h"
+#include <math.h>
 #include <stdarg.h>
 
 #define NKP 30
@@ -82,6 +83,7 @@ static int cfail(cp *c, uint64_t at, const char *fmt, ...) __attribute__((format
 static int cfail(cp *c, uint64_t at, const char *fmt, ...) {
     if (c->failed) return DG_EFORMAT;
     c->failed = 1;
+    if (c->s->io_error) return DG_EFORMAT;   /* the source's message (a read error, the cap) is the cause */
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -132,6 +134,8 @@ static int token(cp *c, char *tok, int *len) {
                 if (dgf_peek(c->s) != '"') break;
                 c->s->p++;
             }
+            /* a NUL would end the C string early and the rest of the field would vanish unchecked */
+            if (ch == 0) { cfail(c, dgf_pos(c->s) - 1, "NUL byte (0x00) inside a field"); return -1; }
             if (n == MAXTOK) { cfail(c, at, "field longer than %d characters", MAXTOK); return -1; }
             tok[n++] = (char)ch;
         }
@@ -140,6 +144,7 @@ static int token(cp *c, char *tok, int *len) {
             int ch = dgf_peek(c->s);
             if (ch == -1 || ch == ',' || ch == '\n' || ch == '\r') break;
             if (ch == '"') { cfail(c, dgf_pos(c->s), "quote inside an unquoted field"); return -1; }
+            if (ch == 0) { cfail(c, dgf_pos(c->s), "NUL byte (0x00) inside a field"); return -1; }
             if (n == MAXTOK) { cfail(c, at, "field longer than %d characters", MAXTOK); return -1; }
             tok[n++] = (char)ch;
             c->s->p++;
@@ -286,7 +291,14 @@ dg_dataset *dgf_face_csv_parse(dgf_src *s, int side) {
                 rc = cfail(&c, at, "'%s' is not a number", printable(tok, (char[MAXTOK + 1]){0}, MAXTOK + 1));
                 break;
             }
-            if (has_labels) vals[k] = (float)v;
+            /* checked after the cast: a finite double such as 1e300 is +inf as a float */
+            float fv = (float)v;
+            if (!isfinite(fv)) {
+                rc = cfail(&c, at, "'%s' does not fit a float32 keypoint (it would be %s)", printable(tok, (char[MAXTOK + 1]){0}, MAXTOK + 1),
+                           fv > 0 ? "+inf" : "-inf");
+                break;
+            }
+            if (has_labels) vals[k] = fv;
         }
         if (rc) break;
         c.col = c.ncols - 1;
@@ -350,7 +362,8 @@ dg_dataset *dg_face_keypoints_dataset_buffer(const void *buf, size_t len, const 
     const unsigned char *b;
     size_t n;
     bool owned;
-    if (dgf_maybe_gunzip(buf ? buf : empty, len, DGF_MAX_INFLATE, "face_keypoints", name, &b, &n, &owned)) return NULL;
+    /* no header declares the size: the streaming cap (a ratio of the compressed size) applies */
+    if (dgf_maybe_gunzip(buf ? buf : empty, len, (size_t)dgf_stream_limit(len), "face_keypoints", name, &b, &n, &owned)) return NULL;
     dgf_src s;
     dgf_src_open_mem(&s, b, n, "face_keypoints", name);
     s.is_gz = owned;

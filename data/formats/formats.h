@@ -11,6 +11,31 @@
 
 /* Largest decompressed size accepted from a gzip file or buffer (a zip bomb guard). */
 #define DGF_MAX_INFLATE ((size_t)4 << 30)
+/* What a file may hold beyond the size its header declares before reading stops: enough to
+ * report a few trailing bytes exactly, too little to matter for memory. */
+#define DGF_INFLATE_SLACK ((uint64_t)1 << 20)
+/* A gzip stream with no header to declare its size (mnist.json.gz, a CSV) may inflate to at most
+ * max(64 MiB, 64 x its compressed size): real data compresses 5-20:1, a bomb 1000:1, and what a
+ * parser keeps is bounded by what it reads. */
+#define DGF_STREAM_RATIO 64
+#define DGF_STREAM_FLOOR ((uint64_t)64 << 20)
+uint64_t dgf_stream_limit(uint64_t compressed_len);
+
+/* ---- header-first reads ---- */
+/* Given the first bytes of the (inflated) data (n may be short of what was asked for at the end of
+ * the data), checks them, setting an error naming the file and byte on failure, and stores in
+ * *limit the size the header declares for the whole data. */
+typedef int (*dgf_head_fn)(const unsigned char *head, size_t n, void *ctx, uint64_t *limit);
+/* dgf_read_file with the header checked first: reads `head` bytes (inflated for gzip), calls check,
+ * then reads the rest, never more than *limit + DGF_INFLATE_SLACK bytes (more is an error naming
+ * the byte where the data goes past the header's size); a plain file larger than that is refused
+ * from its size, unread. */
+int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head_fn check, void *ctx,
+                       unsigned char **buf, size_t *len, bool *gz);
+/* The same for a memory buffer: check sees its first bytes (inflated when it is gzip, without
+ * inflating the rest), then the buffer is inflated within the header's size plus the slack. */
+int dgf_maybe_gunzip_head(const unsigned char *buf, size_t len, const char *what, const char *name, size_t head,
+                          dgf_head_fn check, void *ctx, const unsigned char **out, size_t *out_len, bool *owned);
 
 /* ---- whole-file / whole-buffer reads ---- */
 /* Reads path into a malloc'd buffer; a gzip file (magic 1f 8b) is inflated. On failure sets an
@@ -31,6 +56,7 @@ typedef struct dgf_src {
     unsigned char *buf;
     size_t cap;
     bool is_gz;                     /* the file is gzip-compressed (offsets are of the inflated stream) */
+    uint64_t limit;                 /* most bytes the stream may yield (dgf_stream_limit for gzip) */
     int io_error;                   /* a read error happened (message already set) */
     const char *what, *name;
 } dgf_src;

@@ -3,7 +3,8 @@
  * An IDX file is a 4-byte magic (0, 0, data type, number of dims), one big-endian uint32 per
  * dim, then the data. Images are unsigned bytes [N, rows, cols], labels unsigned bytes [N]. Both
  * files are checked whole (magic, type, dims, exact data size, no trailing bytes, equal counts)
- * before the dataset exists. Pixels stay as bytes in memory (47 MB for 60,000 28x28 images) and
+ * before the dataset exists; the header is checked from the first bytes before the rest is read or
+ * inflated, and no more than the size it declares (plus a fixed slack) is ever read. Pixels stay as bytes in memory (47 MB for 60,000 28x28 images) and
  * become f32 [1, rows, cols] / 255 in get(), which only reads shared data (thread-safe). */
 #include "formats.h"
 
@@ -44,34 +45,34 @@ static void idx_free(void *self) {
 
 static const dg_dataset_vtable idx_vt = { idx_len, idx_get, idx_free };
 
-/* Validates one IDX buffer of unsigned bytes with `ndim` dims; fills dims, returns the data start. */
-static const unsigned char *idx_check(const unsigned char *b, size_t len, int ndim, const char *file, bool gz,
-                                      uint32_t *dims) {
+/* Checks the header (magic, type, dims) from the first bytes; fills dims and *total (data bytes);
+ * returns the header size, 0 after setting an error. */
+static size_t idx_head(const unsigned char *b, size_t len, int ndim, const char *file, bool gz, uint32_t *dims, uint64_t *total_out) {
     const char *what = ndim == 1 ? "labels" : "images";
     const char *inf = gz ? " of the inflated data" : "";
     if (len < 4) {
         DG_ERR(DG_EFORMAT, "mnist_idx: %s file '%s': %zu bytes%s, shorter than the 4-byte magic at byte 0", what, file, len, inf);
-        return NULL;
+        return 0;
     }
     if (b[0] != 0 || b[1] != 0) {
         DG_ERR(DG_EFORMAT, "mnist_idx: %s file '%s': bad magic %02x %02x %02x %02x at byte 0 (an IDX file starts 00 00 08 %02x)",
                what, file, b[0], b[1], b[2], b[3], ndim);
-        return NULL;
+        return 0;
     }
     if (b[2] != 0x08) {
         DG_ERR(DG_EFORMAT, "mnist_idx: %s file '%s': data type 0x%02x at byte 2 is not unsigned byte (0x08)", what, file, b[2]);
-        return NULL;
+        return 0;
     }
     if (b[3] != ndim) {
         DG_ERR(DG_EFORMAT, "mnist_idx: %s file '%s': %d dims at byte 3, expected %d (%s)", what, file, b[3], ndim,
                ndim == 1 ? "[N] labels" : "[N, rows, cols] images");
-        return NULL;
+        return 0;
     }
     size_t hdr = 4 + 4 * (size_t)ndim;
     if (len < hdr) {
         DG_ERR(DG_EFORMAT, "mnist_idx: %s file '%s': truncated header: %zu bytes%s, the %d dims end at byte %zu", what, file,
                len, inf, ndim, hdr);
-        return NULL;
+        return 0;
     }
     uint64_t total = 1;
     for (int k = 0; k < ndim; k++) {
@@ -79,14 +80,26 @@ static const unsigned char *idx_check(const unsigned char *b, size_t len, int nd
         dims[k] = (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3];
         if (k > 0 && dims[k] == 0) {
             DG_ERR(DG_EFORMAT, "mnist_idx: %s file '%s': dim %d is 0 at byte %d", what, file, k, 4 + 4 * k);
-            return NULL;
+            return 0;
         }
         if (dims[k] && total > ((uint64_t)1 << 40) / dims[k]) {
             DG_ERR(DG_EFORMAT, "mnist_idx: %s file '%s': dims at byte 4 declare more than 2^40 bytes", what, file);
-            return NULL;
+            return 0;
         }
         total *= dims[k];
     }
+    *total_out = total;
+    return hdr;
+}
+
+/* Validates one IDX buffer of unsigned bytes with `ndim` dims; fills dims, returns the data start. */
+static const unsigned char *idx_check(const unsigned char *b, size_t len, int ndim, const char *file, bool gz,
+                                      uint32_t *dims) {
+    const char *what = ndim == 1 ? "labels" : "images";
+    const char *inf = gz ? " of the inflated data" : "";
+    uint64_t total;
+    size_t hdr = idx_head(b, len, ndim, file, gz, dims, &total);
+    if (!hdr) return NULL;
     uint64_t have = len - hdr;
     if (have < total) {
         DG_ERR(DG_EFORMAT, "mnist_idx: %s file '%s': truncated: the header declares %llu data bytes from byte %zu, the file%s "
@@ -146,13 +159,33 @@ static dg_dataset *idx_make(const unsigned char *img, size_t img_len, unsigned c
     return dgf_dataset_wrap(&idx_vt, d, d->name);
 }
 
+/* dgf_head_fn for an IDX file: the header alone says how many bytes the file may hold */
+typedef struct idx_hctx { int ndim; const char *file; bool gz; } idx_hctx;
+static int idx_head_check(const unsigned char *head, size_t n, void *ctx, uint64_t *limit) {
+    idx_hctx *c = ctx;
+    uint32_t dims[3];
+    uint64_t total;
+    size_t hdr = idx_head(head, n, c->ndim, c->file, c->gz, dims, &total);
+    if (!hdr) return DG_EFORMAT;
+    *limit = hdr + total;
+    return 0;
+}
+
+static int idx_read(const char *path, int ndim, unsigned char **b, size_t *len, bool *gz) {
+    idx_hctx c = { ndim, path, false };
+    FILE *f = fopen(path, "rb");   /* gzip or not, for the messages of the header check */
+    if (f) { unsigned char m[2] = {0, 0}; c.gz = dgf_is_gzip(m, fread(m, 1, 2, f)); fclose(f); }
+    return dgf_read_file_head(path, "mnist_idx", 4 + 4 * (size_t)ndim, idx_head_check, &c, b, len, gz);
+}
+
 dg_dataset *dg_mnist_idx_dataset(const char *images_path, const char *labels_path) {
     DG_CHECK(images_path && labels_path, "mnist_idx_dataset: %s path is NULL", images_path ? "labels" : "images");
     unsigned char *ib, *lb;
     size_t il, ll;
     bool igz, lgz;
-    if (dgf_read_file(images_path, "mnist_idx", &ib, &il, &igz)) return NULL;
-    if (dgf_read_file(labels_path, "mnist_idx", &lb, &ll, &lgz)) { free(ib); return NULL; }
+    /* header first: a bad magic or a lying size is refused before the data are read or inflated */
+    if (idx_read(images_path, 3, &ib, &il, &igz)) return NULL;
+    if (idx_read(labels_path, 1, &lb, &ll, &lgz)) { free(ib); return NULL; }
     /* the images buffer becomes the dataset's storage (no second copy of 47 MB) */
     dg_dataset *ds = idx_make(ib, il, ib, igz, lb, ll, lgz, images_path, labels_path);
     free(lb);
@@ -170,8 +203,10 @@ dg_dataset *dg_mnist_idx_dataset_buffer(const void *images, size_t images_len, c
     size_t il, ll;
     bool iown, lown;
     static const unsigned char empty[1];
-    if (dgf_maybe_gunzip(images ? images : empty, images_len, DGF_MAX_INFLATE, "mnist_idx", in, &ib, &il, &iown)) return NULL;
-    if (dgf_maybe_gunzip(labels ? labels : empty, labels_len, DGF_MAX_INFLATE, "mnist_idx", ln, &lb, &ll, &lown)) {
+    const unsigned char *ip = images ? images : empty, *lp = labels ? labels : empty;
+    idx_hctx ic = { 3, in, dgf_is_gzip(ip, images_len) }, lc = { 1, ln, dgf_is_gzip(lp, labels_len) };
+    if (dgf_maybe_gunzip_head(ip, images_len, "mnist_idx", in, 16, idx_head_check, &ic, &ib, &il, &iown)) return NULL;
+    if (dgf_maybe_gunzip_head(lp, labels_len, "mnist_idx", ln, 8, idx_head_check, &lc, &lb, &ll, &lown)) {
         if (iown) free((void *)ib);
         return NULL;
     }

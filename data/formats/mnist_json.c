@@ -126,6 +126,7 @@ typedef struct jp {
 static int jfail(jp *j, uint64_t at, const char *what) {
     if (j->failed) return DG_EFORMAT;
     j->failed = 1;
+    if (j->s->io_error) return DG_EFORMAT;   /* the source's message (a read error, the cap) is the cause */
     char ctx[160] = "";
     if (j->split >= 0) {
         int k = snprintf(ctx, sizeof ctx, " (split %d '%s'", j->split, split_names[j->split]);
@@ -324,7 +325,8 @@ dg_dataset *dg_mnist_json_dataset_buffer(const void *buf, size_t len, int split,
     const unsigned char *b;
     size_t n;
     bool owned;
-    if (dgf_maybe_gunzip(buf ? buf : empty, len, DGF_MAX_INFLATE, "mnist_json", name, &b, &n, &owned)) return NULL;
+    /* no header declares the size: the streaming cap (a ratio of the compressed size) applies */
+    if (dgf_maybe_gunzip(buf ? buf : empty, len, (size_t)dgf_stream_limit(len), "mnist_json", name, &b, &n, &owned)) return NULL;
     dgf_src s;
     dgf_src_open_mem(&s, b, n, "mnist_json", name);
     s.is_gz = owned;

@@ -110,6 +110,143 @@ int dgf_read_file(const char *path, const char *what, unsigned char **buf, size_
     return 0;
 }
 
+uint64_t dgf_stream_limit(uint64_t compressed_len) {
+    uint64_t l = compressed_len > DGF_MAX_INFLATE / DGF_STREAM_RATIO ? DGF_MAX_INFLATE : compressed_len * DGF_STREAM_RATIO;
+    return l < DGF_STREAM_FLOOR ? DGF_STREAM_FLOOR : l;
+}
+
+/* gzread until n bytes or the end; -1 after setting an error */
+static int64_t gz_read_full(gzFile g, unsigned char *b, size_t n, uint64_t at, const char *what, const char *path) {
+    size_t got = 0;
+    while (got < n) {
+        unsigned k = n - got > (1u << 30) ? 1u << 30 : (unsigned)(n - got);
+        int r = gzread(g, b + got, k);
+        if (r < 0 || (r == 0 && !gzeof(g))) {
+            int errnum = Z_OK;
+            const char *msg = gzerror(g, &errnum);
+            DG_ERR(errnum == Z_ERRNO ? DG_EIO : DG_EFORMAT, "%s '%s': %s at uncompressed byte %llu: %s", what, path,
+                   errnum == Z_ERRNO ? "read error" : "corrupt or truncated gzip data", (unsigned long long)(at + got),
+                   errnum == Z_ERRNO ? strerror(errno) : msg);
+            return -1;
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    /* a truncated gzip stream ends in an error zlib reports only through gzerror */
+    int errnum = Z_OK;
+    const char *msg = gzerror(g, &errnum);
+    if (errnum != Z_OK && errnum != Z_STREAM_END) {
+        DG_ERR(DG_EFORMAT, "%s '%s': corrupt or truncated gzip data at uncompressed byte %llu: %s", what, path,
+               (unsigned long long)(at + got), msg);
+        return -1;
+    }
+    return (int64_t)got;
+}
+
+int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head_fn check, void *ctx,
+                       unsigned char **buf, size_t *len, bool *gz) {
+    *buf = NULL;
+    *len = 0;
+    if (gz) *gz = false;
+    if (!path) { DG_ERR(DG_EINVAL, "%s: path is NULL", what); return DG_EINVAL; }
+    FILE *f = fopen(path, "rb");
+    if (!f) { DG_ERR(DG_EIO, "%s: cannot open '%s': %s", what, path, strerror(errno)); return DG_EIO; }
+    struct stat st;
+    int regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
+    unsigned char magic[2] = {0, 0};
+    size_t m = regular ? fread(magic, 1, 2, f) : 0;
+    fclose(f);
+    if (!regular) { DG_ERR(DG_EIO, "%s: '%s' is not a regular file", what, path); return DG_EIO; }
+    bool is_gz = dgf_is_gzip(magic, m);
+    /* zlib reads plain files transparently, so one path serves both */
+    gzFile g = gzopen(path, "rb");
+    if (!g) { DG_ERR(DG_EIO, "%s: cannot open '%s': %s", what, path, errno ? strerror(errno) : "out of memory"); return DG_EIO; }
+    gzbuffer(g, 1u << 17);
+    unsigned char hb[256];
+    if (head > sizeof hb) head = sizeof hb;
+    int64_t hn = gz_read_full(g, hb, head, 0, what, path);
+    uint64_t limit = 0;
+    if (hn < 0 || check(hb, (size_t)hn, ctx, &limit)) { gzclose(g); return DG_EFORMAT; }
+    uint64_t max = limit > UINT64_MAX - DGF_INFLATE_SLACK ? UINT64_MAX : limit + DGF_INFLATE_SLACK;
+    if (!is_gz && (uint64_t)st.st_size > max) {
+        gzclose(g);
+        DG_ERR(DG_EFORMAT, "%s '%s': the file has %llu bytes, but its header at byte 0 declares %llu; refused unread "
+               "from byte %llu", what, path, (unsigned long long)st.st_size, (unsigned long long)limit, (unsigned long long)max);
+        return DG_EFORMAT;
+    }
+    if ((size_t)hn < head) max = (uint64_t)hn;   /* the data ended inside the header */
+    /* deflate expands at most ~1032:1: no bigger first guess than that */
+    uint64_t guess = is_gz ? (uint64_t)st.st_size * 1032 + 4096 : (uint64_t)st.st_size;
+    if (guess > max + 1) guess = max + 1;
+    if (guess < (uint64_t)hn + 1) guess = (uint64_t)hn + 1;
+    if (guess > SIZE_MAX / 2) guess = SIZE_MAX / 2;
+    size_t cap = (size_t)guess, n = (size_t)hn;
+    unsigned char *b = malloc(cap);
+    if (!b) { gzclose(g); DG_ERR(DG_ENOMEM, "%s: cannot hold '%s' (%zu bytes) in memory", what, path, cap); return DG_ENOMEM; }
+    memcpy(b, hb, n);
+    int rc = 0;
+    while ((size_t)hn == head) {
+        if (n == cap) {
+            if ((uint64_t)cap > max) {
+                DG_ERR(DG_EFORMAT, "%s '%s': the %sdata goes on past byte %llu, but the header at byte 0 declares %llu bytes "
+                       "(reading stopped there)", what, path, is_gz ? "inflated " : "", (unsigned long long)max,
+                       (unsigned long long)limit);
+                rc = DG_EFORMAT;
+                break;
+            }
+            size_t nc = (uint64_t)cap * 2 > max + 1 ? (size_t)(max + 1) : cap * 2;
+            unsigned char *nb = realloc(b, nc);
+            if (!nb) { DG_ERR(DG_ENOMEM, "%s: out of memory reading '%s' (%zu bytes)", what, path, nc); rc = DG_ENOMEM; break; }
+            b = nb;
+            cap = nc;
+        }
+        int64_t r = gz_read_full(g, b + n, cap - n, n, what, path);
+        if (r < 0) { rc = DG_EFORMAT; break; }
+        n += (size_t)r;
+        if (n < cap) break;   /* the end of the data */
+    }
+    gzclose(g);
+    if (rc) { free(b); return rc; }
+    *buf = b;
+    *len = n;
+    if (gz) *gz = is_gz;
+    return 0;
+}
+
+int dgf_maybe_gunzip_head(const unsigned char *buf, size_t len, const char *what, const char *name, size_t head,
+                          dgf_head_fn check, void *ctx, const unsigned char **out, size_t *out_len, bool *owned) {
+    *owned = false;
+    uint64_t limit;
+    if (!dgf_is_gzip(buf, len)) {
+        if (check(buf, len < head ? len : head, ctx, &limit)) return DG_EFORMAT;
+        *out = buf;
+        *out_len = len;
+        return 0;
+    }
+    /* inflate only the header's bytes first */
+    unsigned char hb[256];
+    if (head > sizeof hb) head = sizeof hb;
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) { DG_ERR(DG_ENOMEM, "%s '%s': zlib init failed", what, name); return DG_ENOMEM; }
+    z.next_in = (unsigned char *)buf;
+    z.avail_in = len > UINT32_MAX ? UINT32_MAX : (uInt)len;
+    z.next_out = hb;
+    z.avail_out = (uInt)head;
+    int zr = Z_OK;
+    while (z.avail_out && zr == Z_OK) zr = inflate(&z, Z_NO_FLUSH);
+    size_t hn = head - z.avail_out;
+    inflateEnd(&z);
+    if (zr != Z_OK && zr != Z_STREAM_END && zr != Z_BUF_ERROR) {
+        DG_ERR(DG_EFORMAT, "%s '%s': corrupt gzip data near byte %zu: %s", what, name, (size_t)(z.next_in - buf),
+               z.msg ? z.msg : "inflate error");
+        return DG_EFORMAT;
+    }
+    if (check(hb, hn, ctx, &limit)) return DG_EFORMAT;
+    uint64_t max = limit > DGF_MAX_INFLATE - DGF_INFLATE_SLACK ? DGF_MAX_INFLATE : limit + DGF_INFLATE_SLACK;
+    return dgf_maybe_gunzip(buf, len, (size_t)max, what, name, out, out_len, owned);
+}
+
 /* ---- windowed source ---- */
 #define SRC_CHUNK (256u << 10)
 
@@ -119,6 +256,7 @@ void dgf_src_open_mem(dgf_src *s, const void *buf, size_t len, const char *what,
     s->end = s->p + len;
     s->what = what;
     s->name = name;
+    s->limit = UINT64_MAX;
 }
 
 int dgf_src_open_file(dgf_src *s, const char *path, const char *what) {
@@ -144,6 +282,7 @@ int dgf_src_open_file(dgf_src *s, const char *path, const char *what) {
     }
     gzbuffer(s->gz, SRC_CHUNK);
     s->cap = SRC_CHUNK;
+    s->limit = s->is_gz ? dgf_stream_limit((uint64_t)st.st_size) : UINT64_MAX;
     s->win = s->p = s->end = s->buf;
     return 0;
 }
@@ -167,6 +306,14 @@ int dgf_src_fill(dgf_src *s) {
         DG_ERR(errnum == Z_ERRNO ? DG_EIO : DG_EFORMAT, "%s '%s': %s at %sbyte %llu: %s", s->what, s->name,
                errnum == Z_ERRNO ? "read error" : "corrupt or truncated gzip data", s->is_gz ? "uncompressed " : "",
                (unsigned long long)s->base, errnum == Z_ERRNO ? strerror(errno) : msg);
+        return 0;
+    }
+    if ((uint64_t)n > s->limit - s->base) {
+        /* no header says how big the stream is: the ratio cap stops a bomb before its data is kept */
+        s->io_error = 1;
+        DG_ERR(DG_EFORMAT, "%s '%s': gzip data inflates past the %llu-byte limit (%dx the compressed size, at least %llu MiB) "
+               "at uncompressed byte %llu", s->what, s->name, (unsigned long long)s->limit, DGF_STREAM_RATIO,
+               (unsigned long long)(DGF_STREAM_FLOOR >> 20), (unsigned long long)s->limit);
         return 0;
     }
     s->end = s->buf + n;

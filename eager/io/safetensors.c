@@ -1,7 +1,10 @@
 /* eager/io/safetensors.c — the safetensors reader and writer. The reader checks the whole
  * file (header length, JSON grammar, dtypes, shapes, offsets in bounds, no overlap, no hole,
  * byte counts) before it allocates a single tensor, and names the file and byte offset of the
- * first defect. The writer goes through a temporary file, fsync and rename. */
+ * first defect. A file is read header first: the 8-byte length and the JSON header are checked
+ * before any data byte is read, and the data go straight into the tensors. Checking is linear in
+ * the number of tensors (duplicate names through a hash), since a 100 MB header can name
+ * millions. The writer goes through a temporary file, fsync and rename. */
 #include "../internal.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +17,8 @@
 #define MAX_NAME 1024
 
 typedef struct entry {
-    char name[MAX_NAME];
+    size_t name;                  /* offset of the name in the names arena (a 1 KB array per entry
+                                     made a header of a million tensors cost a gigabyte) */
     dg_dtype dtype;
     int ndim;
     int64_t shape[DG_MAX_DIMS];
@@ -176,24 +180,29 @@ static int cmp_begin(const void *a, const void *b) {
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-dg_tensor_dict *dg_load_safetensors_buffer(const void *buf, size_t len, const char *name) {
-    const unsigned char *b = buf;
-    if (!name) name = "(buffer)";
-    DG_CHECK(buf || len == 0, "load_safetensors: buffer is NULL");
-    if (len < 8) { DG_ERR(DG_EFORMAT, "safetensors '%s': %zu bytes, shorter than the 8-byte header length at byte 0", name, len); return NULL; }
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | b[i];
-    if (hlen > MAX_HEADER || hlen > len - 8) {
-        DG_ERR(DG_EFORMAT, "safetensors '%s': header length %llu at byte 0 exceeds the file (%zu bytes) or the 100 MB limit",
-               name, (unsigned long long)hlen, len);
-        return NULL;
-    }
-    parser ps = { .p = (const char *)b + 8, .end = (const char *)b + 8 + hlen, .start = (const char *)b + 8, .file = name };
-    size_t cap = 16, n = 0;
-    entry *es = malloc(sizeof *es * cap);
+typedef struct header {
+    entry *es;
+    size_t n;
+    char *names;          /* the names, NUL-separated */
+    size_t names_n, names_cap;
+    uint64_t hlen, data_len;
+} header;
+
+static void header_free(header *h) { free(h->es); free(h->names); }
+
+static uint64_t str_hash(const char *s) {   /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Checks the JSON header (hdr, h->hlen bytes, starting at file byte 8) against h->data_len data bytes. */
+static int parse_header(const char *hdr, header *h, const char *name) {
+    parser ps = { .p = hdr, .end = hdr + h->hlen, .start = hdr, .file = name };
+    size_t cap = 16, *slots = NULL, nslots = 0;
     entry **order = NULL;
-    dg_tensor_dict *d = NULL;
-    if (!es) { DG_ERR(DG_ENOMEM, "load_safetensors: out of memory"); return NULL; }
+    h->es = malloc(sizeof *h->es * cap);
+    if (!h->es) { DG_ERR(DG_ENOMEM, "load_safetensors: out of memory"); return DG_ENOMEM; }
     char key[MAX_NAME];
     if (expect(&ps, '{')) goto bad;
     if (peek(&ps, '}')) ps.p++;
@@ -203,20 +212,29 @@ dg_tensor_dict *dg_load_safetensors_buffer(const void *buf, size_t len, const ch
         if (strcmp(key, "__metadata__") == 0) {
             if (skip_metadata(&ps)) goto bad;
         } else {
-            if (n == cap) {
-                entry *bigger = realloc(es, sizeof *es * cap * 2);
+            if (h->n == cap) {
+                entry *bigger = realloc(h->es, sizeof *h->es * cap * 2);
                 if (!bigger) { DG_ERR(DG_ENOMEM, "load_safetensors: out of memory"); goto bad; }
-                es = bigger;
+                h->es = bigger;
                 cap *= 2;
             }
-            entry *e = &es[n];
+            size_t kl = strlen(key) + 1;
+            if (h->names_n + kl > h->names_cap) {
+                size_t nc = h->names_cap ? h->names_cap * 2 : 4096;
+                while (nc < h->names_n + kl) nc *= 2;
+                char *b = realloc(h->names, nc);
+                if (!b) { DG_ERR(DG_ENOMEM, "load_safetensors: out of memory"); goto bad; }
+                h->names = b;
+                h->names_cap = nc;
+            }
+            entry *e = &h->es[h->n];
             memset(e, 0, sizeof *e);
-            strcpy(e->name, key);
+            e->name = h->names_n;
+            memcpy(h->names + h->names_n, key, kl);
+            h->names_n += kl;
             e->at = at;
             if (tensor_entry(&ps, e)) goto bad;
-            for (size_t i = 0; i < n; i++)
-                if (strcmp(es[i].name, key) == 0) { ps.p = ps.start + (at - 8); fail(&ps, "duplicate tensor name"); goto bad; }
-            n++;
+            h->n++;
         }
         if (peek(&ps, ',')) { ps.p++; continue; }
         if (expect(&ps, '}')) goto bad;
@@ -225,12 +243,25 @@ dg_tensor_dict *dg_load_safetensors_buffer(const void *buf, size_t len, const ch
     ws(&ps);
     if (ps.p != ps.end) { fail(&ps, "trailing bytes after the JSON header"); goto bad; }
 
+    /* duplicate names: an open-addressing hash of entry indices, linear in the entry count */
+    nslots = 16;
+    while (nslots < 2 * h->n) nslots *= 2;
+    slots = calloc(nslots, sizeof *slots);
+    if (!slots) { DG_ERR(DG_ENOMEM, "load_safetensors: out of memory"); goto bad; }
+    for (size_t i = 0; i < h->n; i++) {
+        const char *nm = h->names + h->es[i].name;
+        size_t k = (size_t)str_hash(nm) & (nslots - 1);
+        while (slots[k] && strcmp(h->names + h->es[slots[k] - 1].name, nm) != 0) k = (k + 1) & (nslots - 1);
+        if (slots[k]) { ps.p = ps.start + (h->es[i].at - 8); fail(&ps, "duplicate tensor name"); goto bad; }
+        slots[k] = i + 1;
+    }
+
     /* offsets: each entry's byte count matches its shape, entries tile the data exactly */
-    uint64_t data_len = len - 8 - hlen;
-    order = malloc(sizeof *order * (n ? n : 1));
+    uint64_t data_len = h->data_len, hlen = h->hlen;
+    order = malloc(sizeof *order * (h->n ? h->n : 1));
     if (!order) { DG_ERR(DG_ENOMEM, "load_safetensors: out of memory"); goto bad; }
-    for (size_t i = 0; i < n; i++) {
-        entry *e = &es[i];
+    for (size_t i = 0; i < h->n; i++) {
+        entry *e = &h->es[i];
         order[i] = e;
         uint64_t numel = 1;
         for (int k = 0; k < e->ndim; k++) {
@@ -240,23 +271,24 @@ dg_tensor_dict *dg_load_safetensors_buffer(const void *buf, size_t len, const ch
         uint64_t es_ = dg_dtype_size(e->dtype);
         if (e->begin > e->end || e->end > data_len || numel > UINT64_MAX / es_ || numel * es_ != e->end - e->begin) {
             DG_ERR(DG_EFORMAT, "safetensors '%s': tensor '%s' (header byte %zu) has data_offsets [%llu, %llu] that do not fit "
-                   "its %s shape (%llu bytes) inside the %llu data bytes starting at byte %llu", name, e->name, e->at,
+                   "its %s shape (%llu bytes) inside the %llu data bytes starting at byte %llu", name, h->names + e->name, e->at,
                    (unsigned long long)e->begin, (unsigned long long)e->end, dtype_tag(e->dtype),
                    (unsigned long long)(numel > UINT64_MAX / es_ ? UINT64_MAX : numel * es_), (unsigned long long)data_len,
                    (unsigned long long)(8 + hlen));
             goto bad;
         }
         if (e->dtype == DG_F16 || e->dtype == DG_BF16) {
-            DG_ERR(DG_EUNSUPPORTED, "safetensors '%s': tensor '%s' is %s, which dygraph does not compute in yet", name, e->name, dtype_tag(e->dtype));
+            DG_ERR(DG_EUNSUPPORTED, "safetensors '%s': tensor '%s' is %s, which dygraph does not compute in yet", name,
+                   h->names + e->name, dtype_tag(e->dtype));
             goto bad;
         }
     }
-    qsort(order, n, sizeof *order, cmp_begin);
+    qsort(order, h->n, sizeof *order, cmp_begin);
     uint64_t pos = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < h->n; i++) {
         if (order[i]->begin != pos) {
             DG_ERR(DG_EFORMAT, "safetensors '%s': tensor '%s' starts at data byte %llu (file byte %llu) but the previous tensor ends at %llu: %s",
-                   name, order[i]->name, (unsigned long long)order[i]->begin, (unsigned long long)(8 + hlen + order[i]->begin),
+                   name, h->names + order[i]->name, (unsigned long long)order[i]->begin, (unsigned long long)(8 + hlen + order[i]->begin),
                    (unsigned long long)pos, order[i]->begin < pos ? "overlap" : "hole");
             goto bad;
         }
@@ -267,28 +299,66 @@ dg_tensor_dict *dg_load_safetensors_buffer(const void *buf, size_t len, const ch
                (unsigned long long)(data_len - pos), (unsigned long long)(8 + hlen + pos));
         goto bad;
     }
+    free(slots);
+    free(order);
+    return 0;
+bad:
+    free(slots);
+    free(order);
+    return DG_EFORMAT;
+}
 
-    /* all checks passed: only now make tensors */
-    d = dg_tensor_dict_new();
-    if (!d) goto bad;
-    for (size_t i = 0; i < n; i++) {
-        entry *e = &es[i];
+/* The 8-byte header length at byte 0, checked against the file size and the format's limit. */
+static int header_length(const unsigned char b[8], uint64_t len, const char *name, uint64_t *hlen) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | b[i];
+    if (v > MAX_HEADER || v > len - 8) {
+        DG_ERR(DG_EFORMAT, "safetensors '%s': header length %llu at byte 0 exceeds the file (%llu bytes) or the 100 MB limit",
+               name, (unsigned long long)v, (unsigned long long)len);
+        return DG_EFORMAT;
+    }
+    *hlen = v;
+    return 0;
+}
+
+/* All checks passed: make the tensors, their bytes copied from data (a buffer) or read from f. */
+static dg_tensor_dict *make_dict(const header *h, const unsigned char *data, FILE *f, const char *name) {
+    dg_tensor_dict *d = dg_tensor_dict_new();
+    if (!d) return NULL;
+    for (size_t i = 0; i < h->n; i++) {
+        const entry *e = &h->es[i];
         dg_tensor *t = dg_tensor_alloc(e->shape, e->ndim, e->dtype, dg_cpu());
         if (!t) goto bad;
         dg_keep(t);
-        memcpy(dg_tensor_ptr(t), b + 8 + hlen + e->begin, (size_t)(e->end - e->begin));
-        int rc = dg_tensor_dict_set(d, e->name, t);
+        size_t nb = (size_t)(e->end - e->begin);
+        if (data) memcpy(dg_tensor_ptr(t), data + e->begin, nb);
+        else if (nb && (fseeko(f, (off_t)(8 + h->hlen + e->begin), SEEK_SET) != 0 || fread(dg_tensor_ptr(t), 1, nb, f) != nb)) {
+            DG_ERR(DG_EIO, "load_safetensors: '%s': cannot read tensor '%s' (%zu bytes at file byte %llu): %s", name,
+                   h->names + e->name, nb, (unsigned long long)(8 + h->hlen + e->begin), ferror(f) ? strerror(errno) : "file shrank");
+            dg_tensor_release(t);
+            goto bad;
+        }
+        int rc = dg_tensor_dict_set(d, h->names + e->name, t);
         dg_tensor_release(t);
         if (rc) goto bad;
     }
-    free(es);
-    free(order);
     return d;
 bad:
-    free(es);
-    free(order);
     dg_tensor_dict_free(d);
     return NULL;
+}
+
+dg_tensor_dict *dg_load_safetensors_buffer(const void *buf, size_t len, const char *name) {
+    const unsigned char *b = buf;
+    if (!name) name = "(buffer)";
+    DG_CHECK(buf || len == 0, "load_safetensors: buffer is NULL");
+    if (len < 8) { DG_ERR(DG_EFORMAT, "safetensors '%s': %zu bytes, shorter than the 8-byte header length at byte 0", name, len); return NULL; }
+    header h = {0};
+    if (header_length(b, len, name, &h.hlen)) return NULL;
+    h.data_len = len - 8 - h.hlen;
+    dg_tensor_dict *d = parse_header((const char *)b + 8, &h, name) ? NULL : make_dict(&h, b + 8 + h.hlen, NULL, name);
+    header_free(&h);
+    return d;
 }
 
 dg_tensor_dict *dg_load_safetensors(const char *path) {
@@ -297,14 +367,28 @@ dg_tensor_dict *dg_load_safetensors(const char *path) {
     if (!f) { DG_ERR(DG_EIO, "load_safetensors: cannot open '%s': %s", path, strerror(errno)); return NULL; }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) { fclose(f); DG_ERR(DG_EIO, "load_safetensors: '%s' is not a regular file", path); return NULL; }
-    size_t len = (size_t)st.st_size;
-    void *buf = malloc(len ? len : 1);
-    if (!buf) { fclose(f); DG_ERR(DG_ENOMEM, "load_safetensors: cannot hold '%s' (%zu bytes) in memory", path, len); return NULL; }
-    size_t got = fread(buf, 1, len, f);
+    uint64_t len = (uint64_t)st.st_size;
+    unsigned char len8[8];
+    if (len < 8) {
+        fclose(f);
+        DG_ERR(DG_EFORMAT, "safetensors '%s': %llu bytes, shorter than the 8-byte header length at byte 0", path, (unsigned long long)len);
+        return NULL;
+    }
+    header h = {0};
+    /* the first 8 bytes say how much header follows: nothing more is read until they pass */
+    if (fread(len8, 1, 8, f) != 8) { fclose(f); DG_ERR(DG_EIO, "load_safetensors: cannot read the first 8 bytes of '%s'", path); return NULL; }
+    if (header_length(len8, len, path, &h.hlen)) { fclose(f); return NULL; }
+    h.data_len = len - 8 - h.hlen;
+    char *hdr = malloc(h.hlen ? h.hlen : 1);
+    if (!hdr) { fclose(f); DG_ERR(DG_ENOMEM, "load_safetensors: cannot hold the %llu-byte header of '%s'", (unsigned long long)h.hlen, path); return NULL; }
+    dg_tensor_dict *d = NULL;
+    if (fread(hdr, 1, h.hlen, f) != h.hlen)
+        DG_ERR(DG_EIO, "load_safetensors: cannot read the %llu-byte header of '%s' at byte 8", (unsigned long long)h.hlen, path);
+    else if (!parse_header(hdr, &h, path))
+        d = make_dict(&h, NULL, f, path);
+    free(hdr);
+    header_free(&h);
     fclose(f);
-    if (got != len) { free(buf); DG_ERR(DG_EIO, "load_safetensors: read %zu of %zu bytes of '%s'", got, len, path); return NULL; }
-    dg_tensor_dict *d = dg_load_safetensors_buffer(buf, len, path);
-    free(buf);
     return d;
 }
 

@@ -1,0 +1,296 @@
+/* test/test_hostile_files.c — small files that once cost large memory, CPU or silently bad data:
+ * a gzip bomb behind a lying IDX header, a bad magic at the front of a large file, an
+ * mnist.json.gz inflating far past the streaming cap, 80k tensors in one safetensors file, and a
+ * keypoint CSV with 1e300 and an embedded NUL. Every file is generated here. Memory is measured in
+ * a forked child as its peak RSS (VmHWM, reset through /proc/self/clear_refs) above its RSS before
+ * the load, so neither the parent's history nor other tests can hide a peak. */
+#include "test_util.h"
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "formats_test_util.h"
+
+#define MB (1024.0 * 1024.0)
+
+static long status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0) { v = atol(line + kl); break; }
+    fclose(f);
+    return v;
+}
+
+/* Runs load() in a forked child; returns the child's peak RSS growth in MB and copies the error
+ * the load reported (it must fail) into err. The child's address space is bounded at +2 GiB so
+ * that a reader without a cap fails with ENOMEM instead of taking the machine. */
+typedef bool (*load_fn)(void *ctx);   /* true: the load was refused */
+static double child_peak_mb(load_fn load, void *ctx, char *err, size_t errlen) {
+    int pfd[2];
+    cr_assert_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        struct rlimit rl = { .rlim_cur = (rlim_t)status_kb("VmSize:") * 1024 + ((rlim_t)2 << 30) };
+        rl.rlim_max = rl.rlim_cur;
+        setrlimit(RLIMIT_AS, &rl);
+        FILE *cr = fopen("/proc/self/clear_refs", "w");   /* "5" resets VmHWM to the current RSS */
+        bool reset = cr && fputs("5", cr) >= 0 && fclose(cr) == 0;
+        if (cr && !reset) cr = NULL;
+        long before = status_kb("VmRSS:");
+        struct rusage ru0;
+        getrusage(RUSAGE_SELF, &ru0);
+        bool refused = load(ctx);
+        long hwm = status_kb("VmHWM:");
+        struct rusage ru1;
+        getrusage(RUSAGE_SELF, &ru1);
+        /* without clear_refs, ru_maxrss growth is the best available (it can only under-report) */
+        double mb = reset ? (double)(hwm - before) / 1024.0 : (double)(ru1.ru_maxrss - ru0.ru_maxrss) / 1024.0;
+        char msg[1200];
+        int n = snprintf(msg, sizeof msg, "%.3f %d %s", mb, refused, dg_last_error());
+        if (write(pfd[1], msg, (size_t)n) < 0) _exit(2);
+        _exit(0);
+    }
+    close(pfd[1]);
+    char msg[1200];
+    ssize_t n = 0, k;
+    while ((k = read(pfd[0], msg + n, sizeof msg - 1 - (size_t)n)) > 0) n += k;
+    close(pfd[0]);
+    msg[n > 0 ? n : 0] = 0;
+    int st;
+    waitpid(pid, &st, 0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child died (status %d)", st);
+    double mb;
+    int refused, off = 0;
+    cr_assert_eq(sscanf(msg, "%lf %d %n", &mb, &refused, &off), 2, "child said: %s", msg);
+    cr_assert(refused, "the hostile file loaded");
+    snprintf(err, errlen, "%s", msg + off);
+    return mb;
+}
+
+/* One gzip member of `len` copies of byte `c`, compressed at level 9 (about 1000:1). */
+static unsigned char *gz_member(const void *prefix, size_t plen, int c, size_t len, size_t *out_len) {
+    z_stream z = {0};
+    cr_assert_eq(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = plen + len / 500 + 4096;
+    unsigned char *out = malloc(cap), chunk[65536];
+    memset(chunk, c, sizeof chunk);
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    z.next_in = (unsigned char *)prefix;
+    z.avail_in = (uInt)plen;
+    cr_assert_eq(deflate(&z, Z_NO_FLUSH), Z_OK);
+    for (size_t done = 0; done < len; done += sizeof chunk) {
+        z.next_in = chunk;
+        z.avail_in = (uInt)(len - done < sizeof chunk ? len - done : sizeof chunk);
+        cr_assert_eq(deflate(&z, Z_NO_FLUSH), Z_OK);
+    }
+    cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *out_len = cap - z.avail_out;
+    deflateEnd(&z);
+    return out;
+}
+
+/* ---- IDX: a 1-image header in front of a gigabyte of zeros ---- */
+typedef struct { const char *img, *lab; } idx_paths;
+static bool load_idx(void *ctx) {
+    idx_paths *p = ctx;
+    dg_dataset *ds = dg_mnist_idx_dataset(p->img, p->lab);
+    dg_dataset_free(ds);
+    return ds == NULL;
+}
+
+Test(hostile_files, idx_gzip_bomb_lying_header, .timeout = 120) {
+    mk_tmpdir();
+    /* the header declares one 28x28 image (784 bytes); the members inflate to 1 GiB */
+    unsigned char hdr[16] = { 0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 28, 0, 0, 0, 28 };
+    size_t ml;
+    unsigned char *m = gz_member(hdr, sizeof hdr, 0, (size_t)64 << 20, &ml);
+    FILE *f = fopen(tpath("bomb.gz"), "wb");
+    cr_assert_eq(fwrite(m, 1, ml, f), ml);
+    free(m);
+    m = gz_member(NULL, 0, 0, (size_t)64 << 20, &ml);   /* further members: concatenated gzip */
+    for (int k = 0; k < 15; k++) cr_assert_eq(fwrite(m, 1, ml, f), ml);
+    free(m);
+    fclose(f);
+    unsigned char lab[9];
+    write_file(tpath("lab"), lab, idx_labels(lab, 1));
+    idx_paths p = { tpath("bomb.gz"), tpath("lab") };
+    char err[1200];
+    double mb = child_peak_mb(load_idx, &p, err, sizeof err);
+    cr_assert(strstr(err, tpath("bomb.gz")) && strstr(err, "header") && strstr(err, "byte"), "error: %s", err);
+    cr_log_info("idx bomb: peak RSS +%.1f MB", mb);
+    cr_assert(mb <= 64, "peak RSS grew by %.1f MB rejecting a bomb whose header declares 800 bytes (%s)", mb, err);
+    rm_tmpdir();
+}
+
+Test(hostile_files, idx_bad_magic_large_file, .timeout = 60) {
+    mk_tmpdir();
+    /* 512 MB of plain bytes whose first byte is wrong: only the first bytes may be read */
+    FILE *f = fopen(tpath("big"), "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fputc(0x42, f), 0x42);
+    cr_assert_eq(ftruncate(fileno(f), (off_t)512 << 20), 0);   /* sparse: no disk used */
+    fclose(f);
+    unsigned char lab[9];
+    write_file(tpath("lab"), lab, idx_labels(lab, 1));
+    idx_paths p = { tpath("big"), tpath("lab") };
+    char err[1200];
+    double mb = child_peak_mb(load_idx, &p, err, sizeof err);
+    cr_assert(strstr(err, tpath("big")) && strstr(err, "magic") && strstr(err, "byte 0"), "error: %s", err);
+    cr_log_info("bad magic: peak RSS +%.1f MB", mb);
+    cr_assert(mb <= 16, "peak RSS grew by %.1f MB rejecting a file by its first byte (%s)", mb, err);
+    rm_tmpdir();
+}
+
+/* ---- mnist.json.gz: 640 MB of valid-looking images in 1.1 MB (the operator's case) ---- */
+static bool load_json(void *ctx) {
+    dg_dataset *ds = dg_mnist_json_dataset(ctx, 0);
+    dg_dataset_free(ds);
+    return ds == NULL;
+}
+
+Test(hostile_files, mnist_json_gzip_past_cap, .timeout = 120) {
+    mk_tmpdir();
+    /* one image is 784 zeros; a block of 640 images is compressed once and repeated */
+    size_t il = 1 + 784 * 2;
+    char *img = malloc(il + 1);
+    img[0] = '[';
+    for (int k = 0; k < 784; k++) { img[1 + 2 * k] = '0'; img[2 + 2 * k] = k < 783 ? ',' : ']'; }
+    img[il] = ',';
+    size_t bl = 640 * (il + 1);
+    char *block = malloc(bl);
+    for (int i = 0; i < 640; i++) memcpy(block + i * (il + 1), img, il + 1);
+    z_stream z = {0};
+    cr_assert_eq(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = bl, ml;
+    unsigned char *m = malloc(cap);
+    z.next_in = (unsigned char *)block;
+    z.avail_in = (uInt)bl;
+    z.next_out = m;
+    z.avail_out = (uInt)cap;
+    cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    ml = cap - z.avail_out;
+    deflateEnd(&z);
+    FILE *f = fopen(tpath("m.json.gz"), "wb");
+    gzFile g = gzdopen(dup(fileno(f)), "wb");
+    gzputs(g, "[[[");
+    gzclose(g);
+    fseek(f, 0, SEEK_END);
+    for (int k = 0; k < 640; k++) cr_assert_eq(fwrite(m, 1, ml, f), ml);   /* 410k images, 640 MB inflated from 1.1 MB */
+    fclose(f);
+    free(m);
+    free(block);
+    free(img);
+    struct stat st;
+    stat(tpath("m.json.gz"), &st);
+    char err[1200];
+    double mb = child_peak_mb(load_json, (void *)tpath("m.json.gz"), err, sizeof err);
+    cr_assert(strstr(err, tpath("m.json.gz")) && strstr(err, "limit") && strstr(err, "byte"), "error: %s", err);
+    cr_log_info("json cap: peak RSS +%.1f MB", mb);
+    cr_assert(mb <= 64, "peak RSS grew by %.1f MB rejecting a %.1f MB mnist.json.gz (%s)", mb, st.st_size / MB, err);
+    rm_tmpdir();
+}
+
+/* ---- safetensors: 80k tiny tensors load in linear time ---- */
+Test(hostile_files, safetensors_80k_tensors, .timeout = 120) {
+    const int n = 80000;
+    size_t cap = (size_t)n * 80 + 64, hl = 0;
+    char *h = malloc(cap);
+    hl += (size_t)sprintf(h + hl, "{");
+    for (int i = 0; i < n; i++)
+        hl += (size_t)sprintf(h + hl, "%s\"layer.%d.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}",
+                              i ? "," : "", i, 4 * i, 4 * i + 4);
+    hl += (size_t)sprintf(h + hl, "}");
+    while (hl % 8) h[hl++] = ' ';
+    char path[] = "/tmp/dg_st80k_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    FILE *f = fdopen(fd, "wb");
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    fwrite(len8, 1, 8, f);
+    fwrite(h, 1, hl, f);
+    for (int i = 0; i < n; i++) { float v = (float)i; fwrite(&v, 4, 1, f); }
+    fclose(f);
+    free(h);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    dg_tensor_dict *d = dg_load_safetensors(path);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    unlink(path);
+    cr_assert_not_null(d, "%s", dg_last_error());
+    cr_assert_eq(dg_tensor_dict_size(d), n);
+    dg_tensor *t = dg_tensor_dict_get(d, "layer.79999.weight");
+    cr_assert_not_null(t);
+    cr_assert_eq(*(const float *)dg_data(t), 79999.0f);
+    dg_tensor_dict_free(d);
+    cr_log_info("80k tensors: %.3f s", s);
+    cr_assert(s < 2.0, "80k tensors took %.2f s to load", s);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+/* ---- face keypoints CSV: a value past float32 and an embedded NUL ---- */
+static const char *kp_cols =
+    "left_eye_center_x,left_eye_center_y,right_eye_center_x,right_eye_center_y,left_eye_inner_corner_x,"
+    "left_eye_inner_corner_y,left_eye_outer_corner_x,left_eye_outer_corner_y,right_eye_inner_corner_x,"
+    "right_eye_inner_corner_y,right_eye_outer_corner_x,right_eye_outer_corner_y,left_eyebrow_inner_end_x,"
+    "left_eyebrow_inner_end_y,left_eyebrow_outer_end_x,left_eyebrow_outer_end_y,right_eyebrow_inner_end_x,"
+    "right_eyebrow_inner_end_y,right_eyebrow_outer_end_x,right_eyebrow_outer_end_y,nose_tip_x,nose_tip_y,"
+    "mouth_left_corner_x,mouth_left_corner_y,mouth_right_corner_x,mouth_right_corner_y,mouth_center_top_lip_x,"
+    "mouth_center_top_lip_y,mouth_center_bottom_lip_x,mouth_center_bottom_lip_y,Image\n";
+
+/* the header, then one row whose first keypoint is `first` (len bytes, may hold a NUL) */
+static size_t csv_row(char *b, const char *first, size_t len) {
+    size_t n = strlen(kp_cols);
+    memcpy(b, kp_cols, n);
+    memcpy(b + n, first, len);
+    n += len;
+    for (int k = 1; k < 30; k++) n += (size_t)sprintf(b + n, ",%d.5", 30 + k);
+    b[n++] = ',';
+    for (int k = 0; k < 9216; k++) n += (size_t)sprintf(b + n, k ? " %d" : "%d", k % 256);
+    b[n++] = '\n';
+    return n;
+}
+
+Test(hostile_files, face_csv_out_of_float_range_and_nul) {
+    mk_tmpdir();
+    char *b = malloc(64 << 10);
+    size_t n = csv_row(b, "66.5", 4);   /* the valid row loads */
+    write_file(tpath("ok.csv"), b, n);
+    dg_dataset *ds = dg_face_keypoints_dataset(tpath("ok.csv"));
+    cr_assert_not_null(ds, "%s", dg_last_error());
+    dg_dataset_free(ds);
+
+    size_t hl = strlen(kp_cols);
+    n = csv_row(b, "1e300", 5);
+    write_file(tpath("big.csv"), b, n);
+    cr_assert_null(dg_face_keypoints_dataset(tpath("big.csv")), "1e300 loaded as a float32 keypoint");
+    char at[32];
+    snprintf(at, sizeof at, "byte %zu", hl);
+    expect_error(tpath("big.csv"), "line 2", at);
+    n = csv_row(b, "-1e39", 5);
+    cr_assert_null(dg_face_keypoints_dataset_buffer(b, n, "mem"), "-1e39 loaded as a float32 keypoint");
+    expect_error("float32", "-1e39", NULL);
+
+    n = csv_row(b, "66\0" "9", 4);   /* "66" then NUL: once read as 66 */
+    write_file(tpath("nul.csv"), b, n);
+    cr_assert_null(dg_face_keypoints_dataset(tpath("nul.csv")), "a field with a NUL loaded");
+    snprintf(at, sizeof at, "byte %zu", hl + 2);
+    expect_error(tpath("nul.csv"), "NUL", at);
+    n = csv_row(b, "\"6\0\"", 4);     /* quoted */
+    cr_assert_null(dg_face_keypoints_dataset_buffer(b, n, "mem"));
+    expect_error("NUL", "line 2", NULL);
+    free(b);
+    rm_tmpdir();
+    cr_assert_eq(dg_live_tensors(), 0);
+}
