@@ -239,3 +239,163 @@ Test(checkpoint, a_file_of_another_kind_or_shape_is_refused_and_changes_nothing)
     unlink(model_only); unlink(sgd_ck);
     cr_assert_eq(dg_live_tensors(), 0);
 }
+
+/* ---- saves that are killed, fail, or meet a umask ---- */
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+/* How many entries of dir start with prefix. */
+static int count_prefixed(const char *dir, const char *prefix) {
+    DIR *d = opendir(dir);
+    cr_assert(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/* Every parameter and buffer of net filled with v, so a loaded file shows which save it was. */
+static void fill_state(dg_layer *net, double v) {
+    int n;
+    dg_named_tensor *st = dg_layer_state_dict(net, &n);
+    dg_no_grad_begin();
+    for (int i = 0; i < n; i++) cr_assert_eq(dg_fill_(st[i].tensor, v), 0, "%s", dg_last_error());
+    dg_no_grad_end();
+    free(st);
+}
+
+/* The value every entry of net holds, or NAN when they disagree (a torn set). */
+static double uniform_value(const dg_layer *net) {
+    int n;
+    dg_named_tensor *st = dg_layer_state_dict(net, &n);
+    double v = NAN;
+    dg_scope *s = dg_scope_begin();
+    for (int i = 0; i < n; i++) {
+        dg_tensor *f = dg_cast(st[i].tensor, DG_F64);
+        double lo = dg_item(dg_min(f, NULL, 0, false)), hi = dg_item(dg_max(f, NULL, 0, false));
+        if (lo != hi || (i && lo != v)) { v = NAN; break; }
+        v = lo;
+    }
+    dg_scope_end(s);
+    free(st);
+    return v;
+}
+
+Test(checkpoint, kill_9_during_saves_never_leaves_a_mixed_set_and_the_next_save_cleans_up) {
+    char dir[] = "/tmp/dg_ck_kill_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/train.ckpt", dir);
+    dg_layer *net = small_net(1);
+    fill_state(net, 0);
+    dg_train_state s0 = { .model = net, .epoch = 0 };
+    cr_assert_eq(dg_train_checkpoint_save(path, &s0), 0, "%s", dg_last_error());
+    srand(12345);
+    int loaded = 0;
+    for (int round = 0; round < 30; round++) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {   /* saves of epoch k with every value k, as fast as it can */
+            for (int64_t k = 1;; k++) {
+                fill_state(net, (double)k);
+                dg_train_state s = { .model = net, .epoch = k };
+                if (dg_train_checkpoint_save(path, &s)) _exit(3);
+            }
+        }
+        usleep(1000 + (useconds_t)(rand() % 20000));
+        kill(pid, SIGKILL);
+        int status;
+        waitpid(pid, &status, 0);
+        cr_assert(WIFSIGNALED(status), "the saving child ended on its own (status %d): %s", status, dg_last_error());
+        dg_layer *back = small_net(99);
+        dg_train_state s = { .model = back };
+        cr_assert_eq(dg_train_checkpoint_load(path, &s), 0, "round %d: %s", round, dg_last_error());
+        double v = uniform_value(back);
+        cr_assert(v == (double)s.epoch, "round %d: a torn set: the file says epoch %lld, its tensors hold %g", round,
+                  (long long)s.epoch, v);
+        loaded++;
+        dg_layer_free(back);
+    }
+    cr_expect_eq(loaded, 30);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "train.ckpt.tmp.");
+    int left = count_prefixed(dir, prefix);
+    cr_log_info("30 kills: %d left a temporary behind (killed inside a save)", left);
+    cr_assert_eq(dg_train_checkpoint_save(path, &s0), 0, "%s", dg_last_error());
+    cr_expect_eq(count_prefixed(dir, prefix), 0, "the next save left %d temporaries (%d before it)", count_prefixed(dir, prefix), left);
+    dg_layer_free(net);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(checkpoint, a_save_that_fails_for_space_leaves_the_previous_one_and_no_temporary) {
+    char dir[] = "/tmp/dg_ck_full_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/train.ckpt", dir);
+    dg_layer *net = small_net(1);
+    fill_state(net, 1);
+    dg_train_state s1 = { .model = net, .epoch = 1 };
+    cr_assert_eq(dg_train_checkpoint_save(path, &s1), 0, "%s", dg_last_error());
+    pid_t pid = fork();
+    if (pid == 0) {   /* a disk that fills after 300 bytes: writes past it fail (EFBIG) */
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit r = { 300, 300 };
+        setrlimit(RLIMIT_FSIZE, &r);
+        fill_state(net, 2);
+        dg_train_state s2 = { .model = net, .epoch = 2 };
+        int rc = dg_train_checkpoint_save(path, &s2);
+        _exit(rc == DG_EIO && strstr(dg_last_error(), "previous file, if any, is untouched") ? 0 : 1);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the failing save did not report DG_EIO and an untouched file");
+    dg_layer *back = small_net(99);
+    dg_train_state s = { .model = back };
+    cr_assert_eq(dg_train_checkpoint_load(path, &s), 0, "%s", dg_last_error());
+    cr_expect(s.epoch == 1 && uniform_value(back) == 1.0, "the previous checkpoint changed: epoch %lld", (long long)s.epoch);
+    cr_expect_eq(count_prefixed(dir, "train.ckpt.tmp."), 0, "a failed save left its temporary");
+    dg_layer_free(back);
+    dg_layer_free(net);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}
+
+Test(checkpoint, saved_files_follow_the_umask_and_a_live_saves_temporary_is_kept) {
+    char dir[] = "/tmp/dg_ck_mode_XXXXXX";
+    cr_assert(mkdtemp(dir));
+    char path[256], live[300], dead[300];
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    dg_layer *net = small_net(1);
+    mode_t old = umask(022);
+    cr_assert_eq(dg_layer_save(net, path), 0, "%s", dg_last_error());
+    struct stat st;
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0644, "umask 022: mode %o", st.st_mode & 0777);
+    umask(077);
+    cr_assert_eq(dg_layer_save(net, path), 0, "%s", dg_last_error());
+    cr_assert_eq(stat(path, &st), 0);
+    cr_expect_eq(st.st_mode & 0777, 0600, "umask 077: mode %o", st.st_mode & 0777);
+    umask(old);
+    /* a leftover of this (live) process and one of a process that is gone */
+    pid_t gone = fork();
+    if (gone == 0) _exit(0);
+    waitpid(gone, NULL, 0);
+    snprintf(live, sizeof live, "%s.tmp.%ld.abcdef", path, (long)getpid());
+    snprintf(dead, sizeof dead, "%s.tmp.%ld.abcdef", path, (long)gone);
+    fclose(fopen(live, "w"));
+    fclose(fopen(dead, "w"));
+    cr_assert_eq(dg_layer_save(net, path), 0, "%s", dg_last_error());
+    cr_expect_eq(access(dead, F_OK), -1, "a killed save's temporary was not removed");
+    cr_expect_eq(access(live, F_OK), 0, "a live save's temporary was removed");
+    dg_layer_free(net);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_assert_eq(system(cmd), 0);
+}

@@ -6,8 +6,11 @@
  * the number of tensors (duplicate names through a hash), since a 100 MB header can name
  * millions. The writer goes through a temporary file, fsync and rename. */
 #include "../internal.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <time.h>
 #include <libgen.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -437,6 +440,50 @@ static int write_all(int fd, const void *p, size_t n) {
     return 0;
 }
 
+/* The process's umask, read without changing it (umask(2) can only be read by setting it, which
+ * would race with other threads creating files): /proc/self/status says it on Linux >= 4.7. */
+static mode_t current_umask(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    unsigned m = 022;
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f)) found = sscanf(line, "Umask: %o", &m) == 1;
+    if (f) fclose(f);
+    if (!found) { mode_t old = umask(022); umask(old); m = old; }
+    return (mode_t)m;
+}
+
+/* Removes PATH.tmp.<pid>.XXXXXX files of saves whose process is gone (killed while saving),
+ * and the pid-less PATH.tmp.XXXXXX of older versions once an hour old. A live process's
+ * temporary is left alone: its save is still running. */
+static void remove_stale_temporaries(const char *path) {
+    char *copy1 = strdup(path), *copy2 = strdup(path);
+    if (!copy1 || !copy2) { free(copy1); free(copy2); return; }
+    const char *dir = dirname(copy1), *base = basename(copy2);
+    size_t bl = strlen(base);
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+    while (dp && (e = readdir(dp))) {
+        if (strncmp(e->d_name, base, bl) != 0 || strncmp(e->d_name + bl, ".tmp.", 5) != 0) continue;
+        const char *rest = e->d_name + bl + 5;
+        char *end;
+        long pid = strtol(rest, &end, 10);
+        char full[4096];
+        if (snprintf(full, sizeof full, "%s/%s", dir, e->d_name) >= (int)sizeof full) continue;
+        bool stale;
+        if (end != rest && *end == '.') {
+            stale = pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+        } else {
+            struct stat st;
+            stale = strlen(rest) == 6 && stat(full, &st) == 0 && time(NULL) - st.st_mtime > 3600;
+        }
+        if (stale) unlink(full);
+    }
+    if (dp) closedir(dp);
+    free(copy1);
+    free(copy2);
+}
+
 int dg_save_safetensors(const char *path, const dg_tensor_dict *d) {
     DG_CHECK_HANDLE_INT(d, "save_safetensors: dict is NULL");
     DG_CHECK_INT(path, "save_safetensors: path is NULL");
@@ -456,17 +503,20 @@ int dg_save_safetensors(const char *path, const dg_tensor_dict *d) {
     while (!bad && (8 + h.n) % 8) bad = sb_put(&h, " ", 1);   /* data starts 8-byte aligned */
     if (bad) { free(h.p); DG_ERR(DG_ENOMEM, "save_safetensors: out of memory building the header"); return DG_ENOMEM; }
 
-    /* temp file beside the target so rename() is atomic on the same filesystem */
+    /* temp file beside the target so rename() is atomic on the same filesystem; its name carries
+     * our pid, so that a later save can tell a killed save's leftover from a live one's */
+    remove_stale_temporaries(path);
     size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
+    char *tmp = malloc(pl + 40);
     if (!tmp) { free(h.p); DG_ERR(DG_ENOMEM, "save_safetensors: out of memory"); return DG_ENOMEM; }
-    snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
+    snprintf(tmp, pl + 40, "%s.tmp.%ld.XXXXXX", path, (long)getpid());
     int fd = mkstemp(tmp);
     if (fd < 0) {
         DG_ERR(DG_EIO, "save_safetensors: cannot create a temporary file beside '%s': %s", path, strerror(errno));
         free(tmp); free(h.p);
         return DG_EIO;
     }
+    fchmod(fd, 0666 & ~current_umask());   /* mkstemp makes 0600; a saved file follows the umask */
     unsigned char len8[8];
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
     uint64_t errs = dg_error_count();
