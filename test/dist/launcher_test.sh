@@ -8,7 +8,7 @@ set -euo pipefail
 
 BIN=$(cd "${1:-build/bin}" && pwd)
 DGRUN=$BIN/dgrun
-for b in dgrun env_worker sleeper_worker failing_worker; do
+for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker; do
     [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is not built" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (install openmpi-bin)" >&2; exit 1; }
@@ -231,3 +231,39 @@ if [[ -x $BIN/mpi_worker ]]; then
 else
     echo "SKIP: 8. $BIN/mpi_worker not built (build it with mpicc)"
 fi
+
+# --- 9. two jobs on the same ports: the second is refused, the first is unaffected ---------------
+unset DG_JOB_TOKEN   # each dgrun draws its own (one exported here would make the two jobs one)
+# Job A's rank 1 waits 4 s before it joins, so A's rank 0 holds its store open in the rendezvous
+# when job B starts on the same --started_port. B's rank 1 reaches A's store first (B's rank 0
+# waits 2 s, since its failure to listen would stop B before rank 1 got there): it must be
+# refused (another job's token), never counted as A's rank 1.
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export DG_DIST_TIMEOUT=20
+rcA=0 rcB=0
+timeout -k 5 60 "$DGRUN" --nproc_per_node 2 --started_port "$PORT" --log_dir "$TMP/log9a" \
+    "$BIN/rendezvous_worker" --delay-rank 1 --delay 4 >"$TMP/outA" 2>"$TMP/errA" &
+dgA=$!
+BG+=("$dgA")
+for _ in $(seq 100); do grep -q "^rank 0: joining" "$TMP/log9a/workerlog.0" 2>/dev/null && break; sleep 0.1; done
+grep -q "^rank 0: joining" "$TMP/log9a/workerlog.0" || fail "two jobs: job A's rank 0 did not reach the rendezvous"
+sleep 1   # A's rank 0 now serves its store
+timeout -k 5 60 "$DGRUN" --nproc_per_node 2 --started_port "$PORT" --log_dir "$TMP/log9b" \
+    "$BIN/rendezvous_worker" --delay-rank 0 --delay 2 >"$TMP/outB" 2>"$TMP/errB" || rcB=$?
+wait "$dgA" || rcA=$?
+unset DG_DIST_TIMEOUT
+cat "$TMP/log9a"/workerlog.* "$TMP/outA" "$TMP/errA" >"$TMP/allA"
+cat "$TMP/log9b"/workerlog.* "$TMP/outB" "$TMP/errB" >"$TMP/allB"
+show9() { echo "--- job A (exit $rcA):"; cat "$TMP/allA"; echo "--- job B (exit $rcB):"; cat "$TMP/allB"; }
+[[ $rcA -eq 0 ]] || fail "two jobs: the first job failed (exit $rcA)"$'\n'"$(show9)"
+for r in 0 1; do
+    grep -q "^rank $r of 2: all_reduce ok (3)" "$TMP/log9a/workerlog.$r" || fail "two jobs: job A's rank $r did not finish"$'\n'"$(show9)"
+done
+! grep -q "joined twice" "$TMP/allA" || fail "two jobs: job B's rank joined job A's store"$'\n'"$(show9)"
+[[ $rcB -ne 0 && $rcB -ne 124 ]] || fail "two jobs: the second job exited $rcB"$'\n'"$(show9)"
+grep -q "store at 127.0.0.1:$PORT belongs to another job" "$TMP/log9b/workerlog.1" \
+    || fail "two jobs: job B's rank 1 does not say the store belongs to another job"$'\n'"$(show9)"
+grep -q "store at 127.0.0.1:$PORT (rank 0) refused .*rank 1.* another job" "$TMP/log9a/workerlog.0" \
+    || fail "two jobs: job A's store does not report the refused client"$'\n'"$(show9)"
+no_orphans "two jobs on the same ports"
+pass "9. two jobs on port $PORT: the second is refused by the first's store (exit $rcB), the first finishes (exit 0)"
