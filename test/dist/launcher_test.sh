@@ -25,6 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$TMP"
+unset DG_JOB_TOKEN   # each dgrun draws its own (one exported here would make every job one)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "PASS: $*"; }
@@ -94,8 +95,12 @@ grep -q "|                        Distributed Envs                      Value   
 grep -q "|                PADDLE_TRAINER_ENDPOINTS" "$TMP/out" || fail "no PADDLE_TRAINER_ENDPOINTS row"
 bad_width=$(grep -E '^    [|+]' "$TMP/out" | awk 'length($0) != 93' | head -1)
 [[ -z $bad_width ]] || fail "Distributed Envs table is not 89 wide: '$bad_width'"
+tok1=$(field "$L/workerlog.0" DG_JOB_TOKEN)
+[[ $tok1 =~ ^[0-9a-f]{32}$ ]] || fail "CPU mode: DG_JOB_TOKEN '$tok1' is not 128 bits of hex"
+[[ $(field "$L/workerlog.1" DG_JOB_TOKEN) == "$tok1" ]] || fail "CPU mode: the ranks got different job tokens"
+! grep -q "^    |.*DG_JOB_TOKEN" "$TMP/out" || fail "CPU mode: the job token is printed in the table"
 no_orphans "CPU mode env_worker"
-pass "1. --nproc_per_node 2: ranks 0/1 of 2, one endpoint list, distinct current endpoints, logs, terminal, table"
+pass "1. --nproc_per_node 2: ranks 0/1 of 2, one endpoint list, distinct current endpoints, one job token, logs, terminal, table"
 
 # --- 2. a worker killed by SIGKILL mid-run stops the job ----------------------------------------
 kill_one() { # mode args...
@@ -162,6 +167,9 @@ bad_flags --started_port 70000 "$BIN/env_worker"
 bad_flags --node_ip 10.0.0.9 "$BIN/env_worker"
 bad_flags --nproc_per_node 2
 bad_flags
+# GPU mode on several nodes has one dgrun per node: they must be given one shared token
+rc=0; env -u DG_JOB_TOKEN "$DGRUN" --ips 127.0.0.1,10.9.9.9 --gpus 0 "$BIN/env_worker" >"$TMP/out" 2>"$TMP/err" || rc=$?
+[[ $rc -eq 2 ]] && grep -q "needs one job token shared by every node" "$TMP/err" || fail "multi-node GPU mode without DG_JOB_TOKEN: exit $rc"
 [[ ! -e $TMP/log ]] || fail "bad flags still created a log directory"
 "$DGRUN" --help | grep -q "^usage: dgrun" || fail "--help prints no usage"
 pass "4. bad flags (unknown option, bad --gpus, --nproc_per_node 0, no program, ...) exit 2 with usage"
@@ -176,8 +184,11 @@ for r in 0 1; do
 done
 grep -q "|                     FLAGS_selected_gpus                        0                      |" "$TMP/out" \
     || fail "GPU mode: the table has no FLAGS_selected_gpus row"
+tok5=$(field "$TMP/log5/workerlog.0" DG_JOB_TOKEN)
+[[ $tok5 =~ ^[0-9a-f]{32}$ && $(field "$TMP/log5/workerlog.1" DG_JOB_TOKEN) == "$tok5" ]] || fail "GPU mode: no shared job token"
+[[ $tok5 != "$tok1" ]] || fail "two jobs got the same job token $tok5"
 no_orphans "GPU mode env_worker"
-pass "5. --gpus 0,1: FLAGS_selected_gpus=0/1 in the two logs, world of 2"
+pass "5. --gpus 0,1: FLAGS_selected_gpus=0/1 in the two logs, world of 2, a job token of its own"
 
 # --- 6. SIGTERM to dgrun stops every worker ----------------------------------------------------
 for mode in "--nproc_per_node 2" "--gpus 0,1"; do
@@ -233,7 +244,6 @@ else
 fi
 
 # --- 9. two jobs on the same ports: the second is refused, the first is unaffected ---------------
-unset DG_JOB_TOKEN   # each dgrun draws its own (one exported here would make the two jobs one)
 # Job A's rank 1 waits 4 s before it joins, so A's rank 0 holds its store open in the rendezvous
 # when job B starts on the same --started_port. B's rank 1 reaches A's store first (B's rank 0
 # waits 2 s, since its failure to listen would stop B before rank 1 got there): it must be
