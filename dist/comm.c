@@ -36,11 +36,15 @@ dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s) {
     char ep0[DG_DIST_MAX_ENDPOINT], host[DG_DIST_MAX_ENDPOINT];
     int port;
     if (dg_dist_env_endpoint(env, 0, ep0, sizeof ep0) || dg_dist_split_endpoint(ep0, host, sizeof host, &port)) return NULL;
+    char token[DG_STORE_MAX_TOKEN + 1];
+    if (dg_dist_job_token(token, sizeof token)) return NULL;
     dg_store_params sp = dg_store_default_params();
     sp.host = host;
     sp.port = port;
     sp.is_server = env->rank == 0;
     sp.timeout_s = timeout_s;
+    sp.token = token;   /* another job's ranks on the same ports are refused by the store */
+    sp.rank = env->rank;
     dg_store *st = dg_store_new(sp);
     if (!st) return NULL;
     /* every rank checks in once: a rank started twice is caught by its second arrival, a

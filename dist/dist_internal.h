@@ -70,5 +70,9 @@ int dg_dist_split_endpoint(const char *ep, char *host, size_t hlen, int *port);
 /* Rank 0's store from the environment (server on rank 0), and a check-in of every rank so that
  * a missing or duplicated rank fails on all ranks within the timeout. */
 dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s);
+/* $DG_JOB_TOKEN (dgrun's job identity) into buf, "" when unset (a job started by hand or by plain
+ * mpirun: its store then meets only tokenless ranks, as before tokens); 0 or an error naming the
+ * variable. */
+int dg_dist_job_token(char *buf, size_t len);
 
 #endif

@@ -1,7 +1,8 @@
 /* dist/env.c — the trainer environment: what dgrun / paddle.distributed.launch export
  * (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT,
- * FLAGS_selected_gpus) or, under mpirun, Open MPI's rank variables. Every inconsistency is an
- * error naming the variable, so a misconfigured rank fails at init instead of hanging later. */
+ * FLAGS_selected_gpus, and DG_JOB_TOKEN, the job identity the rendezvous store checks) or, under
+ * mpirun, Open MPI's rank variables. Every inconsistency is an error naming the variable, so a
+ * misconfigured rank fails at init instead of hanging later. */
 #include "dist_internal.h"
 #include <ctype.h>
 
@@ -45,6 +46,18 @@ int dg_dist_split_endpoint(const char *ep, char *host, size_t hlen, int *port) {
     memcpy(host, ep, n);
     host[n] = 0;
     *port = pt;
+    return 0;
+}
+
+int dg_dist_job_token(char *buf, size_t len) {
+    const char *t = getenv("DG_JOB_TOKEN");
+    if (!t) t = "";
+    size_t n = strlen(t);
+    DG_CHECK_INT(n <= DG_STORE_MAX_TOKEN && n < len, "DG_JOB_TOKEN has %zu characters; at most %d", n, DG_STORE_MAX_TOKEN);
+    /* printable and without blanks: a token pasted with a newline would otherwise split one job in two */
+    for (size_t i = 0; i < n; i++)
+        DG_CHECK_INT(isgraph((unsigned char)t[i]), "DG_JOB_TOKEN has a blank or unprintable character at position %zu", i);
+    memcpy(buf, t, n + 1);
     return 0;
 }
 

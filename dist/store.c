@@ -4,14 +4,22 @@
  * timeout (rank 0 may start last) and every wait is bounded, so a missing or misconfigured rank
  * is an error on every rank, never a hang.
  *
- * Wire format, both directions little-endian: request = u8 op, u32 key length, key, u64 value
- * length, value; reply = i64 status/number, u64 value length, value. One server thread per
- * client connection; GET and WAIT block on a condition variable until the key arrives. */
+ * Job identity: a store serves one job. It listens on its endpoint's own address (not every
+ * interface), and every connection starts with a hello carrying the client's job token (dgrun's
+ * DG_JOB_TOKEN) and rank; the server compares the token before it reads anything else, so a rank
+ * of another job started on the same ports is refused (a message on both sides) and can neither
+ * read nor change this job's keys. The store keeps serving its own ranks.
+ *
+ * Wire format, both directions little-endian: hello = u32 magic, u32 token length, token, i32
+ * rank; its reply and every reply = i64 status/number, u64 value length, value; request = u8 op,
+ * u32 key length, key, u64 value length, value. One server thread per client connection; GET and
+ * WAIT block on a condition variable until the key arrives. */
 #include "dist_internal.h"
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -21,6 +29,9 @@
 enum { OP_SET = 1, OP_GET, OP_ADD, OP_WAIT_GE };
 #define MAX_KEY 256
 #define MAX_VALUE (64u << 20)
+#define HELLO_MAGIC 0x31534744u   /* "DGS1" */
+#define HELLO_TIMEOUT_S 10        /* a client that connects and says nothing holds a thread this long at most */
+enum { HELLO_WELCOME = 0, HELLO_OTHER_JOB = 1 };
 
 typedef struct kv { char *key; void *val; size_t len; } kv;
 
@@ -32,12 +43,17 @@ typedef struct server {
     kv *items; size_t n, cap;
     int *clients; pthread_t *threads; size_t nclients, capclients;
     bool stopping;
+    char token[DG_STORE_MAX_TOKEN + 1];
+    char where[DG_DIST_MAX_ENDPOINT + 8];
+    int rank;                   /* the serving rank, for messages */
 } server;
 
 struct dg_store {
     int fd;
     double timeout_s;
     char where[DG_DIST_MAX_ENDPOINT + 8];
+    int rank;
+    char who[32];               /* "rank 1" (or "this client" when the rank is not said), for messages */
     server *srv;
 };
 
@@ -107,10 +123,61 @@ static bool reply(int fd, int64_t status, const void *val, uint64_t len) {
 
 typedef struct client_arg { server *s; int fd; } client_arg;
 
+/* Equal tokens, in time that does not depend on where they differ. */
+static bool same_token(const char *a, size_t alen, const char *b, size_t blen) {
+    unsigned char d = alen != blen;
+    for (size_t i = 0; i < alen && i < blen; i++) d |= (unsigned char)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+static void peer_name(int fd, char *buf, size_t len) {
+    struct sockaddr_in a;
+    socklen_t n = sizeof a;
+    char ip[INET_ADDRSTRLEN];
+    if (getpeername(fd, (struct sockaddr *)&a, &n) == 0 && inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip))
+        snprintf(buf, len, "%s:%d", ip, ntohs(a.sin_port));
+    else snprintf(buf, len, "an unknown address");
+}
+
+/* The hello: the job token before anything else. true when the client belongs to this job. The
+ * refusal is printed here because no caller of this job waits on it: the server thread is the
+ * only one that sees another job's rank, and its operator needs to know why its log shows one. */
+static bool admit(server *s, int fd) {
+    struct timeval tv = { .tv_sec = HELLO_TIMEOUT_S };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    uint32_t magic = 0, tlen = 0;
+    int32_t rank = -1;
+    char token[DG_STORE_MAX_TOKEN + 1], peer[64];
+    bool ok = read_all(fd, &magic, 4) && magic == HELLO_MAGIC && read_all(fd, &tlen, 4) && tlen <= DG_STORE_MAX_TOKEN &&
+              read_all(fd, token, tlen) && read_all(fd, &rank, 4);
+    if (!ok) {
+        peer_name(fd, peer, sizeof peer);
+        fprintf(stderr, "dygraph: store at %s (rank %d) closed a connection from %s that did not introduce itself as a "
+                "dygraph rank\n", s->where, s->rank, peer);
+        return false;
+    }
+    if (!same_token(token, tlen, s->token, strlen(s->token))) {
+        peer_name(fd, peer, sizeof peer);
+        fprintf(stderr, "dygraph: store at %s (rank %d) refused a connection from %s (rank %d of another job: its job token "
+                "differs from this job's DG_JOB_TOKEN; two jobs on the same ports?); this job goes on\n",
+                s->where, s->rank, peer, (int)rank);
+        reply(fd, HELLO_OTHER_JOB, NULL, 0);
+        return false;
+    }
+    tv.tv_sec = 0;   /* from here on a GET or WAIT may block as long as its client allows */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return reply(fd, HELLO_WELCOME, NULL, 0);
+}
+
 static void *serve_client(void *argp) {
     client_arg a = *(client_arg *)argp;
     free(argp);
     server *s = a.s;
+    if (!admit(s, a.fd)) {
+        /* nothing more is read from it; the fd stays open until the server stops, as every client's */
+        shutdown(a.fd, SHUT_RDWR);
+        return NULL;
+    }
     for (;;) {
         uint8_t op; uint32_t klen; uint64_t vlen;
         char key[MAX_KEY + 1];
@@ -214,18 +281,37 @@ static void server_free(server *s) {
     free(s);
 }
 
-static server *server_new(int port, const char *where) {
+/* Listens on host's own address: the endpoint names the interface the job's ranks reach, and a
+ * store on every interface would also take connections the job never meant to accept. */
+static server *server_new(const char *host, int port, const char *where, const char *token, int rank) {
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
+    int g = getaddrinfo(host, ps, &hints, &res);
+    if (g != 0) {
+        DG_ERR(DG_EINVAL, "store: rank %d cannot resolve its own endpoint %s: %s", rank, where, gai_strerror(g));
+        return NULL;
+    }
     server *s = calloc(1, sizeof *s);
-    DG_CHECK(s, "store: out of memory");
+    if (!s) { freeaddrinfo(res); DG_ERR(DG_ENOMEM, "store: out of memory"); return NULL; }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->changed, NULL);
+    snprintf(s->token, sizeof s->token, "%s", token);
+    snprintf(s->where, sizeof s->where, "%s", where);
+    s->rank = rank;
     s->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s->listen_fd < 0) { DG_ERR(DG_EIO, "store: socket(): %s", strerror(errno)); free(s); return NULL; }
+    if (s->listen_fd < 0) { DG_ERR(DG_EIO, "store: socket(): %s", strerror(errno)); freeaddrinfo(res); free(s); return NULL; }
     int one = 1;
     setsockopt(s->listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_ANY) };
-    if (bind(s->listen_fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(s->listen_fd, 128) != 0) {
-        DG_ERR(DG_EIO, "store: rank 0 cannot listen on %s: %s (is another job using port %d?)", where, strerror(errno), port);
+    int bound = bind(s->listen_fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (bound != 0 || listen(s->listen_fd, 128) != 0) {
+        int e = errno;
+        if (e == EADDRNOTAVAIL)
+            DG_ERR(DG_EIO, "store: rank %d cannot listen on %s: %s (the store's endpoint, rank 0's entry of "
+                   "PADDLE_TRAINER_ENDPOINTS, must be an address of this machine)", rank, where, strerror(e));
+        else
+            DG_ERR(DG_EIO, "store: rank %d cannot listen on %s: %s (is another job using port %d?)", rank, where, strerror(e), port);
         close(s->listen_fd);
         free(s);
         return NULL;
@@ -240,7 +326,7 @@ static server *server_new(int port, const char *where) {
 }
 
 /* ---- client ---- */
-static int connect_until(const char *host, int port, double deadline, const char *where, double timeout) {
+static int connect_until(const char *host, int port, double deadline, const char *where, double timeout, const char *who) {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
     int last = 0;
@@ -248,7 +334,7 @@ static int connect_until(const char *host, int port, double deadline, const char
         struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
         int g = getaddrinfo(host, ps, &hints, &res);
         if (g != 0) {
-            DG_ERR(DG_EINVAL, "store: cannot resolve rank 0's host in %s: %s", where, gai_strerror(g));
+            DG_ERR(DG_EINVAL, "store: %s cannot resolve the store's host in %s: %s", who, where, gai_strerror(g));
             return -1;
         }
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -262,7 +348,7 @@ static int connect_until(const char *host, int port, double deadline, const char
         if (fd >= 0) close(fd);
         freeaddrinfo(res);
         if (now_s() >= deadline) {
-            DG_ERR(DG_ETIMEOUT, "store: rank 0 at %s not reachable within %.0f s (%s)", where, timeout, strerror(last));
+            DG_ERR(DG_ETIMEOUT, "store: %s: rank 0 at %s not reachable within %.0f s (%s)", who, where, timeout, strerror(last));
             return -1;
         }
         usleep(100 * 1000);   /* rank 0 may still be starting */
@@ -270,7 +356,36 @@ static int connect_until(const char *host, int port, double deadline, const char
 }
 
 dg_store_params dg_store_default_params(void) {
-    return (dg_store_params){ .host = NULL, .port = 0, .is_server = false, .timeout_s = DG_FROM_ENV };
+    return (dg_store_params){ .host = NULL, .port = 0, .is_server = false, .timeout_s = DG_FROM_ENV, .token = NULL, .rank = -1 };
+}
+
+/* The hello (after the connection's timeouts are set): 0, or an error naming the endpoint and
+ * the rank. A refusal is final: the port is taken by another job's store, so retrying could only
+ * reach that store again. */
+static int hello(dg_store *st, const char *token) {
+    uint32_t magic = HELLO_MAGIC, tlen = (uint32_t)strlen(token);
+    int32_t rank = st->rank;
+    int64_t status = -1;
+    uint64_t len = 0;
+    const char *who = st->who;
+    bool sent = write_all(st->fd, &magic, 4) && write_all(st->fd, &tlen, 4) && write_all(st->fd, token, tlen) &&
+                write_all(st->fd, &rank, 4);
+    if (!sent || !read_all(st->fd, &status, 8) || !read_all(st->fd, &len, 8) || len != 0) {
+        DG_ERR(DG_ECOMM, "store: %s: the store at %s closed the connection before it was admitted (not a dygraph "
+               "store of this version, or it is stopping)", who, st->where);
+        return DG_ECOMM;
+    }
+    if (status == HELLO_OTHER_JOB) {
+        DG_ERR(DG_ECOMM, "store at %s belongs to another job: it refused %s (its job token differs from this job's "
+               "DG_JOB_TOKEN%s). Two jobs on the same ports? Give this job other ports (dgrun --started_port, "
+               "PADDLE_TRAINER_ENDPOINTS) or wait for the other job to end", st->where, who, *token ? "" : ", which is unset");
+        return DG_ECOMM;
+    }
+    if (status != HELLO_WELCOME) {
+        DG_ERR(DG_ECOMM, "store: %s: the store at %s answered the hello with %lld", who, st->where, (long long)status);
+        return DG_ECOMM;
+    }
+    return 0;
 }
 
 dg_store *dg_store_new(dg_store_params p) {
@@ -278,16 +393,24 @@ dg_store *dg_store_new(dg_store_params p) {
     DG_CHECK(p.port > 0 && p.port < 65536, "store: port %d out of range", p.port);
     DG_CHECK((p.timeout_s > 0 && isfinite(p.timeout_s)) || p.timeout_s == DG_FROM_ENV,
              "store: timeout_s must be > 0 or DG_FROM_ENV, got %g", p.timeout_s);
+    const char *token = p.token ? p.token : "";
+    DG_CHECK(strlen(token) <= DG_STORE_MAX_TOKEN, "store: job token of %zu characters; at most %d", strlen(token),
+             DG_STORE_MAX_TOKEN);
+    DG_CHECK(p.rank >= -1, "store: rank %d: a rank is >= 0, or -1 when not said", p.rank);
     dg_store *st = calloc(1, sizeof *st);
     DG_CHECK(st, "store: out of memory");
     st->timeout_s = dg_dist_timeout(p.timeout_s);
+    st->rank = p.rank;
+    if (p.rank >= 0) snprintf(st->who, sizeof st->who, "rank %d", p.rank);
+    else snprintf(st->who, sizeof st->who, "this client");
     snprintf(st->where, sizeof st->where, "%s:%d", p.host, p.port);
-    if (p.is_server && !(st->srv = server_new(p.port, st->where))) { free(st); return NULL; }
-    st->fd = connect_until(p.host, p.port, now_s() + st->timeout_s, st->where, st->timeout_s);
+    if (p.is_server && !(st->srv = server_new(p.host, p.port, st->where, token, p.rank < 0 ? 0 : p.rank))) { free(st); return NULL; }
+    st->fd = connect_until(p.host, p.port, now_s() + st->timeout_s, st->where, st->timeout_s, st->who);
     if (st->fd < 0) { server_free(st->srv); free(st); return NULL; }
     struct timeval tv = { .tv_sec = (time_t)st->timeout_s, .tv_usec = (suseconds_t)((st->timeout_s - (double)(time_t)st->timeout_s) * 1e6) };
     setsockopt(st->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(st->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (hello(st, token) != 0) { close(st->fd); server_free(st->srv); free(st); return NULL; }
     return st;
 }
 
@@ -306,13 +429,13 @@ static int request(dg_store *s, uint8_t op, const char *key, const void *val, ui
     DG_CHECK_INT(vlen <= MAX_VALUE, "store: value of %llu bytes for '%s' exceeds %u", (unsigned long long)vlen, key, MAX_VALUE);
     if (!write_all(s->fd, &op, 1) || !write_all(s->fd, &klen, 4) || !write_all(s->fd, key, klen) ||
         !write_all(s->fd, &vlen, 8) || (vlen && !write_all(s->fd, val, vlen))) {
-        DG_ERR(DG_EIO, "store: lost rank 0's store at %s while sending '%s': %s", s->where, key, strerror(errno));
+        DG_ERR(DG_EIO, "store: %s lost rank 0's store at %s while sending '%s': %s", s->who, s->where, key, strerror(errno));
         return DG_EIO;
     }
     int64_t status; uint64_t len;
     if (!read_all(s->fd, &status, 8) || !read_all(s->fd, &len, 8) || len > MAX_VALUE) {
         bool timeout = errno == EAGAIN || errno == EWOULDBLOCK;
-        DG_ERR(timeout ? DG_ETIMEOUT : DG_EIO, "store: %s waiting for '%s' at %s%s", timeout ? "timed out" : "connection lost",
+        DG_ERR(timeout ? DG_ETIMEOUT : DG_EIO, "store: %s: %s waiting for '%s' at %s%s", s->who, timeout ? "timed out" : "connection lost",
                key, s->where, timeout ? " (a rank did not arrive: see its log)" : " (rank 0 exited?)");
         return timeout ? DG_ETIMEOUT : DG_EIO;
     }

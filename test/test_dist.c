@@ -12,7 +12,7 @@
 
 static void clear_env(void) {
     const char *vars[] = { "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_CURRENT_ENDPOINT",
-                           "FLAGS_selected_gpus", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK" };
+                           "FLAGS_selected_gpus", "DG_JOB_TOKEN", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK" };
     for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) unsetenv(vars[i]);
 }
 
@@ -171,6 +171,92 @@ Test(dist_store, port_in_use_is_an_error) {
     cr_assert_lt(dg_fleet_init(true, NULL), 0);
     cr_assert(strstr(dg_last_error(), "cannot listen"), "%s", dg_last_error());
     close(fd);
+}
+
+/* A store of one job and clients of another: the foreign client is refused at its hello, with the
+ * endpoint and its rank in the message, and the store goes on serving its own job's clients. */
+Test(dist_store, a_client_with_another_jobs_token_is_refused_and_the_right_one_served) {
+    int port = free_port();
+    char where[32];
+    snprintf(where, sizeof where, "127.0.0.1:%d", port);
+    dg_store_params sp = dg_store_default_params();
+    sp.host = "127.0.0.1";
+    sp.port = port;
+    sp.is_server = true;
+    sp.timeout_s = 5;
+    sp.token = "0123456789abcdef0123456789abcdef";
+    sp.rank = 0;
+    dg_store *srv = dg_store_new(sp);
+    cr_assert(srv, "%s", dg_last_error());
+    cr_assert_eq(dg_store_set(srv, "id", "abc", 4), 0, "%s", dg_last_error());
+
+    dg_store_params cp = sp;
+    cp.is_server = false;
+    cp.rank = 1;
+    const char *wrong[] = { "0123456789abcdef0123456789abcdee", "0123456789abcdef", "", NULL };
+    for (int i = 0; i < 4; i++) {
+        cp.token = wrong[i];
+        dg_clear_error();
+        time_t t0 = time(NULL);
+        cr_assert_null(dg_store_new(cp), "token '%s' should be refused", wrong[i] ? wrong[i] : "(NULL)");
+        cr_assert_leq(time(NULL) - t0, 2, "a refusal is final, not retried until the timeout");
+        cr_assert_eq(dg_last_status(), DG_ECOMM);
+        const char *m = dg_last_error();
+        cr_assert(strstr(m, where) && strstr(m, "belongs to another job") && strstr(m, "rank 1"), "%s", m);
+    }
+    dg_clear_error();
+
+    cp.token = sp.token;
+    dg_store *cli = dg_store_new(cp);
+    cr_assert(cli, "%s", dg_last_error());
+    void *v = NULL;
+    size_t n = 0;
+    cr_assert_eq(dg_store_get(cli, "id", &v, &n), 0, "%s", dg_last_error());
+    cr_assert_eq(n, 4);
+    cr_assert_str_eq(v, "abc");
+    free(v);
+    int64_t x = 0;
+    cr_assert_eq(dg_store_add(cli, "count", 2, &x), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_store_add(srv, "count", 1, &x), 0, "%s", dg_last_error());
+    cr_assert_eq(x, 3, "the refused clients changed nothing");
+    dg_store_free(cli);
+    dg_store_free(srv);
+}
+
+Test(dist_store, tokens_are_checked_before_use) {
+    dg_store_params sp = dg_store_default_params();
+    sp.host = "127.0.0.1";
+    sp.port = free_port();
+    sp.timeout_s = 1;
+    char long_token[DG_STORE_MAX_TOKEN + 2];
+    memset(long_token, 'a', sizeof long_token - 1);
+    long_token[sizeof long_token - 1] = 0;
+    sp.token = long_token;
+    cr_assert_null(dg_store_new(sp));
+    cr_assert(strstr(dg_last_error(), "job token"), "%s", dg_last_error());
+    dg_clear_error();
+    /* the rendezvous names the variable */
+    char eps[64];
+    snprintf(eps, sizeof eps, "127.0.0.1:%d,127.0.0.1:%d", free_port(), free_port());
+    set_world("1", "2", eps);
+    setenv("DG_DIST_TIMEOUT", "1", 1);
+    setenv("DG_JOB_TOKEN", "abc def", 1);
+    cr_assert_lt(dg_fleet_init(true, NULL), 0);
+    cr_assert(strstr(dg_last_error(), "DG_JOB_TOKEN"), "%s", dg_last_error());
+}
+
+/* The store listens on its endpoint's own address only, so an endpoint that is no address of
+ * this machine cannot be served (before, the store took every interface and never noticed). */
+Test(dist_store, the_server_listens_on_the_endpoints_own_address) {
+    dg_store_params sp = dg_store_default_params();
+    sp.host = "192.0.2.1";   /* TEST-NET-1: never assigned to a machine */
+    sp.port = free_port();
+    sp.is_server = true;
+    sp.timeout_s = 1;
+    sp.rank = 0;
+    cr_assert_null(dg_store_new(sp));
+    cr_assert(strstr(dg_last_error(), "rank 0 cannot listen on 192.0.2.1:") && strstr(dg_last_error(), "address of this machine"),
+              "%s", dg_last_error());
 }
 
 Test(dist_store, unreachable_rank0_fails_within_the_timeout) {

@@ -2,7 +2,8 @@
  * `python -m paddle.distributed.launch`. It starts one worker process per GPU (--gpus) or N CPU
  * workers under Open MPI's mpirun (--nproc_per_node), hands every worker the trainer environment
  * that dist/env.c reads (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS,
- * PADDLE_CURRENT_ENDPOINT, PADDLE_LOCAL_RANK, FLAGS_selected_gpus), writes each worker's output
+ * PADDLE_CURRENT_ENDPOINT, PADDLE_LOCAL_RANK, FLAGS_selected_gpus) and the job's identity
+ * (DG_JOB_TOKEN, which the rendezvous store checks), writes each worker's output
  * to <log_dir>/workerlog.<rank> (worker 0's also to the terminal), and supervises the job: the
  * first worker to fail stops all the others, so a crashed rank never leaves its peers hanging in
  * a collective, and nothing it started outlives it.
@@ -103,6 +104,8 @@ int run_cpu_mode(const options *o, const layout *L) {
     argv[n++] = "--oversubscribe";
     argv[n++] = "--bind-to";
     argv[n++] = "none";
+    argv[n++] = "-x";        /* the job token to every rank, on other nodes too */
+    argv[n++] = TOKEN_ENV;
     if (geteuid() == 0) argv[n++] = "--allow-run-as-root";
     if (o->nips > 1) {
         size_t len = 1;
@@ -127,7 +130,8 @@ int run_cpu_mode(const options *o, const layout *L) {
                     .announce_signals = true};
     child k = {0};
     /* SIGTERM, not SIGKILL, if dgrun dies: mpirun then takes its ranks down itself */
-    k.pid = spawn(argv, NULL, 0, NULL, -1, SIGTERM);
+    env_var token = {TOKEN_ENV, "", L->token};
+    k.pid = spawn(argv, &token, 1, NULL, -1, SIGTERM);
     k.label = xasprintf("mpirun (pid %d)", (int)k.pid);
     S.kids = &k;
     S.nkids = 1;
@@ -227,6 +231,7 @@ int main(int argc, char **argv) {
     if (!o.gpus) check_cpu_mode(&o);
     layout L;
     make_layout(&o, &L);
+    choose_job_token(&o, &L);
     mkdir_p(o.log_dir);
     write_endpoints_log(o.log_dir, &L);
     print_configuration(&o);

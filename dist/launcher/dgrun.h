@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -31,6 +32,9 @@
 #define MAX_NODES 4096
 #define STOP_GRACE_MS 5000     /* SIGTERM → SIGKILL: long enough to flush logs, short enough to notice */
 #define SHIM_FLAG "--worker-shim"
+#define TOKEN_ENV "DG_JOB_TOKEN"
+#define TOKEN_MAX 128          /* the library's DG_STORE_MAX_TOKEN */
+#define TOKEN_BYTES 16         /* 128 random bits, 32 hex digits */
 
 typedef struct {
     pid_t pid;        /* also the process group id: setpgid(pid, pid) at fork */
@@ -81,6 +85,7 @@ typedef struct {
     int *ports;          /* per local index */
     char **endpoint;     /* per rank */
     char *endpoints;     /* comma-joined, rank order */
+    char token[TOKEN_MAX + 1];  /* the job's identity, DG_JOB_TOKEN of every worker */
 } layout;
 
 extern int sig_pipe[2];
@@ -99,6 +104,7 @@ long long now_ms(void);
 bool write_all(int fd, const char *p, size_t n);
 void mkdir_p(const char *dir);
 int open_log(const char *log_dir, int rank, char **path_out);
+void make_job_token(char *out, size_t len);
 void on_signal(int sig);
 void install_signals(void);
 void child_reset_signals(const sigset_t *old_mask);
@@ -125,6 +131,7 @@ bool is_local_address(const char *ip, struct ifaddrs *ifs);
 void choose_node(options *o);
 void pick_free_ports(int n, int *ports);
 void make_layout(const options *o, layout *L);
+void choose_job_token(const options *o, layout *L);
 void free_layout(layout *L);
 void free_options(options *o);
 int worker_env(const options *o, const layout *L, int i, env_var *env);

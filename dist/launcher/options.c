@@ -181,6 +181,27 @@ void free_options(options *o) {
     free(o->gpus);
 }
 
+/* The job's token: DG_JOB_TOKEN when dgrun's own environment has one (how the dgrun commands of a
+ * GPU job on several nodes share one identity), else fresh random bits. A GPU job on several
+ * nodes has one dgrun per node, each of which would draw its own, so there it must be given. */
+void choose_job_token(const options *o, layout *L) {
+    const char *given = getenv(TOKEN_ENV);
+    if (given && *given) {
+        size_t n = strlen(given);
+        if (n > TOKEN_MAX) die(2, "%s has %zu characters; at most %d", TOKEN_ENV, n, TOKEN_MAX);
+        for (size_t i = 0; i < n; i++)
+            if (!isgraph((unsigned char)given[i]))
+                die(2, "%s has a blank or unprintable character at position %zu", TOKEN_ENV, i);
+        memcpy(L->token, given, n + 1);
+        return;
+    }
+    if (o->gpus && o->nips > 1)
+        die(2, "GPU mode on several nodes (--ips %s) needs one job token shared by every node's dgrun: run "
+            "`export %s=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n')` once and give the same value "
+            "to the dgrun command on every node", o->ips_text, TOKEN_ENV);
+    make_job_token(L->token, sizeof L->token);
+}
+
 /* The variables of local worker i; n = how many. */
 int worker_env(const options *o, const layout *L, int i, env_var *env) {
     int n = 0;
@@ -196,6 +217,7 @@ int worker_env(const options *o, const layout *L, int i, env_var *env) {
         env[n] = (env_var){"FLAGS_selected_gpus", "", NULL};
         snprintf(env[n++].value, sizeof env[0].value, "%d", o->gpus[i]);
     }
+    env[n++] = (env_var){TOKEN_ENV, "", L->token};
     return n;
 }
 
@@ -275,7 +297,8 @@ void print_envs(const options *o, const layout *L) {
     printf("    +%s+\n", border);
     print_env_row("Distributed Envs", "Value");
     printf("    +%s+\n", line);
-    for (int i = 0; i < n; i++) print_env_row(env[i].name, env[i].long_value ? env[i].long_value : env[i].value);
+    for (int i = 0; i < n; i++)   /* not the token: the table goes to the terminal and to worker 0's log */
+        if (strcmp(env[i].name, TOKEN_ENV)) print_env_row(env[i].name, env[i].long_value ? env[i].long_value : env[i].value);
     printf("    +%s+\n\n", border);
     print_log_prefix();
     printf("details about PADDLE_TRAINER_ENDPOINTS can be found in %s/endpoints.log, and detail running logs "

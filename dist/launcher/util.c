@@ -26,6 +26,10 @@ const char *usage_text =
     "  --mpirun PATH         the mpirun to use in CPU mode (default: mpirun from PATH)\n"
     "  -h, --help            this help\n"
     "\n"
+    "Every worker gets DG_JOB_TOKEN, the job's identity: dgrun's own DG_JOB_TOKEN when set (a GPU job\n"
+    "on several nodes needs the same value given to every node's dgrun), else 128 random bits. The\n"
+    "rendezvous store refuses the ranks of another job started on the same ports.\n"
+    "\n"
     "Each worker's stdout+stderr go to DIR/workerlog.<rank>; the first worker's also to the terminal\n"
     "(a program writing to a pipe should fflush(stdout) for its lines to show as they come).\n"
     "If any worker exits non-zero or is killed, the others are sent SIGTERM, then SIGKILL after 5 s,\n"
@@ -170,6 +174,34 @@ int open_log(const char *log_dir, int rank, char **path_out) {
     if (fd < 0) die(1, "open(%s): %s", path, strerror(errno));
     *path_out = path;
     return fd;
+}
+
+/* TOKEN_BYTES random bytes as hex into out (len > 2 * TOKEN_BYTES): the job's token, which the
+ * rendezvous store checks on every connection so that another job's ranks on the same ports are
+ * refused. getrandom, or /dev/urandom where the kernel lacks it. */
+void make_job_token(char *out, size_t len) {
+    unsigned char b[TOKEN_BYTES];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    if (got < sizeof b) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) die(1, "no random bytes for the job token: getrandom and /dev/urandom failed (%s)", strerror(errno));
+        got = 0;
+        while (got < sizeof b) {
+            ssize_t n = read(fd, b + got, sizeof b - got);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) die(1, "reading /dev/urandom for the job token: %s", n < 0 ? strerror(errno) : "end of file");
+            got += (size_t)n;
+        }
+        close(fd);
+    }
+    if (len < 2 * sizeof b + 1) die(1, "internal: job token buffer of %zu bytes", len);
+    for (size_t i = 0; i < sizeof b; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
 /* ------------------------------------------------------------------------------------------ */

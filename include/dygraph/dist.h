@@ -35,13 +35,21 @@ DG_API void dg_dist_env_clear(dg_dist_env *env);
 /* Endpoint i of env->endpoints into buf; 0 or negative. */
 DG_API int dg_dist_env_endpoint(const dg_dist_env *env, int i, char *buf, size_t len);
 
-/* ---- rendezvous store: a small key/value server on rank 0's endpoint ---- */
+/* ---- rendezvous store: a small key/value server on rank 0's endpoint ----
+ * The server listens on host's own address. A store belongs to one job: every connection first
+ * presents a job token, and the server refuses a client whose token differs from its own (both
+ * sides report it; the store goes on serving its own job). The rendezvous (dg_comm_new) passes
+ * $DG_JOB_TOKEN, which dgrun sets. */
+#define DG_STORE_MAX_TOKEN 128
 typedef struct dg_store dg_store;
 typedef struct dg_store_params {
     const char *host;         /* rank 0's address; no default (NULL) */
     int port;                 /* 1..65535; no default (0) */
     bool is_server;           /* rank 0: serve on host:port (and be a client of itself); default false */
     double timeout_s;         /* connect and wait limit, > 0; DG_FROM_ENV (default): $DG_DIST_TIMEOUT, else 300 */
+    const char *token;        /* the job's token, at most DG_STORE_MAX_TOKEN characters; NULL or "" (default):
+                                 none, which meets only stores and clients without one */
+    int rank;                 /* this process's rank, named in messages on both sides; -1 (default): not said */
 } dg_store_params;
 DG_API dg_store_params dg_store_default_params(void);
 DG_API dg_store *dg_store_new(dg_store_params p);

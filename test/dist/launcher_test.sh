@@ -8,7 +8,7 @@ set -euo pipefail
 
 BIN=$(cd "${1:-build/bin}" && pwd)
 DGRUN=$BIN/dgrun
-for b in dgrun env_worker sleeper_worker failing_worker; do
+for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker; do
     [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is not built" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (install openmpi-bin)" >&2; exit 1; }
@@ -25,6 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$TMP"
+unset DG_JOB_TOKEN   # each dgrun draws its own (one exported here would make every job one)
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "PASS: $*"; }
@@ -94,8 +95,12 @@ grep -q "|                        Distributed Envs                      Value   
 grep -q "|                PADDLE_TRAINER_ENDPOINTS" "$TMP/out" || fail "no PADDLE_TRAINER_ENDPOINTS row"
 bad_width=$(grep -E '^    [|+]' "$TMP/out" | awk 'length($0) != 93' | head -1)
 [[ -z $bad_width ]] || fail "Distributed Envs table is not 89 wide: '$bad_width'"
+tok1=$(field "$L/workerlog.0" DG_JOB_TOKEN)
+[[ $tok1 =~ ^[0-9a-f]{32}$ ]] || fail "CPU mode: DG_JOB_TOKEN '$tok1' is not 128 bits of hex"
+[[ $(field "$L/workerlog.1" DG_JOB_TOKEN) == "$tok1" ]] || fail "CPU mode: the ranks got different job tokens"
+! grep -q "^    |.*DG_JOB_TOKEN" "$TMP/out" || fail "CPU mode: the job token is printed in the table"
 no_orphans "CPU mode env_worker"
-pass "1. --nproc_per_node 2: ranks 0/1 of 2, one endpoint list, distinct current endpoints, logs, terminal, table"
+pass "1. --nproc_per_node 2: ranks 0/1 of 2, one endpoint list, distinct current endpoints, one job token, logs, terminal, table"
 
 # --- 2. a worker killed by SIGKILL mid-run stops the job ----------------------------------------
 kill_one() { # mode args...
@@ -162,6 +167,9 @@ bad_flags --started_port 70000 "$BIN/env_worker"
 bad_flags --node_ip 10.0.0.9 "$BIN/env_worker"
 bad_flags --nproc_per_node 2
 bad_flags
+# GPU mode on several nodes has one dgrun per node: they must be given one shared token
+rc=0; env -u DG_JOB_TOKEN "$DGRUN" --ips 127.0.0.1,10.9.9.9 --gpus 0 "$BIN/env_worker" >"$TMP/out" 2>"$TMP/err" || rc=$?
+[[ $rc -eq 2 ]] && grep -q "needs one job token shared by every node" "$TMP/err" || fail "multi-node GPU mode without DG_JOB_TOKEN: exit $rc"
 [[ ! -e $TMP/log ]] || fail "bad flags still created a log directory"
 "$DGRUN" --help | grep -q "^usage: dgrun" || fail "--help prints no usage"
 pass "4. bad flags (unknown option, bad --gpus, --nproc_per_node 0, no program, ...) exit 2 with usage"
@@ -176,8 +184,11 @@ for r in 0 1; do
 done
 grep -q "|                     FLAGS_selected_gpus                        0                      |" "$TMP/out" \
     || fail "GPU mode: the table has no FLAGS_selected_gpus row"
+tok5=$(field "$TMP/log5/workerlog.0" DG_JOB_TOKEN)
+[[ $tok5 =~ ^[0-9a-f]{32}$ && $(field "$TMP/log5/workerlog.1" DG_JOB_TOKEN) == "$tok5" ]] || fail "GPU mode: no shared job token"
+[[ $tok5 != "$tok1" ]] || fail "two jobs got the same job token $tok5"
 no_orphans "GPU mode env_worker"
-pass "5. --gpus 0,1: FLAGS_selected_gpus=0/1 in the two logs, world of 2"
+pass "5. --gpus 0,1: FLAGS_selected_gpus=0/1 in the two logs, world of 2, a job token of its own"
 
 # --- 6. SIGTERM to dgrun stops every worker ----------------------------------------------------
 for mode in "--nproc_per_node 2" "--gpus 0,1"; do
@@ -231,3 +242,38 @@ if [[ -x $BIN/mpi_worker ]]; then
 else
     echo "SKIP: 8. $BIN/mpi_worker not built (build it with mpicc)"
 fi
+
+# --- 9. two jobs on the same ports: the second is refused, the first is unaffected ---------------
+# Job A's rank 1 waits 4 s before it joins, so A's rank 0 holds its store open in the rendezvous
+# when job B starts on the same --started_port. B's rank 1 reaches A's store first (B's rank 0
+# waits 2 s, since its failure to listen would stop B before rank 1 got there): it must be
+# refused (another job's token), never counted as A's rank 1.
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export DG_DIST_TIMEOUT=20
+rcA=0 rcB=0
+timeout -k 5 60 "$DGRUN" --nproc_per_node 2 --started_port "$PORT" --log_dir "$TMP/log9a" \
+    "$BIN/rendezvous_worker" --delay-rank 1 --delay 4 >"$TMP/outA" 2>"$TMP/errA" &
+dgA=$!
+BG+=("$dgA")
+for _ in $(seq 100); do grep -q "^rank 0: joining" "$TMP/log9a/workerlog.0" 2>/dev/null && break; sleep 0.1; done
+grep -q "^rank 0: joining" "$TMP/log9a/workerlog.0" || fail "two jobs: job A's rank 0 did not reach the rendezvous"
+sleep 1   # A's rank 0 now serves its store
+timeout -k 5 60 "$DGRUN" --nproc_per_node 2 --started_port "$PORT" --log_dir "$TMP/log9b" \
+    "$BIN/rendezvous_worker" --delay-rank 0 --delay 2 >"$TMP/outB" 2>"$TMP/errB" || rcB=$?
+wait "$dgA" || rcA=$?
+unset DG_DIST_TIMEOUT
+cat "$TMP/log9a"/workerlog.* "$TMP/outA" "$TMP/errA" >"$TMP/allA"
+cat "$TMP/log9b"/workerlog.* "$TMP/outB" "$TMP/errB" >"$TMP/allB"
+show9() { echo "--- job A (exit $rcA):"; cat "$TMP/allA"; echo "--- job B (exit $rcB):"; cat "$TMP/allB"; }
+[[ $rcA -eq 0 ]] || fail "two jobs: the first job failed (exit $rcA)"$'\n'"$(show9)"
+for r in 0 1; do
+    grep -q "^rank $r of 2: all_reduce ok (3)" "$TMP/log9a/workerlog.$r" || fail "two jobs: job A's rank $r did not finish"$'\n'"$(show9)"
+done
+! grep -q "joined twice" "$TMP/allA" || fail "two jobs: job B's rank joined job A's store"$'\n'"$(show9)"
+[[ $rcB -ne 0 && $rcB -ne 124 ]] || fail "two jobs: the second job exited $rcB"$'\n'"$(show9)"
+grep -q "store at 127.0.0.1:$PORT belongs to another job" "$TMP/log9b/workerlog.1" \
+    || fail "two jobs: job B's rank 1 does not say the store belongs to another job"$'\n'"$(show9)"
+grep -q "store at 127.0.0.1:$PORT (rank 0) refused .*rank 1.* another job" "$TMP/log9a/workerlog.0" \
+    || fail "two jobs: job A's store does not report the refused client"$'\n'"$(show9)"
+no_orphans "two jobs on the same ports"
+pass "9. two jobs on port $PORT: the second is refused by the first's store (exit $rcB), the first finishes (exit 0)"

@@ -10,7 +10,7 @@ static const char *get(const char *name) {
 int main(int argc, char **argv) {
     if (!expect_rank("env_worker", NULL, NULL)) return 2;
     static const char *names[] = {"PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS",
-                                  "PADDLE_CURRENT_ENDPOINT", "PADDLE_LOCAL_RANK", "FLAGS_selected_gpus"};
+                                  "PADDLE_CURRENT_ENDPOINT", "PADDLE_LOCAL_RANK", "FLAGS_selected_gpus", "DG_JOB_TOKEN"};
     printf("rank: %s\n", get("PADDLE_TRAINER_ID"));
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) printf("%s=%s\n", names[i], get(names[i]));
     for (int i = 1; i < argc; i++) printf("arg%d=%s\n", i, argv[i]);
