@@ -18,7 +18,16 @@ const dg_comm_backend dg_comm_local_backend = {
     .all_gather = local_all_gather, .barrier = local_barrier, .destroy = local_destroy,
 };
 
+/* A communicator abandoned after a timeout refuses further collectives at once. */
+static int usable(const dg_comm *c) {
+    if (!c->abandoned) return 0;
+    DG_ERR(DG_ECOMM, "comm: rank %d of %d: this communicator was abandoned after a collective timed out; end the program",
+           c->rank, c->size);
+    return DG_ECOMM;
+}
+
 int dg_comm_start_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle) {
+    if (usable(c)) return DG_ECOMM;
     pthread_mutex_lock(&c->lock);
     int rc = c->be->start_all_reduce(c, buf, n, dt, handle);
     pthread_mutex_unlock(&c->lock);
@@ -216,6 +225,7 @@ static void scale_host(void *buf, int64_t n, dg_dtype dt, double f) {
 }
 
 int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+    if (usable(c)) return DG_ECOMM;
     pthread_mutex_lock(&c->lock);
     /* AVG is a sum and a scale on transports without a native average */
     int rc = c->be->all_reduce(c, buf, n, dt, op == DG_COMM_AVG && !c->be->device_buffers ? DG_COMM_SUM : op);
@@ -241,6 +251,7 @@ int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root) {
     int rc = check_buffer("broadcast", c, t, false);
     if (rc) return rc;
     DG_CHECK_INT(root >= 0 && root < c->size, "broadcast: root %d outside the world of %d", root, c->size);
+    if (usable(c)) return DG_ECOMM;
     staged s;
     if ((rc = stage_in(c, t, &s, c->rank == root))) return rc;
     pthread_mutex_lock(&c->lock);
@@ -252,7 +263,7 @@ int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root) {
 }
 
 dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
-    if (check_buffer("all_gather", c, t, false)) return NULL;
+    if (check_buffer("all_gather", c, t, false) || usable(c)) return NULL;
     dg_shape ts = dg_shape_of(t), ys = { .ndim = ts.ndim + 1 };
     DG_CHECK(ts.ndim < DG_MAX_DIMS, "all_gather: tensor has %d dims; the result needs one more", ts.ndim);
     ys.d[0] = c->size;
@@ -275,6 +286,7 @@ dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
 
 int dg_comm_barrier(dg_comm *c) {
     DG_CHECK_HANDLE_INT(c, "barrier: communicator is NULL");
+    if (usable(c)) return DG_ECOMM;
     pthread_mutex_lock(&c->lock);
     int rc = c->be->barrier(c);
     pthread_mutex_unlock(&c->lock);

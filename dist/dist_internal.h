@@ -12,6 +12,8 @@
 #include <dygraph/module.h>
 #include <dygraph/dist.h>
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
 
 #define DG_ERR DG_RAISE
 
@@ -41,7 +43,45 @@ struct dg_comm {
     pthread_mutex_t lock;         /* one collective at a time: the transports are not reentrant */
     void *impl;                   /* the transport's state */
     dg_store *store;              /* rendezvous store when one was made (kept for the comm's life) */
+    bool abandoned;               /* a collective outlived the timeout: its requests may still be
+                                     posted, so nothing more goes through this communicator */
 };
+
+/* ---- waiting for peers (a collective, the DataParallel buckets) ----
+ * A wait first yields (a peer sharing this core may need it), then sleeps 50 us doubling to 2 ms:
+ * a rank waiting for a stopped peer costs no core, and one waiting for a slow peer sees it within
+ * 2 ms of its arrival. The wait gives up after the communicator's timeout (DG_DIST_TIMEOUT),
+ * which is what ends a job whose rank stopped instead of letting it hang. Inline, because the
+ * transport modules link nothing of the core. */
+typedef struct dg_peer_wait { double start; unsigned pauses; } dg_peer_wait;
+static inline double dg_monotonic_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+static inline dg_peer_wait dg_peer_wait_begin(void) { return (dg_peer_wait){ dg_monotonic_s(), 0 }; }
+/* One pause of the wait; false once it has lasted timeout_s. */
+static inline bool dg_peer_wait_pause(dg_peer_wait *w, double timeout_s) {
+    if (dg_monotonic_s() - w->start > timeout_s) return false;
+    if (w->pauses < 64) {
+        sched_yield();
+    } else {
+        unsigned shift = (w->pauses - 64) / 16;
+        long us = 50L << (shift < 6 ? shift : 6);
+        struct timespec ts = { 0, (us < 2000 ? us : 2000) * 1000L };
+        nanosleep(&ts, NULL);
+    }
+    w->pauses++;
+    return true;
+}
+/* The error for a collective that outlived the timeout; abandons the communicator. */
+static inline int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail) {
+    c->abandoned = true;
+    DG_ERR(DG_ETIMEOUT, "%s: %s%s did not finish within %.0f s on rank %d of %d: another rank stopped, died or hangs (see its "
+           "log; DG_DIST_TIMEOUT sets the limit). The communicator is abandoned; end the program", transport, what, detail,
+           c->timeout_s, c->rank, c->size);
+    return DG_ETIMEOUT;
+}
 
 /* Transports. Each make function fills c->impl and returns 0, or an error with a message. */
 extern const dg_comm_backend dg_comm_local_backend;

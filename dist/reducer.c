@@ -45,7 +45,8 @@ void dg_reducer_free(dg_reducer *r) {
     if (!r) return;
     finish_pending(r);   /* no request may outlive its buffer */
     for (int i = 0; i < r->np; i++) dg_clear_grad_hooks(r->params[i]);
-    for (int b = 0; b < r->nb; b++) bucket_free(&r->buckets[b]);
+    for (int b = 0; b < r->nb; b++)
+        if (!r->abandoned || r->buckets[b].state != DG_BUCKET_REDUCING) bucket_free(&r->buckets[b]);
     free(r->buckets);
     free(r->bucket_of);
     free(r->ready);
@@ -140,7 +141,18 @@ static void finish_pending(dg_reducer *r) {
     bool any = false;
     for (int k = 0; r->buckets && k < r->next_launch && !any; k++) any = r->buckets[k].state == DG_BUCKET_REDUCING;
     if (!any) return;
-    while (!poll_all(r)) sched_yield();   /* the peer may need this core to make its progress */
+    dg_peer_wait w = dg_peer_wait_begin();
+    while (!poll_all(r)) {
+        if (dg_peer_wait_pause(&w, r->comm->timeout_s)) continue;
+        int k = 0;
+        while (k < r->next_launch && r->buckets[k].state != DG_BUCKET_REDUCING) k++;
+        char detail[96];
+        snprintf(detail, sizeof detail, " of bucket %d of %d (%lld values)", k, r->nb, (long long)r->buckets[k].numel);
+        fail(r, dg_comm_timed_out(r->comm, "data_parallel", "the all-reduce", detail));
+        /* the requests still posted write into the buckets' buffers: those stay allocated */
+        r->abandoned = true;
+        return;
+    }
 }
 
 static void grad_ready(dg_tensor *leaf, void *user) {

@@ -37,6 +37,7 @@ typedef struct dg_reducer {
     /* overlap (all on the thread that runs backward and apply) */
     int next_launch;              /* first bucket not yet started */
     int error;
+    bool abandoned;               /* buckets timed out: their requests may still write into their buffers */
     char error_msg[512];
 } dg_reducer;
 

@@ -2,7 +2,9 @@
  * duplicate of MPI_COMM_WORLD so a program's own MPI traffic never interleaves with ours. MPI
  * is initialised here when the program has not done so, and then finalised when the process ends (mpirun
  * treats a rank that exits without MPI_Finalize as a failure). Counts above INT_MAX are sent in
- * pieces. MPI has no timeouts: a rank that dies makes mpirun stop the job. */
+ * pieces. MPI has no timeouts of its own: every collective is posted non-blocking and waited for
+ * with dist_internal.h's peer wait, so a rank that stopped makes the others fail with DG_ETIMEOUT
+ * after DG_DIST_TIMEOUT (and the launcher end the job) instead of spinning forever. */
 #include "../dist_internal.h"
 #include <limits.h>
 #include <mpi.h>
@@ -10,10 +12,11 @@
 typedef struct mpi_state { MPI_Comm comm; } mpi_state;
 
 static bool g_we_initialised;
+static bool g_abandoned;   /* a collective timed out: MPI_Finalize would wait for it forever */
 static void finalize_at_exit(void) {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Finalize();
+    if (!fin && !g_abandoned) MPI_Finalize();
 }
 
 static int mpi_fail(int err, const char *what, const dg_comm *c) {
@@ -34,21 +37,39 @@ static MPI_Datatype mpi_type(dg_dtype dt) {
     }
 }
 
+/* Waits for n posted requests, bounded by the communicator's timeout. MPI cannot cancel a
+ * collective, so on the timeout the requests stay posted and the communicator is abandoned. */
+static int mpi_wait(dg_comm *c, int n, MPI_Request *req, const char *what) {
+    dg_peer_wait w = dg_peer_wait_begin();
+    for (;;) {
+        int flag = 0;
+        int err = MPI_Testall(n, req, &flag, MPI_STATUSES_IGNORE);
+        if (err != MPI_SUCCESS) {
+            MPI_Waitall(n, req, MPI_STATUSES_IGNORE);   /* the pieces still running into the buffer */
+            return mpi_fail(err, what, c);
+        }
+        if (flag) return 0;
+        if (!dg_peer_wait_pause(&w, c->timeout_s)) {
+            g_abandoned = true;
+            return dg_comm_timed_out(c, "mpi", what, "");
+        }
+    }
+}
+
 /* Open MPI's shared-memory all-reduce runs at 5-6 GB/s up to a few MB here but drops to about
  * 1 GB/s from 16 MB up (bench/dist_allreduce.c), so large buffers go in 8 MB pieces. */
 #define PIECE_BYTES (8 << 20)
 
+static int mpi_start_pieces(dg_comm *c, void *buf, int64_t n, dg_dtype dt, MPI_Op mop, MPI_Request **out, int *count);
+
 static int mpi_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
-    mpi_state *s = c->impl;
-    MPI_Op mop = op == DG_COMM_MAX ? MPI_MAX : MPI_SUM;
-    size_t es = dg_dtype_size(dt);
-    int64_t piece = PIECE_BYTES / (int64_t)es;
-    for (int64_t off = 0; off < n; off += piece) {
-        int cnt = (int)(n - off < piece ? n - off : piece);
-        int err = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * es, cnt, mpi_type(dt), mop, s->comm);
-        if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Allreduce", c);
-    }
-    return 0;
+    MPI_Request *req;
+    int count;
+    int rc = mpi_start_pieces(c, buf, n, dt, op == DG_COMM_MAX ? MPI_MAX : MPI_SUM, &req, &count);
+    if (rc) return rc;
+    rc = mpi_wait(c, count, req, "MPI_Allreduce");
+    if (rc != DG_ETIMEOUT) free(req);   /* posted requests keep their array */
+    return rc;
 }
 
 /* Non-blocking all-reduce for the DataParallel overlap: every piece posted at once, advanced by
@@ -57,24 +78,45 @@ static int mpi_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm
  * peer was, and most buckets were still pending when backward ended. */
 typedef struct mpi_pending { int n; MPI_Request req[]; } mpi_pending;
 
-static int mpi_start_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle) {
+/* Posts the pieces of an all-reduce of buf; *out (malloc'ed) holds *count requests. */
+static int mpi_start_pieces(dg_comm *c, void *buf, int64_t n, dg_dtype dt, MPI_Op mop, MPI_Request **out, int *count) {
     mpi_state *s = c->impl;
     size_t es = dg_dtype_size(dt);
     int64_t piece = PIECE_BYTES / (int64_t)es, pieces = n ? (n + piece - 1) / piece : 0;
-    mpi_pending *p = malloc(sizeof *p + sizeof(MPI_Request) * (size_t)(pieces ? pieces : 1));
-    if (!p) { DG_ERR(DG_ENOMEM, "mpi: out of memory starting an all-reduce"); return DG_ENOMEM; }
-    p->n = 0;
+    MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)(pieces ? pieces : 1));
+    if (!req) { DG_ERR(DG_ENOMEM, "mpi: out of memory starting an all-reduce"); return DG_ENOMEM; }
+    int k = 0;
     for (int64_t off = 0; off < n; off += piece) {
         int cnt = (int)(n - off < piece ? n - off : piece);
-        int err = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * es, cnt, mpi_type(dt), MPI_SUM, s->comm, &p->req[p->n]);
+        int err = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * es, cnt, mpi_type(dt), mop, s->comm, &req[k]);
         if (err != MPI_SUCCESS) {
             /* the pieces already posted must still complete before the buffer is reused */
-            MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
-            free(p);
+            MPI_Waitall(k, req, MPI_STATUSES_IGNORE);
+            free(req);
             return mpi_fail(err, "MPI_Iallreduce", c);
         }
-        p->n++;
+        k++;
     }
+    *out = req;
+    *count = k;
+    return 0;
+}
+
+static int mpi_start_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle) {
+    MPI_Request *req;
+    int count;
+    int rc = mpi_start_pieces(c, buf, n, dt, MPI_SUM, &req, &count);
+    if (rc) return rc;
+    mpi_pending *p = malloc(sizeof *p + sizeof(MPI_Request) * (size_t)(count ? count : 1));
+    if (!p) {
+        MPI_Waitall(count, req, MPI_STATUSES_IGNORE);
+        free(req);
+        DG_ERR(DG_ENOMEM, "mpi: out of memory starting an all-reduce");
+        return DG_ENOMEM;
+    }
+    p->n = count;
+    memcpy(p->req, req, sizeof(MPI_Request) * (size_t)count);
+    free(req);
     *handle = p;
     return 0;
 }
@@ -95,8 +137,11 @@ static int mpi_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root
     size_t es = dg_dtype_size(dt);
     for (int64_t off = 0; off < n; off += INT_MAX) {
         int cnt = (int)(n - off < INT_MAX ? n - off : INT_MAX);
-        int err = MPI_Bcast((char *)buf + (size_t)off * es, cnt, mpi_type(dt), root, s->comm);
-        if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Bcast", c);
+        MPI_Request req;
+        int err = MPI_Ibcast((char *)buf + (size_t)off * es, cnt, mpi_type(dt), root, s->comm, &req);
+        if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Ibcast", c);
+        int rc = mpi_wait(c, 1, &req, "MPI_Bcast");
+        if (rc) return rc;
     }
     return 0;
 }
@@ -104,13 +149,15 @@ static int mpi_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root
 static int mpi_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt) {
     mpi_state *s = c->impl;
     if (n > INT_MAX) { DG_ERR(DG_EUNSUPPORTED, "mpi: all_gather of %lld elements per rank (limit %d)", (long long)n, INT_MAX); return DG_EUNSUPPORTED; }
-    int err = MPI_Allgather(send, (int)n, mpi_type(dt), recv, (int)n, mpi_type(dt), s->comm);
-    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Allgather", c);
+    MPI_Request req;
+    int err = MPI_Iallgather(send, (int)n, mpi_type(dt), recv, (int)n, mpi_type(dt), s->comm, &req);
+    return err == MPI_SUCCESS ? mpi_wait(c, 1, &req, "MPI_Allgather") : mpi_fail(err, "MPI_Iallgather", c);
 }
 
 static int mpi_barrier(dg_comm *c) {
-    int err = MPI_Barrier(((mpi_state *)c->impl)->comm);
-    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Barrier", c);
+    MPI_Request req;
+    int err = MPI_Ibarrier(((mpi_state *)c->impl)->comm, &req);
+    return err == MPI_SUCCESS ? mpi_wait(c, 1, &req, "MPI_Barrier") : mpi_fail(err, "MPI_Ibarrier", c);
 }
 
 static void mpi_destroy(dg_comm *c) {
@@ -118,7 +165,7 @@ static void mpi_destroy(dg_comm *c) {
     if (!s) return;
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin) MPI_Comm_free(&s->comm);
+    if (!fin && !c->abandoned) MPI_Comm_free(&s->comm);   /* an abandoned one still has requests posted */
     free(s);
     c->impl = NULL;
 }

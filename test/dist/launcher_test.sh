@@ -8,7 +8,7 @@ set -euo pipefail
 
 BIN=$(cd "${1:-build/bin}" && pwd)
 DGRUN=$BIN/dgrun
-for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker; do
+for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker stall_worker; do
     [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is not built" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (install openmpi-bin)" >&2; exit 1; }
@@ -277,3 +277,47 @@ grep -q "store at 127.0.0.1:$PORT (rank 0) refused .*rank 1.* another job" "$TMP
     || fail "two jobs: job A's store does not report the refused client"$'\n'"$(show9)"
 no_orphans "two jobs on the same ports"
 pass "9. two jobs on port $PORT: the second is refused by the first's store (exit $rcB), the first finishes (exit 0)"
+
+# --- 10. a stopped rank ends the job after DG_DIST_TIMEOUT; a short stop does not ---------------
+# CPU mode (MPI). Rank 1 is stopped (SIGSTOP) once both ranks are a few steps in. With a 5 s
+# timeout rank 0's collective gives up, names itself and the collective, and dgrun ends the job
+# non-zero within the timeout + 10 s. With a 15 s timeout a 3 s stop (then SIGCONT) is merely
+# slow: the job finishes and ends with the parameters of a run that was never stopped.
+stall_run() {   # label timeout stop_seconds(0: none, -1: until the end) -> RC, ELAPSED, log in $TMP/log10.$label
+    local label=$1 tmo=$2 stop=$3 t0 dg pid
+    rm -f "$TMP"/pid.stall.*
+    t0=$(now_ms)
+    DG_DIST_TIMEOUT=$tmo timeout -k 5 90 "$DGRUN" --nproc_per_node 2 --log_dir "$TMP/log10.$label" \
+        "$BIN/stall_worker" --dir "$TMP" --steps 60 >"$TMP/out10.$label" 2>&1 &
+    dg=$!
+    BG+=("$dg")
+    if [[ $stop != 0 ]]; then
+        for _ in $(seq 200); do grep -q "^rank 1 step 5 " "$TMP/log10.$label/workerlog.1" 2>/dev/null && break; sleep 0.05; done
+        pid=$(cat "$TMP/pid.stall.1")
+        kill -STOP "$pid"
+        if [[ $stop -gt 0 ]]; then sleep "$stop"; kill -CONT "$pid"; fi
+    fi
+    RC=0
+    wait "$dg" || RC=$?
+    ELAPSED=$(( $(now_ms) - t0 ))
+    [[ -f $TMP/pid.stall.1 ]] && kill -CONT "$(cat "$TMP/pid.stall.1")" 2>/dev/null || true
+}
+stall_run stopped 5 -1
+cat "$TMP/log10.stopped"/workerlog.* "$TMP/out10.stopped" >"$TMP/all10"
+[[ $RC -ne 0 && $RC -ne 124 ]] || fail "stopped rank: the job exited $RC"$'\n'"$(cat "$TMP/all10")"
+[[ $ELAPSED -lt 25000 ]] || fail "stopped rank: the job took ${ELAPSED} ms (timeout 5 s + 10 s, from a start of ~1 s)"
+grep -q "did not finish within 5 s on rank 0 of 2: another rank stopped" "$TMP/log10.stopped/workerlog.0" \
+    || fail "stopped rank: rank 0 does not say which collective timed out"$'\n'"$(cat "$TMP/all10")"
+no_orphans "stopped rank"
+pass "10a. a rank stopped mid-run (timeout 5 s): the job ends in ${ELAPSED} ms (exit $RC), rank 0 names the timed-out collective"
+
+stall_run plain 15 0
+[[ $RC -eq 0 ]] || fail "undisturbed stall_worker run exited $RC"$'\n'"$(cat "$TMP/log10.plain"/workerlog.*)"
+stall_run slow 15 3
+[[ $RC -eq 0 ]] || fail "a 3 s stop under a 15 s timeout: the job failed (exit $RC)"$'\n'"$(cat "$TMP/log10.slow"/workerlog.*)"
+for r in 0 1; do
+    a=$(grep "^rank $r done" "$TMP/log10.plain/workerlog.$r"); b=$(grep "^rank $r done" "$TMP/log10.slow/workerlog.$r")
+    [[ -n $a && $a == "$b" ]] || fail "a 3 s stop changed rank $r's result: '$a' vs '$b'"
+done
+no_orphans "slow rank"
+pass "10b. a 3 s stop under a 15 s timeout is only slow: the job finishes (${ELAPSED} ms) with the undisturbed run's parameters"
