@@ -285,15 +285,22 @@ static double uniform_value(const dg_layer *net) {
     return v;
 }
 
-Test(checkpoint, kill_9_during_saves_never_leaves_a_mixed_set_and_the_next_save_cleans_up) {
-    char dir[] = "/tmp/dg_ck_kill_XXXXXX";
+/* A fresh folder (dir, a mkdtemp template) holding DIR/train.ckpt of a net whose every value and
+ * epoch counter is k; returns the net. */
+static dg_layer *first_checkpoint(char *dir, char *path, size_t cap, int64_t k) {
     cr_assert(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/train.ckpt", dir);
+    snprintf(path, cap, "%s/train.ckpt", dir);
     dg_layer *net = small_net(1);
-    fill_state(net, 0);
+    fill_state(net, (double)k);
+    dg_train_state s = { .model = net, .epoch = k };
+    cr_assert_eq(dg_train_checkpoint_save(path, &s), 0, "%s", dg_last_error());
+    return net;
+}
+
+Test(checkpoint, kill_9_during_saves_never_leaves_a_mixed_set_and_the_next_save_cleans_up) {
+    char dir[] = "/tmp/dg_ck_kill_XXXXXX", path[256];
+    dg_layer *net = first_checkpoint(dir, path, sizeof path, 0);
     dg_train_state s0 = { .model = net, .epoch = 0 };
-    cr_assert_eq(dg_train_checkpoint_save(path, &s0), 0, "%s", dg_last_error());
     srand(12345);
     int loaded = 0;
     for (int round = 0; round < 30; round++) {
@@ -334,14 +341,8 @@ Test(checkpoint, kill_9_during_saves_never_leaves_a_mixed_set_and_the_next_save_
 }
 
 Test(checkpoint, a_save_that_fails_for_space_leaves_the_previous_one_and_no_temporary) {
-    char dir[] = "/tmp/dg_ck_full_XXXXXX";
-    cr_assert(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/train.ckpt", dir);
-    dg_layer *net = small_net(1);
-    fill_state(net, 1);
-    dg_train_state s1 = { .model = net, .epoch = 1 };
-    cr_assert_eq(dg_train_checkpoint_save(path, &s1), 0, "%s", dg_last_error());
+    char dir[] = "/tmp/dg_ck_full_XXXXXX", path[256];
+    dg_layer *net = first_checkpoint(dir, path, sizeof path, 1);
     pid_t pid = fork();
     if (pid == 0) {   /* a disk that fills after 300 bytes: writes past it fail (EFBIG) */
         signal(SIGXFSZ, SIG_IGN);
