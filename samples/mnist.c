@@ -88,7 +88,7 @@ int main(int argc, char **argv) {
     }
     printf("test accuracy: %.4f\ntraining time: %.1f s (%.0f img/s, data loading included)\n", ev.accuracy, t_train,
            t_train > 0 ? (double)images / t_train : 0.0);
-    if (save) printf("checkpoint: %s.{model,optim,meta}.safetensors\n", save);
+    if (save) printf("checkpoint: %s.ckpt.safetensors\n", save);
     if (metrics) fclose(metrics);
     dg_optimizer_free(opt);
     dg_layer_free(net);
