@@ -41,6 +41,16 @@ static void expect_env_error(const char *needle) {
     dg_clear_error();
 }
 
+/* The client reads the "id" the server set: "abc" and its NUL. */
+static void expect_id_abc(dg_store *cli) {
+    void *v = NULL;
+    size_t n = 0;
+    cr_assert_eq(dg_store_get(cli, "id", &v, &n), 0, "%s", dg_last_error());
+    cr_assert_eq(n, 4);
+    cr_assert_str_eq(v, "abc");
+    free(v);
+}
+
 Test(dist_env, not_launched_is_a_world_of_one) {
     clear_env();
     dg_dist_env env;
@@ -113,12 +123,7 @@ Test(dist_store, set_get_add_wait_in_one_process) {
     dg_store *cli = dg_store_new(stp2);
     cr_assert(cli, "%s", dg_last_error());
     cr_assert_eq(dg_store_set(srv, "id", "abc", 4), 0, "%s", dg_last_error());
-    void *v = NULL;
-    size_t n = 0;
-    cr_assert_eq(dg_store_get(cli, "id", &v, &n), 0, "%s", dg_last_error());
-    cr_assert_eq(n, 4);
-    cr_assert_str_eq(v, "abc");
-    free(v);
+    expect_id_abc(cli);
     int64_t x = 0;
     cr_assert_eq(dg_store_add(cli, "count", 2, &x), 0);
     cr_assert_eq(x, 2);
@@ -209,12 +214,7 @@ Test(dist_store, a_client_with_another_jobs_token_is_refused_and_the_right_one_s
     cp.token = sp.token;
     dg_store *cli = dg_store_new(cp);
     cr_assert(cli, "%s", dg_last_error());
-    void *v = NULL;
-    size_t n = 0;
-    cr_assert_eq(dg_store_get(cli, "id", &v, &n), 0, "%s", dg_last_error());
-    cr_assert_eq(n, 4);
-    cr_assert_str_eq(v, "abc");
-    free(v);
+    expect_id_abc(cli);
     int64_t x = 0;
     cr_assert_eq(dg_store_add(cli, "count", 2, &x), 0, "%s", dg_last_error());
     cr_assert_eq(dg_store_add(srv, "count", 1, &x), 0, "%s", dg_last_error());

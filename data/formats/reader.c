@@ -143,21 +143,30 @@ static int64_t gz_read_full(gzFile g, unsigned char *b, size_t n, uint64_t at, c
     return (int64_t)got;
 }
 
+/* path's stat and whether it starts as gzip, or an error naming it (NULL, unopenable, not a
+ * regular file): the first step of both file readers. */
+static int sniff_file(const char *path, const char *what, struct stat *st, bool *is_gz) {
+    if (!path) { DG_ERR(DG_EINVAL, "%s: path is NULL", what); return DG_EINVAL; }
+    FILE *f = fopen(path, "rb");
+    if (!f) { DG_ERR(DG_EIO, "%s: cannot open '%s': %s", what, path, strerror(errno)); return DG_EIO; }
+    bool regular = fstat(fileno(f), st) == 0 && S_ISREG(st->st_mode);
+    unsigned char magic[2] = {0, 0};
+    size_t m = regular ? fread(magic, 1, 2, f) : 0;
+    fclose(f);
+    if (!regular) { DG_ERR(DG_EIO, "%s: '%s' is not a regular file", what, path); return DG_EIO; }
+    *is_gz = dgf_is_gzip(magic, m);
+    return 0;
+}
+
 int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head_fn check, void *ctx,
                        unsigned char **buf, size_t *len, bool *gz) {
     *buf = NULL;
     *len = 0;
     if (gz) *gz = false;
-    if (!path) { DG_ERR(DG_EINVAL, "%s: path is NULL", what); return DG_EINVAL; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { DG_ERR(DG_EIO, "%s: cannot open '%s': %s", what, path, strerror(errno)); return DG_EIO; }
     struct stat st;
-    int regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-    unsigned char magic[2] = {0, 0};
-    size_t m = regular ? fread(magic, 1, 2, f) : 0;
-    fclose(f);
-    if (!regular) { DG_ERR(DG_EIO, "%s: '%s' is not a regular file", what, path); return DG_EIO; }
-    bool is_gz = dgf_is_gzip(magic, m);
+    bool is_gz;
+    int rc = sniff_file(path, what, &st, &is_gz);
+    if (rc) return rc;
     /* zlib reads plain files transparently, so one path serves both */
     gzFile g = gzopen(path, "rb");
     if (!g) { DG_ERR(DG_EIO, "%s: cannot open '%s': %s", what, path, errno ? strerror(errno) : "out of memory"); return DG_EIO; }
@@ -184,7 +193,7 @@ int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head
     unsigned char *b = malloc(cap);
     if (!b) { gzclose(g); DG_ERR(DG_ENOMEM, "%s: cannot hold '%s' (%zu bytes) in memory", what, path, cap); return DG_ENOMEM; }
     memcpy(b, hb, n);
-    int rc = 0;
+    rc = 0;
     while ((size_t)hn == head) {
         if (n == cap) {
             if ((uint64_t)cap > max) {
@@ -263,16 +272,9 @@ int dgf_src_open_file(dgf_src *s, const char *path, const char *what) {
     memset(s, 0, sizeof *s);
     s->what = what;
     s->name = path;
-    if (!path) { DG_ERR(DG_EINVAL, "%s: path is NULL", what); return DG_EINVAL; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { DG_ERR(DG_EIO, "%s: cannot open '%s': %s", what, path, strerror(errno)); return DG_EIO; }
     struct stat st;
-    int regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
-    unsigned char magic[2] = {0, 0};
-    size_t m = fread(magic, 1, 2, f);
-    fclose(f);
-    if (!regular) { DG_ERR(DG_EIO, "%s: '%s' is not a regular file", what, path); return DG_EIO; }
-    s->is_gz = dgf_is_gzip(magic, m);
+    int rc = sniff_file(path, what, &st, &s->is_gz);
+    if (rc) return rc;
     s->gz = gzopen(path, "rb");
     s->buf = malloc(SRC_CHUNK);
     if (!s->gz || !s->buf) {
