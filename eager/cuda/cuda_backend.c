@@ -60,12 +60,16 @@ dg_cuda_ctx *dg_cuda_ctx_current(void) {
     return t_ctx;
 }
 
-cudaStream_t dg_cuda_stream(void) { return dg_cuda_ctx_current()->stream; }
+/* Inside an entry the context it entered, without asking the runtime again on every launch. */
+static inline dg_cuda_ctx *entered(void) { return t_ctx ? t_ctx : dg_cuda_ctx_current(); }
+
+cudaStream_t dg_cuda_stream(void) { return entered()->stream; }
 static void *cuda_stream_entry(const dg_backend *be) { return (void *)((dg_cuda_ctx *)be->context)->stream; }
+/* the NCCL module calls this outside any entry: the context of the device it made current */
 DG_MODULE_EXPORT cudaStream_t dg_cuda_comm_stream(void) { return dg_cuda_ctx_current()->comm; }
-cublasHandle_t dg_cuda_cublas(void) { return dg_cuda_ctx_current()->blas; }
-cudnnHandle_t dg_cuda_cudnn(void) { return dg_cuda_ctx_current()->dnn; }
-int dg_cuda_device(void) { return dg_cuda_ctx_current()->device; }
+cublasHandle_t dg_cuda_cublas(void) { return entered()->blas; }
+cudnnHandle_t dg_cuda_cudnn(void) { return entered()->dnn; }
+int dg_cuda_device(void) { return entered()->device; }
 
 DG_MODULE_EXPORT int dg_cuda_comm_wait_compute(void) {
     dg_cuda_ctx *c = dg_cuda_ctx_current();
