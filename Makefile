@@ -130,7 +130,7 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so.$(SOMAJOR)
 	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so
 
-$(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR): $(BUILD)/obj/dist/mpi/comm_mpi.o $(SHIM_OBJ)
+$(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR): $(BUILD)/obj/dist/mpi/comm_mpi.o $(BUILD)/obj/dist/module_shim.o $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ $(shell mpicc --showme:link 2>/dev/null)
 $(BUILD)/lib/libdygraph-cuda.so.$(SOMAJOR): $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) \
@@ -390,7 +390,8 @@ EMU_LDLIBS  := $(BASE_LDLIBS)
 EMU_BINS    := $(EMU)/bin/dygraph_gpu_tests $(EMU)/bin/mnist $(EMU)/bin/mnist_fleet $(EMU)/bin/dist_equiv \
                $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_devices $(EMU)/bin/test_emu_backend \
                $(EMU)/bin/test_emu_multi_gpu \
-               $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit
+               $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit \
+               $(EMU)/bin/stall_worker
 EMU_HDRS    := $(wildcard test/cuda_emu/*.h test/cuda_emu/include/*.h)
 
 EMU_RT_OBJ  := $(EMU)/rt/runtime.o $(EMU)/rt/fiber_x86_64.o $(patsubst test/cuda_emu/%.c,$(EMU)/rt/%.o,$(filter %.c,$(EMU_RT_SRC)))

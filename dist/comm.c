@@ -41,19 +41,31 @@ int dg_comm_poll_raw(dg_comm *c, void *handle, bool *done) {
 }
 
 /* ---- rendezvous ---- */
+int dg_dist_store_params(const dg_dist_env *env, double timeout_s, dg_store_params *sp, char *host, size_t hlen,
+                         char *token, size_t tlen) {
+    char ep0[DG_DIST_MAX_ENDPOINT];
+    int port, rc;
+    if ((rc = dg_dist_env_endpoint(env, 0, ep0, sizeof ep0)) || (rc = dg_dist_split_endpoint(ep0, host, hlen, &port)) ||
+        (rc = dg_dist_job_token(token, tlen)))
+        return rc;
+    *sp = dg_store_default_params();
+    sp->host = host;
+    sp->port = port;
+    sp->is_server = false;
+    sp->timeout_s = timeout_s;
+    sp->token = token;   /* another job's ranks on the same ports are refused by the store */
+    sp->rank = env->rank;
+    return 0;
+}
+
 dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s) {
     char ep0[DG_DIST_MAX_ENDPOINT], host[DG_DIST_MAX_ENDPOINT];
-    int port;
-    if (dg_dist_env_endpoint(env, 0, ep0, sizeof ep0) || dg_dist_split_endpoint(ep0, host, sizeof host, &port)) return NULL;
     char token[DG_STORE_MAX_TOKEN + 1];
-    if (dg_dist_job_token(token, sizeof token)) return NULL;
-    dg_store_params sp = dg_store_default_params();
-    sp.host = host;
-    sp.port = port;
+    dg_store_params sp;
+    if (dg_dist_env_endpoint(env, 0, ep0, sizeof ep0) ||
+        dg_dist_store_params(env, timeout_s, &sp, host, sizeof host, token, sizeof token))
+        return NULL;
     sp.is_server = env->rank == 0;
-    sp.timeout_s = timeout_s;
-    sp.token = token;   /* another job's ranks on the same ports are refused by the store */
-    sp.rank = env->rank;
     dg_store *st = dg_store_new(sp);
     if (!st) return NULL;
     /* every rank checks in once: a rank started twice is caught by its second arrival, a
@@ -100,6 +112,7 @@ static void provide_to_modules(void) {
     if (!g_provide_rc) g_provide_rc = dg_module_provide("dg_store_get", (void *)dg_store_get);
     if (!g_provide_rc) g_provide_rc = dg_module_provide("dg_mpi_broadcast_bytes", (void *)mpi_broadcast_bytes);
     if (!g_provide_rc) g_provide_rc = dg_module_provide("dg_comm_mpi_built", (void *)dg_comm_mpi_built);
+    if (!g_provide_rc) g_provide_rc = dg_module_provide("dg_comm_timed_out", (void *)dg_comm_timed_out);
 }
 
 static int transport_make(const char *module, const char *entry, dg_comm *c, const dg_dist_env *env) {
@@ -121,6 +134,7 @@ dg_comm *dg_comm_new(dg_comm_params p) {
     dg_comm *c = calloc(1, sizeof *c);
     if (!c) { dg_dist_env_clear(&env); DG_ERR(DG_ENOMEM, "comm_new: out of memory"); return NULL; }
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->progress_lock, NULL);
     c->rank = env.rank;
     c->size = env.world_size;
     c->timeout_s = dg_dist_timeout(p.timeout_s);
@@ -154,10 +168,12 @@ dg_comm *dg_comm_new(dg_comm_params p) {
         default: DG_ERR(DG_EINVAL, "comm_new: unknown transport %d", (int)kind); rc = DG_EINVAL;
         }
     }
+    if (!rc) c->watchdog = dg_watchdog_start(c, &env);
     dg_dist_env_clear(&env);
     if (rc) {
         dg_store_free(c->store);
         pthread_mutex_destroy(&c->lock);
+        pthread_mutex_destroy(&c->progress_lock);
         free(c);
         return NULL;
     }
@@ -166,9 +182,11 @@ dg_comm *dg_comm_new(dg_comm_params p) {
 
 void dg_comm_free(dg_comm *c) {
     if (!c) return;
+    dg_watchdog_stop(c->watchdog);
     if (c->be && c->be->destroy) c->be->destroy(c);
     dg_store_free(c->store);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->progress_lock);
     free(c);
 }
 
@@ -241,6 +259,7 @@ int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op) {
                  dg_dtype_name(dg_dtype_of(t)));
     staged s;
     if ((rc = stage_in(c, t, &s, true))) return rc;
+    dg_comm_progress(c, "all_reduce of %lld values", (long long)dg_numel(t));
     rc = dg_comm_all_reduce_raw(c, s.host, dg_numel(t), dg_dtype_of(t), op);
     int rc2 = stage_out(t, &s, rc == 0);
     if (!rc && c->be->wait) rc = c->be->wait(c);
@@ -254,6 +273,7 @@ int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root) {
     if (usable(c)) return DG_ECOMM;
     staged s;
     if ((rc = stage_in(c, t, &s, c->rank == root))) return rc;
+    dg_comm_progress(c, "broadcast of %zu bytes from rank %d", tensor_bytes(t), root);
     pthread_mutex_lock(&c->lock);
     rc = c->be->broadcast(c, s.host, (int64_t)tensor_bytes(t), DG_BOOL, root);  /* as bytes */
     pthread_mutex_unlock(&c->lock);
@@ -274,6 +294,7 @@ dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
     int rc = stage_in(c, t, &si, true);
     if (!rc && (rc = stage_in(c, y, &so, false))) stage_out(t, &si, false);
     if (rc) { dg_tensor_free(y); return NULL; }
+    dg_comm_progress(c, "all_gather of %zu bytes", tensor_bytes(t));
     pthread_mutex_lock(&c->lock);
     rc = c->be->all_gather(c, si.host, so.host, (int64_t)tensor_bytes(t), DG_BOOL);
     pthread_mutex_unlock(&c->lock);
@@ -287,6 +308,7 @@ dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
 int dg_comm_barrier(dg_comm *c) {
     DG_CHECK_HANDLE_INT(c, "barrier: communicator is NULL");
     if (usable(c)) return DG_ECOMM;
+    dg_comm_progress(c, "barrier");
     pthread_mutex_lock(&c->lock);
     int rc = c->be->barrier(c);
     pthread_mutex_unlock(&c->lock);

@@ -45,6 +45,11 @@ struct dg_comm {
     dg_store *store;              /* rendezvous store when one was made (kept for the comm's life) */
     bool abandoned;               /* a collective outlived the timeout: its requests may still be
                                      posted, so nothing more goes through this communicator */
+    /* progress, for the heartbeat (dist/watchdog.c): what the latest collective is */
+    pthread_mutex_t progress_lock;
+    uint64_t collectives;         /* collectives entered so far */
+    char activity[128];           /* the latest one: "all_reduce", "data_parallel step 20, bucket 1 of 3" */
+    struct dg_watchdog *watchdog; /* the heartbeat; NULL without a store */
 };
 
 /* ---- waiting for peers (a collective, the DataParallel buckets) ----
@@ -74,14 +79,17 @@ static inline bool dg_peer_wait_pause(dg_peer_wait *w, double timeout_s) {
     w->pauses++;
     return true;
 }
-/* The error for a collective that outlived the timeout; abandons the communicator. */
-static inline int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail) {
-    c->abandoned = true;
-    DG_ERR(DG_ETIMEOUT, "%s: %s%s did not finish within %.0f s on rank %d of %d: another rank stopped, died or hangs (see its "
-           "log; DG_DIST_TIMEOUT sets the limit). The communicator is abandoned; end the program", transport, what, detail,
-           c->timeout_s, c->rank, c->size);
-    return DG_ETIMEOUT;
-}
+/* ---- the watchdog (dist/watchdog.c) ----
+ * Every collective is counted and labelled before it starts; a thread per rank posts that
+ * progress and its clock to the store every interval, so a rank whose collective times out can
+ * name the rank that stopped. */
+void dg_comm_progress(dg_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+struct dg_watchdog *dg_watchdog_start(dg_comm *c, const dg_dist_env *env);   /* NULL: none (no store) */
+void dg_watchdog_stop(struct dg_watchdog *w);
+/* The error for a collective that outlived the timeout: names the transport's call, the latest
+ * collective, and what the other ranks' heartbeats say; abandons the communicator (`aborted`:
+ * the transport could abort it, as NCCL can). Provided to the transport modules. */
+int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail, bool aborted);
 
 /* Transports. Each make function fills c->impl and returns 0, or an error with a message. */
 extern const dg_comm_backend dg_comm_local_backend;
@@ -110,6 +118,12 @@ int dg_dist_split_endpoint(const char *ep, char *host, size_t hlen, int *port);
 /* Rank 0's store from the environment (server on rank 0), and a check-in of every rank so that
  * a missing or duplicated rank fails on all ranks within the timeout. */
 dg_store *dg_dist_rendezvous(const dg_dist_env *env, double timeout_s);
+/* The store parameters every rank of env uses (rank 0's endpoint, the job token); host and token
+ * are the caller's buffers the params point into. */
+int dg_dist_store_params(const dg_dist_env *env, double timeout_s, dg_store_params *sp, char *host, size_t hlen,
+                         char *token, size_t tlen);
+/* Like dg_store_get, but answers at once: *found false when the key is absent. */
+int dg_store_peek(dg_store *s, const char *key, void **value, size_t *len, bool *found);
 /* $DG_JOB_TOKEN (dgrun's job identity) into buf, "" when unset (a job started by hand or by plain
  * mpirun: its store then meets only tokenless ranks, as before tokens); 0 or an error naming the
  * variable. */

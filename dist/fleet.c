@@ -9,7 +9,7 @@ static char *g_endpoints;
 
 dg_fleet_strategy dg_fleet_default_strategy(void) {
     return (dg_fleet_strategy){ .fuse_grad_size_in_MB = 25, .first_bucket_mb = 1, .overlap = false,
-                                .find_unused_parameters = false };
+                                .find_unused_parameters = false, .timeout_s = DG_FROM_ENV };
 }
 
 int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
@@ -21,6 +21,8 @@ int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
                  "fleet_init: strategy fuse_grad_size_in_MB must be > 0, got %g", st.fuse_grad_size_in_MB);
     DG_CHECK_INT(st.first_bucket_mb > 0 && isfinite(st.first_bucket_mb),
                  "fleet_init: strategy first_bucket_mb must be > 0, got %g", st.first_bucket_mb);
+    DG_CHECK_INT((st.timeout_s > 0 && isfinite(st.timeout_s)) || st.timeout_s == DG_FROM_ENV,
+                 "fleet_init: strategy timeout_s must be > 0 or DG_FROM_ENV, got %g", st.timeout_s);
     g_strategy = st;
     dg_dist_env env;
     int rc = dg_dist_env_read(&env);
@@ -28,7 +30,9 @@ int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
     free(g_endpoints);
     g_endpoints = env.endpoints ? strdup(env.endpoints) : NULL;
     dg_dist_env_clear(&env);
-    g_comm = dg_comm_new(dg_comm_default_params());
+    dg_comm_params cp = dg_comm_default_params();
+    cp.timeout_s = st.timeout_s;
+    g_comm = dg_comm_new(cp);
     if (!g_comm) {
         char msg[768];
         snprintf(msg, sizeof msg, "%s", dg_last_error());

@@ -13,8 +13,15 @@ int dg_store_get(dg_store *s, const char *key, void **value, size_t *len) {
     DG_MODULE_FN(int (*)(dg_store *, const char *, void **, size_t *), "dg_store_get");
     return fn ? fn(s, key, value, len) : DG_EUNSUPPORTED;
 }
-int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
+/* weak: the MPI module, which links this file too, defines the real one */
+__attribute__((weak)) int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
     DG_MODULE_FN(int (*)(void *, size_t, int), "dg_mpi_broadcast_bytes");
     return fn ? fn(buf, n, root) : DG_EUNSUPPORTED;
+}
+int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail, bool aborted) {
+    DG_MODULE_FN(int (*)(dg_comm *, const char *, const char *, const char *, bool), "dg_comm_timed_out");
+    if (fn) return fn(c, transport, what, detail, aborted);
+    c->abandoned = true;
+    return DG_ETIMEOUT;
 }
 bool dg_comm_mpi_built(void) { DG_MODULE_FN(bool (*)(void), "dg_comm_mpi_built"); return fn && fn(); }

@@ -109,10 +109,17 @@ static void fail(dg_reducer *r, int rc) {
     snprintf(r->error_msg, sizeof r->error_msg, "%s", dg_last_error());
 }
 
+/* What the watchdog's heartbeat says this rank is doing (dist/watchdog.c). */
+static void note_bucket(dg_reducer *r, int k) {
+    dg_comm_progress(r->comm, "data_parallel step %lld, all-reduce of bucket %d of %d (%lld values)", (long long)r->steps + 1, k,
+                     r->nb, (long long)r->buckets[k].numel);
+}
+
 /* Starts every packed bucket from next_launch on, stopping at the first not packed yet. */
 static void start_ready(dg_reducer *r) {
     while (!r->error && r->next_launch < r->nb && r->buckets[r->next_launch].state == DG_BUCKET_PACKED) {
         dg_bucket *b = &r->buckets[r->next_launch];
+        note_bucket(r, r->next_launch);
         int rc = dg_comm_start_all_reduce_raw(r->comm, b->host, b->numel, b->dtype, &b->pending);
         if (rc) { fail(r, rc); break; }
         b->state = DG_BUCKET_REDUCING;
@@ -148,7 +155,7 @@ static void finish_pending(dg_reducer *r) {
         while (k < r->next_launch && r->buckets[k].state != DG_BUCKET_REDUCING) k++;
         char detail[96];
         snprintf(detail, sizeof detail, " of bucket %d of %d (%lld values)", k, r->nb, (long long)r->buckets[k].numel);
-        fail(r, dg_comm_timed_out(r->comm, "data_parallel", "the all-reduce", detail));
+        fail(r, dg_comm_timed_out(r->comm, "data_parallel", "the all-reduce", detail, false));
         /* the requests still posted write into the buckets' buffers: those stay allocated */
         r->abandoned = true;
         return;
@@ -245,6 +252,7 @@ static void reset(dg_reducer *r) {
     r->next_launch = 0;
     r->error = 0;
     r->error_msg[0] = 0;
+    r->steps++;
 }
 
 static int check_unused(dg_reducer *r) {
@@ -272,6 +280,7 @@ int dg_reducer_apply(dg_reducer *r) {
         for (int k = 0; k < r->nb && !rc; k++) {
             dg_bucket *b = &r->buckets[k];
             rc = pack_bucket(r, b);
+            if (!rc) note_bucket(r, k);
             if (!rc) rc = dg_comm_all_reduce_raw(r->comm, b->host, b->numel, b->dtype, DG_COMM_SUM);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
@@ -303,8 +312,10 @@ int dg_reducer_apply(dg_reducer *r) {
     if (!can_start(r)) {
         /* a transport without non-blocking collectives (device transports queue on their
          * stream): every bucket in order now; the others were started and finished above */
-        for (int k = 0; k < r->nb && !rc; k++)
+        for (int k = 0; k < r->nb && !rc; k++) {
+            note_bucket(r, k);
             rc = dg_comm_all_reduce_raw(r->comm, r->buckets[k].host, r->buckets[k].numel, r->buckets[k].dtype, DG_COMM_SUM);
+        }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
     }
     for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);

@@ -34,6 +34,7 @@ typedef struct dg_reducer {
     int *bucket_of;
     bool *ready;
     bool no_sync;
+    int64_t steps;                /* reductions applied, for the watchdog's labels */
     /* overlap (all on the thread that runs backward and apply) */
     int next_launch;              /* first bucket not yet started */
     int error;

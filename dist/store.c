@@ -13,7 +13,8 @@
  * Wire format, both directions little-endian: hello = u32 magic, u32 token length, token, i32
  * rank; its reply and every reply = i64 status/number, u64 value length, value; request = u8 op,
  * u32 key length, key, u64 value length, value. One server thread per client connection; GET and
- * WAIT block on a condition variable until the key arrives. */
+ * WAIT block on a condition variable until the key arrives; PEEK answers at once (status 1: absent),
+ * for the watchdog, which must not wait on a key a stopped rank never wrote. */
 #include "dist_internal.h"
 #include <errno.h>
 #include <netdb.h>
@@ -26,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OP_SET = 1, OP_GET, OP_ADD, OP_WAIT_GE };
+enum { OP_SET = 1, OP_GET, OP_ADD, OP_WAIT_GE, OP_PEEK };
 #define MAX_KEY 256
 #define MAX_VALUE (64u << 20)
 #define HELLO_MAGIC 0x31534744u   /* "DGS1" */
@@ -205,6 +206,15 @@ static void *serve_client(void *argp) {
             pthread_cond_broadcast(&s->changed);
             pthread_mutex_unlock(&s->lock);
             ok = reply(a.fd, ok ? v : INT64_MIN, NULL, 0);
+        } else if (op == OP_PEEK) {
+            free(val);
+            kv *e = find(s, key);
+            size_t len = e ? e->len : 0;
+            void *copy = len ? malloc(len) : NULL;
+            if (copy) memcpy(copy, e->val, len);
+            pthread_mutex_unlock(&s->lock);
+            ok = (len && !copy) ? reply(a.fd, -1, NULL, 0) : reply(a.fd, e ? 0 : 1, copy, len);
+            free(copy);
         } else if (op == OP_GET || op == OP_WAIT_GE) {
             int64_t target = 0;
             if (op == OP_WAIT_GE && vlen == sizeof target) memcpy(&target, val, sizeof target);
@@ -466,6 +476,15 @@ int dg_store_add(dg_store *s, const char *key, int64_t delta, int64_t *out) {
     int rc = request(s, OP_ADD, key, &delta, sizeof delta, &v, NULL, NULL);
     if (!rc && v == INT64_MIN) { DG_ERR(DG_ENOMEM, "store: rank 0 could not keep '%s'", key); return DG_ENOMEM; }
     if (!rc && out) *out = v;
+    return rc;
+}
+int dg_store_peek(dg_store *s, const char *key, void **value, size_t *len, bool *found) {
+    DG_CHECK_INT(value && len && found, "store_peek: NULL output");
+    *value = NULL; *len = 0; *found = false;
+    int64_t st = -1;
+    int rc = request(s, OP_PEEK, key, NULL, 0, &st, value, len);
+    if (!rc && st < 0) { DG_ERR(DG_ENOMEM, "store: rank 0 could not copy '%s'", key); return DG_ENOMEM; }
+    if (!rc) *found = st == 0;
     return rc;
 }
 int dg_store_wait_at_least(dg_store *s, const char *key, int64_t target) {

@@ -5,6 +5,7 @@
  * in `make test-dist`. Criterion runs each test in its own process, so environment changes
  * and the fleet's globals do not leak between tests. */
 #include "test_util.h"
+#include "../dist/dist_internal.h"   /* dg_store_peek, the watchdog's read */
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -131,6 +132,33 @@ Test(dist_store, set_get_add_wait_in_one_process) {
     cr_assert_eq(x, 5);
     cr_assert_eq(dg_store_wait_at_least(cli, "count", 5), 0, "%s", dg_last_error());
     dg_store_free(cli);
+    dg_store_free(srv);
+}
+
+/* The watchdog's read: answers at once whether or not the key exists (a stopped rank never
+ * writes its heartbeat, and waiting for it would be the hang the watchdog is there to end). */
+Test(dist_store, peek_answers_at_once_for_an_absent_key) {
+    int port = free_port();
+    dg_store_params stp = dg_store_default_params();
+    stp.host = "127.0.0.1";
+    stp.port = port;
+    stp.is_server = true;
+    stp.timeout_s = 30;
+    dg_store *srv = dg_store_new(stp);
+    cr_assert(srv, "%s", dg_last_error());
+    void *v = NULL;
+    size_t n = 0;
+    bool found = true;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cr_assert_eq(dg_store_peek(srv, "hb/1", &v, &n, &found), 0, "%s", dg_last_error());
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    cr_assert(!found && !v && n == 0);
+    cr_assert_lt((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, 5.0);
+    cr_assert_eq(dg_store_set(srv, "hb/1", "12.5 3 barrier", 15), 0);
+    cr_assert_eq(dg_store_peek(srv, "hb/1", &v, &n, &found), 0, "%s", dg_last_error());
+    cr_assert(found && n == 15 && memcmp(v, "12.5 3 barrier", 15) == 0);
+    free(v);
     dg_store_free(srv);
 }
 

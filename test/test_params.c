@@ -360,6 +360,11 @@ Test(params, out_of_range_fields_are_errors) {
     fs.fuse_grad_size_in_MB = 0;
     cr_assert_lt(dg_fleet_init(true, &fs), 0);
     expect_error_contains("fleet bucket 0", "fleet_init", "fuse_grad_size_in_MB");
+    fs = dg_fleet_default_strategy();
+    cr_assert_eq(fs.timeout_s, DG_FROM_ENV);
+    fs.timeout_s = 0;
+    cr_assert_lt(dg_fleet_init(true, &fs), 0);
+    expect_error_contains("fleet timeout 0", "fleet_init", "timeout_s");
     dg_step_lr_params sl = dg_step_lr_default_params();
     sl.step_size = 2;
     sl.base_lr = -0.5;

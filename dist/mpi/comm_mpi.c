@@ -51,7 +51,7 @@ static int mpi_wait(dg_comm *c, int n, MPI_Request *req, const char *what) {
         if (flag) return 0;
         if (!dg_peer_wait_pause(&w, c->timeout_s)) {
             g_abandoned = true;
-            return dg_comm_timed_out(c, "mpi", what, "");
+            return dg_comm_timed_out(c, "mpi", what, "", false);
         }
     }
 }

@@ -15,12 +15,6 @@
  * module's streams are those of the thread's current device, so every call makes it current. */
 typedef struct nccl_state { ncclComm_t comm; bool aborted; int device; } nccl_state;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int nccl_fail(dg_comm *c, ncclResult_t r, const char *what) {
     nccl_state *s = c->impl;
     const char *last = s && s->comm ? ncclGetLastError(s->comm) : "";
@@ -33,16 +27,13 @@ static int nccl_fail(dg_comm *c, ncclResult_t r, const char *what) {
 /* Polls the communicator until its pending operation leaves ncclInProgress or the timeout. */
 static int settle(dg_comm *c, ncclResult_t r, const char *what) {
     nccl_state *s = c->impl;
-    double deadline = now_s() + c->timeout_s;
+    dg_peer_wait w = dg_peer_wait_begin();
     while (r == ncclInProgress) {
-        if (now_s() > deadline) {
-            DG_ERR(DG_ETIMEOUT, "nccl: %s did not complete within %.0f s on rank %d of %d (a peer is gone?); communicator aborted",
-                   what, c->timeout_s, c->rank, c->size);
+        if (!dg_peer_wait_pause(&w, c->timeout_s)) {
             ncclCommAbort(s->comm);
             s->aborted = true;
-            return DG_ETIMEOUT;
+            return dg_comm_timed_out(c, "nccl", what, "", true);
         }
-        usleep(100);
         if (ncclCommGetAsyncError(s->comm, &r) != ncclSuccess) break;
     }
     return r == ncclSuccess ? 0 : nccl_fail(c, r, what);
@@ -89,7 +80,7 @@ static int nccl_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, 
  * stuck on a dead peer ends in an error after the timeout instead of a hang. */
 static int nccl_wait(dg_comm *c) {
     nccl_state *s = c->impl;
-    double deadline = now_s() + c->timeout_s;
+    dg_peer_wait w = dg_peer_wait_begin();
     int rc = DG_CUDA(cudaSetDevice(s->device));
     if (rc) return rc;
     for (;;) {
@@ -106,14 +97,11 @@ static int nccl_wait(dg_comm *c) {
         ncclResult_t r = ncclSuccess;
         ncclCommGetAsyncError(s->comm, &r);
         if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, r, "a queued collective");
-        if (now_s() > deadline) {
-            DG_ERR(DG_ETIMEOUT, "nccl: collectives did not finish within %.0f s on rank %d of %d (a peer is gone?); communicator aborted",
-                   c->timeout_s, c->rank, c->size);
+        if (!dg_peer_wait_pause(&w, c->timeout_s)) {
             ncclCommAbort(s->comm);
             s->aborted = true;
-            return DG_ETIMEOUT;
+            return dg_comm_timed_out(c, "nccl", "the queued collectives", "", true);
         }
-        usleep(50);
     }
     return dg_cuda_compute_wait_comm();
 }

@@ -69,7 +69,10 @@ typedef enum dg_comm_op { DG_COMM_SUM, DG_COMM_AVG, DG_COMM_MAX } dg_comm_op;
 typedef struct dg_comm dg_comm;
 typedef struct dg_comm_params {
     dg_comm_kind kind;        /* AUTO (default): world 1 -> LOCAL; GPU tensors and NCCL built -> NCCL; else MPI */
-    double timeout_s;         /* > 0; DG_FROM_ENV (default): $DG_DIST_TIMEOUT, else 300 */
+    double timeout_s;         /* the rendezvous' and every collective's limit: past it a collective fails
+                                 with DG_ETIMEOUT naming the ranks whose heartbeat went silent, and the
+                                 communicator is abandoned; > 0; DG_FROM_ENV (default): $DG_DIST_TIMEOUT,
+                                 else 300 */
 } dg_comm_params;
 DG_API dg_comm_params dg_comm_default_params(void);
 /* A communicator over the world the environment describes (rendezvous included). */
@@ -111,8 +114,10 @@ DG_API dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss);
  * already started). Errors name parameters that got no gradient unless find_unused_parameters.
  * Every rank must make the same collectives in the same order: with overlap on, buckets start
  * during backward, so no other collective may use this communicator between backward and
- * apply; and an error here on one rank leaves the others waiting for it (MPI has no timeout):
- * end the process, and the launcher stops the job. */
+ * apply; and an error here on one rank leaves the others waiting for it until their timeout:
+ * end the process, and the launcher stops the job. A reduction that outlives the communicator's
+ * timeout fails with DG_ETIMEOUT naming the bucket and the ranks that went silent; the
+ * communicator is then abandoned. */
 DG_API int dg_dp_apply_collective_grads(dg_layer *dp);
 /* Gradient accumulation: while on, backward passes only accumulate locally and
  * apply_collective_grads is a no-op; the first step after no_sync(false) reduces the sum. */
@@ -127,6 +132,10 @@ typedef struct dg_fleet_strategy {
     double first_bucket_mb;       /* > 0; default 1 */
     bool overlap;                 /* overlap all-reduce with backward; default false */
     bool find_unused_parameters;  /* default false */
+    double timeout_s;             /* the collective watchdog's limit (torch's init_process_group timeout):
+                                     a collective or the rendezvous that waits longer fails with
+                                     DG_ETIMEOUT naming the silent rank; > 0, or DG_FROM_ENV (default):
+                                     $DG_DIST_TIMEOUT, else 300 */
 } dg_fleet_strategy;
 DG_API dg_fleet_strategy dg_fleet_default_strategy(void);
 /* fleet.init(is_collective=True[, strategy]): reads the environment, makes the world

@@ -11,7 +11,9 @@
 #   4. DataParallel: 2 ranks under `dgrun --gpus 0,1` over emulated NCCL against one process on
 #      the emulated GPU with the whole batch (bit-identical ranks, rel. error <= 1e-5), once more
 #      with the streams interleaved at random; and GPU tensors over the MPI transport under plain
-#      mpirun (the NCCL id broadcast over MPI, buckets staged through pinned memory);
+#      mpirun (the NCCL id broadcast over MPI, buckets staged through pinned memory); the
+#      collective watchdog: a rank stopped under dgrun --gpus ends the job naming it, a slow one
+#      does not;
 #   5. the coverage report (test/cuda_emu/coverage.py): every kernel instantiation launched, every
 #      cuBLAS/cuDNN/NCCL entry point the backend uses called, >= 90% of the lines executed.
 set -u
@@ -99,6 +101,52 @@ for mode in exit stall; do
         tail -5 "$TMP/pe.log" "$TMP"/log2/workerlog.*; bad "the NCCL transport with a peer that does not answer ($mode)"
     fi
 done
+
+step "the collective watchdog over emulated NCCL: a stopped rank, a slow rank"
+# test/dist/stall_worker under `dgrun --gpus 0,1`: rank 1 stopped (SIGSTOP) after 5 steps. With a
+# 5 s timeout rank 0's NCCL wait gives up, aborts the communicator and names rank 1 from the
+# store's heartbeats; dgrun ends the job non-zero within the timeout + 10 s. With a 30 s timeout a
+# 5 s stop is only slow: the parameters equal those of a run never stopped.
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+stall() {   # label timeout stop_seconds(0: none, -1: until the end) -> RC, STOPPED_MS (from the stop to the end)
+    rm -f "$TMP"/pid.stall.*
+    DG_DIST_TIMEOUT=$2 timeout -k 5 120 "$B/bin/dgrun" --gpus 0,1 --log_dir "$TMP/st.$1" "$BIN/stall_worker" --dir "$TMP" \
+        --steps 40 >"$TMP/st.$1.out" 2>&1 &
+    dg=$!
+    t0=$(now_ms)
+    if [ "$3" != 0 ]; then
+        for _ in $(seq 1200); do grep -q "^rank 1 step 5 " "$TMP/st.$1/workerlog.1" 2>/dev/null && break; sleep 0.05; done
+        pid=$(cat "$TMP/pid.stall.1")
+        kill -STOP "$pid"
+        t0=$(now_ms)
+        if [ "$3" -gt 0 ]; then sleep "$3"; kill -CONT "$pid"; fi
+    fi
+    RC=0
+    wait "$dg" || RC=$?
+    STOPPED_MS=$(( $(now_ms) - t0 ))
+    [ -f "$TMP/pid.stall.1" ] && kill -CONT "$(cat "$TMP/pid.stall.1")" 2>/dev/null
+    [ -f "$TMP/pid.stall.1" ] && kill -0 "$(cat "$TMP/pid.stall.1")" 2>/dev/null && { bad "$1: rank 1 outlived the job"; kill -9 "$(cat "$TMP/pid.stall.1")"; }
+}
+stall stopped 5 -1
+if [ $RC -ne 0 ] && [ $RC -ne 124 ] && [ $STOPPED_MS -lt 15000 ] &&
+   grep -q "nccl: .* did not finish within 5 s on rank 0 of 2" "$TMP/st.stopped/workerlog.0" &&
+   grep -q "Rank 1 is silent: its last heartbeat is [0-9.]* s old" "$TMP/st.stopped/workerlog.0"; then
+    echo "PASS: a stopped rank ends the job ${STOPPED_MS} ms after the stop (timeout 5 s, exit $RC): $(grep -o 'Rank 1 is silent[^)]*)' "$TMP/st.stopped/workerlog.0" | head -1)"
+else
+    tail -5 "$TMP/st.stopped.out" "$TMP"/st.stopped/workerlog.*; bad "a stopped rank over NCCL: exit $RC after ${STOPPED_MS} ms"
+fi
+stall plain 30 0
+stall slow 30 5
+same=1
+for r in 0 1; do
+    a=$(grep "^rank $r done" "$TMP/st.plain/workerlog.$r"); b=$(grep "^rank $r done" "$TMP/st.slow/workerlog.$r")
+    [ -n "$a" ] && [ "$a" = "$b" ] || same=0
+done
+if [ $RC -eq 0 ] && [ $same = 1 ]; then
+    echo "PASS: a 5 s stop under a 30 s timeout is only slow: $(grep "^rank 0 done" "$TMP/st.slow/workerlog.0"), as undisturbed"
+else
+    tail -5 "$TMP"/st.slow/workerlog.* "$TMP"/st.plain/workerlog.*; bad "a slow rank over NCCL: exit $RC, results differ or missing"
+fi
 
 step "GPU tensors over MPI under plain mpirun"
 MPIRUN="mpirun -np 2 --oversubscribe"
