@@ -282,8 +282,11 @@ dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
     return dl;
 }
 
-int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch) {
+int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch) { return dg_dataloader_start_epoch_at(dl, epoch, 0); }
+
+int dg_dataloader_start_epoch_at(dg_dataloader *dl, int64_t epoch, int64_t first_batch) {
     DG_CHECK_HANDLE_INT(dl, "dataloader_start_epoch: loader is NULL");
+    DG_CHECK_INT(first_batch >= 0, "dataloader_start_epoch_at: first batch %lld is negative", (long long)first_batch);
     stop_workers(dl);
     dl->started = false;
     int rc = dg_batch_sampler_set_epoch(dl->sampler, epoch);
@@ -315,17 +318,28 @@ int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch) {
         return rc;
     }
     boff[nb] = total;
+    if (first_batch > nb) {
+        free(boff);
+        free(buf);
+        DG_ERR(DG_EINVAL, "dataloader_start_epoch_at: batch %lld of epoch %lld, but the epoch has %lld batches (another "
+               "batch size, dataset or number of replicas than the run that saved this position?)", (long long)first_batch,
+               (long long)epoch, (long long)nb);
+        return DG_EINVAL;
+    }
     free(dl->boff);
     free(dl->bidx);
     dl->boff = boff;
     dl->bidx = buf;
     dl->nb = nb;
     dl->epoch = epoch;
-    dl->next = dl->claim = 0;
+    /* batches before first_batch are neither loaded nor handed out: the order and every
+     * sample's random transform depend on (seed, epoch, index) only, so batch first_batch is
+     * the one an uninterrupted epoch would give there (a resume in the middle of an epoch) */
+    dl->next = dl->claim = first_batch;
     dl->stop = 0;
     dl->halt = dl->failed = false;
-    if (dl->nw > 0 && nb > 0) {
-        int want = dl->nw < nb ? dl->nw : (int)nb;
+    if (dl->nw > 0 && nb > first_batch) {
+        int want = dl->nw < nb - first_batch ? dl->nw : (int)(nb - first_batch);
         dl->th = calloc((size_t)want, sizeof *dl->th);
         if (!dl->th) { DG_ERR(DG_ENOMEM, "dataloader_start_epoch: out of memory"); return DG_ENOMEM; }
         for (int i = 0; i < want; i++) {

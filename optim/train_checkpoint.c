@@ -1,7 +1,10 @@
 /* optim/train_checkpoint.c — everything a resume needs, in one safetensors file: the model's
- * state ("model.<name>"), the optimizer's ("optimizer.<name>"), the random generator's
- * position ("rng.seed", "rng.offset") and the progress counters ("progress.epoch",
- * "progress.step", "progress.batch"), marked by "dygraph.train_checkpoint" (the format version).
+ * state ("model.<name>"), the optimizer's ("optimizer.<name>"), the LR scheduler's position
+ * ("scheduler.epoch", when one is given: every schedule here is a function of its epoch counter),
+ * the random generator's position ("rng.seed", "rng.offset") and the progress counters
+ * ("progress.epoch", "progress.step", "progress.batch": with the DataLoader's order a function of
+ * (seed, epoch, batch), these are the loader's position too), marked by "dygraph.train_checkpoint"
+ * (the format version). There is no loss scaler in this library, so no part for one.
  *
  * Why one file: separate model, optimizer and meta files are each atomic but not as a set, and a
  * kill between two renames leaves a mix of epochs that a resume cannot tell apart. One file is
@@ -54,6 +57,7 @@ int dg_train_checkpoint_save(const char *path, const dg_train_state *s) {
     if (!rc) rc = dg_generator_get_state(generator_of(s), &g);
     if (!rc) rc = put_i64(d, "rng.seed", (int64_t)g.seed);      /* the bits of the uint64 */
     if (!rc) rc = put_i64(d, "rng.offset", (int64_t)g.offset);
+    if (!rc && s->scheduler) rc = put_i64(d, "scheduler.epoch", dg_lr_scheduler_epoch(s->scheduler));
     if (!rc) rc = put_i64(d, "progress.epoch", s->epoch);
     if (!rc) rc = put_i64(d, "progress.step", s->step);
     if (!rc) rc = put_i64(d, "progress.batch", s->batch);
@@ -96,7 +100,7 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
     dg_tensor_dict *d = dg_load_safetensors(path);
     if (!d) return failed_status();
     dg_tensor_dict *model = dg_tensor_dict_new(), *optim = dg_tensor_dict_new(), *before = NULL;
-    int64_t version = 0, seed = 0, offset = 0, epoch = 0, step = 0, batch = 0;
+    int64_t version = 0, seed = 0, offset = 0, epoch = 0, step = 0, batch = 0, sched_epoch = 0;
     int rc = model && optim ? 0 : DG_ENOMEM;
     if (!rc && !dg_tensor_dict_get(d, FORMAT_KEY)) {
         DG_ERR(DG_EFORMAT, "train checkpoint %s: no '%s' entry: not a training checkpoint of this library "
@@ -115,8 +119,9 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
         if (strncmp(n, "model.", 6) == 0) rc = dg_tensor_dict_set(model, n + 6, t);
         else if (strncmp(n, "optimizer.", 10) == 0) rc = dg_tensor_dict_set(optim, n + 10, t);
         else if (strcmp(n, FORMAT_KEY) && strcmp(n, "rng.seed") && strcmp(n, "rng.offset") && strcmp(n, "progress.epoch") &&
-                 strcmp(n, "progress.step") && strcmp(n, "progress.batch")) {
-            DG_ERR(DG_EFORMAT, "train checkpoint %s: entry '%s' belongs to no part (model., optimizer., rng., progress.)", path, n);
+                 strcmp(n, "progress.step") && strcmp(n, "progress.batch") && strcmp(n, "scheduler.epoch")) {
+            DG_ERR(DG_EFORMAT, "train checkpoint %s: entry '%s' belongs to no part (model., optimizer., scheduler., rng., "
+                   "progress.)", path, n);
             rc = DG_EFORMAT;
         }
     }
@@ -125,6 +130,22 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
     if (!rc) rc = get_i64(d, path, "progress.epoch", &epoch);
     if (!rc) rc = get_i64(d, path, "progress.step", &step);
     if (!rc) rc = get_i64(d, path, "progress.batch", &batch);
+    bool has_sched = dg_tensor_dict_get(d, "scheduler.epoch") != NULL;
+    if (!rc && has_sched) rc = get_i64(d, path, "scheduler.epoch", &sched_epoch);
+    if (!rc && s->scheduler && !has_sched) {
+        DG_ERR(DG_EFORMAT, "train checkpoint %s: has no LR scheduler position, but a scheduler was given to restore", path);
+        rc = DG_EFORMAT;
+    }
+    if (!rc && !s->scheduler && has_sched) {
+        DG_ERR(DG_EFORMAT, "train checkpoint %s: holds an LR scheduler position (epoch %lld) but no scheduler was given to "
+               "restore it into", path, (long long)sched_epoch);
+        rc = DG_EFORMAT;
+    }
+    if (!rc && (sched_epoch < 0 || batch < 0 || epoch < 0 || step < 0)) {
+        DG_ERR(DG_EFORMAT, "train checkpoint %s: negative position (epoch %lld, batch %lld, step %lld, scheduler epoch %lld)",
+               path, (long long)epoch, (long long)batch, (long long)step, (long long)sched_epoch);
+        rc = DG_EFORMAT;
+    }
     if (!rc && s->optimizer && dg_tensor_dict_size(optim) == 0) {
         DG_ERR(DG_EFORMAT, "train checkpoint %s: has no optimizer state, but an optimizer (%s) was given to restore",
                path, dg_optimizer_name(s->optimizer));
@@ -148,6 +169,8 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
         dg_generator_state g = { (uint64_t)seed, (uint64_t)offset };
         rc = dg_generator_set_state(generator_of(s), &g);
     }
+    /* last, as it cannot fail for an epoch >= 0 */
+    if (!rc && s->scheduler) rc = dg_lr_scheduler_set_epoch(s->scheduler, sched_epoch);
     if (!rc) { s->epoch = epoch; s->step = step; s->batch = batch; }
     dg_tensor_dict_free(before);
     dg_tensor_dict_free(model);

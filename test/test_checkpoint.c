@@ -196,6 +196,48 @@ Test(checkpoint, one_file_resume_carries_the_generator_and_the_counters) {
     cr_assert_eq(dg_live_tensors(), 0);
 }
 
+/* The LR scheduler's position travels in the same file; a scheduler given to a file without
+ * one, or a file with one and none given, is refused and changes nothing. */
+Test(checkpoint, the_scheduler_position_is_part_of_the_set) {
+    char path[] = "/tmp/dg_ck_sched_XXXXXX", plain[] = "/tmp/dg_ck_nosched_XXXXXX";
+    close(mkstemp(path)); close(mkstemp(plain));
+    dg_layer *a = small_net(1);
+    dg_optimizer *oa = adam_for(a);
+    dg_cosine_annealing_lr_params cp = dg_cosine_annealing_lr_default_params();
+    cp.t_max = 20;
+    dg_lr_scheduler *sa = dg_cosine_annealing_lr(oa, cp);
+    for (int k = 0; k < 7; k++) cr_assert_eq(dg_lr_scheduler_step(sa), 0);
+    dg_train_state st = { .model = a, .optimizer = oa, .scheduler = sa, .epoch = 1, .step = 7, .batch = 2 };
+    cr_assert_eq(dg_train_checkpoint_save(path, &st), 0, "%s", dg_last_error());
+    dg_train_state st2 = { .model = a, .optimizer = oa };
+    cr_assert_eq(dg_train_checkpoint_save(plain, &st2), 0, "%s", dg_last_error());
+
+    dg_layer *b = small_net(5);
+    dg_optimizer *ob = adam_for(b);
+    dg_lr_scheduler *sb = dg_cosine_annealing_lr(ob, cp);
+    dg_train_state lb = { .model = b, .optimizer = ob, .scheduler = sb };
+    cr_assert_eq(dg_train_checkpoint_load(path, &lb), 0, "%s", dg_last_error());
+    cr_expect_eq(dg_lr_scheduler_epoch(sb), 7);
+    cr_expect_eq(dg_lr_scheduler_get_lr(sb), dg_lr_scheduler_get_lr(sa));
+    cr_expect_eq(dg_optimizer_get_lr(ob), dg_optimizer_get_lr(oa), "the optimizer's rate follows the restored schedule");
+    cr_expect(lb.epoch == 1 && lb.batch == 2 && lb.step == 7);
+
+    dg_lr_scheduler *sc = dg_cosine_annealing_lr(ob, cp);
+    dg_train_state lc = { .model = b, .optimizer = ob, .scheduler = sc };
+    cr_assert_eq(dg_train_checkpoint_load(plain, &lc), DG_EFORMAT);
+    cr_expect(strstr(dg_last_error(), "no LR scheduler position"), "%s", dg_last_error());
+    cr_expect_eq(dg_lr_scheduler_epoch(sc), 0, "a refused load moved the scheduler");
+    dg_train_state ld = { .model = b, .optimizer = ob };
+    cr_assert_eq(dg_train_checkpoint_load(path, &ld), DG_EFORMAT);
+    cr_expect(strstr(dg_last_error(), "no scheduler was given"), "%s", dg_last_error());
+
+    dg_lr_scheduler_free(sa); dg_lr_scheduler_free(sb); dg_lr_scheduler_free(sc);
+    dg_optimizer_free(oa); dg_optimizer_free(ob);
+    dg_layer_free(a); dg_layer_free(b);
+    unlink(path); unlink(plain);
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
 Test(checkpoint, a_file_of_another_kind_or_shape_is_refused_and_changes_nothing) {
     char model_only[] = "/tmp/dg_ck_m_XXXXXX", sgd_ck[] = "/tmp/dg_ck_s_XXXXXX";
     close(mkstemp(model_only)); close(mkstemp(sgd_ck));

@@ -446,6 +446,50 @@ Test(dataloader, workers_give_identical_batches, .timeout = 120) {
     cr_assert_eq(dg_live_tensors(), live, "%zu tensors leaked", dg_live_tensors() - live);
 }
 
+/* A resume in the middle of an epoch: start_epoch_at(e, k) hands out exactly the batches k..
+ * of start_epoch(e), random transforms included, with 0 and with 2 workers; a position past the
+ * epoch's end is refused naming it. */
+Test(dataloader, start_epoch_at_continues_an_epoch_byte_for_byte, .timeout = 120) {
+    size_t live = dg_live_tensors();
+    dg_dataset *base = TOY(.n = 23, .c = 1, .h = 8, .w = 8, .temp = true);
+    dg_transform tf[] = { { .kind = DG_TF_RANDOM_CROP, .size = { 6, 6 }, .padding = 2 }, { .kind = DG_TF_RANDOM_HFLIP, .p = 0.5 } };
+    dg_dataset *ds = dg_dataset_transform(base, tf, 2);
+    dg_dataset_free(base);
+    dg_dataloader_params p = dg_dataloader_default_params();
+    p.batch_size = 4;
+    p.shuffle = true;
+    p.seed = 9;
+    buf whole = run_epochs(ds, p, 2);               /* epochs 0 and 1 */
+    buf first = run_epochs(ds, p, 1);               /* epoch 0 alone: where epoch 1 starts in `whole` */
+    for (int w = 0; w <= 2; w += 2) {
+        p.num_workers = w;
+        dg_dataloader *dl = dg_dataloader_new(ds, p);
+        cr_assert(dl, "%s", dg_last_error());
+        for (int64_t k = 0; k <= 6; k += 3) {       /* 6 batches an epoch: from the start, the middle, the end */
+            cr_assert_eq(dg_dataloader_start_epoch_at(dl, 1, k), 0, "%s", dg_last_error());
+            buf got = { 0 };
+            dg_sample b;
+            int rc, n = 0;
+            while ((rc = dg_dataloader_next(dl, &b)) == 1) { buf_add_batch(&got, &b); dg_sample_clear(&b); n++; }
+            cr_assert_eq(rc, 0, "%s", dg_last_error());
+            cr_assert_eq(n, 6 - k, "%d workers, from batch %lld: %d batches", w, (long long)k, n);
+            size_t rest = whole.n - first.n;        /* epoch 1's bytes */
+            size_t skip = k == 0 ? 0 : k == 3 ? rest - got.n : rest;
+            cr_assert(got.n == rest - skip && (got.n == 0 || memcmp(got.p, whole.p + first.n + skip, got.n) == 0),
+                      "%d workers: epoch 1 from batch %lld differs from the uninterrupted epoch", w, (long long)k);
+            free(got.p);
+        }
+        cr_assert_eq(dg_dataloader_start_epoch_at(dl, 1, 7), DG_EINVAL);
+        cr_assert(strstr(dg_last_error(), "batch 7 of epoch 1") && strstr(dg_last_error(), "6 batches"), "%s", dg_last_error());
+        cr_assert_eq(dg_dataloader_start_epoch_at(dl, 1, -1), DG_EINVAL);
+        dg_dataloader_free(dl);
+    }
+    free(whole.p);
+    free(first.p);
+    dg_dataset_free(ds);
+    cr_assert_eq(dg_live_tensors(), live, "%zu tensors leaked", dg_live_tensors() - live);
+}
+
 static void check_error_at_7(int workers) {
     size_t live = dg_live_tensors();
     dg_dataset *ds = TOY(.n = 12, .fail = true, .fail_at = 7);

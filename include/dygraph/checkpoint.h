@@ -39,19 +39,23 @@ DG_API int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *state
 
 /* Everything a resume needs, saved and loaded as one file (one atomic rename: a reader sees
  * the previous checkpoint or the new one, never a mix of the two): the model's state, the
- * optimizer's, the position of a random generator (dropout, random initialisers) and the
- * progress counters. A load checks every part before it changes anything; a file of another
- * kind, or one that does not fit the model and optimizer, is refused naming what disagrees. */
+ * optimizer's, the LR scheduler's position, the position of a random generator (dropout, random
+ * initialisers) and the progress counters. The DataLoader's position is (epoch, batch): its
+ * order is a function of (seed, epoch, index), so dg_dataloader_start_epoch_at(dl, epoch, batch)
+ * continues an epoch where the saved run was. A load checks every part before it changes
+ * anything; a file of another kind, or one that does not fit the model, optimizer and scheduler,
+ * is refused naming what disagrees. */
 typedef struct dg_train_state {
     dg_layer *model;              /* required */
     dg_optimizer *optimizer;      /* NULL: none saved; on load, the file must then hold none */
+    dg_lr_scheduler *scheduler;   /* NULL: none saved; on load, the file must then hold none */
     dg_generator *generator;      /* NULL: the default generator */
     int64_t epoch;                /* progress, the caller's to define: epochs done, */
     int64_t step;                 /* optimizer steps taken (a metrics log continues from it), */
     int64_t batch;                /* batches done in the current epoch */
 } dg_train_state;
 DG_API int dg_train_checkpoint_save(const char *path, const dg_train_state *state);
-/* Loads into state->model, ->optimizer and ->generator, and sets the three counters. */
+/* Loads into state->model, ->optimizer, ->scheduler and ->generator, and sets the three counters. */
 DG_API int dg_train_checkpoint_load(const char *path, dg_train_state *state);
 
 #ifdef __cplusplus

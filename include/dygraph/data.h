@@ -208,6 +208,10 @@ DG_API dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p);
  * sampler's epoch (a given sampler too) and starts the workers on it. dg_dataloader_next without
  * a start_epoch starts epoch 0. */
 DG_API int dg_dataloader_start_epoch(dg_dataloader *dl, int64_t epoch);
+/* The same, handing out batches from first_batch on (0..num_batches): the batches an
+ * uninterrupted epoch gives from there, byte for byte, without loading the ones before. How a
+ * resume continues in the middle of an epoch (dg_train_state's epoch and batch). */
+DG_API int dg_dataloader_start_epoch_at(dg_dataloader *dl, int64_t epoch, int64_t first_batch);
 /* 1 and a batch, 0 at the end of the epoch, or a negative status with the worker's message
  * ("dataloader: batch B: dataset 'NAME' index I: ..."). Batches come in sampler order. The first
  * error ends the epoch (the workers stop; later calls return DG_ESTATE until start_epoch). The
