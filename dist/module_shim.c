@@ -13,8 +13,7 @@ int dg_store_get(dg_store *s, const char *key, void **value, size_t *len) {
     DG_MODULE_FN(int (*)(dg_store *, const char *, void **, size_t *), "dg_store_get");
     return fn ? fn(s, key, value, len) : DG_EUNSUPPORTED;
 }
-/* weak: the MPI module, which links this file too, defines the real one */
-__attribute__((weak)) int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
+int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
     DG_MODULE_FN(int (*)(void *, size_t, int), "dg_mpi_broadcast_bytes");
     return fn ? fn(buf, n, root) : DG_EUNSUPPORTED;
 }

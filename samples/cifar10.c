@@ -4,11 +4,15 @@
  * colour/pattern rule, clearly not CIFAR); pass --data DIR for the real data_batch_*.bin.
  *
  *   cifar10 [--data DIR] [--epochs 5] [--batch-size 32] [--lr 1e-3] [--workers 2] [--threads N]
- *           [--device cpu|gpu] [--bf16] [--seed 1] [--save PREFIX] [--resume PREFIX] [--metrics FILE.csv] */
+ *           [--device cpu|gpu] [--bf16] [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX]
+ *           [--max-steps N] [--metrics FILE.csv]
+ *
+ * --save / --save-every / --resume / --max-steps as in mnist.c: one checkpoint file, resumable
+ * in the middle of an epoch. */
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--metrics", "--resume", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--max-steps", "--metrics", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
     su_args(argc, argv, flags);
     const char *dir = su_flag(argc, argv, "--data", "build/data/cifar10-synthetic");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 5);
@@ -16,7 +20,8 @@ int main(int argc, char **argv) {
     double lr = su_flag_num(argc, argv, "--lr", 1e-3);
     int workers = (int)su_flag_num(argc, argv, "--workers", 2);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
-    const char *save = su_flag(argc, argv, "--save", NULL), *resume = su_flag(argc, argv, "--resume", NULL);
+    su_run run = su_run_flags(argc, argv);
+    const char *resume = su_flag(argc, argv, "--resume", NULL);
     if (su_init(argc, argv, seed)) return su_die("init");
 
     /* Paddle's tutorial normalises with mean 0.5, std 0.5 per channel */
@@ -37,17 +42,20 @@ int main(int argc, char **argv) {
     adp.lr = lr;
     dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
-    int64_t first_epoch = 0;
-    int64_t step = 0;
-    if (resume && (first_epoch = su_resume(resume, net, opt, &step)) < 0) return su_die("resume");
+    su_position at = { 0, 0, 0 };
+    if (resume && su_resume(resume, net, opt, NULL, &at)) return su_die("resume");
     FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
 
     su_eval ev = {0};
-    for (int64_t epoch = first_epoch; epoch < epochs; epoch++) {
-        if (dg_dataloader_start_epoch(train_dl, epoch)) return su_die("loader");
+    int64_t nb = dg_dataloader_num_batches(train_dl);
+    bool stopped = run.max_steps && at.step >= run.max_steps;
+    for (int64_t epoch = at.epoch; epoch < epochs && !stopped; epoch++) {
+        at.epoch = epoch;
+        if (dg_dataloader_start_epoch_at(train_dl, epoch, at.batch)) return su_die("loader");
         su_progress bar;
-        su_progress_start(&bar, (int)epoch + 1, epochs, dg_dataloader_num_batches(train_dl));
-        for (;;) {
+        su_progress_start(&bar, (int)epoch + 1, epochs, nb - at.batch);
+        int err = 0;
+        while (!stopped) {
             dg_scope *s = dg_scope_begin();
             dg_sample b;
             int got = dg_dataloader_next(train_dl, &b);
@@ -57,20 +65,24 @@ int main(int argc, char **argv) {
             dg_tensor *loss = dg_cross_entropy(logits, b.t[1]);
             if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return su_die("train step");
             dg_optimizer_clear_grad(opt);
-            step++;   /* optimizer steps, whether or not a metrics log is kept: a resume continues it */
+            at.step++;   /* optimizer steps, whether or not a metrics log is kept: a resume continues it */
+            at.batch++;
             su_progress_step(&bar, dg_item(loss), dg_dim(b.t[0], 0));
             if (metrics) {
                 dg_no_grad_begin();
                 double acc = dg_item(dg_accuracy(logits, b.t[1], 1));
                 dg_no_grad_end();
-                su_metrics_row(metrics, step, (int)epoch + 1, dg_item(loss), acc, bar.images / (su_now() - bar.t0));
+                su_metrics_row(metrics, at.step, (int)epoch + 1, dg_item(loss), acc, bar.images / (su_now() - bar.t0));
             }
             dg_scope_end(s);
+            stopped = su_after_step(&run, net, opt, NULL, at, &err);
+            if (err) return su_die("save");
         }
         if (su_evaluate(net, val_dl, true, &ev)) return su_die("evaluate");
-        printf("epoch %lld: train loss %.4f, validation loss %.4f, validation accuracy %.4f\n", (long long)epoch + 1,
-               bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy);
-        if (save && su_save(save, net, opt, epoch + 1, step)) return su_die("save");
+        printf("epoch %lld%s: train loss %.4f, validation loss %.4f, validation accuracy %.4f\n", (long long)epoch + 1,
+               at.batch < nb ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy);
+        if (su_end_epoch(&run, net, opt, NULL, at, nb)) return su_die("save");
+        if (at.batch >= nb) at.batch = 0;
     }
     printf("validation accuracy: %.4f\n", ev.accuracy);
     if (metrics) fclose(metrics);

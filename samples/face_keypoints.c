@@ -7,11 +7,16 @@
  *
  *   face_keypoints [--data training.csv] [--epochs 6] [--batch-size 32] [--lr 1e-3] [--lr-schedule cosine|constant]
  *                  [--workers 2] [--threads N] [--device cpu|gpu] [--bf16] [--seed 1]
- *                  [--save PREFIX] [--resume PREFIX] [--metrics FILE.csv] */
+ *                  [--save PREFIX] [--save-every N] [--resume PREFIX] [--max-steps N] [--metrics FILE.csv]
+ *
+ * --save writes PREFIX.ckpt.safetensors (model, Adam, the cosine's position, the dropout
+ * generator's position, the position in the epoch) at each epoch's end and every N steps with
+ * --save-every; --resume continues from it bit for bit, mid-epoch included. --max-steps stops the
+ * run at that optimizer step (counted over resumes), saving where it stopped. */
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--lr-schedule", "--metrics", "--resume", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--lr-schedule", "--max-steps", "--metrics", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
     su_args(argc, argv, flags);
     const char *csv = su_flag(argc, argv, "--data", "build/data/face-synthetic/training.csv");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 6);
@@ -20,7 +25,8 @@ int main(int argc, char **argv) {
     double lr = su_flag_num(argc, argv, "--lr", 1e-3);
     int workers = (int)su_flag_num(argc, argv, "--workers", 2);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
-    const char *save = su_flag(argc, argv, "--save", NULL), *resume = su_flag(argc, argv, "--resume", NULL);
+    su_run run = su_run_flags(argc, argv);
+    const char *resume = su_flag(argc, argv, "--resume", NULL);
     if (su_init(argc, argv, seed)) return su_die("init");
 
     dg_dataset *all = dg_face_keypoints_dataset(csv);
@@ -42,24 +48,26 @@ int main(int argc, char **argv) {
     adp.lr = lr;
     dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
-    int64_t first_epoch = 0;
-    int64_t step = 0;
-    if (resume && (first_epoch = su_resume(resume, net, opt, &step)) < 0) return su_die("resume");
     int64_t per_epoch = dg_dataloader_num_batches(train_dl);
     dg_cosine_annealing_lr_params calp = dg_cosine_annealing_lr_default_params();
     calp.base_lr = lr;
     calp.t_max = (int)(epochs * per_epoch);
     dg_lr_scheduler *sched = cosine ? dg_cosine_annealing_lr(opt, calp) : NULL;
-    if (sched && dg_lr_scheduler_set_epoch(sched, first_epoch * per_epoch)) return su_die("schedule");
+    if (cosine && !sched) return su_die("schedule");
+    su_position at = { 0, 0, 0 };
+    if (resume && su_resume(resume, net, opt, sched, &at)) return su_die("resume");
     FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
 
     double first_val = -1;
     su_eval ev = {0};
-    for (int64_t epoch = first_epoch; epoch < epochs; epoch++) {
-        if (dg_dataloader_start_epoch(train_dl, epoch)) return su_die("loader");
+    bool stopped = run.max_steps && at.step >= run.max_steps;
+    for (int64_t epoch = at.epoch; epoch < epochs && !stopped; epoch++) {
+        at.epoch = epoch;
+        if (dg_dataloader_start_epoch_at(train_dl, epoch, at.batch)) return su_die("loader");
         su_progress bar;
-        su_progress_start(&bar, (int)epoch + 1, epochs, dg_dataloader_num_batches(train_dl));
-        for (;;) {
+        su_progress_start(&bar, (int)epoch + 1, epochs, per_epoch - at.batch);
+        int err = 0;
+        while (!stopped) {
             dg_scope *s = dg_scope_begin();
             dg_sample b;
             int got = dg_dataloader_next(train_dl, &b);
@@ -70,14 +78,19 @@ int main(int argc, char **argv) {
             dg_optimizer_clear_grad(opt);
             if (sched) dg_lr_scheduler_step(sched);
             su_progress_step(&bar, dg_item(loss), dg_dim(b.t[0], 0));
-            su_metrics_row(metrics, ++step, (int)epoch + 1, dg_item(loss), 0, bar.images / (su_now() - bar.t0));
+            at.step++;
+            at.batch++;
+            su_metrics_row(metrics, at.step, (int)epoch + 1, dg_item(loss), 0, bar.images / (su_now() - bar.t0));
             dg_scope_end(s);
+            stopped = su_after_step(&run, net, opt, sched, at, &err);
+            if (err) return su_die("save");
         }
         if (su_evaluate(net, val_dl, false, &ev)) return su_die("evaluate");
         if (first_val < 0) first_val = ev.loss;
-        printf("epoch %lld: train MSE %.6f, validation MSE %.6f\n", (long long)epoch + 1,
-               bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss);
-        if (save && su_save(save, net, opt, epoch + 1, step)) return su_die("save");
+        printf("epoch %lld%s: train MSE %.6f, validation MSE %.6f\n", (long long)epoch + 1,
+               at.batch < per_epoch ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss);
+        if (su_end_epoch(&run, net, opt, sched, at, per_epoch)) return su_die("save");
+        if (at.batch >= per_epoch) at.batch = 0;
     }
     if (first_val > 0) printf("validation MSE: first epoch %.6f, last epoch %.6f (%.1fx lower)\n", first_val, ev.loss, first_val / ev.loss);
     if (metrics) fclose(metrics);

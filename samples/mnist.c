@@ -4,13 +4,18 @@
  *
  *   mnist [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *         [--optimizer adam|sgd] [--lr 1e-3] [--workers 2] [--threads N] [--device cpu|gpu] [--bf16]
- *         [--seed 1] [--save PREFIX] [--resume PREFIX] [--metrics FILE.csv] [--max-steps N]
+ *         [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX] [--metrics FILE.csv] [--max-steps N]
+ *
+ * --save writes PREFIX.ckpt.safetensors at the end of each epoch (and every N steps with
+ * --save-every); --resume PREFIX continues from it, in the middle of an epoch if it was saved
+ * there. --max-steps stops the run at that optimizer step (counted over resumes), saving where
+ * it stopped.
  *
  * Paddle's tutorial trains with SGD 0.01; `make run` uses Adam 1e-3. */
 #include "sample_util.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--metrics", "--optimizer", "--resume", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--metrics", "--optimizer", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -18,8 +23,8 @@ int main(int argc, char **argv) {
     double lr = su_flag_num(argc, argv, "--lr", strcmp(optname, "sgd") == 0 ? 0.01 : 1e-3);
     int workers = (int)su_flag_num(argc, argv, "--workers", 2);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
-    int64_t max_steps = (int64_t)su_flag_num(argc, argv, "--max-steps", 0);   /* 0: every batch */
-    const char *save = su_flag(argc, argv, "--save", NULL), *resume = su_flag(argc, argv, "--resume", NULL);
+    su_run run = su_run_flags(argc, argv);
+    const char *resume = su_flag(argc, argv, "--resume", NULL);
 
     if (su_init(argc, argv, seed)) return su_die("init");
 
@@ -43,52 +48,58 @@ int main(int argc, char **argv) {
                                                     : dg_adam(params, n, adp);
     free(params);
     if (!opt) return su_die("optimizer");
-    int64_t first_epoch = 0;
-    int64_t step = 0;
-    if (resume && (first_epoch = su_resume(resume, net, opt, &step)) < 0) return su_die("resume");
+    su_position at = { 0, 0, 0 };
+    if (resume && su_resume(resume, net, opt, NULL, &at)) return su_die("resume");
     FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
 
     double t_train = 0;
-    int64_t images = 0, trained = 0;
+    int64_t images = 0;
     su_eval ev = {0};
-    for (int64_t epoch = first_epoch; epoch < epochs; epoch++) {
+    bool stopped = run.max_steps && at.step >= run.max_steps;
+    for (int64_t epoch = at.epoch; epoch < epochs && !stopped; epoch++) {
         double t0 = su_now();
-        if (dg_dataloader_start_epoch(train_dl, epoch)) return su_die("loader");
+        int64_t nb = dg_dataloader_num_batches(train_dl);
+        at.epoch = epoch;
+        if (dg_dataloader_start_epoch_at(train_dl, epoch, at.batch)) return su_die("loader");
         su_progress bar;
-        su_progress_start(&bar, (int)epoch + 1, epochs, dg_dataloader_num_batches(train_dl));
-        for (;;) {
+        su_progress_start(&bar, (int)epoch + 1, epochs, nb - at.batch);
+        int err = 0;
+        while (!stopped) {
             dg_scope *s = dg_scope_begin();
             dg_sample b;
             int got = dg_dataloader_next(train_dl, &b);
             if (got < 0) return su_die("loader");
             if (got == 0) { dg_scope_end(s); break; }
-            if (max_steps && trained >= max_steps) { dg_scope_end(s); continue; }   /* drain the epoch */
-            trained++;
             dg_tensor *logits = dg_forward(net, b.t[0]);
             dg_tensor *loss = dg_cross_entropy(logits, b.t[1]);
             if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return su_die("train step");
             dg_optimizer_clear_grad(opt);
-            step++;   /* optimizer steps, whether or not a metrics log is kept: a resume continues it */
+            at.step++;   /* optimizer steps, whether or not a metrics log is kept: a resume continues it */
+            at.batch++;
             double l = dg_item(loss);
             su_progress_step(&bar, l, dg_dim(b.t[0], 0));
             if (metrics) {
                 dg_no_grad_begin();
                 double acc = dg_item(dg_accuracy(logits, b.t[1], 1));
                 dg_no_grad_end();
-                su_metrics_row(metrics, step, (int)epoch + 1, l, acc, bar.images / (su_now() - bar.t0));
+                su_metrics_row(metrics, at.step, (int)epoch + 1, l, acc, bar.images / (su_now() - bar.t0));
             }
             dg_scope_end(s);
+            stopped = su_after_step(&run, net, opt, NULL, at, &err);
+            if (err) return su_die("save");
         }
         t_train += su_now() - t0;
         images += bar.images;
         if (su_evaluate(net, test_dl, true, &ev)) return su_die("evaluate");
-        printf("epoch %lld: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld images), epoch time %.1f s\n",
-               (long long)epoch + 1, bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy, (long long)ev.n, su_now() - t0);
-        if (save && su_save(save, net, opt, epoch + 1, step)) return su_die("save");
+        printf("epoch %lld%s: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld images), epoch time %.1f s\n",
+               (long long)epoch + 1, at.batch < nb ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1),
+               ev.loss, ev.accuracy, (long long)ev.n, su_now() - t0);
+        if (su_end_epoch(&run, net, opt, NULL, at, nb)) return su_die("save");
+        if (at.batch >= nb) at.batch = 0;
     }
     printf("test accuracy: %.4f\ntraining time: %.1f s (%.0f img/s, data loading included)\n", ev.accuracy, t_train,
            t_train > 0 ? (double)images / t_train : 0.0);
-    if (save) printf("checkpoint: %s.ckpt.safetensors\n", save);
+    if (run.save) printf("checkpoint: %s.ckpt.safetensors (step %lld)\n", run.save, (long long)at.step);
     if (metrics) fclose(metrics);
     dg_optimizer_free(opt);
     dg_layer_free(net);

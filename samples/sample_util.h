@@ -1,6 +1,7 @@
 /* samples/sample_util.h — what every sample program shares: flag parsing, a progress bar on a
  * TTY (plain lines otherwise), a metrics CSV, the classification/regression evaluation loop,
- * and --save / --resume of model + optimizer + epoch. Header-only so each sample stays one
+ * and --save / --resume / --save-every / --max-steps of one training checkpoint (model, optimizer,
+ * scheduler, generator, position in the epoch). Header-only so each sample stays one
  * file to read next to this one. */
 #ifndef DG_SAMPLE_UTIL_H
 #define DG_SAMPLE_UTIL_H
@@ -87,6 +88,15 @@ static inline double su_flag_num(int argc, char **argv, const char *name, double
         exit(2);
     }
     return x;
+}
+/* a whole number >= 0, or a usage error naming the flag (exit 2) */
+static inline int64_t su_flag_count(int argc, char **argv, const char *name, int64_t def) {
+    double x = su_flag_num(argc, argv, name, (double)def);
+    if (x < 0 || x != (double)(int64_t)x) {
+        fprintf(stderr, "%s: error: argument %s: a whole number >= 0, got '%s'\n", argv[0], name, su_flag(argc, argv, name, ""));
+        exit(2);
+    }
+    return (int64_t)x;
 }
 static inline bool su_has(int argc, char **argv, const char *name) {   /* a flag without a value */
     for (int i = 1; i < argc; i++) if (strcmp(argv[i], name) == 0) return true;
@@ -219,24 +229,48 @@ static inline void su_mnist_close(su_mnist *m) {
     dg_dataset_free(m->train); dg_dataset_free(m->test); dg_dataset_free(m->train_raw); dg_dataset_free(m->test_raw);
 }
 
-/* ---- checkpoints: PREFIX.ckpt.safetensors, one file holding the model, the optimizer, the
- * default generator's position (dropout) and the progress (dg_train_checkpoint_save), so a kill
- * during a save leaves the previous checkpoint or the new one, never a mix ---- */
-static inline int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t epochs_done, int64_t step) {
+/* ---- checkpoints: PREFIX.ckpt.safetensors, one file holding the model, the optimizer, the LR
+ * scheduler's position, the default generator's position (dropout) and the progress
+ * (dg_train_checkpoint_save), so a kill during a save leaves the previous checkpoint or the new
+ * one, never a mix. The progress is (epoch, batch): the epoch in progress and the batches of it
+ * done, so a resume continues in the middle of an epoch with the batches an uninterrupted run
+ * would have had there (dg_dataloader_start_epoch_at). ---- */
+typedef struct su_position { int64_t epoch, batch, step; } su_position;
+static inline int su_save(const char *prefix, dg_layer *net, dg_optimizer *opt, dg_lr_scheduler *sched, su_position at) {
     char path[1024];
     snprintf(path, sizeof path, "%s.ckpt.safetensors", prefix);
-    dg_train_state st = { .model = net, .optimizer = opt, .epoch = epochs_done, .step = step };
+    dg_train_state st = { .model = net, .optimizer = opt, .scheduler = sched, .epoch = at.epoch, .step = at.step, .batch = at.batch };
     return dg_train_checkpoint_save(path, &st);
 }
-
-/* Returns the number of epochs already done (and the steps taken in *step), or -1 on error. */
-static inline int64_t su_resume(const char *prefix, dg_layer *net, dg_optimizer *opt, int64_t *step) {
+static inline int su_resume(const char *prefix, dg_layer *net, dg_optimizer *opt, dg_lr_scheduler *sched, su_position *at) {
     char path[1024];
     snprintf(path, sizeof path, "%s.ckpt.safetensors", prefix);
-    dg_train_state st = { .model = net, .optimizer = opt };
+    dg_train_state st = { .model = net, .optimizer = opt, .scheduler = sched };
     if (dg_train_checkpoint_load(path, &st)) return -1;
-    *step = st.step;
-    return st.epoch;
+    *at = (su_position){ st.epoch, st.batch, st.step };
+    return 0;
+}
+
+/* --save-every N (optimizer steps) and --max-steps N (stop the run at that step, as a job whose
+ * time ran out: its checkpoint is then the position reached, mid-epoch) for a training loop. */
+typedef struct su_run {
+    const char *save;
+    int64_t save_every, max_steps;   /* 0: off */
+} su_run;
+static inline su_run su_run_flags(int argc, char **argv) {
+    return (su_run){ su_flag(argc, argv, "--save", NULL), su_flag_count(argc, argv, "--save-every", 0),
+                     su_flag_count(argc, argv, "--max-steps", 0) };
+}
+/* After each optimizer step (at: the position after it): saves when due; true when the run stops here. */
+static inline bool su_after_step(const su_run *r, dg_layer *net, dg_optimizer *opt, dg_lr_scheduler *sched, su_position at, int *err) {
+    bool stop = r->max_steps && at.step >= r->max_steps;
+    if (r->save && !stop && r->save_every && at.step % r->save_every == 0 && su_save(r->save, net, opt, sched, at)) *err = 1;
+    return stop;
+}
+/* At the end of an epoch's loop (finished, or stopped by --max-steps after `batch` batches of `nb`). */
+static inline int su_end_epoch(const su_run *r, dg_layer *net, dg_optimizer *opt, dg_lr_scheduler *sched, su_position at, int64_t nb) {
+    if (at.batch >= nb) at = (su_position){ at.epoch + 1, 0, at.step };
+    return r->save ? su_save(r->save, net, opt, sched, at) : 0;
 }
 
 #endif

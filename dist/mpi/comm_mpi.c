@@ -37,6 +37,16 @@ static MPI_Datatype mpi_type(dg_dtype dt) {
     }
 }
 
+/* The core's timeout error (dist/watchdog.c: it names the silent ranks). This module does not
+ * link dist/module_shim.c, whose MPI forwarders would shadow its own entries, so it asks for
+ * this one function itself. */
+int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail, bool aborted) {
+    DG_MODULE_FN(int (*)(dg_comm *, const char *, const char *, const char *, bool), "dg_comm_timed_out");
+    if (fn) return fn(c, transport, what, detail, aborted);
+    c->abandoned = true;
+    return DG_ETIMEOUT;
+}
+
 /* Waits for n posted requests, bounded by the communicator's timeout. MPI cannot cancel a
  * collective, so on the timeout the requests stay posted and the communicator is abandoned. */
 static int mpi_wait(dg_comm *c, int n, MPI_Request *req, const char *what) {
