@@ -2,6 +2,11 @@
  * bit-identical to training without the break; strict loads report missing/unexpected/
  * mismatched names and load nothing; non-strict loads what matches. */
 #include "test_util.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 static dg_layer *small_net(uint64_t seed) {
@@ -408,6 +413,85 @@ Test(checkpoint, a_save_that_fails_for_space_leaves_the_previous_one_and_no_temp
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
+}
+
+/* A real file system that runs out of space: a 4 MiB tmpfs, mounted in a mount namespace of
+ * this test's own (so nothing outlives it), holding a checkpoint of about 0.9 MiB. Before each
+ * save a filler leaves F bytes free, F from 0 to more than the checkpoint in 24 steps, so the
+ * writes fail at every point of the file (the header, tensor data, the last page) or succeed.
+ * Every save either succeeds (the file is the new set) or fails naming ENOSPC with the previous
+ * set untouched; no temporary is left; with the space back the next save succeeds. Needs root
+ * (CAP_SYS_ADMIN) for the mount; the RLIMIT_FSIZE test above covers a non-root run. */
+static void fill_to_free(const char *filler, off_t free_bytes, const char *dir) {
+    int fd = open(filler, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(fd >= 0);
+    static char zeros[1 << 16];
+    off_t n = 0;
+    for (;;) {
+        ssize_t w = write(fd, zeros, sizeof zeros);
+        if (w <= 0) break;
+        n += w;
+    }
+    cr_assert_eq(errno, ENOSPC);
+    cr_assert_eq(ftruncate(fd, n > free_bytes ? n - free_bytes : 0), 0);
+    close(fd);
+    struct statvfs v;
+    cr_assert_eq(statvfs(dir, &v), 0);
+}
+
+Test(checkpoint, a_nearly_full_tmpfs_fails_saves_cleanly_and_never_mixes_sets, .timeout = 120) {
+    if (unshare(CLONE_NEWNS) != 0) cr_skip_test("needs root for a tmpfs of its own (unshare: %s)", strerror(errno));
+    cr_assert_eq(mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
+    char dir[] = "/tmp/dg_ck_full_XXXXXX", path[256], filler[256];
+    cr_assert(mkdtemp(dir));
+    cr_assert_eq(mount("tmpfs", dir, "tmpfs", 0, "size=4m"), 0, "mount: %s", strerror(errno));
+    snprintf(path, sizeof path, "%s/train.ckpt", dir);
+    snprintf(filler, sizeof filler, "%s/filler", dir);
+    dg_manual_seed(1);
+    dg_layer *net = dg_nn_sequential(2, dg_nn_linear(300, 256), dg_nn_linear(256, 64));
+    dg_optimizer *opt = adam_for(net);
+    dg_scope *sc = dg_scope_begin();   /* one step, so Adam's moments exist: model + 2 moments, about 0.9 MiB */
+    cr_assert_eq(dg_backward(dg_sum_all(dg_forward(net, dg_randn(DG_SHAPE(4, 300), DG_F32)))), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_optimizer_step(opt), 0, "%s", dg_last_error());
+    dg_scope_end(sc);
+    fill_state(net, 1);
+    dg_train_state st = { .model = net, .optimizer = opt, .epoch = 1 };
+    cr_assert_eq(dg_train_checkpoint_save(path, &st), 0, "%s", dg_last_error());
+    struct stat fst;
+    cr_assert_eq(stat(path, &fst), 0);
+    off_t size = fst.st_size;
+    int failed = 0, saved = 0;
+    int64_t good = 1;
+    for (int k = 0; k < 24; k++) {
+        off_t free_bytes = (off_t)((double)k / 20.0 * (double)size);   /* 0 .. 1.15 x the file */
+        fill_to_free(filler, free_bytes, dir);
+        fill_state(net, (double)(k + 2));
+        dg_train_state sk = { .model = net, .optimizer = opt, .epoch = k + 2 };
+        int rc = dg_train_checkpoint_save(path, &sk);
+        if (rc == 0) { good = k + 2; saved++; }
+        else {
+            failed++;
+            cr_expect(strstr(dg_last_error(), "No space left on device") && strstr(dg_last_error(), "previous file, if any, is untouched"),
+                      "free %lld of %lld: %s", (long long)free_bytes, (long long)size, dg_last_error());
+        }
+        cr_expect_eq(count_prefixed(dir, "train.ckpt.tmp."), 0, "free %lld: a temporary was left", (long long)free_bytes);
+        unlink(filler);
+        dg_layer *back = dg_nn_sequential(2, dg_nn_linear(300, 256), dg_nn_linear(256, 64));
+        dg_optimizer *ob = adam_for(back);
+        dg_train_state sb = { .model = back, .optimizer = ob };
+        cr_assert_eq(dg_train_checkpoint_load(path, &sb), 0, "free %lld: the checkpoint no longer loads: %s", (long long)free_bytes,
+                     dg_last_error());
+        cr_expect(sb.epoch == good && uniform_value(back) == (double)good, "free %lld: epoch %lld, values %g, want %lld",
+                  (long long)free_bytes, (long long)sb.epoch, uniform_value(back), (long long)good);
+        dg_optimizer_free(ob);
+        dg_layer_free(back);
+    }
+    cr_expect(failed >= 15 && saved >= 2, "the free space did not span the file: %d failed, %d saved", failed, saved);
+    cr_log_info("tmpfs: %d saves failed for space, %d fitted, file %lld bytes", failed, saved, (long long)size);
+    dg_optimizer_free(opt);
+    dg_layer_free(net);
+    umount(dir);
+    rmdir(dir);
 }
 
 Test(checkpoint, saved_files_follow_the_umask_and_a_live_saves_temporary_is_kept) {
