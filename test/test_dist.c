@@ -27,6 +27,18 @@ static int free_port(void) {
     return ntohs(a.sin_port);
 }
 
+/* A store served by this process on a free local port (rank 0's side). */
+static dg_store *local_server(double timeout_s) {
+    dg_store_params stp = dg_store_default_params();
+    stp.host = "127.0.0.1";
+    stp.port = free_port();
+    stp.is_server = true;
+    stp.timeout_s = timeout_s;
+    dg_store *srv = dg_store_new(stp);
+    cr_assert(srv, "%s", dg_last_error());
+    return srv;
+}
+
 static void set_world(const char *rank, const char *num, const char *eps) {
     clear_env();
     setenv("PADDLE_TRAINER_ID", rank, 1);
@@ -138,14 +150,7 @@ Test(dist_store, set_get_add_wait_in_one_process) {
 /* The watchdog's read: answers at once whether or not the key exists (a stopped rank never
  * writes its heartbeat, and waiting for it would be the hang the watchdog is there to end). */
 Test(dist_store, peek_answers_at_once_for_an_absent_key) {
-    int port = free_port();
-    dg_store_params stp = dg_store_default_params();
-    stp.host = "127.0.0.1";
-    stp.port = port;
-    stp.is_server = true;
-    stp.timeout_s = 30;
-    dg_store *srv = dg_store_new(stp);
-    cr_assert(srv, "%s", dg_last_error());
+    dg_store *srv = local_server(30);
     void *v = NULL;
     size_t n = 0;
     bool found = true;
@@ -163,14 +168,7 @@ Test(dist_store, peek_answers_at_once_for_an_absent_key) {
 }
 
 Test(dist_store, waiting_for_a_key_nobody_sets_times_out) {
-    int port = free_port();
-    dg_store_params stp3 = dg_store_default_params();
-    stp3.host = "127.0.0.1";
-    stp3.port = port;
-    stp3.is_server = true;
-    stp3.timeout_s = 1;
-    dg_store *srv = dg_store_new(stp3);
-    cr_assert(srv, "%s", dg_last_error());
+    dg_store *srv = local_server(1);
     void *v = NULL;
     size_t n = 0;
     time_t t0 = time(NULL);
