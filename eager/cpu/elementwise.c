@@ -108,8 +108,8 @@ static inline double gelu_tanh_grad(double x) {
         case DG_BIN_SUB: BIN_ROW(T, A - B); break;                                           \
         case DG_BIN_MUL: BIN_ROW(T, A * B); break;                                           \
         case DG_BIN_DIV: BIN_ROW(T, A / B); break;                                           \
-        case DG_BIN_MAX: BIN_ROW(T, A >= B ? A : B); break;                                  \
-        case DG_BIN_MIN: BIN_ROW(T, A <= B ? A : B); break;                                  \
+        case DG_BIN_MAX: BIN_ROW(T, A >= B || A != A ? A : B); break;  /* NaN from either */ \
+        case DG_BIN_MIN: BIN_ROW(T, A <= B || A != A ? A : B); break;                        \
         case DG_BIN_POW: BIN_ROW(T, pow(A, B)); break;                                       \
         case DG_BIN_AXPBY: BIN_ROW(T, p0 * A + p1 * B); break;                               \
         case DG_BIN_RELU_GRAD: BIN_ROW(T, B > 0 ? A : 0); break;                             \

@@ -65,8 +65,8 @@ __device__ __forceinline__ T binary_op(T A, T B, T p0, T p1) {
     case DG_BIN_SUB: return A - B;
     case DG_BIN_MUL: return A * B;
     case DG_BIN_DIV: return A / B;
-    case DG_BIN_MAX: return A >= B ? A : B;   /* NaN handling follows from the comparison */
-    case DG_BIN_MIN: return A <= B ? A : B;
+    case DG_BIN_MAX: return A >= B || A != A ? A : B;   /* a NaN on either side is the result, as in PyTorch */
+    case DG_BIN_MIN: return A <= B || A != A ? A : B;
     case DG_BIN_POW: return (T)pow((double)A, (double)B);
     case DG_BIN_AXPBY: return dgk_add(dgk_mul(p0, A), dgk_mul(p1, B));
     case DG_BIN_RELU_GRAD: return B > 0 ? A : (T)0;

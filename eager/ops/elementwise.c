@@ -128,23 +128,40 @@ static int div_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_neg(dg_mul(ga, y)), dg_node_input_shape(n, 1));
     return 0;
 }
+/* PyTorch's rule: on a tie each side gets half of the gradient (what the central difference
+ * says); the side that lost gets none. A NaN compares unequal and loses to nothing, so with a NaN
+ * both sides get the whole gradient, as in PyTorch. */
 static int maxmin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi, bool is_max) {
     const dg_tensor *a = dg_node_saved(n, 0), *b = dg_node_saved(n, 1);
-    /* ties go to a, as the forward kernel picks a on ties */
-    dg_tensor *b_wins = is_max ? dg_greater(b, a) : dg_greater(a, b);
-    dg_tensor *zero = dg_zeros_like(g);
-    if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(dg_where(b_wins, zero, g), dg_node_input_shape(n, 0));
-    if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_where(b_wins, g, zero), dg_node_input_shape(n, 1));
+    dg_tensor *shared = dg_where(dg_equal(a, b), dg_mul_scalar(g, 0.5), g);
+    dg_tensor *zero = dg_zeros_like(shared);
+    if (dg_node_needs_grad(n, 0)) {
+        dg_tensor *a_lost = is_max ? dg_greater(b, a) : dg_greater(a, b);
+        gi[0] = dg_sum_to(dg_where(a_lost, zero, shared), dg_node_input_shape(n, 0));
+    }
+    if (dg_node_needs_grad(n, 1)) {
+        dg_tensor *b_lost = is_max ? dg_greater(a, b) : dg_greater(b, a);
+        gi[1] = dg_sum_to(dg_where(b_lost, zero, shared), dg_node_input_shape(n, 1));
+    }
     return 0;
 }
 static int max_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { return maxmin_bw(n, g, gi, true); }
 static int min_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { return maxmin_bw(n, g, gi, false); }
+/* Where the true derivative is 0 the formulas meet 0 * inf (d/da of a^0 at a = 0) and
+ * 0 * log 0 (d/db at a = 0, b >= 0): those are masked to 0, as PyTorch does. */
 static int pow_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     const dg_tensor *a = dg_node_saved(n, 0), *b = dg_node_saved(n, 1), *y = dg_node_saved(n, 2);
-    if (dg_node_needs_grad(n, 0))
-        gi[0] = dg_sum_to(dg_mul(g, dg_mul(b, dg_pow(a, dg_sub_scalar(b, 1.0)))), dg_node_input_shape(n, 0));
-    if (dg_node_needs_grad(n, 1))
-        gi[1] = dg_sum_to(dg_mul(g, dg_mul(y, dg_log(a))), dg_node_input_shape(n, 1));
+    if (dg_node_needs_grad(n, 0)) {
+        dg_tensor *d = dg_mul(b, dg_pow(a, dg_sub_scalar(b, 1.0)));
+        dg_tensor *b_zero = dg_equal(b, dg_zeros_like(b));
+        gi[0] = dg_sum_to(dg_mul(g, dg_where(b_zero, dg_zeros_like(d), d)), dg_node_input_shape(n, 0));
+    }
+    if (dg_node_needs_grad(n, 1)) {
+        dg_tensor *d = dg_mul(y, dg_log(a));
+        dg_tensor *a_zero = dg_equal(a, dg_zeros_like(a)), *b_neg = dg_greater(dg_zeros_like(b), b);
+        dg_tensor *zero = dg_zeros_like(d);
+        gi[1] = dg_sum_to(dg_mul(g, dg_where(a_zero, dg_where(b_neg, d, zero), d)), dg_node_input_shape(n, 1));
+    }
     return 0;
 }
 
@@ -256,6 +273,7 @@ static int rdiv_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {   /* d(s/x)
 static int pows_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     const dg_tensor *x = dg_node_saved(n, 0);
     double e = ATTR(n)->p0;
+    if (e == 0) { gi[0] = dg_zeros_like(g); return 0; }   /* x^0 is constant: not 0 * x^-1, NaN at 0 */
     gi[0] = dg_mul(g, dg_mul_scalar(dg_pow_scalar(x, e - 1), e));
     return 0;
 }

@@ -213,9 +213,14 @@ dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label) {
 
 dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
     CHECK_PAIR("binary_cross_entropy_with_logits", x, y);
-    /* max(x,0) - x*y + log(1 + exp(-|x|)): stable for large |x| */
+    /* max(x,0) - x*y + log(1 + exp(-|x|)): stable for large |x|. At x = 0 both max(x,0) and |x|
+     * have a kink; relu and abs would give each the subgradient 0, and the sum -y instead of
+     * sigmoid(0) - y. Both are taken as their x >= 0 branch instead (slopes 1 and 1), whose
+     * contributions 1 - 1/2 add up to the true derivative. */
     dg_scope *s = dg_scope_begin();
-    dg_tensor *per = dg_add(dg_sub(dg_relu(x), dg_mul(x, y)), dg_log(dg_add_scalar(dg_exp(dg_neg(dg_abs(x))), 1.0)));
+    dg_tensor *neg = dg_greater(dg_zeros_like(x), x);
+    dg_tensor *pos_part = dg_where(neg, dg_zeros_like(x), x), *abs_x = dg_where(neg, dg_neg(x), x);
+    dg_tensor *per = dg_add(dg_sub(pos_part, dg_mul(x, y)), dg_log(dg_add_scalar(dg_exp(dg_neg(abs_x)), 1.0)));
     return dg_composite_end(s, reduce_loss(per, r));
 }
 

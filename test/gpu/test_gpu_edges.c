@@ -175,3 +175,7 @@ Test(gpu_edges, out_of_range_indices_are_errors) {
     dg_scope_end(s);
     gt_use("cpu");
 }
+
+/* The four gradient defects (test/grad_parity_cases.h) on gpu:0, against PyTorch's values. */
+#include "../grad_parity_cases.h"
+Test(gpu_edges, gradient_parity_cases_on_the_device, .init = gt_gpu_begin) { gp_all_cases(gt_dut()); }
