@@ -13,7 +13,8 @@
 #define SINK_CAP (256 * 1024)     /* per stream: what a terminal that pauses may be owed */
 #define FOLLOW_CHUNK (64 * 1024)  /* one read of the followed log */
 #define FOLLOW_BUDGET (1 << 20)   /* bytes per follow_pump call, so signals are seen between calls */
-#define LAG_MAX (1 << 20)         /* a stalled terminal this far behind the log skips ahead */
+#define LAG_MAX (1 << 20)         /* a stalled terminal this far behind the log skips ahead ... */
+#define SKIP_KEEP (64 * 1024)     /* ... to this much before the log's end: the latest output */
 #define SKIP_LINE_MAX (64 * 1024) /* after a skip, how far to look for a line start */
 
 enum { OUT_PLAIN, OUT_OWN, OUT_SEND, OUT_POLL };
@@ -187,10 +188,21 @@ static void follow_skip(follower *f, off_t to) {
     f->skipped_in_line = 0;
 }
 
+/* The line that marks a skip, where the terminal picks up again. */
+static void follow_notice(follower *f) {
+    char note[PATH_MAX + 200];
+    int m = snprintf(note, sizeof note, "%sdgrun: [%llu bytes of rank %d's output skipped here: the terminal did not "
+                     "keep up; the full log is %s]\n", f->last == '\n' ? "" : "\n", f->gap, f->rank, f->path);
+    term_put(0, note, m < (int)sizeof note ? (size_t)m : sizeof note - 1);
+    f->gap = 0;
+    f->last = '\n';
+}
+
 /* Copies what the log has gained to stdout, as far as the terminal takes it. Reads only while
  * the stdout sink is at most half full, so memory stays the sink's; when the terminal has
- * stopped taking output and the log is more than LAG_MAX ahead, skips to the log's end and
- * resumes at the next line start there. Returns true when it stopped for its budget with more
+ * stopped taking output and the log is more than LAG_MAX ahead, skips to SKIP_KEEP before the
+ * log's end (what the workers print last is what one wants to see) and resumes at the next line
+ * start there. Returns true when it stopped for its budget with more
  * to copy (call again without waiting). */
 bool follow_pump(follower *f) {
     sink *s = &sinks[0];
@@ -208,7 +220,7 @@ bool follow_pump(follower *f) {
     char buf[FOLLOW_CHUNK];
     while (f->pos < st.st_size) {
         if (sink_room(s) < SINK_CAP / 2 + 512) {
-            if (st.st_size - f->pos > LAG_MAX) follow_skip(f, st.st_size);
+            if (st.st_size - f->pos > LAG_MAX) follow_skip(f, st.st_size - SKIP_KEEP);
             return false;
         }
         if (!budget) return true;
@@ -231,13 +243,7 @@ bool follow_pump(follower *f) {
             len -= cut;
         }
         if (!len) continue;
-        if (f->gap) {
-            char note[PATH_MAX + 200];
-            int m = snprintf(note, sizeof note, "%sdgrun: [%llu bytes of rank %d's output skipped here: the terminal did not "
-                             "keep up; the full log is %s]\n", f->last == '\n' ? "" : "\n", f->gap, f->rank, f->path);
-            term_put(0, note, (size_t)m);
-            f->gap = 0;
-        }
+        if (f->gap) follow_notice(f);
         term_put(0, p, len);
         f->last = p[len - 1];
     }
@@ -284,6 +290,7 @@ void term_finish(follower *f, int stall_ms, int total_ms) {
         f->dropped += sinks[0].len;
         sinks[0].len = sinks[0].off = 0;
     }
+    if (f && f->gap && !sinks[0].broken) follow_notice(f); /* skipped at the very end */
     if (f && f->dropped) {
         say("%llu bytes of rank %d's output were not shown here: the terminal did not keep up. "
             "The full output is in %s", f->dropped, f->rank, f->path);

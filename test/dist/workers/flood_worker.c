@@ -1,10 +1,11 @@
 /* test/dist/workers/flood_worker.c — a worker that prints a lot, for launcher_test.sh's checks that
  * a slow or stopped terminal neither blocks a worker nor makes dgrun or mpirun hold its output.
  * Writes its pid to PREFIX.<rank>; then rank 0 writes MEGABYTES MiB to stdout as numbered lines of
- * exactly 64 bytes ("%015d" and filler), in 64 KiB write(2) calls, and puts the milliseconds that
- * took in PREFIX.time (written then renamed), then sleeps SECONDS (default 0) before it exits 0;
- * with `ignore-term` it ignores SIGTERM, so only the launcher's SIGKILL ends it. The other ranks
- * print one line and then sleep the same. usage: flood_worker PREFIX MEGABYTES [SECONDS [ignore-term]] */
+ * exactly 64 bytes ("%015d" and filler), in 64 KiB write(2) calls, puts the milliseconds that took
+ * in PREFIX_time (written then renamed; not PREFIX.time, which the test would take for a pid file)
+ * and sleeps SECONDS (default 0) before it exits 0; with `ignore-term` it ignores SIGTERM, so only
+ * the launcher's SIGKILL ends it. The other ranks print one line and then sleep the same.
+ * usage: flood_worker PREFIX MEGABYTES [SECONDS [ignore-term]] */
 #include "worker_env.h"
 #include <errno.h>
 #include <signal.h>
@@ -74,7 +75,7 @@ int main(int argc, char **argv) {
             off += (size_t)w;
         }
     }
-    snprintf(path, sizeof path, "%s.time", argv[1]);
+    snprintf(path, sizeof path, "%s_time", argv[1]);
     snprintf(text, sizeof text, "%lld\n", now_ms() - t0);
     if (write_file(path, text) != 0) return 1;
     while (seconds) seconds = sleep(seconds);
