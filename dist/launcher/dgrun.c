@@ -3,17 +3,18 @@
  * workers under Open MPI's mpirun (--nproc_per_node), hands every worker the trainer environment
  * that dist/env.c reads (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS,
  * PADDLE_CURRENT_ENDPOINT, PADDLE_LOCAL_RANK, FLAGS_selected_gpus) and the job's identity
- * (DG_JOB_TOKEN, which the rendezvous store checks), writes each worker's output
- * to <log_dir>/workerlog.<rank> (worker 0's also to the terminal), and supervises the job: the
- * first worker to fail stops all the others, so a crashed rank never leaves its peers hanging in
- * a collective, and nothing it started outlives it.
+ * (DG_JOB_TOKEN, which the rendezvous store checks), has each worker write its output to
+ * <log_dir>/workerlog.<rank> itself (and shows worker 0's log on the terminal, best-effort:
+ * output.c), and supervises the job: the first worker to fail stops all the others, so a crashed
+ * rank never leaves its peers hanging in a collective, and nothing it started outlives it.
  *
  * The same binary has a hidden mode, `dgrun --worker-shim LOG_DIR ENDPOINTS PROGRAM ARGS...`,
  * which mpirun starts once per rank in CPU mode: it translates Open MPI's rank variables into the
- * PADDLE_* ones, runs the program as its child and reports how it ended.
+ * PADDLE_* ones, runs the program as its child with the rank's log as its stdout and stderr (so
+ * the program's output never passes through mpirun's forwarding) and reports how it ended.
  *
  * Plain POSIX + libc, plus Linux's prctl (parent-death signal, child subreaper) and /proc (to find
- * adopted orphans); no dygraph library calls. */
+ * adopted orphans, and to reopen the terminal non-blocking); no dygraph library calls. */
 #include "dgrun.h"
 
 /* ------------------------------------------------------------------------------------------ */
