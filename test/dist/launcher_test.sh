@@ -431,6 +431,18 @@ flood_slow() {   # label mode...
 }
 flood_slow "CPU mode (--nproc_per_node 2)" --nproc_per_node 2
 flood_slow "GPU mode (--gpus 0,1)" --gpus 0,1
+# dgrun writes non-blocking through descriptions of its own: the one it shares with the shell (the
+# pipe's write end here, a terminal's in real life) must keep its flags, or the next program
+# writing to it would get EAGAIN. After dgrun has run, O_NONBLOCK (04000) must still be clear.
+rm -f "$TMP"/pid.* "$TMP"/pid_time
+set +e
+{ timeout -k 5 60 "$DGRUN" --gpus 0 --log_dir "$TMP/log12" "$BIN/flood_worker" "$TMP/pid" 4 2>/dev/null
+  echo "dgrun exit $?"; sed -n 's/^flags:[[:space:]]*//p' /proc/self/fdinfo/1; } | python3 -c "$SLOW_READER" >"$TMP/term12"
+set -e
+tail -n 2 "$TMP/term12" | head -n 1 | grep -qx "dgrun exit 0" || fail "the job whose stdout stays shared with the shell failed: $(tail -n 2 "$TMP/term12")"
+flags=$(tail -n 1 "$TMP/term12")
+[[ $flags =~ ^[0-7]+$ && $(( 8#$flags & 8#4000 )) -eq 0 ]] || fail "dgrun left O_NONBLOCK on the shell's stdout (flags $flags)"
+pass "12. the description dgrun shares with the shell keeps its flags (O_NONBLOCK clear: $flags)"
 
 # --- 13. Ctrl-C with a stopped terminal ends the job within seconds ------------------------------
 # stdout and stderr both go to a pipe that nobody reads, and it is full: rank 0 printed 8 MiB and
