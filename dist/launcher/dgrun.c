@@ -3,49 +3,51 @@
  * workers under Open MPI's mpirun (--nproc_per_node), hands every worker the trainer environment
  * that dist/env.c reads (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, PADDLE_TRAINER_ENDPOINTS,
  * PADDLE_CURRENT_ENDPOINT, PADDLE_LOCAL_RANK, FLAGS_selected_gpus) and the job's identity
- * (DG_JOB_TOKEN, which the rendezvous store checks), writes each worker's output
- * to <log_dir>/workerlog.<rank> (worker 0's also to the terminal), and supervises the job: the
- * first worker to fail stops all the others, so a crashed rank never leaves its peers hanging in
- * a collective, and nothing it started outlives it.
+ * (DG_JOB_TOKEN, which the rendezvous store checks), has each worker write its output to
+ * <log_dir>/workerlog.<rank> itself (and shows worker 0's log on the terminal, best-effort:
+ * output.c), and supervises the job: the first worker to fail stops all the others, so a crashed
+ * rank never leaves its peers hanging in a collective, and nothing it started outlives it.
  *
  * The same binary has a hidden mode, `dgrun --worker-shim LOG_DIR ENDPOINTS PROGRAM ARGS...`,
  * which mpirun starts once per rank in CPU mode: it translates Open MPI's rank variables into the
- * PADDLE_* ones, runs the program as its child and reports how it ended.
+ * PADDLE_* ones, runs the program as its child with the rank's log as its stdout and stderr (so
+ * the program's output never passes through mpirun's forwarding) and reports how it ended.
  *
  * Plain POSIX + libc, plus Linux's prctl (parent-death signal, child subreaper) and /proc (to find
- * adopted orphans); no dygraph library calls. */
+ * adopted orphans, and to reopen the terminal non-blocking); no dygraph library calls. */
 #include "dgrun.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* GPU mode: dgrun forks the workers itself                                                    */
 
 int run_gpu_mode(const options *o, const layout *L) {
-    supervisor S = {.tee_fd = -1, .tee_log = -1, .tee_terminal = true, .failed = -1,
-                    .fail_suffix = "; stopping the other workers", .announce_signals = true};
+    supervisor S = {.failed = -1, .fail_suffix = "; stopping the other workers", .announce_signals = true,
+                    .relays = {{.fd = -1}, {.fd = -1}}};
     S.kids = xmalloc(sizeof(child) * (size_t)L->nlocal);
     /* every file first: a failure here must not leave some workers already running */
-    int *log_fd = xmalloc(sizeof(int) * (size_t)L->nlocal), pipefd[2];
+    int *log_fd = xmalloc(sizeof(int) * (size_t)L->nlocal);
     for (int i = 0; i < L->nlocal; i++) {
         memset(&S.kids[i], 0, sizeof(child));
         log_fd[i] = open_log(o->log_dir, L->first_rank + i, &S.kids[i].log_path);
     }
-    if (pipe2(pipefd, O_CLOEXEC) != 0) die(1, "pipe2 (output of worker 0): %s", strerror(errno));
-    S.tee_fd = pipefd[0];
-    S.tee_log = log_fd[0];
-    S.tee_log_path = S.kids[0].log_path;
+    /* each worker writes its log itself, so the log never waits for dgrun or the terminal;
+     * dgrun shows the first one's as it grows */
+    follower F;
+    follow_open(&F, S.kids[0].log_path, L->first_rank);
+    S.follow = &F;
     for (int i = 0; i < L->nlocal; i++) {
         child *k = &S.kids[i];
         env_var env[8];
         int nenv = worker_env(o, L, i, env);
-        k->pid = spawn(o->prog, env, nenv, NULL, i == 0 ? pipefd[1] : log_fd[i], SIGKILL);
+        k->pid = spawn(o->prog, env, nenv, NULL, log_fd[i], log_fd[i], SIGKILL);
         k->label = xasprintf("worker %d (rank %d, pid %d)", i, L->first_rank + i, (int)k->pid);
         S.nkids = i + 1;
-        if (i == 0) close(pipefd[1]); /* so the pipe ends when worker 0 and its children do */
-        else close(log_fd[i]);
+        close(log_fd[i]);
     }
     free(log_fd);
     int rc = supervise(&S);
-    if (S.tee_log >= 0) close(S.tee_log);
+    if (S.stop_signal) term_finish(&F, SIGNAL_FINISH_MS, SIGNAL_FINISH_MS);
+    else term_finish(&F, FINISH_STALL_MS, FINISH_MAX_MS);
     for (int i = 0; i < S.nkids; i++) {
         free(S.kids[i].label);
         free(S.kids[i].log_path);
@@ -126,19 +128,39 @@ int run_cpu_mode(const options *o, const layout *L) {
     for (int i = 0; i < o->nprog; i++) argv[n++] = o->prog[i];
     argv[n] = NULL;
 
-    supervisor S = {.tee_fd = -1, .tee_log = -1, .failed = -1, .fail_suffix = "; stopping the other workers",
-                    .announce_signals = true};
+    /* The shims write every rank's output straight to its log: none of it passes through mpirun,
+     * whose forwarding would queue whatever the terminal does not take, without bound. Rank 0's
+     * log is made here, so dgrun follows it from the start (the shim of rank 0 opens the same
+     * file); mpirun's own stdout and stderr, which carry only what mpirun and the shims say, come
+     * to dgrun through pipes that it always reads. */
+    char *log0_path;
+    close(open_log(o->log_dir, 0, &log0_path));
+    follower F;
+    follow_open(&F, log0_path, 0);
+    int out_pipe[2], err_pipe[2];
+    if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) die(1, "pipe2 (mpirun's output): %s", strerror(errno));
+    if (fcntl(out_pipe[0], F_SETFL, O_NONBLOCK) != 0 || fcntl(err_pipe[0], F_SETFL, O_NONBLOCK) != 0)
+        die(1, "fcntl(O_NONBLOCK) on mpirun's output pipes: %s", strerror(errno));
+
+    supervisor S = {.failed = -1, .fail_suffix = "; stopping the other workers", .announce_signals = true,
+                    .follow = &F, .relays = {{out_pipe[0], 0, "mpirun's stdout"}, {err_pipe[0], 1, "mpirun's stderr"}}};
     child k = {0};
     /* SIGTERM, not SIGKILL, if dgrun dies: mpirun then takes its ranks down itself */
     env_var token = {TOKEN_ENV, "", L->token};
-    k.pid = spawn(argv, &token, 1, NULL, -1, SIGTERM);
+    k.pid = spawn(argv, &token, 1, NULL, out_pipe[1], err_pipe[1], SIGTERM);
+    close(out_pipe[1]);
+    close(err_pipe[1]);
     k.label = xasprintf("mpirun (pid %d)", (int)k.pid);
     S.kids = &k;
     S.nkids = 1;
     int rc = supervise(&S);
     if (S.failed >= 0)
-        fprintf(stderr, "dgrun: the failing worker is named above; every worker's output is in %s/workerlog.<rank>\n",
-                o->log_dir);
+        say("the failing worker is named above; every worker's output is in %s/workerlog.<rank>", o->log_dir);
+    if (S.stop_signal) term_finish(&F, SIGNAL_FINISH_MS, SIGNAL_FINISH_MS);
+    else term_finish(&F, FINISH_STALL_MS, FINISH_MAX_MS);
+    for (int i = 0; i < 2; i++)
+        if (S.relays[i].fd >= 0) close(S.relays[i].fd);
+    free(log0_path);
     free(k.label);
     free(np);
     free(hosts);
@@ -176,12 +198,9 @@ int run_shim(int argc, char **argv) {
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) die(1, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
     mkdir_p(log_dir); /* on another node the directory may not exist yet */
     char *log_path;
+    /* the program writes its log itself: its output never passes through mpirun (for rank 0,
+     * dgrun follows this file to the terminal) */
     int log_fd = open_log(log_dir, rank, &log_path);
-    int out_fd = log_fd, pipefd[2] = {-1, -1};
-    if (rank == 0) {
-        if (pipe2(pipefd, O_CLOEXEC) != 0) die(1, "pipe2 (output of worker 0): %s", strerror(errno));
-        out_fd = pipefd[1];
-    }
     env_var env[5] = {{"PADDLE_TRAINER_ID", "", NULL}, {"PADDLE_TRAINERS_NUM", "", NULL},
                       {"PADDLE_CURRENT_ENDPOINT", "", eps[rank]}, {"PADDLE_TRAINER_ENDPOINTS", "", endpoints},
                       {"PADDLE_LOCAL_RANK", "", NULL}};
@@ -189,21 +208,14 @@ int run_shim(int argc, char **argv) {
     snprintf(env[1].value, sizeof env[1].value, "%d", world);
     snprintf(env[4].value, sizeof env[4].value, "%d", local);
 
-    supervisor S = {.tee_fd = -1, .tee_log = -1, .tee_terminal = true, .failed = -1, .fail_suffix = "",
-                    .watch_ppid = getppid()};
+    supervisor S = {.failed = -1, .fail_suffix = "", .watch_ppid = getppid(), .relays = {{.fd = -1}, {.fd = -1}}};
     child k = {0};
     /* no FLAGS_selected_gpus in CPU mode: a stale one from the shell would put the worker on a GPU */
-    k.pid = spawn(prog, env, 5, "FLAGS_selected_gpus", out_fd, SIGKILL);
+    k.pid = spawn(prog, env, 5, "FLAGS_selected_gpus", log_fd, log_fd, SIGKILL);
     k.label = xasprintf("worker %d (pid %d)", rank, (int)k.pid);
     k.log_path = log_path;
     S.kids = &k;
     S.nkids = 1;
-    if (rank == 0) {
-        close(pipefd[1]);
-        S.tee_fd = pipefd[0];
-        S.tee_log = log_fd;
-        S.tee_log_path = log_path;
-    }
     int rc = supervise(&S);
     if (!status_ok(k.status)) {
         /* the log keeps the reason even when mpirun's copy of stderr scrolls away */
@@ -238,6 +250,8 @@ int main(int argc, char **argv) {
     print_envs(&o, &L);
 
     install_signals();
+    /* from here on dgrun's stdout and stderr never block it (output.c) */
+    term_open();
     /* orphaned grandchildren come back to dgrun instead of init, so it can reap what it kills */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) die(1, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
     int rc = o.gpus ? run_gpu_mode(&o, &L) : run_cpu_mode(&o, &L);

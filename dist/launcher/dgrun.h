@@ -30,7 +30,11 @@
 
 #define MAX_LOCAL 1024         /* workers on one node: far above any GPU count or sane CPU split */
 #define MAX_NODES 4096
-#define STOP_GRACE_MS 5000     /* SIGTERM → SIGKILL: long enough to flush logs, short enough to notice */
+#define STOP_GRACE_MS 2000     /* SIGTERM → SIGKILL: time to flush and close, short enough that Ctrl-C feels prompt */
+#define FOLLOW_MS 50           /* how often the followed log is looked at for new output */
+#define FINISH_STALL_MS 1000   /* at the end, a terminal that takes nothing this long is given up */
+#define FINISH_MAX_MS 10000    /* ... and one that is merely slow, after this long */
+#define SIGNAL_FINISH_MS 300   /* after Ctrl-C, the terminal gets only this */
 #define SHIM_FLAG "--worker-shim"
 #define TOKEN_ENV "DG_JOB_TOKEN"
 #define TOKEN_MAX 128          /* the library's DG_STORE_MAX_TOKEN */
@@ -43,13 +47,30 @@ typedef struct {
     bool reaped;
     int status;
 } child;
+/* the first local worker's log, shown on dgrun's stdout as it grows (output.c) */
+typedef struct {
+    int fd;                  /* the log, read-only; -1 when not followed */
+    const char *path;
+    int rank;
+    off_t pos;               /* bytes of the log shown or skipped */
+    unsigned long long gap;  /* skipped since the last notice */
+    unsigned long long dropped; /* skipped in all */
+    bool skip_line;          /* after a skip: resume at the next line start */
+    size_t skipped_in_line;
+    char last;               /* the last byte shown */
+    bool done;               /* stdout is gone: nothing more to show */
+} follower;
+/* a pipe of mpirun's (stdout or stderr) copied to the same stream of dgrun's */
+typedef struct {
+    int fd;                  /* read end, non-blocking; -1 when closed */
+    int to;                  /* 0 = stdout, 1 = stderr */
+    const char *what;
+} relay;
 typedef struct {
     child *kids;
     int nkids;
-    int tee_fd;              /* read end of the first worker's output pipe, -1 when none */
-    int tee_log;             /* that worker's log */
-    const char *tee_log_path;
-    bool tee_terminal;       /* still copying to stdout (false after EPIPE) */
+    follower *follow;        /* NULL = none */
+    relay relays[2];         /* fd -1 = none */
     const char *fail_suffix; /* appended to the failure line: "; stopping the other workers" */
     pid_t watch_ppid;        /* shim: stop everything when reparented (mpirun died), 0 = off */
     bool announce_signals;   /* the launcher says why it stops; a shim told to stop by mpirun does not */
@@ -117,11 +138,20 @@ void report_failure(supervisor *S, int i);
 bool status_ok(int status);
 void reap(supervisor *S);
 void handle_signals(supervisor *S);
-int pump_tee(supervisor *S);
-void close_tee(supervisor *S);
 bool leaders_alive(const supervisor *S);
 int supervise(supervisor *S);
-pid_t spawn(char *const argv[], const env_var *env, int nenv, const char *unset, int out_fd, int pdeath_sig);
+pid_t spawn(char *const argv[], const env_var *env, int nenv, const char *unset, int out_fd, int err_fd, int pdeath_sig);
+/* output.c: the terminal, best-effort */
+void term_open(void);
+void term_put(int which, const char *p, size_t n);
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void term_flush(void);
+int term_pollfds(struct pollfd *fds);
+bool term_pending(void);
+void follow_open(follower *f, const char *path, int rank);
+bool follow_pump(follower *f);
+void term_finish(follower *f, int stall_ms, int total_ms);
+bool relay_pump(relay *r);
 /* options.c: command line, layout, what Paddle prints */
 const char *option_value(int argc, char **argv, int *i, const char *name);
 void parse_gpus(options *o, const char *text);

@@ -3,13 +3,13 @@
 #include "dgrun.h"
 
 /* ------------------------------------------------------------------------------------------ */
-/* the supervisor: children, each the leader of its own process group, plus an optional tee     */
+/* the supervisor: children, each the leader of its own process group, and the terminal      */
 
 
 
 void send_signal(pid_t target, int sig) {
     if (kill(target, sig) != 0 && errno != ESRCH)
-        fprintf(stderr, "dgrun: kill(%d, %s): %s\n", (int)target, signal_name(sig), strerror(errno));
+        say("kill(%d, %s): %s", (int)target, signal_name(sig), strerror(errno));
 }
 
 /* Signals every direct child and its process group. As a subreaper, the launcher inherits the
@@ -18,7 +18,7 @@ void send_signal(pid_t target, int sig) {
 void signal_children(int sig) {
     DIR *d = opendir("/proc");
     if (!d) {
-        fprintf(stderr, "dgrun: opendir(/proc): %s; orphans of the workers may survive\n", strerror(errno));
+        say("opendir(/proc): %s; orphans of the workers may survive", strerror(errno));
         return;
     }
     pid_t self = getpid(), own_group = getpgrp();
@@ -62,11 +62,11 @@ void report_failure(supervisor *S, int i) {
     child *k = &S->kids[i];
     if (WIFSIGNALED(k->status)) {
         int sig = WTERMSIG(k->status);
-        fprintf(stderr, "dgrun: %s was killed by signal %d (%s)%s\n", k->label, sig, signal_name(sig), S->fail_suffix);
+        say("%s was killed by signal %d (%s)%s", k->label, sig, signal_name(sig), S->fail_suffix);
     } else {
-        fprintf(stderr, "dgrun: %s exited with status %d%s\n", k->label, WEXITSTATUS(k->status), S->fail_suffix);
+        say("%s exited with status %d%s", k->label, WEXITSTATUS(k->status), S->fail_suffix);
     }
-    if (k->log_path) fprintf(stderr, "dgrun: its output is in %s\n", k->log_path);
+    if (k->log_path) say("its output is in %s", k->log_path);
 }
 
 bool status_ok(int status) {
@@ -111,45 +111,13 @@ void handle_signals(supervisor *S) {
             }
             if (!S->stop_signal) {
                 S->stop_signal = sig;
-                if (S->announce_signals) fprintf(stderr, "dgrun: got %s; stopping the workers\n", signal_name(sig));
+                if (S->announce_signals) say("got %s; stopping the workers", signal_name(sig));
             }
             begin_stop(S);
         }
     }
     if (n < 0 && errno != EAGAIN && errno != EINTR) die(1, "read(signal pipe): %s", strerror(errno));
     reap(S);
-}
-
-enum { TEE_DATA, TEE_EMPTY, TEE_END };
-
-/* Copies what the first worker wrote to its log and to the terminal, as it comes: no line
- * buffering here, so a worker that flushes its lines has them on the terminal at once. */
-int pump_tee(supervisor *S) {
-    char buf[8192];
-    ssize_t n = read(S->tee_fd, buf, sizeof buf);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return TEE_EMPTY;
-    if (n < 0) {
-        fprintf(stderr, "dgrun: read(output pipe of the first worker): %s\n", strerror(errno));
-        return TEE_END;
-    }
-    if (n == 0) return TEE_END;
-    if (S->tee_log >= 0 && !write_all(S->tee_log, buf, (size_t)n)) {
-        fprintf(stderr, "dgrun: write(%s): %s; its output now goes to the terminal only\n", S->tee_log_path, strerror(errno));
-        S->tee_log = -1;
-    }
-    if (S->tee_terminal && !write_all(STDOUT_FILENO, buf, (size_t)n)) S->tee_terminal = false;
-    return TEE_DATA;
-}
-
-void close_tee(supervisor *S) {
-    if (S->tee_fd < 0) return;
-    /* whatever is still buffered in the pipe after the last writer died */
-    if (fcntl(S->tee_fd, F_SETFL, O_NONBLOCK) != 0)
-        fprintf(stderr, "dgrun: fcntl(O_NONBLOCK) on the output pipe: %s\n", strerror(errno));
-    else
-        while (pump_tee(S) == TEE_DATA) {}
-    close(S->tee_fd);
-    S->tee_fd = -1;
 }
 
 bool leaders_alive(const supervisor *S) {
@@ -159,14 +127,16 @@ bool leaders_alive(const supervisor *S) {
 }
 
 /* Runs until every child and every process below it is gone; the caller is a subreaper, so that
- * is when waitpid says there are no children left. Returns the exit status for the launcher:
- * 0 only when every child exited 0. */
+ * is when waitpid says there are no children left. Meanwhile it copies the followed log and
+ * mpirun's pipes to the terminal, as far as the terminal takes them (output.c): nothing here
+ * waits for the terminal, so a stop is never held up by it. Returns the exit status for the
+ * launcher: 0 only when every child exited 0. */
 int supervise(supervisor *S) {
     reap(S);
     while (leaders_alive(S) || S->has_children) {
         /* the children are done but something they started is not: it would become an orphan */
         if (!leaders_alive(S) && !S->stopping) {
-            if (S->announce_signals) fprintf(stderr, "dgrun: the workers have exited; stopping what they left running\n");
+            if (S->announce_signals) say("the workers have exited; stopping what they left running");
             begin_stop(S);
         }
         int timeout = -1;
@@ -174,15 +144,24 @@ int supervise(supervisor *S) {
         if (S->stopping && !S->killed) timeout = (int)(S->deadline > now ? S->deadline - now : 0);
         if (S->stopping) timeout = timeout < 0 || timeout > 100 ? 100 : timeout; /* orphans send no SIGCHLD yet */
         if (S->watch_ppid) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
+        /* a regular file has no readiness to wait for: the log is looked at every FOLLOW_MS */
+        if (S->follow && S->follow->fd >= 0) {
+            if (follow_pump(S->follow)) timeout = 0;
+            else timeout = timeout < 0 || timeout > FOLLOW_MS ? FOLLOW_MS : timeout;
+        }
 
-        struct pollfd fds[2] = {{.fd = sig_pipe[0], .events = POLLIN}, {.fd = S->tee_fd, .events = POLLIN}};
-        int r = poll(fds, S->tee_fd >= 0 ? 2 : 1, timeout);
+        struct pollfd fds[5];
+        int nfds = 0, first_relay;
+        fds[nfds++] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+        first_relay = nfds;
+        for (int i = 0; i < 2; i++) fds[nfds++] = (struct pollfd){.fd = S->relays[i].fd, .events = POLLIN}; /* -1: skipped */
+        nfds += term_pollfds(fds + nfds);
+        int r = poll(fds, (nfds_t)nfds, timeout);
         if (r < 0 && errno != EINTR) die(1, "poll: %s", strerror(errno));
         if (r > 0 && fds[0].revents) handle_signals(S);
-        if (r > 0 && S->tee_fd >= 0 && fds[1].revents && pump_tee(S) == TEE_END) {
-            close(S->tee_fd);
-            S->tee_fd = -1;
-        }
+        for (int i = 0; i < 2; i++)
+            if (r > 0 && S->relays[i].fd >= 0 && fds[first_relay + i].revents) relay_pump(&S->relays[i]);
+        term_flush();
         reap(S); /* cheap, and covers a SIGCHLD whose pipe byte was dropped */
         /* after the deadline, again on every pass: orphans keep arriving as their parents die */
         if (S->stopping && (S->killed || now_ms() >= S->deadline) && (leaders_alive(S) || S->has_children)) {
@@ -190,13 +169,15 @@ int supervise(supervisor *S) {
             S->killed = true;
         }
         if (S->watch_ppid && getppid() != S->watch_ppid && !S->killed) {
-            fprintf(stderr, "dgrun: mpirun (pid %d) is gone; killing the worker\n", (int)S->watch_ppid);
+            say("mpirun (pid %d) is gone; killing the worker", (int)S->watch_ppid);
             S->stopping = true;
             signal_all(S, SIGKILL);
             S->killed = true;
         }
     }
-    close_tee(S);
+    /* what mpirun wrote last: its pipes end now that it and everything below it are gone */
+    for (int i = 0; i < 2; i++)
+        if (S->relays[i].fd >= 0) relay_pump(&S->relays[i]);
     if (S->stop_signal) return 128 + S->stop_signal;
     for (int i = 0; i < S->nkids; i++)
         if (!status_ok(S->kids[i].status)) return 1;
@@ -208,8 +189,8 @@ int supervise(supervisor *S) {
 
 
 /* fork + exec in its own process group, with stdin from /dev/null (a background group reading
- * the terminal would be stopped by SIGTTIN) and stdout+stderr to out_fd. */
-pid_t spawn(char *const argv[], const env_var *env, int nenv, const char *unset, int out_fd, int pdeath_sig) {
+ * the terminal would be stopped by SIGTTIN), stdout to out_fd and stderr to err_fd (-1: dgrun's). */
+pid_t spawn(char *const argv[], const env_var *env, int nenv, const char *unset, int out_fd, int err_fd, int pdeath_sig) {
     pid_t parent = getpid();
     fflush(NULL); /* or the child's exit paths could write the parent's buffered text twice */
     sigset_t all, old;
@@ -218,20 +199,20 @@ pid_t spawn(char *const argv[], const env_var *env, int nenv, const char *unset,
     if (pid < 0) die(1, "fork: %s", strerror(errno));
     if (pid == 0) {
         child_reset_signals(&old);
-        int err_fd = out_fd >= 0 ? out_fd : STDERR_FILENO; /* the worker's log, until dup2 */
-        if (setpgid(0, 0) != 0) { dprintf(err_fd, "dgrun: setpgid: %s\n", strerror(errno)); _exit(127); }
+        int say_fd = err_fd >= 0 ? err_fd : STDERR_FILENO; /* the worker's log, until dup2 */
+        if (setpgid(0, 0) != 0) { dprintf(say_fd, "dgrun: setpgid: %s\n", strerror(errno)); _exit(127); }
         if (pdeath_sig && prctl(PR_SET_PDEATHSIG, pdeath_sig) != 0) {
-            dprintf(err_fd, "dgrun: prctl(PR_SET_PDEATHSIG): %s\n", strerror(errno));
+            dprintf(say_fd, "dgrun: prctl(PR_SET_PDEATHSIG): %s\n", strerror(errno));
             _exit(127);
         }
         if (getppid() != parent) _exit(127); /* the launcher died before prctl took effect */
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0) {
-            dprintf(err_fd, "dgrun: redirecting stdin from /dev/null: %s\n", strerror(errno));
+            dprintf(say_fd, "dgrun: redirecting stdin from /dev/null: %s\n", strerror(errno));
             _exit(127);
         }
-        if (out_fd >= 0 && (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)) {
-            dprintf(err_fd, "dgrun: dup2 (worker output): %s\n", strerror(errno));
+        if ((out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0) || (err_fd >= 0 && dup2(err_fd, STDERR_FILENO) < 0)) {
+            dprintf(say_fd, "dgrun: dup2 (worker output): %s\n", strerror(errno));
             _exit(127);
         }
         if (devnull > STDERR_FILENO) close(devnull);

@@ -2,13 +2,14 @@
 # test/dist/launcher_test.sh — end-to-end checks of the dgrun launcher (dist/launcher/dgrun.c) with
 # the tiny worker programs of test/dist/workers: the trainer environment each rank gets, the logs,
 # and above all that a failing or killed worker stops the whole job quickly and leaves no process
-# behind. Installs nothing; needs Open MPI's mpirun for the CPU-mode checks.
+# behind, and that a slow or stopped terminal neither blocks a worker nor makes the launcher (or
+# mpirun) hold its output. Installs nothing; needs Open MPI's mpirun for the CPU-mode checks.
 # usage: test/dist/launcher_test.sh [BIN_DIR]   (default build/bin; holds dgrun and the workers)
 set -euo pipefail
 
 BIN=$(cd "${1:-build/bin}" && pwd)
 DGRUN=$BIN/dgrun
-for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker stall_worker; do
+for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker stall_worker flood_worker; do
     [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is not built" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (install openmpi-bin)" >&2; exit 1; }
@@ -324,3 +325,162 @@ for r in 0 1; do
 done
 no_orphans "slow rank"
 pass "10b. a 20 s stop under a 60 s timeout is only slow: the job finishes (${ELAPSED} ms) with the undisturbed run's parameters"
+
+# --- 11. a terminal that reads nothing: the log has every byte, no one waits, memory stays small --
+# Rank 0 prints 200 MiB while dgrun's stdout is a pipe whose reader never reads. The worker writes
+# its own log, so it must finish about as fast as with stdout on /dev/null; the log must hold every
+# byte; dgrun and mpirun must stay small (peak RSS, /proc VmHWM, sampled while rank 0 sleeps after
+# printing: mpirun's forwarding used to queue all 200 MiB); and the job must end on its own, dgrun
+# saying on stderr how much the terminal missed and where the full log is.
+FLOOD_MB=200
+RSS_LIMIT_KB=65536
+hwm_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$1/status" 2>/dev/null; }
+wait_for_time() {   # rank 0 of flood_worker is done printing: up to 60 s
+    local _
+    for _ in $(seq 600); do [[ -s $TMP/pid_time ]] && return 0; sleep 0.1; done
+    fail "$1: rank 0 did not finish printing within 60 s"
+}
+mkfifo "$TMP/term"
+flood_unread() {   # label mode...
+    local label=$1 rc=0 reader dg dgp mpp dg_kb mp_kb=0 fast_ms slow_ms t0 elapsed lines size
+    shift
+    rm -f "$TMP"/pid.* "$TMP"/pid_time
+    timeout -k 5 60 "$DGRUN" "$@" --log_dir "$TMP/log11" "$BIN/flood_worker" "$TMP/pid" $FLOOD_MB >/dev/null 2>"$TMP/err" || rc=$?
+    [[ $rc -eq 0 && -s $TMP/pid_time ]] || fail "$label: $FLOOD_MB MiB with stdout on /dev/null: exit $rc"$'\n'"$(cat "$TMP/err")"
+    fast_ms=$(cat "$TMP/pid_time")
+    rm -f "$TMP"/pid.* "$TMP"/pid_time
+    sleep 120 <"$TMP/term" &   # holds the read end of the pipe and never reads
+    reader=$!
+    BG+=("$reader")
+    timeout -k 5 90 "$DGRUN" "$@" --log_dir "$TMP/log11" "$BIN/flood_worker" "$TMP/pid" $FLOOD_MB 3 \
+        >"$TMP/term" 2>"$TMP/err" &
+    dg=$!
+    BG+=("$dg")
+    wait_for_time "$label (terminal not read)"
+    slow_ms=$(cat "$TMP/pid_time")
+    t0=$(now_ms)
+    dgp=$(pgrep -P "$dg" -x dgrun) || fail "$label: no dgrun below timeout (pid $dg)"
+    dg_kb=$(hwm_kb "$dgp")
+    [[ -n $dg_kb ]] || fail "$label: no VmHWM for dgrun (pid $dgp)"
+    if [[ $* == *nproc_per_node* ]]; then
+        mpp=$(pgrep -P "$dgp" -x mpirun) || fail "$label: no mpirun below dgrun (pid $dgp)"
+        mp_kb=$(hwm_kb "$mpp")
+        [[ -n $mp_kb ]] || fail "$label: no VmHWM for mpirun (pid $mpp)"
+    fi
+    rc=0
+    wait "$dg" || rc=$?
+    elapsed=$(( $(now_ms) - t0 ))
+    kill "$reader" 2>/dev/null || true
+    wait "$reader" 2>/dev/null || true
+    [[ $rc -eq 0 ]] || fail "$label: a terminal that does not read: dgrun exited $rc"$'\n'"$(cat "$TMP/err")"
+    [[ $elapsed -lt 15000 ]] || fail "$label: the job took ${elapsed} ms to end after rank 0 was done printing"
+    size=$(stat -c %s "$TMP/log11/workerlog.0")
+    lines=$(( FLOOD_MB * 1048576 / 64 ))
+    [[ $size -eq $(( FLOOD_MB * 1048576 )) ]] || fail "$label: workerlog.0 has $size bytes, not $(( FLOOD_MB * 1048576 ))"
+    [[ $(wc -l <"$TMP/log11/workerlog.0") -eq $lines ]] || fail "$label: workerlog.0 does not have $lines lines"
+    tail -n 1 "$TMP/log11/workerlog.0" | grep -qE "^0*$(( lines - 1 )) flood line \.+$" \
+        || fail "$label: the last line of workerlog.0 is not line $(( lines - 1 ))"
+    grep -qE "^dgrun: [0-9]+ bytes of rank 0's output were not shown here: the terminal did not keep up\. The full output is in $TMP/log11/workerlog\.0$" "$TMP/err" \
+        || fail "$label: stderr does not say how much the terminal missed:"$'\n'"$(cat "$TMP/err")"
+    [[ $dg_kb -lt $RSS_LIMIT_KB ]] || fail "$label: dgrun's peak RSS is $dg_kb KiB (limit $RSS_LIMIT_KB)"
+    [[ $mp_kb -lt $RSS_LIMIT_KB ]] || fail "$label: mpirun's peak RSS is $mp_kb KiB (limit $RSS_LIMIT_KB)"
+    # generous, for a shared machine: what matters is that the worker never waits for the terminal
+    [[ $slow_ms -le $(( 3 * fast_ms + 2000 )) ]] \
+        || fail "$label: rank 0 took $slow_ms ms to print $FLOOD_MB MiB to a terminal that does not read, $fast_ms ms to /dev/null"
+    no_orphans "$label: a terminal that does not read"
+    local mp_note=""
+    [[ $* == *nproc_per_node* ]] && mp_note=", mpirun $mp_kb KiB"
+    pass "11. $label: $FLOOD_MB MiB to a terminal that does not read: printed in $slow_ms ms ($fast_ms ms to /dev/null), log complete, peak RSS dgrun $dg_kb KiB$mp_note, job ended ${elapsed} ms after"
+}
+flood_unread "CPU mode (--nproc_per_node 2)" --nproc_per_node 2
+flood_unread "GPU mode (--gpus 0,1)" --gpus 0,1
+
+# --- 12. a slow terminal: it shows line after line, skips with a notice, ends with the last line --
+# The reader takes 16 KiB every 10 ms while rank 0 prints 32 MiB at once. Every byte of the log is
+# either shown or counted in a notice line that names the full log; what is shown is whole lines
+# (after a skip the copy resumes at a line start); the end of the output reaches the terminal.
+SLOW_READER='import os, sys, time
+out = sys.stdout.buffer
+while True:
+    b = os.read(0, 16384)
+    if not b:
+        break
+    out.write(b)
+    time.sleep(0.01)'
+flood_slow() {   # label mode...
+    local label=$1 st shown gaps notices lines=$(( 32 * 1048576 / 64 ))
+    shift
+    rm -f "$TMP"/pid.* "$TMP"/pid_time
+    set +e
+    timeout -k 5 60 "$DGRUN" "$@" --log_dir "$TMP/log12" "$BIN/flood_worker" "$TMP/pid" 32 2>"$TMP/err" \
+        | python3 -c "$SLOW_READER" >"$TMP/term12"
+    st=("${PIPESTATUS[@]}")
+    set -e
+    [[ ${st[0]} -eq 0 && ${st[1]} -eq 0 ]] || fail "$label: slow terminal: dgrun exited ${st[0]}, the reader ${st[1]}"$'\n'"$(cat "$TMP/err")"
+    notices=$(grep -cE "^dgrun: \[[0-9]+ bytes of rank 0's output skipped here: the terminal did not keep up; the full log is $TMP/log12/workerlog\.0\]$" "$TMP/term12" || true)
+    [[ $notices -ge 1 ]] || fail "$label: no notice of skipped output on the slow terminal"
+    gaps=$(sed -n "s/^dgrun: \[\([0-9]*\) bytes of rank 0's output skipped here.*/\1/p" "$TMP/term12" | awk '{s += $1} END {print s + 0}')
+    shown=$(grep -E '^[0-9]{15} flood line \.+$' "$TMP/term12" | wc -c)
+    [[ $(( shown + gaps )) -eq $(( 32 * 1048576 )) ]] \
+        || fail "$label: shown ($shown bytes) + skipped ($gaps bytes) is not the log's $(( 32 * 1048576 ))"
+    ! grep -vE '^[0-9]{15} flood line \.+$' "$TMP/term12" | grep -q "flood line" \
+        || fail "$label: the slow terminal shows a broken line: $(grep -vE '^[0-9]{15} flood line \.+$' "$TMP/term12" | grep "flood line" | head -n 1)"
+    tail -n 1 "$TMP/term12" | grep -qE "^0*$(( lines - 1 )) flood line \.+$" || fail "$label: the slow terminal does not end with the last line"
+    grep -qx "dgrun: $gaps bytes of rank 0's output were not shown here: the terminal did not keep up. The full output is in $TMP/log12/workerlog.0" "$TMP/err" \
+        || fail "$label: stderr does not say that $gaps bytes were not shown:"$'\n'"$(cat "$TMP/err")"
+    [[ $(stat -c %s "$TMP/log12/workerlog.0") -eq $(( 32 * 1048576 )) ]] || fail "$label: workerlog.0 is not complete"
+    no_orphans "$label: slow terminal"
+    pass "12. $label: a slow terminal got $shown bytes and $notices notices of $gaps skipped, whole lines, the last line last"
+}
+flood_slow "CPU mode (--nproc_per_node 2)" --nproc_per_node 2
+flood_slow "GPU mode (--gpus 0,1)" --gpus 0,1
+# dgrun writes non-blocking through descriptions of its own: the one it shares with the shell (the
+# pipe's write end here, a terminal's in real life) must keep its flags, or the next program
+# writing to it would get EAGAIN. After dgrun has run, O_NONBLOCK (04000) must still be clear.
+rm -f "$TMP"/pid.* "$TMP"/pid_time
+set +e
+{ timeout -k 5 60 "$DGRUN" --gpus 0 --log_dir "$TMP/log12" "$BIN/flood_worker" "$TMP/pid" 4 2>/dev/null
+  echo "dgrun exit $?"; sed -n 's/^flags:[[:space:]]*//p' /proc/self/fdinfo/1; } | python3 -c "$SLOW_READER" >"$TMP/term12"
+set -e
+tail -n 2 "$TMP/term12" | head -n 1 | grep -qx "dgrun exit 0" || fail "the job whose stdout stays shared with the shell failed: $(tail -n 2 "$TMP/term12")"
+flags=$(tail -n 1 "$TMP/term12")
+[[ $flags =~ ^[0-7]+$ && $(( 8#$flags & 8#4000 )) -eq 0 ]] || fail "dgrun left O_NONBLOCK on the shell's stdout (flags $flags)"
+pass "12. the description dgrun shares with the shell keeps its flags (O_NONBLOCK clear: $flags)"
+
+# --- 13. Ctrl-C with a stopped terminal ends the job within seconds ------------------------------
+# stdout and stderr both go to a pipe that nobody reads, and it is full: rank 0 printed 8 MiB and
+# now sleeps. SIGINT to dgrun's process group (what Ctrl-C sends; job control gives the background
+# job its own group and leaves SIGINT caught) must end the job promptly with exit 130, also when a
+# worker ignores SIGTERM (SIGKILL after the 2 s grace).
+ctrl_c_blocked() {   # label limit_ms mode... [ignore-term]
+    local label=$1 limit=$2 extra=() rc=0 reader dg watchdog t0 elapsed
+    shift 2
+    if [[ ${*: -1} == ignore-term ]]; then extra=(ignore-term); set -- "${@:1:$#-1}"; fi
+    rm -f "$TMP"/pid.* "$TMP"/pid_time
+    sleep 120 <"$TMP/term" &
+    reader=$!
+    BG+=("$reader")
+    set -m
+    "$DGRUN" "$@" --log_dir "$TMP/log13" "$BIN/flood_worker" "$TMP/pid" 8 60 "${extra[@]}" >"$TMP/term" 2>&1 &
+    dg=$!
+    set +m
+    BG+=("$dg")
+    ( sleep 40; kill -KILL "$dg" 2>/dev/null ) &
+    watchdog=$!
+    wait_for_time "$label"
+    wait_for_file "$TMP/pid.1"
+    t0=$(now_ms)
+    kill -INT -- "-$dg"
+    wait "$dg" || rc=$?
+    elapsed=$(( $(now_ms) - t0 ))
+    kill "$watchdog" "$reader" 2>/dev/null || true
+    wait "$watchdog" "$reader" 2>/dev/null || true
+    [[ $rc -eq 130 ]] || fail "$label: dgrun exited $rc after SIGINT with a stopped terminal, not 130"
+    [[ $elapsed -lt $limit ]] || fail "$label: dgrun took ${elapsed} ms to stop after SIGINT with a stopped terminal (limit $limit ms)"
+    no_orphans "$label: SIGINT with a stopped terminal"
+    pass "13. $label: SIGINT with a stopped terminal ends the job in ${elapsed} ms (exit 130), no orphans"
+}
+ctrl_c_blocked "CPU mode (--nproc_per_node 2)" 4000 --nproc_per_node 2
+ctrl_c_blocked "GPU mode (--gpus 0,1)" 4000 --gpus 0,1
+ctrl_c_blocked "CPU mode, a worker ignoring SIGTERM" 5000 --nproc_per_node 2 ignore-term
+ctrl_c_blocked "GPU mode, a worker ignoring SIGTERM" 5000 --gpus 0,1 ignore-term
