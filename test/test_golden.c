@@ -211,6 +211,80 @@ Test(golden, cross_entropy_ignore_index_mean) { run_cross_entropy("cross_entropy
 Test(golden, cross_entropy_ignore_index_none) { run_cross_entropy("cross_entropy_ignore_none.txt"); }
 Test(golden, cross_entropy_class_axis1_nchw) { run_cross_entropy("cross_entropy_axis1.txt"); }
 
+/* ------------------------------------------------------------------------------- loss options
+ * test/goldens/make_loss_goldens.py: iparams = kind, reduction, soft_label/log_target,
+ * use_ignore_index, ignore_index, has_weight, has_pos_weight; fparams = smoothing / beta / delta.
+ * Besides the value, each file's worst relative errors are logged for the issue note. */
+static void run_loss(const char *file) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    int kind = (int)param(g, "iparams", 0);
+    dg_reduction r = (dg_reduction)param(g, "iparams", 1);
+    bool flag = param(g, "iparams", 2) != 0;
+    dg_tensor *w = param(g, "iparams", 5) ? golden_get(g, "weight") : NULL;
+    dg_tensor *pw = param(g, "iparams", 6) ? golden_get(g, "pos_weight") : NULL;
+    double f = dg_item(golden_get(g, "fparams"));
+    dg_tensor *x = golden_leaf(g, "x"), *label = golden_get(g, "label"), *out = NULL;
+    if (kind == 0) {
+        dg_cross_entropy_params p = dg_cross_entropy_default_params();
+        p.reduction = r;
+        p.soft_label = flag;
+        p.use_ignore_index = param(g, "iparams", 3) != 0;
+        p.ignore_index = param(g, "iparams", 4);
+        p.axis = 1;
+        p.weight = w;
+        p.label_smoothing = f;
+        out = dg_cross_entropy_ext(x, label, p);
+    } else if (kind == 1) {
+        dg_nll_loss_params p = dg_nll_loss_default_params();
+        p.reduction = r;
+        p.ignore_index = param(g, "iparams", 4);
+        p.weight = w;
+        out = dg_nll_loss_ext(x, label, p);
+    } else if (kind == 2 || kind == 3) {
+        dg_bce_params p = dg_bce_default_params();
+        p.reduction = r;
+        p.weight = w;
+        p.pos_weight = pw;
+        out = kind == 2 ? dg_binary_cross_entropy(x, label, p) : dg_binary_cross_entropy_with_logits_ext(x, label, p);
+    } else if (kind == 4) {
+        out = dg_smooth_l1_loss(x, label, r, f);
+    } else if (kind == 5) {
+        out = dg_huber_loss(x, label, r, f);
+    } else {
+        out = dg_kl_div(x, label, r, flag);
+    }
+    cr_assert(out, "%s: the loss failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    backward_weighted(file, g, out, r != DG_REDUCE_NONE);
+    expect_grad(file, g, x, "x");
+    cr_log_info("%s: out %.2e, grad %.2e (max relative error)", file, max_rel_err(out, golden_get(g, "out"), floor_for(golden_get(g, "out"))),
+                max_rel_err(dg_grad(x), golden_get(g, "grad_x"), floor_for(golden_get(g, "grad_x"))));
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, loss_ce_weight_mean) { run_loss("loss_ce_weight_mean.txt"); }
+Test(golden, loss_ce_weight_ignore_mean) { run_loss("loss_ce_weight_ignore_mean.txt"); }
+Test(golden, loss_ce_smooth_ignore_mean) { run_loss("loss_ce_smooth_ignore_mean.txt"); }
+Test(golden, loss_ce_weight_smooth_ignore_mean) { run_loss("loss_ce_weight_smooth_ignore_mean.txt"); }
+Test(golden, loss_ce_weight_smooth_sum) { run_loss("loss_ce_weight_smooth_sum.txt"); }
+Test(golden, loss_ce_weight_smooth_none) { run_loss("loss_ce_weight_smooth_none.txt"); }
+Test(golden, loss_ce_soft_weight_smooth_mean) { run_loss("loss_ce_soft_weight_smooth_mean.txt"); }
+Test(golden, loss_nll_weight_ignore_mean) { run_loss("loss_nll_weight_ignore_mean.txt"); }
+Test(golden, loss_nll_weight_none) { run_loss("loss_nll_weight_none.txt"); }
+Test(golden, loss_nll_weight_3d_mean) { run_loss("loss_nll_weight_3d_mean.txt"); }
+Test(golden, loss_bce_weight_mean) { run_loss("loss_bce_weight_mean.txt"); }
+Test(golden, loss_bce_none) { run_loss("loss_bce_none.txt"); }
+Test(golden, loss_bce_logits_weight_pos_weight_mean) { run_loss("loss_bce_logits_weight_pos_weight_mean.txt"); }
+Test(golden, loss_bce_logits_pos_weight_none) { run_loss("loss_bce_logits_pos_weight_none.txt"); }
+Test(golden, loss_smooth_l1_beta05_mean) { run_loss("loss_smooth_l1_beta05_mean.txt"); }
+Test(golden, loss_smooth_l1_beta0_sum) { run_loss("loss_smooth_l1_beta0_sum.txt"); }
+Test(golden, loss_huber_delta2_none) { run_loss("loss_huber_delta2_none.txt"); }
+Test(golden, loss_kl_div_batchmean) { run_loss("loss_kl_div_batchmean.txt"); }
+Test(golden, loss_kl_div_none) { run_loss("loss_kl_div_none.txt"); }
+Test(golden, loss_kl_div_log_target_mean) { run_loss("loss_kl_div_log_target_mean.txt"); }
+
 /* ------------------------------------------------------------------------------- log_softmax */
 static void run_log_softmax(const char *file) {
     golden *g = load(file);

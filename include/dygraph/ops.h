@@ -84,7 +84,8 @@ DG_API dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes);     
 DG_API dg_tensor *dg_where(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b);
 
 /* ---- losses ---- */
-typedef enum dg_reduction { DG_REDUCE_MEAN = 0, DG_REDUCE_SUM = 1, DG_REDUCE_NONE = 2 } dg_reduction;
+/* BATCHMEAN (the sum over the first axis' rows, as torch's 'batchmean') is kl_div's only. */
+typedef enum dg_reduction { DG_REDUCE_MEAN = 0, DG_REDUCE_SUM = 1, DG_REDUCE_NONE = 2, DG_REDUCE_BATCHMEAN = 3 } dg_reduction;
 DG_API dg_tensor *dg_mse_loss(const dg_tensor *input, const dg_tensor *target);       /* mean */
 DG_API dg_tensor *dg_mse_loss_ext(const dg_tensor *input, const dg_tensor *target, dg_reduction r);
 DG_API dg_tensor *dg_l1_loss(const dg_tensor *input, const dg_tensor *target, dg_reduction r);
@@ -99,6 +100,11 @@ typedef struct dg_cross_entropy_params {
     bool input_is_probs;      /* default false: input is logits; true: probabilities (log taken) */
     int axis;                 /* class axis, negative counts from the end; default -1 (Paddle's: the
                                  last axis); 1 for [N, C, H, W]-style inputs, 0 for [C, N] */
+    const dg_tensor *weight;  /* [C] weight per class (torch's `weight`), borrowed for the call; NULL
+                                 (default): all 1. With hard labels a mean divides by the weights of
+                                 the rows counted, as torch does */
+    double label_smoothing;   /* in [0, 1]; default 0. torch's: the target becomes (1 - e) one-hot +
+                                 e / C, with torch's reductions of the smoothing term */
 } dg_cross_entropy_params;
 DG_API dg_cross_entropy_params dg_cross_entropy_default_params(void);
 /* Labels: integer class ids of shape [N] or [N,1] (Paddle's layout), or soft labels. The plain
@@ -106,7 +112,37 @@ DG_API dg_cross_entropy_params dg_cross_entropy_default_params(void);
 DG_API dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label);
 DG_API dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
 DG_API dg_tensor *dg_nll_loss(const dg_tensor *log_probs, const dg_tensor *label, dg_reduction r, int64_t ignore_index);
+/* torch.nn.functional.nll_loss; defaults are torch's. */
+typedef struct dg_nll_loss_params {
+    dg_reduction reduction;   /* default DG_REDUCE_MEAN (divided by the weights of the rows counted) */
+    int64_t ignore_index;     /* labels equal to it are skipped; default -100 */
+    const dg_tensor *weight;  /* [C] weight per class, borrowed for the call; NULL (default): all 1 */
+} dg_nll_loss_params;
+DG_API dg_nll_loss_params dg_nll_loss_default_params(void);
+DG_API dg_tensor *dg_nll_loss_ext(const dg_tensor *log_probs, const dg_tensor *label, dg_nll_loss_params p);
 DG_API dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *logits, const dg_tensor *label, dg_reduction r);
+/* torch's BCELoss / BCEWithLogitsLoss options; defaults are torch's. */
+typedef struct dg_bce_params {
+    dg_reduction reduction;       /* default DG_REDUCE_MEAN */
+    const dg_tensor *weight;      /* broadcast to the input: weight per element; NULL (default): 1 */
+    const dg_tensor *pos_weight;  /* with logits only: weight of the positive term, broadcast over the
+                                     last axis (one per class); NULL (default): 1 */
+} dg_bce_params;
+DG_API dg_bce_params dg_bce_default_params(void);
+DG_API dg_tensor *dg_binary_cross_entropy_with_logits_ext(const dg_tensor *logits, const dg_tensor *label, dg_bce_params p);
+/* On probabilities in [0, 1]; each log is clamped at -100, as torch does (no pos_weight). */
+DG_API dg_tensor *dg_binary_cross_entropy(const dg_tensor *probs, const dg_tensor *label, dg_bce_params p);
+/* torch's smooth_l1_loss (beta >= 0; torch's default 1: 0.5 d^2 / beta below beta, |d| - beta / 2
+ * above) and huber_loss (delta > 0; default 1: 0.5 d^2 below delta, delta (|d| - delta / 2) above).
+ * One point differs on purpose: with beta 0 (the L1 loss) the gradient at d = 0 is 0, as torch's
+ * l1_loss gives, where torch's smooth_l1 kernel gives -1. */
+DG_API dg_tensor *dg_smooth_l1_loss(const dg_tensor *input, const dg_tensor *target, dg_reduction r, double beta);
+DG_API dg_tensor *dg_huber_loss(const dg_tensor *input, const dg_tensor *target, dg_reduction r, double delta);
+/* torch.nn.functional.kl_div: input holds log-probabilities; target probabilities, or
+ * log-probabilities with log_target. Per element target * (log target - input) (0 where target
+ * is 0). Reductions: MEAN over every element (torch's default), SUM, NONE, BATCHMEAN (the sum
+ * divided by the first axis: the true KL divergence per sample). */
+DG_API dg_tensor *dg_kl_div(const dg_tensor *input, const dg_tensor *target, dg_reduction r, bool log_target);
 /* Fraction of rows whose label is among the top k scores ([N,C] scores, [N] or [N,1] labels). */
 DG_API dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k);
 
