@@ -88,14 +88,25 @@ static void store_free(store *st) {
     st->cap_vals = st->cap_labels = 0;
 }
 
+static uint64_t store_bytes(int64_t cap_vals, bool f32, int64_t cap_labels) {
+    return (uint64_t)cap_vals * (f32 ? 4 : 1) + (uint64_t)cap_labels * sizeof(int64_t);
+}
+
 /* Whether the store may hold cap_vals values (4 bytes each as float) and cap_labels labels; in the
  * first pass, past the budget it drops what it holds and only counts from then on. */
 static bool store_fits(store *st, int64_t cap_vals, bool f32, int64_t cap_labels) {
-    if (st->exact) return true;
-    if ((uint64_t)cap_vals * (f32 ? 4 : 1) + (uint64_t)cap_labels * sizeof(int64_t) <= st->budget) return true;
+    if (st->exact || store_bytes(cap_vals, f32, cap_labels) <= st->budget) return true;
     store_free(st);
     st->dropped = true;
     return false;
+}
+
+/* The next capacity after cap for n + 1 elements: doubled, but stopping at the most the budget
+ * allows (room elements) rather than doubling past it. */
+static int64_t next_cap(int64_t cap, int64_t first, int64_t n, uint64_t room) {
+    int64_t nc = cap ? cap * 2 : first;
+    if ((uint64_t)nc > room && (uint64_t)n + 1 <= room) nc = (int64_t)room;
+    return nc;
 }
 
 /* 0, DG_ENOMEM, or DG_EFORMAT: the second pass has more values than the first counted */
@@ -103,7 +114,8 @@ static int store_value(store *st, float v) {
     if (st->dropped) { st->n_vals++; return 0; }
     if (st->n_vals == st->cap_vals) {
         if (st->exact) return DG_EFORMAT;
-        int64_t nc = st->cap_vals ? st->cap_vals * 2 : 256;
+        uint64_t used = store_bytes(0, false, st->cap_labels), size = st->f32 ? 4 : 1;
+        int64_t nc = next_cap(st->cap_vals, 256, st->n_vals, used > st->budget ? 0 : (st->budget - used) / size);
         if (!store_fits(st, nc, st->f32 != NULL, st->cap_labels)) { st->n_vals++; return 0; }
         if (st->f32) {
             float *b = realloc(st->f32, sizeof(float) * (size_t)nc);
@@ -145,7 +157,8 @@ static int store_label(store *st, int64_t v) {
     if (st->dropped) { st->n_labels++; return 0; }
     if (st->n_labels == st->cap_labels) {
         if (st->exact) return DG_EFORMAT;
-        int64_t nc = st->cap_labels ? st->cap_labels * 2 : 64;
+        uint64_t used = store_bytes(st->cap_vals, st->f32 != NULL, 0);
+        int64_t nc = next_cap(st->cap_labels, 64, st->n_labels, used > st->budget ? 0 : (st->budget - used) / sizeof(int64_t));
         if (!store_fits(st, st->cap_vals, st->f32 != NULL, nc)) { st->n_labels++; return 0; }
         int64_t *b = realloc(st->labels, sizeof(int64_t) * (size_t)nc);
         if (!b) return DG_ENOMEM;
