@@ -249,19 +249,9 @@ Test(hostile_files, safetensors_80k_tensors, .timeout = 120) {
 }
 
 /* ---- face keypoints CSV: a value past float32 and an embedded NUL ---- */
-static const char *kp_cols =
-    "left_eye_center_x,left_eye_center_y,right_eye_center_x,right_eye_center_y,left_eye_inner_corner_x,"
-    "left_eye_inner_corner_y,left_eye_outer_corner_x,left_eye_outer_corner_y,right_eye_inner_corner_x,"
-    "right_eye_inner_corner_y,right_eye_outer_corner_x,right_eye_outer_corner_y,left_eyebrow_inner_end_x,"
-    "left_eyebrow_inner_end_y,left_eyebrow_outer_end_x,left_eyebrow_outer_end_y,right_eyebrow_inner_end_x,"
-    "right_eyebrow_inner_end_y,right_eyebrow_outer_end_x,right_eyebrow_outer_end_y,nose_tip_x,nose_tip_y,"
-    "mouth_left_corner_x,mouth_left_corner_y,mouth_right_corner_x,mouth_right_corner_y,mouth_center_top_lip_x,"
-    "mouth_center_top_lip_y,mouth_center_bottom_lip_x,mouth_center_bottom_lip_y,Image\n";
-
 /* the header, then one row whose first keypoint is `first` (len bytes, may hold a NUL) */
 static size_t csv_row(char *b, const char *first, size_t len) {
-    size_t n = strlen(kp_cols);
-    memcpy(b, kp_cols, n);
+    size_t n = (size_t)sprintf(b, "%s\n", kp_header);
     memcpy(b + n, first, len);
     n += len;
     for (int k = 1; k < 30; k++) n += (size_t)sprintf(b + n, ",%d.5", 30 + k);
@@ -280,7 +270,7 @@ Test(hostile_files, face_csv_out_of_float_range_and_nul) {
     cr_assert_not_null(ds, "%s", dg_last_error());
     dg_dataset_free(ds);
 
-    size_t hl = strlen(kp_cols);
+    size_t hl = strlen(kp_header) + 1;
     n = csv_row(b, "1e300", 5);
     write_file(tpath("big.csv"), b, n);
     cr_assert_null(dg_face_keypoints_dataset(tpath("big.csv")), "1e300 loaded as a float32 keypoint");
@@ -451,11 +441,11 @@ Test(hostile_files, face_csv_valid_rows_padded_then_1e300, .timeout = 180) {
     }
     gzcat g = { fopen(tpath("pad.csv.gz"), "wb") };
     cr_assert_not_null(g.f);
-    gzcat_put(&g, kp_cols, strlen(kp_cols), 1);
+    size_t hl = (size_t)sprintf(row, "%s\n", kp_header);
+    gzcat_put(&g, row, hl, 1);
     gzcat_put(&g, block, 64 * rl, 130);
     gzcat_pad(&g, fill, fl, 0);
     size_t bl = csv_row(row, "1e300", 5);
-    size_t hl = strlen(kp_cols);
     gzcat_put(&g, row + hl, bl - hl, 1);
     fclose(g.f);
     free(fill);

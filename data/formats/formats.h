@@ -1,6 +1,7 @@
 /* data/formats/formats.h — shared helpers of the built-in dataset parsers (not public API):
- * whole-file reads with transparent gzip, a buffered byte source for the streaming parsers
- * (JSON, CSV), locale-independent number parsing, JPEG/PNG decoding, and the parsers' internal
+ * header-first whole-file reads with transparent gzip (IDX, CIFAR), a buffered, rewindable byte
+ * source for the streaming parsers (JSON, CSV, image lists), locale-independent number parsing,
+ * JPEG/PNG decoding from memory or a file, and the parsers' internal
  * entry points with a configurable image size (the fuzz targets use small images so that a
  * complete valid record fits in a few kilobytes). */
 #ifndef DG_DATA_FORMATS_H
@@ -9,7 +10,8 @@
 #include "../data_util.h"
 #include <zlib.h>
 
-/* Largest decompressed size accepted from a gzip file or buffer (a zip bomb guard). */
+/* Largest decompressed size accepted from a gzip file or buffer, whatever a header declares or
+ * the compressed size allows (a zip bomb guard). */
 #define DGF_MAX_INFLATE ((size_t)4 << 30)
 /* What a file may hold beyond the size its header declares before reading stops: enough to
  * report a few trailing bytes exactly, too little to matter for memory. */
@@ -34,8 +36,9 @@ uint64_t dgf_stream_limit(uint64_t compressed_len);
  * the data), checks them, setting an error naming the file and byte on failure, and stores in
  * *limit the size the header declares for the whole data. */
 typedef int (*dgf_head_fn)(const unsigned char *head, size_t n, void *ctx, uint64_t *limit);
-/* dgf_read_file with the header checked first: reads `head` bytes (inflated for gzip), calls check,
- * then reads the rest, never more than *limit + DGF_INFLATE_SLACK bytes (more is an error naming
+/* Reads path into a malloc'd buffer (a gzip file, magic 1f 8b, is inflated; *gz tells whether it
+ * was) with the header checked first: reads `head` bytes (inflated for gzip), calls check, then
+ * reads the rest, never more than *limit + DGF_INFLATE_SLACK bytes (more is an error naming
  * the byte where the data goes past the header's size); a plain file larger than that is refused
  * from its size, unread. `declares` says where the limit comes from in those messages, followed
  * by the number: "its header at byte 0 declares" (IDX), "a CIFAR-10 batch ... holds at most". */
@@ -47,14 +50,6 @@ int dgf_maybe_gunzip_head(const unsigned char *buf, size_t len, const char *what
                           dgf_head_fn check, void *ctx, const char *declares, const unsigned char **out, size_t *out_len,
                           bool *owned);
 
-/* ---- whole-file / whole-buffer reads ---- */
-/* Reads path into a malloc'd buffer; a gzip file (magic 1f 8b) is inflated. On failure sets an
- * error "<what> '<path>': ..." and returns a negative status. *gz tells whether it was gzip. */
-int dgf_read_file(const char *path, const char *what, unsigned char **buf, size_t *len, bool *gz);
-/* If buf starts with the gzip magic, inflates it into *out (malloc'd, *owned = true); otherwise
- * *out = buf, *owned = false. max bounds the inflated size. */
-int dgf_maybe_gunzip(const unsigned char *buf, size_t len, size_t max, const char *what, const char *name,
-                     const unsigned char **out, size_t *out_len, bool *owned);
 bool dgf_is_gzip(const unsigned char *buf, size_t len);
 
 /* ---- a buffered byte source over a memory buffer or a (maybe gzip) file ---- */
@@ -100,6 +95,10 @@ extern int64_t dgf_max_image_pixels;
  * expanded to three channels and alpha dropped (like PIL's convert('RGB')). On failure writes
  * why into err and returns NULL without touching the thread's error. */
 dg_tensor *dgf_decode_image(const unsigned char *buf, size_t len, char *err, size_t errlen);
+/* The same from an open file, read as the decoder goes: the magic is checked from the first bytes
+ * and no more of the file is read than the image its header declares, so a large file is never
+ * held in memory. The caller closes f. */
+dg_tensor *dgf_decode_image_file(FILE *f, char *err, size_t errlen);
 
 /* dg_dataset_new, and on failure vt->free(self) (dg_dataset_new leaves self to its caller). */
 dg_dataset *dgf_dataset_wrap(const dg_dataset_vtable *vt, void *self, const char *name);
@@ -112,5 +111,7 @@ char *dgf_strdup(const char *s);
 /* ---- parsers with a configurable image size (side x side) ---- */
 dg_dataset *dgf_mnist_json_parse(dgf_src *s, int split, int side);
 dg_dataset *dgf_face_csv_parse(dgf_src *s, int side);
+/* the image list's parser over any source (the fuzz target lowers its keep budget) */
+dg_dataset *dgf_image_list_parse(dgf_src *s, const char *root);
 
 #endif

@@ -12,7 +12,8 @@
 
 bool dgf_is_gzip(const unsigned char *buf, size_t len) { return len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b; }
 
-/* dgf_maybe_gunzip; `why`, when given, says where max comes from in the message past it */
+/* If buf starts with the gzip magic, inflates it into *out (malloc'd, *owned = true) within max
+ * bytes (`why` says where max comes from in the message past it); otherwise *out = buf. */
 static int gunzip(const unsigned char *buf, size_t len, size_t max, const char *why, const char *what, const char *name,
                   const unsigned char **out, size_t *out_len, bool *owned) {
     *owned = false;
@@ -79,42 +80,6 @@ static int gunzip(const unsigned char *buf, size_t len, size_t max, const char *
     *out = o;
     *out_len = n;
     *owned = true;
-    return 0;
-}
-
-int dgf_maybe_gunzip(const unsigned char *buf, size_t len, size_t max, const char *what, const char *name,
-                     const unsigned char **out, size_t *out_len, bool *owned) {
-    return gunzip(buf, len, max, NULL, what, name, out, out_len, owned);
-}
-
-int dgf_read_file(const char *path, const char *what, unsigned char **buf, size_t *len, bool *gz) {
-    *buf = NULL;
-    *len = 0;
-    if (gz) *gz = false;
-    if (!path) { DG_ERR(DG_EINVAL, "%s: path is NULL", what); return DG_EINVAL; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { DG_ERR(DG_EIO, "%s: cannot open '%s': %s", what, path, strerror(errno)); return DG_EIO; }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        DG_ERR(DG_EIO, "%s: '%s' is not a regular file", what, path);
-        return DG_EIO;
-    }
-    size_t n = (size_t)st.st_size;
-    unsigned char *b = malloc(n ? n : 1);
-    if (!b) { fclose(f); DG_ERR(DG_ENOMEM, "%s: cannot hold '%s' (%zu bytes) in memory", what, path, n); return DG_ENOMEM; }
-    size_t got = fread(b, 1, n, f);
-    int ferr = ferror(f);
-    fclose(f);
-    if (got != n || ferr) { free(b); DG_ERR(DG_EIO, "%s: read %zu of %zu bytes of '%s'", what, got, n, path); return DG_EIO; }
-    const unsigned char *o;
-    size_t on;
-    bool owned;
-    int rc = dgf_maybe_gunzip(b, n, DGF_MAX_INFLATE, what, path, &o, &on, &owned);
-    if (rc) { free(b); return rc; }
-    if (owned) { free(b); b = (unsigned char *)o; if (gz) *gz = true; }
-    *buf = b;
-    *len = on;
     return 0;
 }
 
