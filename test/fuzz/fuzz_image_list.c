@@ -7,6 +7,7 @@
  * of bounds read. Build and run: make fuzz-image-list FUZZ_SECONDS=600. test/test_fuzz_corpus.c
  * includes this file to replay the corpus. */
 #include "../../data/formats/formats.h"
+#include <assert.h>
 
 #ifndef FUZZ_ENTRY
 #define FUZZ_ENTRY LLVMFuzzerTestOneInput
