@@ -184,17 +184,8 @@ static int keep_entry(keep *k, const unsigned char *path, size_t plen, int64_t l
 static int il_parse_all(dgf_src *s, unsigned char *b, keep *k) {
     const char *list = s->name, *inf = s->is_gz ? "uncompressed " : "";
     int64_t line = 0;
-    /* a UTF-8 byte order mark is skipped */
-    if (dgf_peek(s) == 0xef) {
-        s->p++;
-        if (dgf_peek(s) == 0xbb) {
-            s->p++;
-            if (dgf_peek(s) == 0xbf) s->p++;
-            else s->p -= 2;
-        } else {
-            s->p--;
-        }
-    }
+    /* a UTF-8 byte order mark is skipped (looked for in the first window, as face_csv does) */
+    if (dgf_peek(s) == 0xef && s->end - s->p >= 3 && memcmp(s->p, "\xef\xbb\xbf", 3) == 0) s->p += 3;
     while (dgf_peek(s) != -1) {
         /* a line into b, never more than MAX_LINE bytes of it */
         line++;
@@ -288,7 +279,7 @@ dg_dataset *dgf_image_list_parse(dgf_src *s, const char *root) {
         keep_free(&k);
         return NULL;
     }
-    /* the arrays become the dataset's (an empty list still has its 1-byte allocations) */
+    /* the arrays, shrunk to what they hold, become the dataset's */
     if (keep_alloc(&k, k.blob_n, k.n)) { keep_free(&k); free(d); DG_ERR(DG_ENOMEM, "image_list: out of memory"); return NULL; }
     d->n = k.n;
     d->blob = k.blob;
