@@ -54,6 +54,16 @@ static inline int64_t label_of(const dg_sample *s) {
     return *(const int64_t *)dg_data(s->t[1]);
 }
 
+/* ---- the Kaggle facial keypoints training.csv header, without its line end ---- */
+static const char *const kp_header =
+    "left_eye_center_x,left_eye_center_y,right_eye_center_x,right_eye_center_y,left_eye_inner_corner_x,"
+    "left_eye_inner_corner_y,left_eye_outer_corner_x,left_eye_outer_corner_y,right_eye_inner_corner_x,"
+    "right_eye_inner_corner_y,right_eye_outer_corner_x,right_eye_outer_corner_y,left_eyebrow_inner_end_x,"
+    "left_eyebrow_inner_end_y,left_eyebrow_outer_end_x,left_eyebrow_outer_end_y,right_eyebrow_inner_end_x,"
+    "right_eyebrow_inner_end_y,right_eyebrow_outer_end_x,right_eyebrow_outer_end_y,nose_tip_x,nose_tip_y,"
+    "mouth_left_corner_x,mouth_left_corner_y,mouth_right_corner_x,mouth_right_corner_y,mouth_center_top_lip_x,"
+    "mouth_center_top_lip_y,mouth_center_bottom_lip_x,mouth_center_bottom_lip_y,Image";
+
 /* ---- IDX ---- */
 static inline unsigned char idx_px(int i, int k) { return (unsigned char)((i * 37 + k * 11) % 256); }
 

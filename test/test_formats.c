@@ -283,15 +283,6 @@ Test(formats, cifar10_round_trip_and_bad_files) {
 }
 
 /* ---- facial keypoints CSV ---- */
-static const char *kp_header =
-    "left_eye_center_x,left_eye_center_y,right_eye_center_x,right_eye_center_y,left_eye_inner_corner_x,"
-    "left_eye_inner_corner_y,left_eye_outer_corner_x,left_eye_outer_corner_y,right_eye_inner_corner_x,"
-    "right_eye_inner_corner_y,right_eye_outer_corner_x,right_eye_outer_corner_y,left_eyebrow_inner_end_x,"
-    "left_eyebrow_inner_end_y,left_eyebrow_outer_end_x,left_eyebrow_outer_end_y,right_eyebrow_inner_end_x,"
-    "right_eyebrow_inner_end_y,right_eyebrow_outer_end_x,right_eyebrow_outer_end_y,nose_tip_x,nose_tip_y,"
-    "mouth_left_corner_x,mouth_left_corner_y,mouth_right_corner_x,mouth_right_corner_y,mouth_center_top_lip_x,"
-    "mouth_center_top_lip_y,mouth_center_bottom_lip_x,mouth_center_bottom_lip_y,Image";
-
 static int face_px(int r, int k) { return (r * 31 + k * 7) % 256; }
 static double face_kp(int r, int k) { return 10.0 + r * 3.25 + k * 1.5; }
 

@@ -4,11 +4,19 @@
  * 1024 blue bytes of a 32x32 image, row-major. Training reads data_batch_1.bin .. data_batch_5.bin,
  * testing test_batch.bin. Every file is checked whole (non-empty, whole records, labels 0..9)
  * before the dataset exists; the records stay as bytes in memory and become f32 [3, 32, 32] / 255
- * in get(). */
+ * in get().
+ *
+ * The format has no header, but it declares its size all the same: a batch holds 10,000 records
+ * (CIFAR-10's description of the binary version). The first record's label is checked from the
+ * first byte before anything else is read, and no more than 10,000 records (plus a fixed slack,
+ * for an exact message) are read or inflated from a file or buffer: a gzip bomb costs at most one
+ * batch's 30.7 MB while it is being refused. */
 #include "formats.h"
 
 #define REC 3073
 #define PIX 3072
+#define BATCH_RECORDS 10000
+#define BATCH_DECLARES "a CIFAR-10 batch (10000 records of 3073 bytes) holds at most"
 
 typedef struct cifar_ds {
     unsigned char *data;   /* n records of REC bytes, as in the files */
@@ -46,6 +54,11 @@ static const dg_dataset_vtable cifar_vt = { cifar_len, cifar_get, cifar_free };
 
 static int cifar_check(const unsigned char *b, size_t len, const char *file) {
     if (len == 0) { DG_ERR(DG_EFORMAT, "cifar10 '%s': empty file, no 3073-byte record at byte 0", file); return DG_EFORMAT; }
+    if (len > (size_t)BATCH_RECORDS * REC) {
+        DG_ERR(DG_EFORMAT, "cifar10 '%s': more than 10000 records: record 10000 starts at byte %zu, but %s %zu bytes", file,
+               (size_t)BATCH_RECORDS * REC, BATCH_DECLARES, (size_t)BATCH_RECORDS * REC);
+        return DG_EFORMAT;
+    }
     if (len % REC) {
         size_t k = len / REC;
         DG_ERR(DG_EFORMAT, "cifar10 '%s': %zu bytes is not a whole number of 3073-byte records: record %zu (from byte %zu) "
@@ -57,6 +70,18 @@ static int cifar_check(const unsigned char *b, size_t len, const char *file) {
             DG_ERR(DG_EFORMAT, "cifar10 '%s': record %zu has label %d at byte %zu (labels are 0..9)", file, k, b[k * REC], k * REC);
             return DG_EFORMAT;
         }
+    return 0;
+}
+
+/* dgf_head_fn: the first record's label from the first byte; a batch's size from the format */
+static int cifar_head(const unsigned char *head, size_t n, void *ctx, uint64_t *limit) {
+    const char *file = ctx;
+    if (n == 0) { DG_ERR(DG_EFORMAT, "cifar10 '%s': empty file, no 3073-byte record at byte 0", file); return DG_EFORMAT; }
+    if (head[0] > 9) {
+        DG_ERR(DG_EFORMAT, "cifar10 '%s': record 0 has label %d at byte 0 (labels are 0..9)", file, head[0]);
+        return DG_EFORMAT;
+    }
+    *limit = (uint64_t)BATCH_RECORDS * REC;
     return 0;
 }
 
@@ -83,7 +108,7 @@ dg_dataset *dg_cifar10_dataset(const char *dir, bool train) {
         else snprintf(path, sizeof path, "%s/test_batch.bin", dir);
         unsigned char *b;
         size_t len;
-        if (dgf_read_file(path, "cifar10", &b, &len, NULL) || cifar_check(b, len, path)) {
+        if (dgf_read_file_head(path, "cifar10", 1, cifar_head, path, BATCH_DECLARES, &b, &len, NULL) || cifar_check(b, len, path)) {
             free(b);
             free(all);
             return NULL;
@@ -108,7 +133,8 @@ dg_dataset *dg_cifar10_dataset_buffer(const void *buf, size_t len, const char *n
     const unsigned char *b;
     size_t n;
     bool owned;
-    if (dgf_maybe_gunzip(buf ? buf : empty, len, DGF_MAX_INFLATE, "cifar10", name, &b, &n, &owned)) return NULL;
+    if (dgf_maybe_gunzip_head(buf ? buf : empty, len, "cifar10", name, 1, cifar_head, (void *)name, BATCH_DECLARES, &b, &n, &owned))
+        return NULL;
     if (cifar_check(b, n, name)) { if (owned) free((void *)b); return NULL; }
     unsigned char *copy = owned ? (unsigned char *)b : malloc(n);
     if (!copy) { DG_ERR(DG_ENOMEM, "cifar10: out of memory"); return NULL; }

@@ -7,7 +7,12 @@
  * dataset exist. Rows with any missing value are dropped (the tutorial's dropna). Lines end in \n or
  * \r\n; empty lines are skipped; a field may be double-quoted ("" is a quote); a leading UTF-8 BOM
  * is skipped. Pixels are kept as bytes; get() gives the image f32 [1, 96, 96] / 255 and, with
- * labels, the keypoints f32 [30] / 96. */
+ * labels, the keypoints f32 [30] / 96.
+ *
+ * No header declares the number of rows and a defect may be in the last one, so complete rows are
+ * kept only up to the source's keep budget (DGF_KEEP_UNVALIDATED) while the file is unchecked;
+ * past it the parser drops them and counts, and a valid file is read a second time keeping exactly
+ * the counted rows. Rejecting any file costs at most the budget, whatever its size. */
 #include "formats.h"
 #include <math.h>
 #include <stdarg.h>
@@ -204,11 +209,39 @@ static int pixels(cp *c, unsigned char *out, int side, bool *missing) {
     return 0;
 }
 
+/* ---- the kept rows ---- */
 typedef struct vec { unsigned char *p; size_t n, cap; } vec;
-static int vec_grow(vec *v, size_t more) {
+typedef struct keep {
+    vec pix, lab;         /* pixels and (training.csv) keypoints of the complete rows */
+    int64_t kept;         /* complete rows seen */
+    uint64_t budget;      /* first pass: the most bytes held before the file is checked */
+    bool dropped;         /* first pass, past the budget: counting only */
+    bool exact;           /* second pass: sized for the counted rows; growing means the file changed */
+} keep;
+
+static void keep_free(keep *k) {
+    free(k->pix.p);
+    free(k->lab.p);
+    memset(&k->pix, 0, sizeof k->pix);
+    memset(&k->lab, 0, sizeof k->lab);
+}
+
+/* Room for `more` bytes in v: 0, DG_ENOMEM, or DG_EFORMAT (second pass: more rows than counted).
+ * Past the budget the first pass drops what it holds (k->dropped) and returns 0. */
+static int keep_grow(keep *k, vec *v, size_t more) {
     if (v->n + more <= v->cap) return 0;
-    size_t nc = v->cap ? v->cap : 1 << 16;
+    if (k->exact) return DG_EFORMAT;
+    size_t nc = v->cap ? v->cap : 4096;
     while (nc < v->n + more) nc *= 2;
+    vec *other = v == &k->pix ? &k->lab : &k->pix;
+    /* the last step stops at the budget instead of doubling past it */
+    if ((uint64_t)nc + other->cap > k->budget && (uint64_t)(v->n + more) + other->cap <= k->budget)
+        nc = (size_t)(k->budget - other->cap);
+    if ((uint64_t)nc + other->cap > k->budget) {
+        keep_free(k);
+        k->dropped = true;
+        return 0;
+    }
     unsigned char *b = realloc(v->p, nc);
     if (!b) return DG_ENOMEM;
     v->p = b;
@@ -216,14 +249,25 @@ static int vec_grow(vec *v, size_t more) {
     return 0;
 }
 
-dg_dataset *dgf_face_csv_parse(dgf_src *s, int side) {
+static int keep_row(keep *k, const unsigned char *row, size_t npx, const float *vals, bool has_labels) {
+    k->kept++;
+    if (k->dropped) return 0;
+    size_t lb = has_labels ? sizeof(float) * NKP : 0;
+    int rc = keep_grow(k, &k->pix, npx);
+    if (!rc && !k->dropped && lb) rc = keep_grow(k, &k->lab, lb);
+    if (rc || k->dropped) return rc;
+    memcpy(k->pix.p + k->pix.n, row, npx);
+    k->pix.n += npx;
+    if (lb) { memcpy(k->lab.p + k->lab.n, vals, lb); k->lab.n += lb; }
+    return 0;
+}
+
+/* One pass over the whole file: the header, then every row, complete ones into k. */
+static int parse_all(dgf_src *s, int side, unsigned char *row, keep *k, bool *has_labels_out) {
     cp c = { .s = s, .line = 1, .col = -1 };
-    vec pix = {0}, lab = {0};
-    int64_t npx = (int64_t)side * side, kept = 0;
-    unsigned char *row = malloc((size_t)npx);
-    int rc = row ? 0 : DG_ENOMEM;
+    int64_t npx = (int64_t)side * side;
+    int rc = 0;
     bool has_labels = false;
-    if (rc) DG_ERR(DG_ENOMEM, "face_keypoints: out of memory");
 
     /* header */
     if (!rc) {
@@ -275,6 +319,7 @@ dg_dataset *dgf_face_csv_parse(dgf_src *s, int side) {
             rc = cfail(&c, at, "carriage return not followed by a line feed");
             break;
         }
+        uint64_t row_at = dgf_pos(s);
         bool missing = false, image_missing = false;
         int nlab = has_labels ? NKP : 1;   /* test.csv: ImageId */
         for (int k = 0; k < nlab && !rc; k++) {
@@ -313,17 +358,50 @@ dg_dataset *dgf_face_csv_parse(dgf_src *s, int side) {
             break;
         }
         if (missing || image_missing) continue;   /* dropna(how="any") */
-        if (vec_grow(&pix, (size_t)npx) || (has_labels && vec_grow(&lab, sizeof vals))) {
+        int kr = keep_row(k, row, (size_t)npx, vals, has_labels);
+        if (kr == DG_ENOMEM) {
             DG_ERR(DG_ENOMEM, "face_keypoints: out of memory");
             rc = DG_ENOMEM;
-            break;
+        } else if (kr) {
+            c.col = -1;
+            rc = cfail(&c, row_at, "the file changed while it was read (more complete rows than its first reading had)");
         }
-        memcpy(pix.p + pix.n, row, (size_t)npx);
-        pix.n += (size_t)npx;
-        if (has_labels) { memcpy(lab.p + lab.n, vals, sizeof vals); lab.n += sizeof vals; }
-        kept++;
     }
     if (!rc && s->io_error) rc = DG_EIO;
+    *has_labels_out = has_labels;
+    return rc;
+}
+
+dg_dataset *dgf_face_csv_parse(dgf_src *s, int side) {
+    int64_t npx = (int64_t)side * side;
+    unsigned char *row = malloc((size_t)npx);
+    if (!row) { DG_ERR(DG_ENOMEM, "face_keypoints: out of memory"); return NULL; }
+    keep k = { .budget = s->keep_budget };
+    bool has_labels = false;
+    int rc = parse_all(s, side, row, &k, &has_labels);
+    if (!rc && k.dropped) {
+        /* valid, but the rows outgrew the budget while unchecked: again, keeping exactly what was counted */
+        int64_t kept = k.kept;
+        size_t lb = has_labels ? sizeof(float) * NKP : 0;
+        rc = dgf_src_rewind(s);
+        if (!rc) {
+            k = (keep){ .exact = true, .budget = UINT64_MAX };
+            k.pix.cap = (size_t)kept * (size_t)npx;
+            k.lab.cap = (size_t)kept * lb;
+            k.pix.p = k.pix.cap ? malloc(k.pix.cap) : NULL;
+            k.lab.p = k.lab.cap ? malloc(k.lab.cap) : NULL;
+            if ((k.pix.cap && !k.pix.p) || (k.lab.cap && !k.lab.p)) {
+                DG_ERR(DG_ENOMEM, "face_keypoints '%s': out of memory for %lld rows", s->name, (long long)kept);
+                rc = DG_ENOMEM;
+            }
+        }
+        if (!rc) rc = parse_all(s, side, row, &k, &has_labels);
+        if (!rc && k.kept != kept) {
+            DG_ERR(DG_EFORMAT, "face_keypoints '%s': the file changed while it was read (%lld complete rows, %lld before)",
+                   s->name, (long long)k.kept, (long long)kept);
+            rc = DG_EFORMAT;
+        }
+    }
     free(row);
     face_ds *d = rc ? NULL : calloc(1, sizeof *d);
     size_t nl = strlen(s->name) + 24;
@@ -331,17 +409,16 @@ dg_dataset *dgf_face_csv_parse(dgf_src *s, int side) {
     if (!name) {
         if (!rc) DG_ERR(DG_ENOMEM, "face_keypoints: out of memory");
         free(d);
-        free(pix.p);
-        free(lab.p);
+        keep_free(&k);
         return NULL;
     }
     snprintf(name, nl, "face_keypoints:%s", s->name);
     d->name = name;
-    d->n = kept;
+    d->n = k.kept;
     d->side = side;
     d->has_labels = has_labels;
-    d->pixels = pix.p ? pix.p : malloc(1);
-    d->labels = (float *)(void *)lab.p;
+    d->pixels = k.pix.p ? k.pix.p : malloc(1);
+    d->labels = (float *)(void *)k.lab.p;
     if (!d->pixels) { face_free(d); DG_ERR(DG_ENOMEM, "face_keypoints: out of memory"); return NULL; }
     return dgf_dataset_wrap(&face_vt, d, d->name);
 }
@@ -359,15 +436,10 @@ dg_dataset *dg_face_keypoints_dataset_buffer(const void *buf, size_t len, const 
     DG_CHECK(buf || !len, "face_keypoints_dataset_buffer: buffer is NULL");
     if (!name) name = "(buffer)";
     static const unsigned char empty[1];
-    const unsigned char *b;
-    size_t n;
-    bool owned;
-    /* no header declares the size: the streaming cap (a ratio of the compressed size) applies */
-    if (dgf_maybe_gunzip(buf ? buf : empty, len, (size_t)dgf_stream_limit(len), "face_keypoints", name, &b, &n, &owned)) return NULL;
+    /* gzip is inflated window by window as the parser reads, never whole */
     dgf_src s;
-    dgf_src_open_mem(&s, b, n, "face_keypoints", name);
-    s.is_gz = owned;
+    if (dgf_src_open_buffer(&s, buf ? buf : empty, len, "face_keypoints", name)) return NULL;
     dg_dataset *ds = dgf_face_csv_parse(&s, 96);
-    if (owned) free((void *)b);
+    dgf_src_close(&s);
     return ds;
 }

@@ -175,7 +175,8 @@ static int idx_read(const char *path, int ndim, unsigned char **b, size_t *len, 
     idx_hctx c = { ndim, path, false };
     FILE *f = fopen(path, "rb");   /* gzip or not, for the messages of the header check */
     if (f) { unsigned char m[2] = {0, 0}; c.gz = dgf_is_gzip(m, fread(m, 1, 2, f)); fclose(f); }
-    return dgf_read_file_head(path, "mnist_idx", 4 + 4 * (size_t)ndim, idx_head_check, &c, b, len, gz);
+    return dgf_read_file_head(path, "mnist_idx", 4 + 4 * (size_t)ndim, idx_head_check, &c, "its header at byte 0 declares",
+                              b, len, gz);
 }
 
 dg_dataset *dg_mnist_idx_dataset(const char *images_path, const char *labels_path) {
@@ -205,8 +206,10 @@ dg_dataset *dg_mnist_idx_dataset_buffer(const void *images, size_t images_len, c
     static const unsigned char empty[1];
     const unsigned char *ip = images ? images : empty, *lp = labels ? labels : empty;
     idx_hctx ic = { 3, in, dgf_is_gzip(ip, images_len) }, lc = { 1, ln, dgf_is_gzip(lp, labels_len) };
-    if (dgf_maybe_gunzip_head(ip, images_len, "mnist_idx", in, 16, idx_head_check, &ic, &ib, &il, &iown)) return NULL;
-    if (dgf_maybe_gunzip_head(lp, labels_len, "mnist_idx", ln, 8, idx_head_check, &lc, &lb, &ll, &lown)) {
+    if (dgf_maybe_gunzip_head(ip, images_len, "mnist_idx", in, 16, idx_head_check, &ic, "its header at byte 0 declares", &ib,
+                              &il, &iown)) return NULL;
+    if (dgf_maybe_gunzip_head(lp, labels_len, "mnist_idx", ln, 8, idx_head_check, &lc, "its header at byte 0 declares", &lb,
+                              &ll, &lown)) {
         if (iown) free((void *)ib);
         return NULL;
     }

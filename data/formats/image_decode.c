@@ -48,7 +48,8 @@ static void j_emit_message(j_common_ptr ci, int level) {
 
 static void j_output_message(j_common_ptr ci) { (void)ci; }
 
-static dg_tensor *decode_jpeg(const unsigned char *buf, size_t len, char *err, size_t errlen) {
+/* from buf (len bytes), or from f as libjpeg reads it when f is given */
+static dg_tensor *decode_jpeg(const unsigned char *buf, size_t len, FILE *f, char *err, size_t errlen) {
     struct jpeg_decompress_struct ci;
     jerr je;
     dg_tensor *volatile t = NULL;
@@ -67,7 +68,8 @@ static dg_tensor *decode_jpeg(const unsigned char *buf, size_t len, char *err, s
         return NULL;
     }
     jpeg_create_decompress(&ci);
-    jpeg_mem_src(&ci, buf, (unsigned long)len);
+    if (f) jpeg_stdio_src(&ci, f);
+    else jpeg_mem_src(&ci, buf, (unsigned long)len);
     jpeg_read_header(&ci, TRUE);
     if ((int64_t)ci.image_width * ci.image_height > dgf_max_image_pixels) {
         snprintf(err, errlen, "JPEG of %ux%u pixels exceeds the %lld-pixel limit", ci.image_width, ci.image_height,
@@ -127,13 +129,18 @@ static dg_tensor *decode_jpeg(const unsigned char *buf, size_t len, char *err, s
 
 /* ---- PNG ---- */
 typedef struct pngsrc {
-    const unsigned char *p;
+    const unsigned char *p;   /* memory, or */
+    FILE *f;                  /* a file read as libpng asks */
     size_t len, pos;
     char msg[256];
 } pngsrc;
 
 static void p_read(png_structp png, png_bytep out, size_t n) {
     pngsrc *s = png_get_io_ptr(png);
+    if (s->f) {
+        if (fread(out, 1, n, s->f) != n) png_error(png, ferror(s->f) ? "read error" : "the data ends early (truncated file)");
+        return;
+    }
     if (s->len - s->pos < n) png_error(png, "the data ends early (truncated file)");
     memcpy(out, s->p + s->pos, n);
     s->pos += n;
@@ -147,8 +154,8 @@ static void p_error(png_structp png, png_const_charp msg) {
 
 static void p_warning(png_structp png, png_const_charp msg) { (void)png; (void)msg; }
 
-static dg_tensor *decode_png(const unsigned char *buf, size_t len, char *err, size_t errlen) {
-    pngsrc src = { .p = buf, .len = len };
+static dg_tensor *decode_png(const unsigned char *buf, size_t len, FILE *f, char *err, size_t errlen) {
+    pngsrc src = { .p = buf, .f = f, .len = len };
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, p_error, p_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
     if (!png || !info) {
@@ -214,14 +221,30 @@ static dg_tensor *decode_png(const unsigned char *buf, size_t len, char *err, si
     return t;
 }
 
-dg_tensor *dgf_decode_image(const unsigned char *buf, size_t len, char *err, size_t errlen) {
+/* 'j' JPEG, 'p' PNG, or 0 after writing why into err, from the first bytes */
+static int sniff(const unsigned char *buf, size_t len, char *err, size_t errlen) {
     static const unsigned char png_magic[8] = { 0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n' };
-    if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff) return decode_jpeg(buf, len, err, errlen);
-    if (len >= 8 && memcmp(buf, png_magic, 8) == 0) return decode_png(buf, len, err, errlen);
+    if (len >= 3 && buf[0] == 0xff && buf[1] == 0xd8 && buf[2] == 0xff) return 'j';
+    if (len >= 8 && memcmp(buf, png_magic, 8) == 0) return 'p';
     if (len == 0) snprintf(err, errlen, "empty file, not a JPEG or PNG");
     else snprintf(err, errlen, "not a JPEG or PNG (first bytes %02x %02x %02x %02x)", buf[0], len > 1 ? buf[1] : 0,
                   len > 2 ? buf[2] : 0, len > 3 ? buf[3] : 0);
-    return NULL;
+    return 0;
+}
+
+dg_tensor *dgf_decode_image(const unsigned char *buf, size_t len, char *err, size_t errlen) {
+    int kind = sniff(buf, len, err, errlen);
+    return kind == 'j' ? decode_jpeg(buf, len, NULL, err, errlen) : kind == 'p' ? decode_png(buf, len, NULL, err, errlen) : NULL;
+}
+
+dg_tensor *dgf_decode_image_file(FILE *f, char *err, size_t errlen) {
+    unsigned char head[8];
+    size_t n = fread(head, 1, sizeof head, f);
+    if (ferror(f)) { snprintf(err, errlen, "read error in its first bytes"); return NULL; }
+    int kind = sniff(head, n, err, errlen);
+    if (!kind) return NULL;
+    if (fseek(f, 0, SEEK_SET) != 0) { snprintf(err, errlen, "cannot go back to its first byte"); return NULL; }
+    return kind == 'j' ? decode_jpeg(NULL, 0, f, err, errlen) : decode_png(NULL, 0, f, err, errlen);
 }
 
 dg_tensor *dg_decode_image(const void *buf, size_t len, const char *name) {

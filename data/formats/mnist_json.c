@@ -3,10 +3,16 @@
  *
  * The file is parsed as a stream (the tutorial's file inflates to a few hundred megabytes) by a small
  * strict parser that accepts exactly that shape: JSON numbers per RFC 8259, whitespace anywhere,
- * nothing else. All three splits are checked (784 values per image, integer labels >= 0, as many
- * labels as images, nothing after the array) before the dataset exists; only the requested split
- * is kept. Pixels are stored as one byte per value with a palette when the split has at most 256
- * distinct values (as 8-bit MNIST in any affine scaling does), else as float. */
+ * nothing else. All three splits are checked (784 values per image, each finite as a float32,
+ * integer labels >= 0, as many labels as images, nothing after the array) before the dataset
+ * exists; only the requested split is kept. Pixels are stored as one byte per value with a palette
+ * when the split has at most 256 distinct values (as 8-bit MNIST in any affine scaling does), else
+ * as float.
+ *
+ * Nothing declares the file's size, and its defect may be in its last byte: the kept split is held
+ * only up to the source's keep budget (DGF_KEEP_UNVALIDATED) while the file is unchecked. Past it
+ * the parser drops it and goes on counting; a valid file is then read a second time keeping
+ * exactly the counted images. */
 #include "formats.h"
 #include <math.h>
 
@@ -61,11 +67,56 @@ typedef struct store {
     int npal;
     int16_t slot[1024];   /* hash of float bits -> palette index, -1 empty */
     int64_t *labels;
+    uint64_t budget;      /* first pass: the most bytes it may hold before the file is checked */
+    bool dropped;         /* first pass, past the budget: counting only */
+    bool exact;           /* second pass: sized for the counted values; growing means the file changed */
 } store;
 
+static void store_init(store *st, uint64_t budget) {
+    memset(st, 0, sizeof *st);
+    memset(st->slot, 0xff, sizeof st->slot);
+    st->budget = budget;
+}
+
+static void store_free(store *st) {
+    free(st->u8);
+    free(st->f32);
+    free(st->labels);
+    st->u8 = NULL;
+    st->f32 = NULL;
+    st->labels = NULL;
+    st->cap_vals = st->cap_labels = 0;
+}
+
+static uint64_t store_bytes(int64_t cap_vals, bool f32, int64_t cap_labels) {
+    return (uint64_t)cap_vals * (f32 ? 4 : 1) + (uint64_t)cap_labels * sizeof(int64_t);
+}
+
+/* Whether the store may hold cap_vals values (4 bytes each as float) and cap_labels labels; in the
+ * first pass, past the budget it drops what it holds and only counts from then on. */
+static bool store_fits(store *st, int64_t cap_vals, bool f32, int64_t cap_labels) {
+    if (st->exact || store_bytes(cap_vals, f32, cap_labels) <= st->budget) return true;
+    store_free(st);
+    st->dropped = true;
+    return false;
+}
+
+/* The next capacity after cap for n + 1 elements: doubled, but stopping at the most the budget
+ * allows (room elements) rather than doubling past it. */
+static int64_t next_cap(int64_t cap, int64_t first, int64_t n, uint64_t room) {
+    int64_t nc = cap ? cap * 2 : first;
+    if ((uint64_t)nc > room && (uint64_t)n + 1 <= room) nc = (int64_t)room;
+    return nc;
+}
+
+/* 0, DG_ENOMEM, or DG_EFORMAT: the second pass has more values than the first counted */
 static int store_value(store *st, float v) {
+    if (st->dropped) { st->n_vals++; return 0; }
     if (st->n_vals == st->cap_vals) {
-        int64_t nc = st->cap_vals ? st->cap_vals * 2 : 1 << 16;
+        if (st->exact) return DG_EFORMAT;
+        uint64_t used = store_bytes(0, false, st->cap_labels), size = st->f32 ? 4 : 1;
+        int64_t nc = next_cap(st->cap_vals, 256, st->n_vals, used > st->budget ? 0 : (st->budget - used) / size);
+        if (!store_fits(st, nc, st->f32 != NULL, st->cap_labels)) { st->n_vals++; return 0; }
         if (st->f32) {
             float *b = realloc(st->f32, sizeof(float) * (size_t)nc);
             if (!b) return DG_ENOMEM;
@@ -84,7 +135,8 @@ static int store_value(store *st, float v) {
     while (st->slot[h] >= 0 && memcmp(&st->pal[st->slot[h]], &v, 4) != 0) h = (h + 1) & 1023;
     if (st->slot[h] < 0) {
         if (st->npal == 256) {
-            /* a 257th distinct value: switch to float storage */
+            /* a 257th distinct value: switch to float storage (the bytes are freed after the copy) */
+            if (!store_fits(st, st->cap_vals * 5, false, st->cap_labels)) { st->n_vals++; return 0; }
             float *f = malloc(sizeof(float) * (size_t)st->cap_vals);
             if (!f) return DG_ENOMEM;
             for (int64_t k = 0; k < st->n_vals; k++) f[k] = st->pal[st->u8[k]];
@@ -102,14 +154,30 @@ static int store_value(store *st, float v) {
 }
 
 static int store_label(store *st, int64_t v) {
+    if (st->dropped) { st->n_labels++; return 0; }
     if (st->n_labels == st->cap_labels) {
-        int64_t nc = st->cap_labels ? st->cap_labels * 2 : 1024;
+        if (st->exact) return DG_EFORMAT;
+        uint64_t used = store_bytes(st->cap_vals, st->f32 != NULL, 0);
+        int64_t nc = next_cap(st->cap_labels, 64, st->n_labels, used > st->budget ? 0 : (st->budget - used) / sizeof(int64_t));
+        if (!store_fits(st, st->cap_vals, st->f32 != NULL, nc)) { st->n_labels++; return 0; }
         int64_t *b = realloc(st->labels, sizeof(int64_t) * (size_t)nc);
         if (!b) return DG_ENOMEM;
         st->labels = b;
         st->cap_labels = nc;
     }
     st->labels[st->n_labels++] = v;
+    return 0;
+}
+
+/* The second pass's store: room for exactly the values and labels the first pass counted. */
+static int store_exact(store *st, int64_t n_vals, int64_t n_labels) {
+    store_init(st, UINT64_MAX);
+    st->exact = true;
+    st->u8 = n_vals ? malloc((size_t)n_vals) : NULL;
+    st->labels = n_labels ? malloc(sizeof(int64_t) * (size_t)n_labels) : NULL;
+    st->cap_vals = n_vals;
+    st->cap_labels = n_labels;
+    if ((n_vals && !st->u8) || (n_labels && !st->labels)) { store_free(st); return DG_ENOMEM; }
     return 0;
 }
 
@@ -201,8 +269,19 @@ static int jnumber(jp *j, double *v, uint64_t *at) {
     return 0;
 }
 
+/* A store failure: out of memory, or (second pass) more data than the first pass counted. */
+static int store_failed(jp *j, int rc, uint64_t at) {
+    if (rc == DG_ENOMEM) {
+        j->failed = 1;
+        DG_ERR(DG_ENOMEM, "mnist_json '%s': out of memory", j->s->name);
+        return DG_ENOMEM;
+    }
+    return jfail(j, at, "the file changed while it was read (more data than its first reading had)");
+}
+
 static int parse_split(jp *j, store *st) {
     bool keep = j->split == j->keep;
+    int rc;
     int64_t px = (int64_t)j->side * j->side, n_images = 0, n_labels = 0;
     if (jexpect(j, '[', "expected '[' opening a split [images, labels]")) return DG_EFORMAT;
     if (jexpect(j, '[', "expected '[' opening the image list")) return DG_EFORMAT;
@@ -216,7 +295,11 @@ static int parse_split(jp *j, store *st) {
             double v;
             uint64_t at;
             if (jnumber(j, &v, &at)) return DG_EFORMAT;
-            if (keep && store_value(st, (float)v)) { DG_ERR(DG_ENOMEM, "mnist_json '%s': out of memory", j->s->name); return (j->failed = 1, DG_ENOMEM); }
+            /* checked after the cast: a finite double such as 1e300 is +inf as a float */
+            float fv = (float)v;
+            if (!isfinite(fv)) return jfail(j, at, fv > 0 ? "value does not fit a float32 pixel (it would be +inf)"
+                                                          : "value does not fit a float32 pixel (it would be -inf)");
+            if (keep && (rc = store_value(st, fv))) return store_failed(j, rc, at);
             jws(j);
             int c = dgf_peek(j->s);
             if (k + 1 < px && c != ',') return jfail(j, dgf_pos(j->s), c == ']' ? "image has too few values" : "expected ',' between values");
@@ -242,7 +325,7 @@ static int parse_split(jp *j, store *st) {
         uint64_t at;
         if (jnumber(j, &v, &at)) return DG_EFORMAT;
         if (v != floor(v) || v < 0 || v > 2147483647.0) return jfail(j, at, "label is not an integer in 0..2^31-1");
-        if (keep && store_label(st, (int64_t)v)) { DG_ERR(DG_ENOMEM, "mnist_json '%s': out of memory", j->s->name); return (j->failed = 1, DG_ENOMEM); }
+        if (keep && (rc = store_label(st, (int64_t)v))) return store_failed(j, rc, at);
         n_labels++;
         int r = jsep(j, ']', "expected ',' or ']' after a label");
         if (r < 0) return DG_EFORMAT;
@@ -257,15 +340,13 @@ static int parse_split(jp *j, store *st) {
     return jexpect(j, ']', "expected ']' closing the split after its label list");
 }
 
-dg_dataset *dgf_mnist_json_parse(dgf_src *s, int split, int side) {
+/* One pass over the whole file, keeping the requested split in st. */
+static int parse_all(dgf_src *s, int split, int side, store *st) {
     jp j = { .s = s, .side = side, .keep = split, .split = -1, .image = -1, .value = -1, .label = -1 };
-    store st;
-    memset(&st, 0, sizeof st);
-    memset(st.slot, 0xff, sizeof st.slot);
     int rc = jexpect(&j, '[', "expected '[' opening [train, valid, eval]");
     for (int k = 0; k < 3 && !rc; k++) {
         j.split = k;
-        rc = parse_split(&j, &st);
+        rc = parse_split(&j, st);
         j.split = -1;
         if (!rc && k < 2) rc = jexpect(&j, ',', k == 0 ? "expected ',' after split 0 (train); the file needs 3 splits"
                                                         : "expected ',' after split 1 (valid); the file needs 3 splits");
@@ -276,6 +357,26 @@ dg_dataset *dgf_mnist_json_parse(dgf_src *s, int split, int side) {
         if (dgf_peek(s) != -1) rc = jfail(&j, dgf_pos(s), "trailing data after the top-level array");
     }
     if (!rc && s->io_error) rc = DG_EIO;
+    return rc;
+}
+
+dg_dataset *dgf_mnist_json_parse(dgf_src *s, int split, int side) {
+    store st;
+    store_init(&st, s->keep_budget);
+    int rc = parse_all(s, split, side, &st);
+    if (!rc && st.dropped) {
+        /* valid, but the split outgrew the budget while unchecked: again, keeping exactly what was counted */
+        int64_t n_vals = st.n_vals, n_labels = st.n_labels;
+        rc = dgf_src_rewind(s);
+        if (!rc && (rc = store_exact(&st, n_vals, n_labels))) DG_ERR(DG_ENOMEM, "mnist_json '%s': out of memory for %lld images",
+                                                                       s->name, (long long)n_labels);
+        if (!rc) rc = parse_all(s, split, side, &st);
+        if (!rc && (st.n_vals != n_vals || st.n_labels != n_labels)) {
+            DG_ERR(DG_EFORMAT, "mnist_json '%s': the file changed while it was read (%lld images in the split, %lld before)",
+                   s->name, (long long)st.n_labels, (long long)n_labels);
+            rc = DG_EFORMAT;
+        }
+    }
     json_ds *d = NULL;
     if (!rc) {
         d = calloc(1, sizeof *d);
@@ -301,9 +402,7 @@ dg_dataset *dgf_mnist_json_parse(dgf_src *s, int split, int side) {
             return dgf_dataset_wrap(&json_vt, d, d->name);
         }
     }
-    free(st.u8);
-    free(st.f32);
-    free(st.labels);
+    store_free(&st);
     return NULL;
 }
 
@@ -322,15 +421,10 @@ dg_dataset *dg_mnist_json_dataset_buffer(const void *buf, size_t len, int split,
     DG_CHECK(split >= 0 && split <= 2, "mnist_json_dataset_buffer: split %d is not 0 (train), 1 (valid) or 2 (eval)", split);
     if (!name) name = "(buffer)";
     static const unsigned char empty[1];
-    const unsigned char *b;
-    size_t n;
-    bool owned;
-    /* no header declares the size: the streaming cap (a ratio of the compressed size) applies */
-    if (dgf_maybe_gunzip(buf ? buf : empty, len, (size_t)dgf_stream_limit(len), "mnist_json", name, &b, &n, &owned)) return NULL;
+    /* gzip is inflated window by window as the parser reads, never whole */
     dgf_src s;
-    dgf_src_open_mem(&s, b, n, "mnist_json", name);
-    s.is_gz = owned;
+    if (dgf_src_open_buffer(&s, buf ? buf : empty, len, "mnist_json", name)) return NULL;
     dg_dataset *ds = dgf_mnist_json_parse(&s, split, 28);
-    if (owned) free((void *)b);
+    dgf_src_close(&s);
     return ds;
 }

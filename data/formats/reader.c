@@ -1,7 +1,8 @@
 /* data/formats/reader.c — byte access shared by the dataset parsers: whole-file reads with
- * gzip inflated in memory (IDX, CIFAR, image lists), a windowed source over a file read through
- * zlib's gzread (plain or gzip, for the streaming JSON and CSV parsers) or over a memory buffer,
- * and a locale-independent decimal number parser. */
+ * gzip inflated in memory within a size checked from the first bytes (IDX, CIFAR), a windowed
+ * source over a file read through zlib's gzread (plain or gzip) or over a memory buffer (inflated
+ * window by window when gzip) that the streaming parsers (JSON, CSV, image lists) read and can
+ * rewind for a second pass, and a locale-independent decimal number parser. */
 #include "formats.h"
 #include <errno.h>
 #include <locale.h>
@@ -11,8 +12,10 @@
 
 bool dgf_is_gzip(const unsigned char *buf, size_t len) { return len >= 2 && buf[0] == 0x1f && buf[1] == 0x8b; }
 
-int dgf_maybe_gunzip(const unsigned char *buf, size_t len, size_t max, const char *what, const char *name,
-                     const unsigned char **out, size_t *out_len, bool *owned) {
+/* If buf starts with the gzip magic, inflates it into *out (malloc'd, *owned = true) within max
+ * bytes (`why` says where max comes from in the message past it); otherwise *out = buf. */
+static int gunzip(const unsigned char *buf, size_t len, size_t max, const char *why, const char *what, const char *name,
+                  const unsigned char **out, size_t *out_len, bool *owned) {
     *owned = false;
     if (!dgf_is_gzip(buf, len)) { *out = buf; *out_len = len; return 0; }
     /* the trailer's ISIZE (size mod 2^32) is a good first guess for the output size */
@@ -30,7 +33,8 @@ int dgf_maybe_gunzip(const unsigned char *buf, size_t len, size_t max, const cha
     for (;;) {
         if (n == cap) {
             if (cap >= max) {
-                DG_ERR(DG_EFORMAT, "%s '%s': gzip data inflates past the %zu-byte limit (at compressed byte %zu)", what, name, max, in_pos);
+                DG_ERR(DG_EFORMAT, "%s '%s': gzip data inflates past the %zu-byte limit%s%s%s (at compressed byte %zu)", what, name,
+                       max, why ? " (" : "", why ? why : "", why ? ")" : "", in_pos);
                 rc = DG_EFORMAT;
                 break;
             }
@@ -76,37 +80,6 @@ int dgf_maybe_gunzip(const unsigned char *buf, size_t len, size_t max, const cha
     *out = o;
     *out_len = n;
     *owned = true;
-    return 0;
-}
-
-int dgf_read_file(const char *path, const char *what, unsigned char **buf, size_t *len, bool *gz) {
-    *buf = NULL;
-    *len = 0;
-    if (gz) *gz = false;
-    if (!path) { DG_ERR(DG_EINVAL, "%s: path is NULL", what); return DG_EINVAL; }
-    FILE *f = fopen(path, "rb");
-    if (!f) { DG_ERR(DG_EIO, "%s: cannot open '%s': %s", what, path, strerror(errno)); return DG_EIO; }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        DG_ERR(DG_EIO, "%s: '%s' is not a regular file", what, path);
-        return DG_EIO;
-    }
-    size_t n = (size_t)st.st_size;
-    unsigned char *b = malloc(n ? n : 1);
-    if (!b) { fclose(f); DG_ERR(DG_ENOMEM, "%s: cannot hold '%s' (%zu bytes) in memory", what, path, n); return DG_ENOMEM; }
-    size_t got = fread(b, 1, n, f);
-    int ferr = ferror(f);
-    fclose(f);
-    if (got != n || ferr) { free(b); DG_ERR(DG_EIO, "%s: read %zu of %zu bytes of '%s'", what, got, n, path); return DG_EIO; }
-    const unsigned char *o;
-    size_t on;
-    bool owned;
-    int rc = dgf_maybe_gunzip(b, n, DGF_MAX_INFLATE, what, path, &o, &on, &owned);
-    if (rc) { free(b); return rc; }
-    if (owned) { free(b); b = (unsigned char *)o; if (gz) *gz = true; }
-    *buf = b;
-    *len = on;
     return 0;
 }
 
@@ -158,7 +131,7 @@ static int sniff_file(const char *path, const char *what, struct stat *st, bool 
     return 0;
 }
 
-int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head_fn check, void *ctx,
+int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head_fn check, void *ctx, const char *declares,
                        unsigned char **buf, size_t *len, bool *gz) {
     *buf = NULL;
     *len = 0;
@@ -179,8 +152,8 @@ int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head
     uint64_t max = limit > UINT64_MAX - DGF_INFLATE_SLACK ? UINT64_MAX : limit + DGF_INFLATE_SLACK;
     if (!is_gz && (uint64_t)st.st_size > max) {
         gzclose(g);
-        DG_ERR(DG_EFORMAT, "%s '%s': the file has %llu bytes, but its header at byte 0 declares %llu; refused unread "
-               "from byte %llu", what, path, (unsigned long long)st.st_size, (unsigned long long)limit, (unsigned long long)max);
+        DG_ERR(DG_EFORMAT, "%s '%s': the file has %llu bytes, but %s %llu; refused unread from byte %llu", what, path,
+               (unsigned long long)st.st_size, declares, (unsigned long long)limit, (unsigned long long)max);
         return DG_EFORMAT;
     }
     if ((size_t)hn < head) max = (uint64_t)hn;   /* the data ended inside the header */
@@ -197,9 +170,8 @@ int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head
     while ((size_t)hn == head) {
         if (n == cap) {
             if ((uint64_t)cap > max) {
-                DG_ERR(DG_EFORMAT, "%s '%s': the %sdata goes on past byte %llu, but the header at byte 0 declares %llu bytes "
-                       "(reading stopped there)", what, path, is_gz ? "inflated " : "", (unsigned long long)max,
-                       (unsigned long long)limit);
+                DG_ERR(DG_EFORMAT, "%s '%s': the %sdata goes on past byte %llu, but %s %llu bytes (reading stopped there)",
+                       what, path, is_gz ? "inflated " : "", (unsigned long long)max, declares, (unsigned long long)limit);
                 rc = DG_EFORMAT;
                 break;
             }
@@ -223,7 +195,8 @@ int dgf_read_file_head(const char *path, const char *what, size_t head, dgf_head
 }
 
 int dgf_maybe_gunzip_head(const unsigned char *buf, size_t len, const char *what, const char *name, size_t head,
-                          dgf_head_fn check, void *ctx, const unsigned char **out, size_t *out_len, bool *owned) {
+                          dgf_head_fn check, void *ctx, const char *declares, const unsigned char **out, size_t *out_len,
+                          bool *owned) {
     *owned = false;
     uint64_t limit;
     if (!dgf_is_gzip(buf, len)) {
@@ -253,7 +226,9 @@ int dgf_maybe_gunzip_head(const unsigned char *buf, size_t len, const char *what
     }
     if (check(hb, hn, ctx, &limit)) return DG_EFORMAT;
     uint64_t max = limit > DGF_MAX_INFLATE - DGF_INFLATE_SLACK ? DGF_MAX_INFLATE : limit + DGF_INFLATE_SLACK;
-    return dgf_maybe_gunzip(buf, len, (size_t)max, what, name, out, out_len, owned);
+    char why[160];
+    snprintf(why, sizeof why, "%s %llu bytes", declares, (unsigned long long)limit);
+    return gunzip(buf, len, (size_t)max, why, what, name, out, out_len, owned);
 }
 
 /* ---- windowed source ---- */
@@ -261,11 +236,32 @@ int dgf_maybe_gunzip_head(const unsigned char *buf, size_t len, const char *what
 
 void dgf_src_open_mem(dgf_src *s, const void *buf, size_t len, const char *what, const char *name) {
     memset(s, 0, sizeof *s);
-    s->win = s->p = buf;
+    s->mem = s->win = s->p = buf;
+    s->mem_len = len;
     s->end = s->p + len;
     s->what = what;
     s->name = name;
     s->limit = UINT64_MAX;
+    s->keep_budget = DGF_KEEP_UNVALIDATED;
+}
+
+int dgf_src_open_buffer(dgf_src *s, const void *buf, size_t len, const char *what, const char *name) {
+    dgf_src_open_mem(s, buf, len, what, name);
+    if (!dgf_is_gzip(buf, len)) return 0;
+    s->is_gz = true;
+    s->limit = dgf_stream_limit(len);
+    s->buf = malloc(SRC_CHUNK);
+    s->zs = calloc(1, sizeof *s->zs);
+    if (!s->buf || !s->zs || inflateInit2(s->zs, 16 + MAX_WBITS) != Z_OK) {
+        free(s->zs);
+        s->zs = NULL;
+        dgf_src_close(s);
+        DG_ERR(DG_ENOMEM, "%s '%s': out of memory starting to inflate", what, name);
+        return DG_ENOMEM;
+    }
+    s->cap = SRC_CHUNK;
+    s->win = s->p = s->end = s->buf;
+    return 0;
 }
 
 int dgf_src_open_file(dgf_src *s, const char *path, const char *what) {
@@ -285,33 +281,100 @@ int dgf_src_open_file(dgf_src *s, const char *path, const char *what) {
     gzbuffer(s->gz, SRC_CHUNK);
     s->cap = SRC_CHUNK;
     s->limit = s->is_gz ? dgf_stream_limit((uint64_t)st.st_size) : UINT64_MAX;
+    s->keep_budget = DGF_KEEP_UNVALIDATED;
     s->win = s->p = s->end = s->buf;
     return 0;
 }
 
 void dgf_src_close(dgf_src *s) {
     if (s->gz) gzclose(s->gz);
+    if (s->zs) { inflateEnd(s->zs); free(s->zs); }
     free(s->buf);
     s->gz = NULL;
+    s->zs = NULL;
     s->buf = NULL;
 }
 
+int dgf_src_rewind(dgf_src *s) {
+    s->io_error = 0;
+    s->base = 0;
+    if (s->gz) {
+        if (gzrewind(s->gz) != 0) {
+            s->io_error = 1;
+            DG_ERR(DG_EIO, "%s '%s': cannot go back to byte 0 for the second pass: %s", s->what, s->name, strerror(errno));
+            return DG_EIO;
+        }
+        s->win = s->p = s->end = s->buf;
+    } else if (s->zs) {
+        inflateReset(s->zs);
+        s->mem_pos = 0;
+        s->zdone = false;
+        s->win = s->p = s->end = s->buf;
+    } else {
+        s->win = s->p = s->mem;
+        s->end = s->mem + s->mem_len;
+    }
+    return 0;
+}
+
+/* zs: inflates the next window of a gzip buffer into s->buf; its length, or -1 after an error */
+static int64_t mem_inflate(dgf_src *s) {
+    z_stream *z = s->zs;
+    z->next_out = s->buf;
+    z->avail_out = (uInt)s->cap;
+    while (z->avail_out == s->cap && !s->zdone) {
+        size_t in_left = s->mem_len - s->mem_pos;
+        z->next_in = (unsigned char *)s->mem + s->mem_pos;
+        z->avail_in = in_left > UINT32_MAX ? UINT32_MAX : (uInt)in_left;
+        uInt ai = z->avail_in;
+        int zr = inflate(z, Z_NO_FLUSH);
+        s->mem_pos += ai - z->avail_in;
+        if (zr == Z_STREAM_END) {
+            if (s->mem_pos == s->mem_len) { s->zdone = true; break; }
+            /* another gzip member may follow (concatenated .gz files), nothing else */
+            if (!dgf_is_gzip(s->mem + s->mem_pos, s->mem_len - s->mem_pos)) {
+                DG_ERR(DG_EFORMAT, "%s '%s': %zu trailing bytes after the gzip stream at compressed byte %zu", s->what, s->name,
+                       s->mem_len - s->mem_pos, s->mem_pos);
+                return -1;
+            }
+            inflateReset(z);
+            continue;
+        }
+        if (zr == Z_OK) continue;
+        if (zr == Z_BUF_ERROR) {   /* no progress with input left to give: the data ends early */
+            DG_ERR(DG_EFORMAT, "%s '%s': gzip data truncated at compressed byte %zu (uncompressed byte %llu)", s->what, s->name,
+                   s->mem_pos, (unsigned long long)(s->base + (s->cap - z->avail_out)));
+            return -1;
+        }
+        DG_ERR(zr == Z_MEM_ERROR ? DG_ENOMEM : DG_EFORMAT, "%s '%s': corrupt gzip data near compressed byte %zu: %s", s->what,
+               s->name, s->mem_pos, z->msg ? z->msg : "inflate error");
+        return -1;
+    }
+    return (int64_t)(s->cap - z->avail_out);
+}
+
 int dgf_src_fill(dgf_src *s) {
-    if (!s->gz || s->io_error) return 0;
+    if ((!s->gz && !s->zs) || s->io_error) return 0;
     s->base += (uint64_t)(s->end - s->win);
     s->win = s->p = s->end = s->buf;
-    int n = gzread(s->gz, s->buf, (unsigned)s->cap);
-    int errnum = Z_OK;
-    const char *msg = gzerror(s->gz, &errnum);
-    if (n < 0 || (n == 0 && errnum != Z_OK && errnum != Z_STREAM_END)) {
-        s->io_error = 1;
-        DG_ERR(errnum == Z_ERRNO ? DG_EIO : DG_EFORMAT, "%s '%s': %s at %sbyte %llu: %s", s->what, s->name,
-               errnum == Z_ERRNO ? "read error" : "corrupt or truncated gzip data", s->is_gz ? "uncompressed " : "",
-               (unsigned long long)s->base, errnum == Z_ERRNO ? strerror(errno) : msg);
-        return 0;
+    int64_t n;
+    if (s->zs) {
+        n = mem_inflate(s);
+        if (n < 0) { s->io_error = 1; return 0; }
+    } else {
+        n = gzread(s->gz, s->buf, (unsigned)s->cap);
+        int errnum = Z_OK;
+        const char *msg = gzerror(s->gz, &errnum);
+        if (n < 0 || (n == 0 && errnum != Z_OK && errnum != Z_STREAM_END)) {
+            s->io_error = 1;
+            DG_ERR(errnum == Z_ERRNO ? DG_EIO : DG_EFORMAT, "%s '%s': %s at %sbyte %llu: %s", s->what, s->name,
+                   errnum == Z_ERRNO ? "read error" : "corrupt or truncated gzip data", s->is_gz ? "uncompressed " : "",
+                   (unsigned long long)s->base, errnum == Z_ERRNO ? strerror(errno) : msg);
+            return 0;
+        }
     }
     if ((uint64_t)n > s->limit - s->base) {
-        /* no header says how big the stream is: the ratio cap stops a bomb before its data is kept */
+        /* no header says how big the stream is: the ratio cap stops a bomb before it costs much time */
         s->io_error = 1;
         DG_ERR(DG_EFORMAT, "%s '%s': gzip data inflates past the %llu-byte limit (%dx the compressed size, at least %llu MiB) "
                "at uncompressed byte %llu", s->what, s->name, (unsigned long long)s->limit, DGF_STREAM_RATIO,

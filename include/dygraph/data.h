@@ -114,7 +114,8 @@ DG_API dg_dataset *dg_mnist_idx_dataset(const char *images_path, const char *lab
 /* The mnist.json(.gz) of Paddle's multi-GPU MNIST tutorial: [train, valid, eval], each [images (784 floats), labels].
  * split: 0 train, 1 valid, 2 eval. Image [1, 28, 28] as stored in the file. */
 DG_API dg_dataset *dg_mnist_json_dataset(const char *path, int split);
-/* CIFAR-10 binary: dir holds data_batch_1..5.bin (train) or test_batch.bin; label int64 0-d. */
+/* CIFAR-10 binary: dir holds data_batch_1..5.bin (train) or test_batch.bin, 10,000 records at most
+ * each (plain or gzip); label int64 0-d. */
 DG_API dg_dataset *dg_cifar10_dataset(const char *dir, bool train);
 /* Kaggle facial keypoints CSV (30 float columns + Image of 96*96 space-separated pixels).
  * Rows with a missing value are dropped. Image [1, 96, 96] / 255; label f32 [30] / 96 (as the
@@ -123,9 +124,10 @@ DG_API dg_dataset *dg_face_keypoints_dataset(const char *csv_path);
 /* Image list (as in Paddle's collective FleetAPI guide): lines `relative/path label` under root; JPEG or PNG decoded to
  * f32 [3, H, W] in [0, 1] (gray expanded to 3 channels); label int64 0-d. */
 DG_API dg_dataset *dg_image_list_dataset(const char *root, const char *list_path);
-/* The same parsers over bytes in memory (gzip data is inflated first), with the same checks;
- * `name` stands for the file in messages. The data is copied: buf may be freed afterwards.
- * For IDX both files are given; for CIFAR-10 one batch. */
+/* The same parsers over bytes in memory (gzip data is inflated within the size a header or the
+ * format declares, or, for JSON, CSV and image lists, window by window as it is parsed), with the
+ * same checks; `name` stands for the file in messages. The data is copied: buf may be freed
+ * afterwards. For IDX both files are given; for CIFAR-10 one batch (at most 10,000 records). */
 DG_API dg_dataset *dg_mnist_idx_dataset_buffer(const void *images, size_t images_len, const void *labels, size_t labels_len,
                                         const char *name);
 DG_API dg_dataset *dg_mnist_json_dataset_buffer(const void *buf, size_t len, int split, const char *name);

@@ -1,9 +1,12 @@
 /* test/fuzz/fuzz_json.c — libFuzzer target for mnist.json parser (Paddle's multi-GPU MNIST tutorial's format). The input is
  * parsed twice: by the parser with 2x2-value images (so valid splits fit in a few bytes; split
- * size % 3 is kept) and through the public buffer entry (784 values, gzip). It must load and serve
- * its samples or fail with a message; never crash, leak or read out of bounds. Build and run:
+ * size % 3 is kept; plain or gzip, inflated window by window), with a keep budget the input's last
+ * byte picks when its size is odd (so small inputs reach the drop-and-count first pass and the
+ * second pass), and through the public buffer entry (784 values, gzip). It must load and serve its
+ * samples or fail with a message; never crash, leak or read out of bounds. Build and run:
  * make fuzz-json FUZZ_SECONDS=600. test/test_fuzz_corpus.c includes this file to replay the corpus. */
 #include "../../data/formats/formats.h"
+#include <assert.h>
 
 #ifndef FUZZ_ENTRY
 #define FUZZ_ENTRY LLVMFuzzerTestOneInput
@@ -29,8 +32,11 @@ static void fuzz_json_use(dg_dataset *ds) {
 int FUZZ_ENTRY(const unsigned char *data, size_t size);
 int FUZZ_ENTRY(const unsigned char *data, size_t size) {
     dgf_src s;
-    dgf_src_open_mem(&s, data, size, "mnist_json", "fuzz");
-    fuzz_json_use(dgf_mnist_json_parse(&s, (int)(size % 3), 2));
+    if (dgf_src_open_buffer(&s, data, size, "mnist_json", "fuzz") == 0) {
+        if (size & 1) s.keep_budget = (uint64_t)data[size - 1] * 8;
+        fuzz_json_use(dgf_mnist_json_parse(&s, (int)(size % 3), 2));
+        dgf_src_close(&s);
+    }
     dg_clear_error();
     fuzz_json_use(dg_mnist_json_dataset_buffer(data, size, 0, "fuzz"));
     dg_clear_error();
