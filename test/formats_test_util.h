@@ -3,6 +3,8 @@
 #ifndef DG_FORMATS_TEST_UTIL_H
 #define DG_FORMATS_TEST_UTIL_H
 
+#include <zlib.h>
+
 static char tmpdir[64];
 
 static inline void mk_tmpdir(void) {
@@ -81,5 +83,21 @@ static inline size_t idx_labels(unsigned char *b, int n) {
     return 8 + (size_t)n;
 }
 
+
+/* One gzip member (with its header) holding len bytes of buf, at the given zlib level; malloc'd. */
+static inline unsigned char *ft_gzip(const void *buf, size_t len, int level, size_t *out_len) {
+    z_stream z = {0};
+    cr_assert_eq(deflateInit2(&z, level, Z_DEFLATED, 16 + MAX_WBITS, level >= 9 ? 9 : 8, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = deflateBound(&z, (uLong)len) + 64;
+    unsigned char *out = malloc(cap);
+    z.next_in = (unsigned char *)buf;
+    z.avail_in = (uInt)len;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *out_len = cap - z.avail_out;
+    deflateEnd(&z);
+    return out;
+}
 
 #endif

@@ -18,20 +18,6 @@ static const uint64_t budgets[] = { 0, 1, 64, 300, 1000, 5000, 40000, DGF_KEEP_U
 enum { MEM, MEM_GZ, FILE_PLAIN, FILE_GZ, NKINDS };
 static const char *kind_names[NKINDS] = { "memory", "gzip memory", "plain file", "gzip file" };
 
-static unsigned char *gz_bytes(const void *buf, size_t len, size_t *out_len) {
-    z_stream z = {0};
-    cr_assert_eq(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    size_t cap = deflateBound(&z, (uLong)len) + 64;
-    unsigned char *out = malloc(cap);
-    z.next_in = (unsigned char *)buf;
-    z.avail_in = (uInt)len;
-    z.next_out = out;
-    z.avail_out = (uInt)cap;
-    cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
-    *out_len = cap - z.avail_out;
-    deflateEnd(&z);
-    return out;
-}
 
 typedef dg_dataset *(*parse_fn)(dgf_src *s, const void *ctx);
 
@@ -42,7 +28,7 @@ static dg_dataset *parse_as(int kind, uint64_t budget, const char *text, size_t 
     size_t gl = 0;
     if (kind == MEM) dgf_src_open_mem(&s, text, len, "two_pass", "mem");
     if (kind == MEM_GZ) {
-        gz = gz_bytes(text, len, &gl);
+        gz = ft_gzip(text, len, 6, &gl);
         cr_assert_eq(dgf_src_open_buffer(&s, gz, gl, "two_pass", "memgz"), 0, "%s", dg_last_error());
     }
     if (kind == FILE_PLAIN) {

@@ -295,27 +295,12 @@ Test(hostile_files, face_csv_out_of_float_range_and_nul) {
 }
 
 /* ---- headerless gzip streams: valid records, padding that lifts the compressed size, a defect at the end ---- */
-/* One gzip member holding len bytes of buf, at level 9. */
-static unsigned char *gz_block(const void *buf, size_t len, size_t *out_len) {
-    z_stream z = {0};
-    cr_assert_eq(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY), Z_OK);
-    size_t cap = deflateBound(&z, (uLong)len) + 64;
-    unsigned char *out = malloc(cap);
-    z.next_in = (unsigned char *)buf;
-    z.avail_in = (uInt)len;
-    z.next_out = out;
-    z.avail_out = (uInt)cap;
-    cr_assert_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
-    *out_len = cap - z.avail_out;
-    deflateEnd(&z);
-    return out;
-}
 
 /* A gzip file made of concatenated members (one inflated stream), counting both sizes. */
 typedef struct gzcat { FILE *f; uint64_t packed, inflated; } gzcat;
 static void gzcat_put(gzcat *g, const void *buf, size_t len, int times) {
     size_t ml;
-    unsigned char *m = gz_block(buf, len, &ml);
+    unsigned char *m = ft_gzip(buf, len, 9, &ml);
     for (int k = 0; k < times; k++) cr_assert_eq(fwrite(m, 1, ml, g->f), ml);
     g->packed += (uint64_t)ml * (uint64_t)times;
     g->inflated += (uint64_t)len * (uint64_t)times;
