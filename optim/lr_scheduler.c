@@ -140,8 +140,13 @@ static double lr_at(const dg_lr_scheduler *s, int64_t e, int g) {
                    (long long)e, s->oc.total_steps, s->oc.pct_start);
             return NAN;
         }
-        if (s->oc.three_phase) return ph == 0 ? anneal(s, init, mx, pct) : ph == 1 ? anneal(s, mx, init, pct) : anneal(s, init, mn, pct);
-        return ph == 0 ? anneal(s, init, mx, pct) : anneal(s, mx, mn, pct);
+        double v;
+        if (s->oc.three_phase) v = ph == 0 ? anneal(s, init, mx, pct) : ph == 1 ? anneal(s, mx, init, pct) : anneal(s, init, mn, pct);
+        else v = ph == 0 ? anneal(s, init, mx, pct) : anneal(s, mx, mn, pct);
+        /* At epoch total_steps (the last step() of a loop over total_steps batches) torch
+         * extrapolates the last phase one step past its end: below 0 for a linear anneal to a
+         * small minimum. An lr is >= 0 here, and that one is never stepped with: 0. */
+        return v < 0 ? 0 : v;
     }
     case LR_SEQUENTIAL: {
         int64_t ce;
