@@ -287,8 +287,10 @@ DG_API dg_lr_scheduler *dg_step_lr(dg_optimizer *opt, dg_step_lr_params p);
 DG_API dg_lr_scheduler *dg_multi_step_lr(dg_optimizer *opt, dg_multi_step_lr_params p);
 DG_API dg_lr_scheduler *dg_exponential_lr(dg_optimizer *opt, dg_exponential_lr_params p);
 DG_API dg_lr_scheduler *dg_cosine_annealing_lr(dg_optimizer *opt, dg_cosine_annealing_lr_params p);
-/* Takes ownership of `after` (may be NULL), even on failure, and detaches it from its optimizer;
- * when opt is NULL the warm-up drives the optimizer `after` had. */
+/* Takes ownership of `after` (may be NULL), even on failure, and detaches it from its optimizer
+ * (which must be opt, or none); when opt is NULL the warm-up drives the optimizer `after` had.
+ * ReduceLROnPlateau cannot be wrapped. With parameter groups, start_lr applies to every group and
+ * end_lr / lr holding DG_LR_FROM_OPTIMIZER take each group's own. */
 DG_API dg_lr_scheduler *dg_linear_warmup_lr(dg_optimizer *opt, dg_lr_scheduler *after, dg_linear_warmup_lr_params p);
 DG_API dg_lr_scheduler *dg_piecewise_lr(dg_optimizer *opt, dg_piecewise_lr_params p);
 
@@ -325,8 +327,11 @@ DG_API dg_lr_scheduler *dg_polynomial_decay_lr(dg_optimizer *opt, dg_polynomial_
  * momentum, RMSprop's momentum; beta1 of Adam, AdamW, Adamax, NAdam) goes the other way,
  * max_momentum -> base_momentum -> max_momentum, as torch's; one value for every group (the
  * optimizer's momentum is shared by its groups). Stepping past epoch total_steps is an error, as
- * in torch. Unlike torch, the optimizer's base lrs are left as they were (torch overwrites the
- * groups' initial_lr with max_lr / div_factor). */
+ * in torch. At epoch total_steps itself (the last step() of a loop over total_steps batches,
+ * whose lr is never stepped with) torch extrapolates the last phase one step past its end, which
+ * a linear anneal can take below 0; the lr is 0 there instead. Unlike torch, the optimizer's
+ * base lrs are left as they were (torch overwrites the groups' initial_lr with max_lr /
+ * div_factor). */
 typedef enum dg_anneal_strategy { DG_ANNEAL_COS, DG_ANNEAL_LINEAR } dg_anneal_strategy;
 typedef struct dg_one_cycle_lr_params {   /* defaults are torch's */
     double max_lr;          /* > 0, or DG_LR_FROM_OPTIMIZER: each group's own base lr; no default (0) */
