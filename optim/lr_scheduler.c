@@ -699,7 +699,8 @@ static const char *check_value(const dg_lr_scheduler *s, int k, const dg_tensor 
         dg_error_saved before;
         dg_error_save(&before);
         double *tmp = new_doubles(s->n_groups);
-        int rc = tmp ? lrs_at(s, (int64_t)x, tmp) : DG_ENOMEM;
+        int rc = check_groups(s);
+        if (!rc) rc = tmp ? lrs_at(s, (int64_t)x, tmp) : DG_ENOMEM;
         free(tmp);
         if (rc) {
             snprintf(why, cap, "%.0f has no lr: %s", x, rc == DG_ENOMEM ? "out of memory" : dg_last_error());
