@@ -20,7 +20,7 @@ static void check_schedule(golden *g, const char *name, dg_optimizer *opt, dg_lr
     dg_tensor *want = golden_get(g, key);
     const float *w = dg_data(want);
     int64_t n = dg_numel(want);
-    double w0;
+    double w0, worst = 0;
     cr_assert(s, "%s: construction failed: %s", name, dg_last_error());
     for (int64_t e = 0; e < n; e++) {
         if (e > 0) cr_assert_eq(dg_lr_scheduler_step(s), 0, "%s: %s", name, dg_last_error());
@@ -31,9 +31,11 @@ static void check_schedule(golden *g, const char *name, dg_optimizer *opt, dg_lr
         cr_assert_eq(dg_lr_scheduler_epoch(s), e);
         cr_expect(fabs(lr - w0) <= 1e-6 * fmax(fabs(w0), 1e-6), "%s epoch %lld: lr %.9g, reference %.9g", name,
                   (long long)e, lr, w0);
+        worst = fmax(worst, fabs(lr - w0) / fmax(fabs(w0), 1e-6));
         cr_assert_eq(dg_optimizer_get_lr(opt), lr, "%s epoch %lld: the optimizer's lr is not the scheduler's", name,
                      (long long)e);
     }
+    cr_log_info("%s: worst relative error %.3g over %lld steps\n", name, worst, (long long)(n - 1));
     /* Jumping back (resume) gives the same value as stepping there. */
     cr_assert_eq(dg_lr_scheduler_set_epoch(s, 7), 0);
     cr_expect(fabs(dg_lr_scheduler_get_lr(s) - w[7]) <= 1e-6 * fmax(fabs(w[7]), 1e-6), "%s: set_epoch(7)", name);
@@ -299,11 +301,14 @@ static void check_one_cycle(golden *g, const char *name, dg_optimizer *opt, dg_l
     char key[64];
     snprintf(key, sizeof key, "mom_%s", name);
     const float *m = dg_data(golden_get(g, key));
+    double worst = 0;
     for (int e = 0; e <= 30; e++) {
         if (e > 0) cr_assert_eq(dg_lr_scheduler_step(s), 0, "%s: %s", name, dg_last_error());
         double mo = dg_lr_scheduler_get_momentum(s);
         cr_expect(fabs(mo - m[e]) <= 1e-6 * fabs(m[e]), "%s epoch %d: momentum %.9g, PyTorch %.9g", name, e, mo, (double)m[e]);
+        worst = fmax(worst, fabs(mo - m[e]) / fabs(m[e]));
     }
+    cr_log_info("%s momentum: worst relative error %.3g over 30 steps\n", name, worst);
     cr_assert_eq(dg_lr_scheduler_set_epoch(s, 0), 0);
     check_schedule(g, name, opt, s);   /* frees s */
     (void)total_steps;
@@ -477,6 +482,7 @@ static void check_groups_schedule(groups_fixture *f, const char *name, dg_lr_sch
     char key[64];
     snprintf(key, sizeof key, "lr_%s", name);
     const float *w = dg_data(golden_get(f->g, key));   /* [2, 31] */
+    double worst = 0;
     cr_assert(s, "%s: construction failed: %s", name, dg_last_error());
     for (int e = 0; e <= 30; e++) {
         if (e > 0) cr_assert_eq(dg_lr_scheduler_step(s), 0, "%s: %s", name, dg_last_error());
@@ -484,11 +490,12 @@ static void check_groups_schedule(groups_fixture *f, const char *name, dg_lr_sch
             double lr = dg_optimizer_get_group_lr(f->opt, gi), want = w[gi * 31 + e];
             cr_expect(fabs(lr - want) <= 1e-6 * fmax(fabs(want), 1e-6), "%s epoch %d group %d: lr %.9g, reference %.9g",
                       name, e, gi, lr, want);
+            worst = fmax(worst, fabs(lr - want) / fmax(fabs(want), 1e-6));
         }
         cr_assert_eq(dg_lr_scheduler_get_lr(s), dg_optimizer_get_group_lr(f->opt, 0));
     }
-    /* the groups' base lrs are untouched: a scheduler made now starts from them again */
     cr_assert(w[0] != w[30] && w[31] != w[61], "%s: the schedule must move", name);
+    cr_log_info("groups %s: worst relative error %.3g over 30 steps\n", name, worst);
     dg_lr_scheduler_free(s);
 }
 
@@ -581,11 +588,25 @@ Test(lr_scheduler_groups, group_added_after_the_scheduler) {
 
 /* ---- ReduceLROnPlateau ------------------------------------------------------------------------ */
 
-static void run_plateau(const char *name) {
+/* The configurations of the script's plateau_file, in its hp order: mode (1: max), factor,
+ * patience, threshold, threshold_mode (1: abs), cooldown, min_lr, eps. */
+typedef struct plateau_cfg { const char *name; double hp[8]; } plateau_cfg;
+static const plateau_cfg plateau_cfgs[] = {
+    { "min_rel", { 0, 0.5, 2, 1e-4, 0, 0, 0.0, 1e-8 } },
+    { "min_abs_cooldown", { 0, 0.3, 1, 0.02, 1, 2, 0.005, 1e-8 } },
+    { "max_rel", { 1, 0.5, 1, 0.01, 0, 1, 0.0, 1e-8 } },
+    { "min_eps", { 0, 0.5, 0, 1e-4, 0, 0, 0.0, 0.004 } },
+};
+
+static void run_plateau(const plateau_cfg *c) {
+    const char *name = c->name;
     golden *g = load("optim_plateau.txt");
     char key[64];
     snprintf(key, sizeof key, "hp_%s", name);
-    const float *hp = dg_data(golden_get(g, key));   /* mode, factor, patience, threshold, tmode, cooldown, min_lr, eps */
+    const float *hp = dg_data(golden_get(g, key));
+    for (int i = 0; i < 8; i++)
+        cr_assert_eq((float)c->hp[i], hp[i], "%s: hyper-parameter %d is %g here, %g in the golden", name, i, c->hp[i],
+                     (double)hp[i]);
     dg_tensor *ps[2] = { dg_zeros(DG_SHAPE(1), DG_F32), dg_zeros(DG_SHAPE(1), DG_F32) };
     dg_set_requires_grad(ps[0], true);
     dg_set_requires_grad(ps[1], true);
@@ -596,19 +617,14 @@ static void run_plateau(const char *name) {
     gp.lr = 0.02;
     cr_assert_eq(dg_optimizer_add_param_group(o, ps + 1, 1, gp), 0);
     dg_reduce_lr_on_plateau_params p = dg_reduce_lr_on_plateau_default_params();
-    p.mode = hp[0] != 0 ? DG_PLATEAU_MAX : DG_PLATEAU_MIN;
-    p.factor = hp[1];
-    p.patience = (int)hp[2];
-    p.threshold = hp[3];
-    p.threshold_mode = hp[4] != 0 ? DG_THRESHOLD_ABS : DG_THRESHOLD_REL;
-    p.cooldown = (int)hp[5];
-    p.min_lr = hp[6];
-    p.eps = hp[7];
-    /* the float32 golden holds factor etc. rounded: the values the script used are these */
-    p.factor = round(p.factor * 1e6) / 1e6;
-    p.threshold = round(p.threshold * 1e8) / 1e8;
-    p.min_lr = round(p.min_lr * 1e6) / 1e6;
-    p.eps = round(p.eps * 1e10) / 1e10;
+    p.mode = c->hp[0] != 0 ? DG_PLATEAU_MAX : DG_PLATEAU_MIN;
+    p.factor = c->hp[1];
+    p.patience = (int)c->hp[2];
+    p.threshold = c->hp[3];
+    p.threshold_mode = c->hp[4] != 0 ? DG_THRESHOLD_ABS : DG_THRESHOLD_REL;
+    p.cooldown = (int)c->hp[5];
+    p.min_lr = c->hp[6];
+    p.eps = c->hp[7];
     dg_lr_scheduler *s = dg_reduce_lr_on_plateau(o, p);
     cr_assert(s, "%s: %s", name, dg_last_error());
     cr_assert_eq(dg_optimizer_get_lr(o), 0.1, "the plateau scheduler leaves the lr at construction");
@@ -620,6 +636,7 @@ static void run_plateau(const char *name) {
     snprintf(key, sizeof key, "cool_%s", name);
     const int64_t *cool = dg_data(golden_get(g, key));
     const float *metric = dg_data(golden_get(g, "metric"));
+    double worst = 0;
     for (int e = 0; e <= 30; e++) {
         if (e > 0) {
             double m = p.mode == DG_PLATEAU_MAX ? -(double)metric[e - 1] : (double)metric[e - 1];
@@ -632,9 +649,11 @@ static void run_plateau(const char *name) {
         for (int gi = 0; gi < 2; gi++) {
             double lr = dg_optimizer_get_group_lr(o, gi), want = w[gi * 31 + e];
             cr_expect(fabs(lr - want) <= 1e-6 * want, "%s epoch %d group %d: lr %.9g, torch %.9g", name, e, gi, lr, want);
+            worst = fmax(worst, fabs(lr - want) / want);
         }
         cr_assert_eq(dg_lr_scheduler_get_lr(s), dg_optimizer_get_lr(o));
     }
+    cr_log_info("plateau %s: worst relative error %.3g over 30 metrics\n", name, worst);
     dg_clear_error();
     cr_assert_eq(dg_lr_scheduler_step(s), DG_EINVAL, "a plateau scheduler needs its metric");
     cr_assert(strstr(dg_last_error(), "step_metric"), "%s", dg_last_error());
@@ -645,10 +664,10 @@ static void run_plateau(const char *name) {
     dg_tensor_free(ps[1]);
     golden_free(g);
 }
-Test(lr_scheduler_plateau, min_rel) { run_plateau("min_rel"); }
-Test(lr_scheduler_plateau, min_abs_cooldown_min_lr) { run_plateau("min_abs_cooldown"); }
-Test(lr_scheduler_plateau, max_rel_cooldown) { run_plateau("max_rel"); }
-Test(lr_scheduler_plateau, min_eps_skips_small_reductions) { run_plateau("min_eps"); }
+Test(lr_scheduler_plateau, min_rel) { run_plateau(&plateau_cfgs[0]); }
+Test(lr_scheduler_plateau, min_abs_cooldown_min_lr) { run_plateau(&plateau_cfgs[1]); }
+Test(lr_scheduler_plateau, max_rel_cooldown) { run_plateau(&plateau_cfgs[2]); }
+Test(lr_scheduler_plateau, min_eps_skips_small_reductions) { run_plateau(&plateau_cfgs[3]); }
 
 /* ---- scheduler state ---------------------------------------------------------------------------- */
 
