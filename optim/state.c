@@ -54,8 +54,8 @@ int dg_opt_parse_state_name(const dg_optimizer *o, const char *name, int *group,
     for (int g = 0; g < o->n_groups; g++)
         if (strcmp(name, o->groups[g].lr_name) == 0) { *group = g; return 0; }
     if (strncmp(name, "param_groups.", 13) == 0) {
-        DG_ERR(DG_EINVAL, "%s: load_state: '%s': the optimizer has %d param group%s", nm, name, o->n_groups,
-               o->n_groups == 1 ? "" : "s");
+        DG_ERR(DG_EINVAL, "%s: load_state: '%s' is no group's lr here (group 0's is 'lr'; the optimizer has %d param "
+               "group%s)", nm, name, o->n_groups, o->n_groups == 1 ? "" : "s");
         return DG_EINVAL;
     }
     char *end;
