@@ -1,5 +1,5 @@
 /* optim/adagrad.c — Adagrad, torch.optim.Adagrad (dense gradients): per parameter a running sum
- * of squared gradients, made at construction as PyTorch does. */
+ * of squared gradients, made at construction as PyTorch does (and for a group when it is added). */
 #include "optim_internal.h"
 #include <math.h>
 
@@ -8,11 +8,12 @@
 static void adagrad_prepare(dg_optimizer *o, int i, dg_update_tensor *u) {
     dg_opt_state *s = &o->state[i];
     s->step++;
-    u->step_size = o->lr / (1 + (double)(s->step - 1) * o->lr_decay);
+    u->step_size = dg_opt_lr_of(o, i) / (1 + (double)(s->step - 1) * o->lr_decay);
 }
 
 static const dg_opt_kind_info adagrad_info = {
-    .name = "adagrad", .n_slots = 1, .slot = { "sum" }, .has_step = true, .rule = DG_UPD_ADAGRAD, .prepare = adagrad_prepare,
+    .name = "adagrad", .n_slots = 1, .slot = { "sum" }, .has_step = true, .state_at_construction = true,
+    .rule = DG_UPD_ADAGRAD, .prepare = adagrad_prepare,
 };
 
 dg_adagrad_params dg_adagrad_default_params(void) {
@@ -30,7 +31,5 @@ dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p) {
     o->lr_decay = p.lr_decay;
     o->eps = p.eps;
     o->init_acc = p.initial_accumulator_value;
-    for (int i = 0; i < n; i++)
-        if (dg_opt_ensure_state(o, i) != 0) { dg_optimizer_free(o); return NULL; }
-    return o;
+    return dg_opt_finish(o);
 }

@@ -1,5 +1,5 @@
-/* optim/checkpoint.c — an optimizer's state ("lr", "<i>.<slot>", "<i>.step") to and from
- * safetensors. Every entry is checked against the optimizer's kind and parameters before the
+/* optim/checkpoint.c — an optimizer's state ("lr", "param_groups.<g>.lr", "<i>.<slot>",
+ * "<i>.step") to and from safetensors. Every entry is checked against the optimizer's kind and parameters before the
  * first one is loaded, so a bad file changes nothing. */
 #include "optim_internal.h"
 #include <dygraph/checkpoint.h>
@@ -17,36 +17,30 @@ int dg_optimizer_save(const dg_optimizer *opt, const char *path) {
     return rc;
 }
 
-static bool slot_allowed(const char *kind, const char *slot) {
-    if (strcmp(slot, "momentum_buffer") == 0) return strcmp(kind, "momentum") == 0;
-    if (strcmp(slot, "sum") == 0) return strcmp(kind, "adagrad") == 0;
-    if (strcmp(slot, "exp_avg") == 0 || strcmp(slot, "exp_avg_sq") == 0) return strncmp(kind, "adam", 4) == 0;
-    if (strcmp(slot, "step") == 0) return strcmp(kind, "adagrad") == 0 || strncmp(kind, "adam", 4) == 0;
-    return false;
-}
-
-/* Why entry (name, t) cannot load into opt, or NULL when it can. */
+/* Why entry (name, t) cannot load into opt, or NULL when it can: the name against the
+ * optimizer's groups, parameters and the slots its settings keep, then the value's shape. */
 static const char *check_entry(const dg_optimizer *opt, const char *name, const dg_tensor *t, char *why, size_t cap) {
-    if (strcmp(name, "lr") == 0) return dg_numel(t) == 1 ? NULL : "lr must hold one value";
-    char *end;
-    errno = 0;
-    long idx = strtol(name, &end, 10);
-    if (end == name || *end != '.' || errno || idx < 0 || idx >= dg_optimizer_num_params(opt)) {
-        snprintf(why, cap, "not 'lr' nor '<param index>.<slot>' with an index below %d", dg_optimizer_num_params(opt));
+    int g, i, e;
+    dg_error_saved before;
+    dg_error_save(&before);
+    if (dg_opt_parse_state_name(opt, name, &g, &i, &e) != 0) {
+        snprintf(why, cap, "%s", dg_last_error());
+        char *at = strrchr(why, '(');   /* the parser's " (file:line)": the caller adds its own */
+        if (at && at > why && at[-1] == ' ' && strstr(at, ".c:")) at[-1] = '\0';
+        dg_error_restore(&before);
         return why;
     }
-    const char *slot = end + 1;
-    if (!slot_allowed(dg_optimizer_name(opt), slot)) {
-        snprintf(why, cap, "slot '%s' does not belong to %s", slot, dg_optimizer_name(opt));
-        return why;
+    if (g >= 0) return dg_numel(t) == 1 ? NULL : "a group's lr must hold one value";
+    if (opt->entry[e].kind != DG_ENT_BUF) {
+        snprintf(why, cap, "%s must hold one value", opt->entry[e].name);
+        return dg_numel(t) == 1 ? NULL : why;
     }
-    if (strcmp(slot, "step") == 0) return dg_numel(t) == 1 ? NULL : "step must hold one value";
-    dg_tensor *p = dg_optimizer_param(opt, (int)idx);
+    dg_tensor *p = dg_optimizer_param(opt, i);
     bool same = dg_ndim(p) == dg_ndim(t);
     for (int k = 0; same && k < dg_ndim(p); k++) same = dg_dim(p, k) == dg_dim(t, k);
     if (!same) {
         char a[64], b[64];
-        snprintf(why, cap, "shape %s, parameter %ld is %s", dg_shape_str(t, a, sizeof a), idx, dg_shape_str(p, b, sizeof b));
+        snprintf(why, cap, "shape %s, parameter %d is %s", dg_shape_str(t, a, sizeof a), i, dg_shape_str(p, b, sizeof b));
         return why;
     }
     return NULL;
@@ -55,7 +49,7 @@ static const char *check_entry(const dg_optimizer *opt, const char *name, const 
 int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *d) {
     DG_CHECK_HANDLE_INT(opt, "optimizer_load: optimizer is NULL");
     DG_CHECK_HANDLE_INT(d, "optimizer_load: state is NULL");
-    char why[160];
+    char why[256];
     for (int i = 0; i < dg_tensor_dict_size(d); i++) {
         const char *bad = check_entry(opt, dg_tensor_dict_name(d, i), dg_tensor_dict_tensor(d, i), why, sizeof why);
         if (bad) {

@@ -1,50 +1,63 @@
-/* optim/state.c — an optimizer's state as named tensors ("lr", "<i>.exp_avg", "<i>.step", …)
- * for checkpoints: listing by index, and loading one entry by name with shape checks. */
+/* optim/state.c — an optimizer's state as named tensors ("lr", "param_groups.<g>.lr",
+ * "<i>.exp_avg", "<i>.step", …) for checkpoints: listing by index, and loading one entry by
+ * name with shape checks. */
 #include "optim_internal.h"
 #include <errno.h>
 #include <math.h>
 
-/* Entry k of the list: "lr" first, then each parameter's slots and step, in parameter order. */
-static bool locate(const dg_optimizer *o, int k, int *param, int *slot) {
-    if (k == 0) { *param = -1; *slot = 0; return true; }
-    k--;
-    int per = o->info->n_slots + (o->info->has_step ? 1 : 0);
+/* Entry k of the list: each group's lr first ("lr" is group 0's), then each parameter's entries
+ * (o->entry: buffers, step, mu_product), in parameter order. *group >= 0 for an lr. */
+static bool locate(const dg_optimizer *o, int k, int *group, int *param, int *ent) {
+    *group = *param = -1;
+    *ent = 0;
+    if (k < o->n_groups) { *group = k; return true; }
+    k -= o->n_groups;
     for (int i = 0; i < o->n; i++) {
         if (!o->state[i].has) continue;
-        if (k < per) { *param = i; *slot = k; return true; }
-        k -= per;
+        if (k < o->n_entries) { *param = i; *ent = k; return true; }
+        k -= o->n_entries;
     }
     return false;
 }
 
 int dg_optimizer_state_count(const dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_state_count: optimizer is NULL");
-    int per = o->info->n_slots + (o->info->has_step ? 1 : 0), c = 1;
-    for (int i = 0; i < o->n; i++) c += o->state[i].has ? per : 0;
+    int c = o->n_groups;
+    for (int i = 0; i < o->n; i++) c += o->state[i].has ? o->n_entries : 0;
     return c;
 }
 
 const char *dg_optimizer_state_name(const dg_optimizer *o, int k) {
     DG_CHECK_HANDLE(o, "optimizer_state_name: optimizer is NULL");
-    int i, s;
-    DG_CHECK(k >= 0 && locate(o, k, &i, &s), "%s: state index %d out of range [0, %d)", o->info->name, k,
+    int g, i, e;
+    DG_CHECK(k >= 0 && locate(o, k, &g, &i, &e), "%s: state index %d out of range [0, %d)", o->info->name, k,
              dg_optimizer_state_count(o));
-    return i < 0 ? "lr" : o->state[i].name[s];
+    return g >= 0 ? o->groups[g].lr_name : o->state[i].name[e];
 }
 
 dg_tensor *dg_optimizer_state_tensor(const dg_optimizer *o, int k) {
     DG_CHECK_HANDLE(o, "optimizer_state_tensor: optimizer is NULL");
-    int i, s;
-    DG_CHECK(k >= 0 && locate(o, k, &i, &s), "%s: state index %d out of range [0, %d)", o->info->name, k,
+    int g, i, e;
+    DG_CHECK(k >= 0 && locate(o, k, &g, &i, &e), "%s: state index %d out of range [0, %d)", o->info->name, k,
              dg_optimizer_state_count(o));
-    if (i < 0) return o->lr_t;
-    return s < o->info->n_slots ? o->state[i].buf[s] : o->state[i].step_t;
+    if (g >= 0) return o->groups[g].lr_t;
+    const dg_opt_entry *en = &o->entry[e];
+    return en->kind == DG_ENT_BUF ? o->state[i].buf[en->slot] : en->kind == DG_ENT_STEP ? o->state[i].step_t : o->state[i].mu_t;
 }
 
-/* Parses "<i>.<slot>" against this kind's slots: param index, slot (n_slots = "step"). */
-static int parse_name(const dg_optimizer *o, const char *name, int *param, int *slot) {
+/* Parses a state name: a group's lr (*group >= 0), or "<i>.<entry>" against this optimizer's
+ * entries (*param, *ent). DG_EINVAL naming what is wrong otherwise. */
+int dg_opt_parse_state_name(const dg_optimizer *o, const char *name, int *group, int *param, int *ent) {
     const char *nm = o->info->name;
-    if (strcmp(name, "lr") == 0) { *param = -1; *slot = 0; return 0; }
+    *group = *param = -1;
+    *ent = 0;
+    for (int g = 0; g < o->n_groups; g++)
+        if (strcmp(name, o->groups[g].lr_name) == 0) { *group = g; return 0; }
+    if (strncmp(name, "param_groups.", 13) == 0) {
+        DG_ERR(DG_EINVAL, "%s: load_state: '%s' is no group's lr here (group 0's is 'lr'; the optimizer has %d param "
+               "group%s)", nm, name, o->n_groups, o->n_groups == 1 ? "" : "s");
+        return DG_EINVAL;
+    }
     char *end;
     errno = 0;
     long i = strtol(name, &end, 10);
@@ -52,14 +65,19 @@ static int parse_name(const dg_optimizer *o, const char *name, int *param, int *
                  "%s: load_state: unknown state name '%s'", nm, name);
     DG_CHECK_INT(i >= 0 && i < o->n, "%s: load_state: '%s' names parameter %ld; the optimizer has %d", nm, name, i, o->n);
     const char *sl = end + 1;
+    for (int e = 0; e < o->n_entries; e++)
+        if (strcmp(sl, o->entry[e].name) == 0) { *param = (int)i; *ent = e; return 0; }
     for (int k = 0; k < o->info->n_slots; k++)
-        if (strcmp(sl, o->info->slot[k]) == 0) { *param = (int)i; *slot = k; return 0; }
-    if (o->info->has_step && strcmp(sl, "step") == 0) { *param = (int)i; *slot = o->info->n_slots; return 0; }
+        if (!o->slot_on[k] && strcmp(sl, o->info->slot[k]) == 0) {
+            DG_ERR(DG_EINVAL, "%s: load_state: '%s': this %s keeps no '%s' (its settings: %s)", nm, name, nm, sl,
+                   o->kind == DG_OPT_RMSPROP ? (k == 1 ? "momentum 0" : "not centered") : "amsgrad off");
+            return DG_EINVAL;
+        }
     DG_ERR(DG_EINVAL, "%s: load_state: '%s': %s has no state '%s'", nm, name, nm, sl);
     return DG_EINVAL;
 }
 
-/* value as a host double when it has one element; NAN and an error otherwise. */
+/* value as a host double when it has one element; an error otherwise. */
 static int scalar_of(const dg_optimizer *o, const char *name, const dg_tensor *v, double *out) {
     DG_CHECK_INT(dg_numel(v) == 1, "%s: load_state: '%s' must have one element, got shape %s", o->info->name, name,
                  dg_shape_str(v, (char[96]){0}, 96));
@@ -75,19 +93,29 @@ int dg_optimizer_load_state(dg_optimizer *o, const char *name, const dg_tensor *
     snprintf(what, sizeof what, "tensor for '%s'", name);
     int bad = dg_tensor_check(nm, what, value);
     if (bad) return bad;
-    int i, s, rc = parse_name(o, name, &i, &s);
+    int g, i, e, rc = dg_opt_parse_state_name(o, name, &g, &i, &e);
     if (rc) return rc;
     double x;
-    if (i < 0) {   /* lr */
+    if (g >= 0) {   /* a group's lr: the one the next step uses; the group's base lr stays */
         if ((rc = scalar_of(o, name, value, &x))) return rc;
-        return dg_optimizer_set_lr(o, x);
+        return dg_opt_set_current_lr(o, g, x);
     }
-    if (s == o->info->n_slots) {   /* step */
+    const dg_opt_entry *en = &o->entry[e];
+    if (en->kind == DG_ENT_STEP) {
         if ((rc = scalar_of(o, name, value, &x))) return rc;
         DG_CHECK_INT(x >= 0 && x == floor(x) && x < 9.0e15, "%s: load_state: '%s' = %g is not a step count", nm, name, x);
         if ((rc = dg_opt_ensure_state(o, i))) return rc;
         o->state[i].step = (int64_t)x;
         return dg_fill_(o->state[i].step_t, x);
+    }
+    if (en->kind == DG_ENT_MU) {
+        if ((rc = scalar_of(o, name, value, &x))) return rc;
+        /* a product of factors in (0, 1]: anything else is another file's number */
+        DG_CHECK_INT(x > 0 && x <= 1, "%s: load_state: '%s' = %g is not a product of momentum factors (in (0, 1])", nm,
+                     name, x);
+        if ((rc = dg_opt_ensure_state(o, i))) return rc;
+        o->state[i].mu_product = (float)x;
+        return dg_fill_(o->state[i].mu_t, o->state[i].mu_product);
     }
     const dg_tensor *p = o->params[i];
     char a[96], b[96];
@@ -97,7 +125,7 @@ int dg_optimizer_load_state(dg_optimizer *o, const char *name, const dg_tensor *
     DG_CHECK_INT(dg_dtype_is_float(dg_dtype_of(value)), "%s: load_state: '%s' is %s; expects a float tensor", nm, name,
                  dg_dtype_name(dg_dtype_of(value)));
     if ((rc = dg_opt_ensure_state(o, i))) return rc;
-    dg_tensor *dst = o->state[i].buf[s];
+    dg_tensor *dst = o->state[i].buf[en->slot];
     dg_device dv = dg_device_of(value), dd = dg_device_of(dst);
     dg_scope *sc = dg_scope_begin();
     const dg_tensor *src = value;

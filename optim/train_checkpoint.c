@@ -1,6 +1,8 @@
 /* optim/train_checkpoint.c — everything a resume needs, in one safetensors file: the model's
- * state ("model.<name>"), the optimizer's ("optimizer.<name>"), the LR scheduler's position
- * ("scheduler.epoch", when one is given: every schedule here is a function of its epoch counter),
+ * state ("model.<name>"), the optimizer's ("optimizer.<name>"), the LR scheduler's
+ * ("scheduler.<name>", when one is given: "scheduler.epoch" for the schedules that are a function
+ * of their epoch counter, plus ReduceLROnPlateau's best value and counters; files from before
+ * that scheduler hold only the epoch and still load),
  * the random generator's position ("rng.seed", "rng.offset") and the progress counters
  * ("progress.epoch", "progress.step", "progress.batch": with the DataLoader's order a function of
  * (seed, epoch, batch), these are the loader's position too), marked by "dygraph.train_checkpoint"
@@ -57,7 +59,10 @@ int dg_train_checkpoint_save(const char *path, const dg_train_state *s) {
     if (!rc) rc = dg_generator_get_state(generator_of(s), &g);
     if (!rc) rc = put_i64(d, "rng.seed", (int64_t)g.seed);      /* the bits of the uint64 */
     if (!rc) rc = put_i64(d, "rng.offset", (int64_t)g.offset);
-    if (!rc && s->scheduler) rc = put_i64(d, "scheduler.epoch", dg_lr_scheduler_epoch(s->scheduler));
+    for (int i = 0; !rc && s->scheduler && i < dg_lr_scheduler_state_count(s->scheduler); i++) {
+        rc = key(k, sizeof k, "scheduler.", dg_lr_scheduler_state_name(s->scheduler, i));
+        if (!rc) rc = dg_tensor_dict_set(d, k, dg_lr_scheduler_state_tensor(s->scheduler, i));
+    }
     if (!rc) rc = put_i64(d, "progress.epoch", s->epoch);
     if (!rc) rc = put_i64(d, "progress.step", s->step);
     if (!rc) rc = put_i64(d, "progress.batch", s->batch);
@@ -99,9 +104,9 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
     DG_CHECK_INT(s && s->model, "train_checkpoint_load: no model to load into");
     dg_tensor_dict *d = dg_load_safetensors(path);
     if (!d) return failed_status();
-    dg_tensor_dict *model = dg_tensor_dict_new(), *optim = dg_tensor_dict_new(), *before = NULL;
+    dg_tensor_dict *model = dg_tensor_dict_new(), *optim = dg_tensor_dict_new(), *sched = dg_tensor_dict_new(), *before = NULL;
     int64_t version = 0, seed = 0, offset = 0, epoch = 0, step = 0, batch = 0, sched_epoch = 0;
-    int rc = model && optim ? 0 : DG_ENOMEM;
+    int rc = model && optim && sched ? 0 : DG_ENOMEM;
     if (!rc && !dg_tensor_dict_get(d, FORMAT_KEY)) {
         DG_ERR(DG_EFORMAT, "train checkpoint %s: no '%s' entry: not a training checkpoint of this library "
                "(a model-only file loads with dg_layer_load)", path, FORMAT_KEY);
@@ -118,8 +123,9 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
         dg_tensor *t = dg_tensor_dict_tensor(d, i);
         if (strncmp(n, "model.", 6) == 0) rc = dg_tensor_dict_set(model, n + 6, t);
         else if (strncmp(n, "optimizer.", 10) == 0) rc = dg_tensor_dict_set(optim, n + 10, t);
+        else if (strncmp(n, "scheduler.", 10) == 0) rc = dg_tensor_dict_set(sched, n + 10, t);
         else if (strcmp(n, FORMAT_KEY) && strcmp(n, "rng.seed") && strcmp(n, "rng.offset") && strcmp(n, "progress.epoch") &&
-                 strcmp(n, "progress.step") && strcmp(n, "progress.batch") && strcmp(n, "scheduler.epoch")) {
+                 strcmp(n, "progress.step") && strcmp(n, "progress.batch")) {
             DG_ERR(DG_EFORMAT, "train checkpoint %s: entry '%s' belongs to no part (model., optimizer., scheduler., rng., "
                    "progress.)", path, n);
             rc = DG_EFORMAT;
@@ -136,7 +142,7 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
         DG_ERR(DG_EFORMAT, "train checkpoint %s: has no LR scheduler position, but a scheduler was given to restore", path);
         rc = DG_EFORMAT;
     }
-    if (!rc && !s->scheduler && has_sched) {
+    if (!rc && !s->scheduler && dg_tensor_dict_size(sched) > 0) {
         DG_ERR(DG_EFORMAT, "train checkpoint %s: holds an LR scheduler position (epoch %lld) but no scheduler was given to "
                "restore it into", path, (long long)sched_epoch);
         rc = DG_EFORMAT;
@@ -155,6 +161,9 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
         DG_ERR(DG_EFORMAT, "train checkpoint %s: holds optimizer state but no optimizer was given to restore it into", path);
         rc = DG_EFORMAT;
     }
+    /* the scheduler's entries are checked before anything changes (its epoch must have an lr:
+     * a one-cycle schedule ends, a lambda may refuse) and loaded last */
+    if (!rc && s->scheduler) rc = dg_lr_scheduler_load_dict(s->scheduler, sched, path, true);
     /* model then optimizer, each checked in full before it changes anything; if the optimizer
      * refuses, the model goes back to what it was */
     if (!rc && s->optimizer && !(before = snapshot(s->model))) rc = failed_status();
@@ -169,12 +178,13 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
         dg_generator_state g = { (uint64_t)seed, (uint64_t)offset };
         rc = dg_generator_set_state(generator_of(s), &g);
     }
-    /* last, as it cannot fail for an epoch >= 0 */
-    if (!rc && s->scheduler) rc = dg_lr_scheduler_set_epoch(s->scheduler, sched_epoch);
+    /* last, as it was checked above */
+    if (!rc && s->scheduler) rc = dg_lr_scheduler_load_dict(s->scheduler, sched, path, false);
     if (!rc) { s->epoch = epoch; s->step = step; s->batch = batch; }
     dg_tensor_dict_free(before);
     dg_tensor_dict_free(model);
     dg_tensor_dict_free(optim);
+    dg_tensor_dict_free(sched);
     dg_tensor_dict_free(d);
     return rc;
 }

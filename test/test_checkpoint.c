@@ -526,3 +526,98 @@ Test(checkpoint, saved_files_follow_the_umask_and_a_live_saves_temporary_is_kept
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     cr_assert_eq(system(cmd), 0);
 }
+
+/* ReduceLROnPlateau is not a function of its epoch: its best value and counters travel as
+ * "scheduler.best", "scheduler.num_bad_epochs", "scheduler.cooldown_counter" beside
+ * "scheduler.epoch", so a resumed run lowers the lr at the same metric as one that never stopped.
+ * A file from before (only "scheduler.epoch", shaped [1] as the first format wrote it) still
+ * loads into a schedule of the epoch, and is refused, naming what it lacks, by a plateau
+ * scheduler; a one-cycle scheduler refuses an epoch past its end. Refusals change nothing. */
+Test(checkpoint, plateau_scheduler_state_and_old_files) {
+    char path[] = "/tmp/dg_ck_plateau_XXXXXX", old[] = "/tmp/dg_ck_oldsched_XXXXXX";
+    close(mkstemp(path)); close(mkstemp(old));
+    static const double metric[] = { 1.0, 0.9, 0.95, 0.96, 0.97, 0.91, 0.92, 0.93, 0.99, 0.98, 0.97, 0.96, 0.95 };
+    dg_reduce_lr_on_plateau_params pp = dg_reduce_lr_on_plateau_default_params();
+    pp.patience = 2;
+    pp.factor = 0.5;
+    pp.cooldown = 1;
+    dg_layer *a = small_net(1);
+    dg_optimizer *oa = adam_for(a);
+    dg_lr_scheduler *sa = dg_reduce_lr_on_plateau(oa, pp);
+    for (int k = 0; k < 6; k++) cr_assert_eq(dg_lr_scheduler_step_metric(sa, metric[k]), 0);
+    cr_assert_lt(dg_optimizer_get_lr(oa), 0.01, "the lr dropped before the save");
+    dg_train_state st = { .model = a, .optimizer = oa, .scheduler = sa, .epoch = 6 };
+    cr_assert_eq(dg_train_checkpoint_save(path, &st), 0, "%s", dg_last_error());
+
+    dg_layer *b = small_net(5);
+    dg_optimizer *ob = adam_for(b);
+    dg_lr_scheduler *sb = dg_reduce_lr_on_plateau(ob, pp);
+    dg_train_state lb = { .model = b, .optimizer = ob, .scheduler = sb };
+    cr_assert_eq(dg_train_checkpoint_load(path, &lb), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_lr_scheduler_epoch(sb), 6);
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(dg_item(dg_lr_scheduler_state_tensor(sb, i)), dg_item(dg_lr_scheduler_state_tensor(sa, i)), "%s",
+                     dg_lr_scheduler_state_name(sa, i));
+    for (int k = 6; k < 13; k++) {
+        cr_assert_eq(dg_lr_scheduler_step_metric(sa, metric[k]), 0);
+        cr_assert_eq(dg_lr_scheduler_step_metric(sb, metric[k]), 0);
+        cr_assert_eq(dg_optimizer_get_lr(ob), dg_optimizer_get_lr(oa), "metric %d: the resumed lr differs", k);
+    }
+    cr_assert_lt(dg_optimizer_get_lr(oa), 0.0025, "the lr dropped again after the resume point");
+
+    /* an old file: "scheduler.epoch" alone, shaped [1] */
+    dg_cosine_annealing_lr_params cp = dg_cosine_annealing_lr_default_params();
+    cp.t_max = 20;
+    dg_lr_scheduler *cos_a = dg_cosine_annealing_lr(oa, cp);
+    for (int k = 0; k < 9; k++) dg_lr_scheduler_step(cos_a);
+    dg_train_state sc = { .model = a, .optimizer = oa, .scheduler = cos_a };
+    cr_assert_eq(dg_train_checkpoint_save(old, &sc), 0, "%s", dg_last_error());
+    dg_tensor_dict *d = dg_load_safetensors(old), *o1 = dg_tensor_dict_new();
+    cr_assert(d && o1);
+    for (int i = 0; i < dg_tensor_dict_size(d); i++)
+        if (strcmp(dg_tensor_dict_name(d, i), "scheduler.epoch") != 0)
+            cr_assert_eq(dg_tensor_dict_set(o1, dg_tensor_dict_name(d, i), dg_tensor_dict_tensor(d, i)), 0);
+    dg_tensor *e1 = dg_from_data(DG_SHAPE(1), DG_I64, (int64_t[]){ 9 });
+    cr_assert_eq(dg_tensor_dict_set(o1, "scheduler.epoch", e1), 0);
+    dg_tensor_free(e1);
+    cr_assert_eq(dg_save_safetensors(old, o1), 0);
+    dg_tensor_dict_free(d);
+    dg_tensor_dict_free(o1);
+    dg_lr_scheduler *cos_b = dg_cosine_annealing_lr(ob, cp);
+    dg_train_state lc = { .model = b, .optimizer = ob, .scheduler = cos_b };
+    cr_assert_eq(dg_train_checkpoint_load(old, &lc), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_lr_scheduler_epoch(cos_b), 9);
+    cr_assert_eq(dg_optimizer_get_lr(ob), dg_lr_scheduler_get_lr(cos_a));
+
+    /* the old file into a plateau scheduler: refused, naming the missing entry */
+    dg_lr_scheduler *sp = dg_reduce_lr_on_plateau(ob, pp);
+    double lr_before = dg_optimizer_get_lr(ob);
+    dg_train_state lp = { .model = b, .optimizer = ob, .scheduler = sp };
+    cr_assert_eq(dg_train_checkpoint_load(old, &lp), DG_EFORMAT);
+    cr_expect(strstr(dg_last_error(), "scheduler.best") && strstr(dg_last_error(), "reduce_lr_on_plateau"), "%s",
+              dg_last_error());
+    cr_expect_eq(dg_lr_scheduler_epoch(sp), 0);
+    cr_expect_eq(dg_optimizer_get_lr(ob), lr_before, "a refused load changed the optimizer");
+    /* the plateau file into a schedule of the epoch: refused, naming the entry it cannot take */
+    dg_train_state lq = { .model = b, .optimizer = ob, .scheduler = cos_b };
+    cr_assert_eq(dg_train_checkpoint_load(path, &lq), DG_EFORMAT);
+    cr_expect(strstr(dg_last_error(), "scheduler.best") && strstr(dg_last_error(), "cosine_annealing_lr"), "%s",
+              dg_last_error());
+    cr_expect_eq(dg_lr_scheduler_epoch(cos_b), 9);
+    /* an epoch past a one-cycle schedule's end: refused before the model changes */
+    dg_one_cycle_lr_params op = dg_one_cycle_lr_default_params();
+    op.max_lr = 0.01;
+    op.total_steps = 5;
+    dg_lr_scheduler *oc = dg_one_cycle_lr(ob, op);
+    dg_train_state lo = { .model = b, .optimizer = ob, .scheduler = oc };
+    cr_assert_eq(dg_train_checkpoint_load(old, &lo), DG_EFORMAT);
+    cr_expect(strstr(dg_last_error(), "total_steps"), "%s", dg_last_error());
+    cr_expect_eq(dg_lr_scheduler_epoch(oc), 0);
+
+    dg_lr_scheduler_free(sa); dg_lr_scheduler_free(sb); dg_lr_scheduler_free(sp); dg_lr_scheduler_free(oc);
+    dg_lr_scheduler_free(cos_a); dg_lr_scheduler_free(cos_b);
+    dg_optimizer_free(oa); dg_optimizer_free(ob);
+    dg_layer_free(a); dg_layer_free(b);
+    unlink(path); unlink(old);
+    cr_assert_eq(dg_live_tensors(), 0);
+}

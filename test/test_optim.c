@@ -1,5 +1,7 @@
-/* test/test_optim.c — optimizers, gradient clipping and optimizer state against
- * PyTorch 1.13 (test/goldens/optim_*.txt, written by test/goldens/make_optim_goldens.py).
+/* test/test_optim.c — optimizers (SGD, momentum with Nesterov and dampening, Adagrad, Adam and
+ * AdamW with and without AMSGrad, RMSprop plain/centered/momentum, Adamax, NAdam), parameter
+ * groups, gradient clipping and optimizer state against PyTorch 1.13 (test/goldens/optim_*.txt,
+ * written by test/goldens/make_optim_goldens.py; NAdam against 1.13 with PyTorch 2.0's fix).
  *
  * Optimizers: two parameters p0 [3, 4], p1 [5] and a third, p2, that never gets a gradient,
  * stepped 10 times; the gradient of each step is fed by backward of sum(p0 * g0[k]) +
@@ -11,7 +13,8 @@
  * the operands; an element that cancels toward 0 keeps the ulp of its earlier size (emulating
  * non-fused float32 SGD in numpy gives 6e-6 against PyTorch at a floor of 1e-3, exactly what this
  * file measured before the floor was raised). Worst seen with the 1e-2 floor: 4e-6. Each golden configuration also records its hyper-parameters, checked against
- * this file's table, so the script and the test cannot drift apart.
+ * this file's table, so the script and the test cannot drift apart. A "groups" configuration
+ * puts p1 (and p2) in a second parameter group with its own lr and weight decay.
  * (The LR schedulers are test/test_lr_scheduler.c.) State: export after 4 steps, load into a fresh optimizer over equal parameters,
  * continue 6 steps: bit-identical to the optimizer that never stopped. */
 #include "test_util.h"
@@ -46,10 +49,30 @@ static void feed_grads(golden *g, int k, dg_tensor *p0, dg_tensor *p1, bool has1
 /* ---- configurations: hyper-parameters in the order the script writes hp_<cfg> ---- */
 typedef struct cfg {
     const char *name;
-    double hp[6];
+    double hp[8];
     bool defaults;     /* build with the default params: the hp must be the documented defaults */
+    bool groups;       /* p0 alone in group 0; p1 (and p2) in group 1 with lr g1[0], weight decay g1[1] */
+    double g1[2];
 } cfg;
 typedef dg_optimizer *(*make_fn)(dg_tensor *const *ps, int n, const cfg *c);
+
+/* The optimizer over ps: all in one group, or for a groups configuration ps[0] in group 0 and
+ * the rest in group 1. */
+static dg_optimizer *build(make_fn make, dg_tensor *const *ps, int n, const cfg *c) {
+    if (!c->groups) return make(ps, n, c);
+    dg_optimizer *o = make(ps, 1, c);
+    cr_assert(o, "%s: %s", c->name, dg_last_error());
+    dg_param_group_params gp = dg_param_group_default_params();
+    gp.lr = c->g1[0];
+    gp.weight_decay = c->g1[1];
+    cr_assert_eq(dg_optimizer_add_param_group(o, ps + 1, n - 1, gp), 0, "%s: %s", c->name, dg_last_error());
+    cr_assert_eq(dg_optimizer_num_groups(o), 2);
+    cr_assert_eq(dg_optimizer_get_group_lr(o, 1), c->g1[0]);
+    cr_assert_eq(dg_optimizer_get_group_weight_decay(o, 1), c->g1[1]);
+    cr_assert_eq(dg_optimizer_param_group(o, 0), 0);
+    cr_assert_eq(dg_optimizer_param_group(o, 1), 1);
+    return o;
+}
 
 /* The golden script writes 0 for "no clipping"; the params say INFINITY. */
 static double clip_of(double hp) { return hp > 0 ? hp : INFINITY; }
@@ -62,13 +85,14 @@ static dg_optimizer *make_sgd(dg_tensor *const *ps, int n, const cfg *c) {
     p.grad_clip_norm = clip_of(c->hp[2]);
     return dg_sgd(ps, n, p);
 }
-/* momentum: lr, momentum, nesterov, weight_decay */
+/* momentum: lr, momentum, nesterov, weight_decay, dampening */
 static dg_optimizer *make_momentum(dg_tensor *const *ps, int n, const cfg *c) {
     dg_momentum_params p = dg_momentum_default_params();
     p.lr = c->hp[0];
     p.momentum = c->hp[1];
     p.nesterov = c->hp[2] != 0;
     p.weight_decay = c->hp[3];
+    p.dampening = c->hp[4];
     return dg_momentum(ps, n, p);
 }
 /* adagrad: lr, lr_decay, eps, initial_accumulator_value, weight_decay */
@@ -83,7 +107,7 @@ static dg_optimizer *make_adagrad(dg_tensor *const *ps, int n, const cfg *c) {
     }
     return dg_adagrad(ps, n, p);
 }
-/* adam / adamw: lr, beta1, beta2, eps, weight_decay, clip */
+/* adam / adamw: lr, beta1, beta2, eps, weight_decay, clip, amsgrad */
 static dg_optimizer *make_adam(dg_tensor *const *ps, int n, const cfg *c) {
     dg_adam_params p = dg_adam_default_params();
     if (!c->defaults) {
@@ -93,6 +117,7 @@ static dg_optimizer *make_adam(dg_tensor *const *ps, int n, const cfg *c) {
         p.eps = c->hp[3];
         p.weight_decay = c->hp[4];
         p.grad_clip_norm = clip_of(c->hp[5]);
+        p.amsgrad = c->hp[6] != 0;
     }
     return dg_adam(ps, n, p);
 }
@@ -105,8 +130,48 @@ static dg_optimizer *make_adamw(dg_tensor *const *ps, int n, const cfg *c) {
         p.eps = c->hp[3];
         p.weight_decay = c->hp[4];   /* "nowd" has 0: taken as 0 */
         p.grad_clip_norm = clip_of(c->hp[5]);
+        p.amsgrad = c->hp[6] != 0;
     }
     return dg_adamw(ps, n, p);
+}
+/* rmsprop: lr, alpha, eps, weight_decay, momentum, centered */
+static dg_optimizer *make_rmsprop(dg_tensor *const *ps, int n, const cfg *c) {
+    dg_rmsprop_params p = dg_rmsprop_default_params();
+    if (!c->defaults) {
+        p.lr = c->hp[0];
+        p.alpha = c->hp[1];
+        p.eps = c->hp[2];
+        p.weight_decay = c->hp[3];
+        p.momentum = c->hp[4];
+        p.centered = c->hp[5] != 0;
+    }
+    return dg_rmsprop(ps, n, p);
+}
+/* adamax: lr, beta1, beta2, eps, weight_decay, clip */
+static dg_optimizer *make_adamax(dg_tensor *const *ps, int n, const cfg *c) {
+    dg_adamax_params p = dg_adamax_default_params();
+    if (!c->defaults) {
+        p.lr = c->hp[0];
+        p.beta1 = c->hp[1];
+        p.beta2 = c->hp[2];
+        p.eps = c->hp[3];
+        p.weight_decay = c->hp[4];
+        p.grad_clip_norm = clip_of(c->hp[5]);
+    }
+    return dg_adamax(ps, n, p);
+}
+/* nadam: lr, beta1, beta2, eps, weight_decay, momentum_decay */
+static dg_optimizer *make_nadam(dg_tensor *const *ps, int n, const cfg *c) {
+    dg_nadam_params p = dg_nadam_default_params();
+    if (!c->defaults) {
+        p.lr = c->hp[0];
+        p.beta1 = c->hp[1];
+        p.beta2 = c->hp[2];
+        p.eps = c->hp[3];
+        p.weight_decay = c->hp[4];
+        p.momentum_decay = c->hp[5];
+    }
+    return dg_nadam(ps, n, p);
 }
 
 static void check_hp(golden *g, const char *file, const cfg *c) {
@@ -114,9 +179,19 @@ static void check_hp(golden *g, const char *file, const cfg *c) {
     snprintf(key, sizeof key, "hp_%s", c->name);
     dg_tensor *hp = golden_get(g, key);
     const float *v = dg_data(hp);
+    cr_assert_leq(dg_numel(hp), 8, "%s %s: more hyper-parameters than the table holds", file, c->name);
     for (int64_t i = 0; i < dg_numel(hp); i++)
         cr_assert_eq((float)c->hp[i], v[i], "%s %s: hyper-parameter %lld is %g here, %g in the golden", file, c->name,
                      (long long)i, c->hp[i], (double)v[i]);
+    snprintf(key, sizeof key, "groups_%s", c->name);
+    bool golden_groups = false;
+    for (int i = 0; i < g->n; i++) golden_groups |= strcmp(g->names[i], key) == 0;
+    cr_assert_eq(golden_groups, c->groups, "%s %s: the golden and the table disagree on parameter groups", file, c->name);
+    if (c->groups) {
+        const float *gv = dg_data(golden_get(g, key));
+        cr_assert(gv[0] == (float)c->g1[0] && gv[1] == (float)c->g1[1], "%s %s: group 1 is (%g, %g) here, (%g, %g) in "
+                  "the golden", file, c->name, c->g1[0], c->g1[1], (double)gv[0], (double)gv[1]);
+    }
 }
 
 /* Runs one configuration for STEPS steps against PyTorch's trajectory. */
@@ -127,7 +202,7 @@ static void run_traj(const char *file, make_fn make, const cfg *c) {
     dg_tensor *p0 = golden_leaf(g, "p0"), *p1 = golden_leaf(g, "p1"), *p2 = dg_full(DG_SHAPE(2), 0.5, DG_F32);
     dg_set_requires_grad(p2, true);
     dg_tensor *ps[3] = { p0, p1, p2 };
-    dg_optimizer *opt = make(ps, 3, c);
+    dg_optimizer *opt = build(make, ps, 3, c);
     cr_assert(opt, "%s %s: construction failed: %s", file, c->name, dg_last_error());
     char k0[64], k1[64];
     snprintf(k0, sizeof k0, "p0_%s", c->name);
@@ -157,7 +232,7 @@ static void run_traj(const char *file, make_fn make, const cfg *c) {
                  dg_live_tensors());
     cr_assert(dg_get(p2, (int64_t[]){ 0 }) == 0.5 && dg_get(p2, (int64_t[]){ 1 }) == 0.5,
               "%s %s: a parameter without a gradient changed", file, c->name);
-    cr_log_info("%s %s: worst relative error %.3g\n", file, c->name, worst);
+    cr_log_info("%s %s: worst relative error %.3g over %d steps\n", file, c->name, worst, STEPS);
     /* The optimizer owns exactly its state tensors (lr, buffers, steps) and frees them all. */
     size_t with_opt = dg_live_tensors();
     int n_state = dg_optimizer_state_count(opt);
@@ -170,42 +245,91 @@ static void run_traj(const char *file, make_fn make, const cfg *c) {
 
 static const cfg sgd_cfgs[] = {
     { "plain", { 0.1, 0, 0 } }, { "wd", { 0.1, 0.05, 0 } }, { "clip", { 0.1, 0, 1.5 } },
+    { "groups", { 0.1, 0.05, 0 }, .groups = true, .g1 = { 0.03, 0 } },
 };
 static const cfg momentum_cfgs[] = {
-    { "plain", { 0.05, 0.9, 0, 0 } }, { "wd", { 0.05, 0.8, 0, 0.01 } },
-    { "nesterov", { 0.05, 0.9, 1, 0 } }, { "nesterov_wd", { 0.05, 0.9, 1, 0.02 } },
+    { "plain", { 0.05, 0.9, 0, 0, 0 } }, { "wd", { 0.05, 0.8, 0, 0.01, 0 } },
+    { "nesterov", { 0.05, 0.9, 1, 0, 0 } }, { "nesterov_wd", { 0.05, 0.9, 1, 0.02, 0 } },
+    { "dampening", { 0.05, 0.9, 0, 0, 0.3 } }, { "dampening_wd", { 0.05, 0.8, 0, 0.01, 0.9 } },
+    { "groups", { 0.05, 0.9, 0, 0.01, 0 }, .groups = true, .g1 = { 0.2, 0 } },
 };
 static const cfg adagrad_cfgs[] = {
     { "default", { 0.01, 0, 1e-10, 0, 0 }, true }, { "plain", { 0.1, 0, 1e-10, 0, 0 } },
     { "wd", { 0.1, 0, 1e-10, 0, 0.05 } }, { "decay_acc", { 0.1, 0.1, 1e-6, 0.5, 0 } },
+    { "groups", { 0.1, 0, 1e-10, 0, 0.05 }, .groups = true, .g1 = { 0.3, 0 } },
 };
 static const cfg adam_cfgs[] = {
-    { "default", { 1e-3, 0.9, 0.999, 1e-8, 0, 0 }, true }, { "plain", { 0.05, 0.8, 0.99, 1e-6, 0, 0 } },
-    { "wd", { 0.05, 0.9, 0.999, 1e-8, 0.1, 0 } }, { "clip", { 0.05, 0.9, 0.999, 1e-8, 0, 1.0 } },
+    { "default", { 1e-3, 0.9, 0.999, 1e-8, 0, 0, 0 }, true }, { "plain", { 0.05, 0.8, 0.99, 1e-6, 0, 0, 0 } },
+    { "wd", { 0.05, 0.9, 0.999, 1e-8, 0.1, 0, 0 } }, { "clip", { 0.05, 0.9, 0.999, 1e-8, 0, 1.0, 0 } },
+    { "amsgrad", { 0.05, 0.8, 0.9, 1e-8, 0, 0, 1 } }, { "amsgrad_wd", { 0.05, 0.9, 0.99, 1e-8, 0.1, 0, 1 } },
+    { "groups", { 0.05, 0.9, 0.999, 1e-8, 0.1, 0, 0 }, .groups = true, .g1 = { 0.01, 0 } },
 };
 static const cfg adamw_cfgs[] = {
-    { "default", { 1e-3, 0.9, 0.999, 1e-8, 0.01, 0 }, true }, { "wd", { 0.05, 0.9, 0.99, 1e-8, 0.5, 0 } },
-    { "nowd", { 0.05, 0.9, 0.999, 1e-8, 0, 0 } },
+    { "default", { 1e-3, 0.9, 0.999, 1e-8, 0.01, 0, 0 }, true }, { "wd", { 0.05, 0.9, 0.99, 1e-8, 0.5, 0, 0 } },
+    { "nowd", { 0.05, 0.9, 0.999, 1e-8, 0, 0, 0 } }, { "amsgrad", { 0.05, 0.8, 0.9, 1e-8, 0.5, 0, 1 } },
+    { "groups", { 0.05, 0.9, 0.999, 1e-8, 0.5, 0, 0 }, .groups = true, .g1 = { 0.05, 0 } },
+};
+static const cfg rmsprop_cfgs[] = {
+    { "default", { 1e-2, 0.99, 1e-8, 0, 0, 0 }, true }, { "plain", { 0.01, 0.9, 1e-6, 0, 0, 0 } },
+    { "centered", { 0.01, 0.9, 1e-8, 0, 0, 1 } }, { "momentum", { 0.01, 0.99, 1e-8, 0.05, 0.9, 0 } },
+    { "centered_momentum", { 0.005, 0.95, 1e-8, 0.01, 0.8, 1 } },
+    { "groups", { 0.01, 0.99, 1e-8, 0.05, 0.9, 1 }, .groups = true, .g1 = { 0.002, 0 } },
+};
+static const cfg adamax_cfgs[] = {
+    { "default", { 2e-3, 0.9, 0.999, 1e-8, 0, 0 }, true }, { "plain", { 0.05, 0.8, 0.99, 1e-6, 0, 0 } },
+    { "wd", { 0.05, 0.9, 0.999, 1e-8, 0.1, 0 } }, { "clip", { 0.05, 0.9, 0.999, 1e-8, 0, 1.0 } },
+    { "groups", { 0.05, 0.9, 0.999, 1e-8, 0.1, 0 }, .groups = true, .g1 = { 0.01, 0 } },
+};
+static const cfg nadam_cfgs[] = {
+    { "default", { 2e-3, 0.9, 0.999, 1e-8, 0, 4e-3 }, true }, { "plain", { 0.05, 0.8, 0.99, 1e-6, 0, 4e-3 } },
+    { "wd", { 0.05, 0.9, 0.999, 1e-8, 0.1, 4e-3 } }, { "momentum_decay", { 0.05, 0.9, 0.999, 1e-8, 0, 0.05 } },
+    { "groups", { 0.05, 0.9, 0.999, 1e-8, 0.1, 4e-3 }, .groups = true, .g1 = { 0.01, 0 } },
 };
 
 Test(optim, sgd_plain) { run_traj("optim_sgd.txt", make_sgd, &sgd_cfgs[0]); }
 Test(optim, sgd_weight_decay) { run_traj("optim_sgd.txt", make_sgd, &sgd_cfgs[1]); }
 Test(optim, sgd_grad_clip_norm) { run_traj("optim_sgd.txt", make_sgd, &sgd_cfgs[2]); }
+Test(optim, sgd_param_groups) { run_traj("optim_sgd.txt", make_sgd, &sgd_cfgs[3]); }
 Test(optim, momentum_plain) { run_traj("optim_momentum.txt", make_momentum, &momentum_cfgs[0]); }
 Test(optim, momentum_weight_decay) { run_traj("optim_momentum.txt", make_momentum, &momentum_cfgs[1]); }
 Test(optim, momentum_nesterov) { run_traj("optim_momentum.txt", make_momentum, &momentum_cfgs[2]); }
 Test(optim, momentum_nesterov_weight_decay) { run_traj("optim_momentum.txt", make_momentum, &momentum_cfgs[3]); }
+Test(optim, momentum_dampening) { run_traj("optim_momentum.txt", make_momentum, &momentum_cfgs[4]); }
+Test(optim, momentum_dampening_weight_decay) { run_traj("optim_momentum.txt", make_momentum, &momentum_cfgs[5]); }
+Test(optim, momentum_param_groups) { run_traj("optim_momentum.txt", make_momentum, &momentum_cfgs[6]); }
 Test(optim, adagrad_defaults) { run_traj("optim_adagrad.txt", make_adagrad, &adagrad_cfgs[0]); }
 Test(optim, adagrad_plain) { run_traj("optim_adagrad.txt", make_adagrad, &adagrad_cfgs[1]); }
 Test(optim, adagrad_weight_decay) { run_traj("optim_adagrad.txt", make_adagrad, &adagrad_cfgs[2]); }
 Test(optim, adagrad_lr_decay_initial_accumulator) { run_traj("optim_adagrad.txt", make_adagrad, &adagrad_cfgs[3]); }
+Test(optim, adagrad_param_groups) { run_traj("optim_adagrad.txt", make_adagrad, &adagrad_cfgs[4]); }
 Test(optim, adam_defaults) { run_traj("optim_adam.txt", make_adam, &adam_cfgs[0]); }
 Test(optim, adam_plain) { run_traj("optim_adam.txt", make_adam, &adam_cfgs[1]); }
 Test(optim, adam_weight_decay) { run_traj("optim_adam.txt", make_adam, &adam_cfgs[2]); }
 Test(optim, adam_grad_clip_norm) { run_traj("optim_adam.txt", make_adam, &adam_cfgs[3]); }
+Test(optim, adam_amsgrad) { run_traj("optim_adam.txt", make_adam, &adam_cfgs[4]); }
+Test(optim, adam_amsgrad_weight_decay) { run_traj("optim_adam.txt", make_adam, &adam_cfgs[5]); }
+Test(optim, adam_param_groups) { run_traj("optim_adam.txt", make_adam, &adam_cfgs[6]); }
 Test(optim, adamw_defaults) { run_traj("optim_adamw.txt", make_adamw, &adamw_cfgs[0]); }
 Test(optim, adamw_weight_decay) { run_traj("optim_adamw.txt", make_adamw, &adamw_cfgs[1]); }
 Test(optim, adamw_no_weight_decay) { run_traj("optim_adamw.txt", make_adamw, &adamw_cfgs[2]); }
+Test(optim, adamw_amsgrad) { run_traj("optim_adamw.txt", make_adamw, &adamw_cfgs[3]); }
+Test(optim, adamw_param_groups_no_decay_group) { run_traj("optim_adamw.txt", make_adamw, &adamw_cfgs[4]); }
+Test(optim, rmsprop_defaults) { run_traj("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[0]); }
+Test(optim, rmsprop_plain) { run_traj("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[1]); }
+Test(optim, rmsprop_centered) { run_traj("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[2]); }
+Test(optim, rmsprop_momentum_weight_decay) { run_traj("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[3]); }
+Test(optim, rmsprop_centered_momentum) { run_traj("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[4]); }
+Test(optim, rmsprop_param_groups) { run_traj("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[5]); }
+Test(optim, adamax_defaults) { run_traj("optim_adamax.txt", make_adamax, &adamax_cfgs[0]); }
+Test(optim, adamax_plain) { run_traj("optim_adamax.txt", make_adamax, &adamax_cfgs[1]); }
+Test(optim, adamax_weight_decay) { run_traj("optim_adamax.txt", make_adamax, &adamax_cfgs[2]); }
+Test(optim, adamax_grad_clip_norm) { run_traj("optim_adamax.txt", make_adamax, &adamax_cfgs[3]); }
+Test(optim, adamax_param_groups) { run_traj("optim_adamax.txt", make_adamax, &adamax_cfgs[4]); }
+Test(optim, nadam_defaults) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[0]); }
+Test(optim, nadam_plain) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[1]); }
+Test(optim, nadam_weight_decay) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[2]); }
+Test(optim, nadam_momentum_decay) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[3]); }
+Test(optim, nadam_param_groups) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[4]); }
 
 /* ---- state export -> load -> continue ------------------------------------------------------ */
 
@@ -228,10 +352,11 @@ static void run_resume(const char *file, make_fn make, const cfg *c, int expect_
     dg_scope *outer = dg_scope_begin();
     dg_tensor *a0 = golden_leaf(g, "p0"), *a1 = golden_leaf(g, "p1");
     dg_tensor *pa[2] = { a0, a1 };
-    dg_optimizer *A = make(pa, 2, c);
+    dg_optimizer *A = build(make, pa, 2, c);
     cr_assert(A, "%s", dg_last_error());
     for (int k = 0; k < split; k++) {
-        if (k == 2) cr_assert_eq(dg_optimizer_set_lr(A, 0.75 * dg_optimizer_get_lr(A)), 0);
+        /* an lr that differs from the constructor's: group 1's when there are groups (index c->groups) */
+        if (k == 2) cr_assert_eq(dg_optimizer_set_group_lr(A, c->groups, 0.75 * dg_optimizer_get_group_lr(A, c->groups)), 0);
         step_with(g, k, A, a0, a1);
     }
     /* Export: copies of every entry, as a checkpoint would hold them. */
@@ -240,6 +365,8 @@ static void run_resume(const char *file, make_fn make, const cfg *c, int expect_
     const char *names[16];
     dg_tensor *saved[16];
     cr_assert(n <= 16);
+    /* every name is one dg_optimizer_save writes and dg_optimizer_load takes (checked against
+     * the file round trip below for the kinds with scalar state) */
     cr_assert_str_eq(dg_optimizer_state_name(A, 0), "lr");
     for (int i = 0; i < n; i++) {
         names[i] = dg_optimizer_state_name(A, i);
@@ -256,12 +383,14 @@ static void run_resume(const char *file, make_fn make, const cfg *c, int expect_
     dg_tensor *pb[2] = { b0, b1 }, *pc[2] = { c0, c1 };
     cfg other = *c;
     other.hp[0] *= 3;
-    dg_optimizer *B = make(pb, 2, &other), *C = make(pc, 2, c);
+    other.g1[0] *= 3;
+    dg_optimizer *B = build(make, pb, 2, &other), *C = build(make, pc, 2, c);
     cr_assert(B && C, "%s", dg_last_error());
     for (int i = n - 1; i >= 0; i--)   /* any order */
         cr_assert_eq(dg_optimizer_load_state(B, names[i], saved[i]), 0, "load %s: %s", names[i], dg_last_error());
     cr_assert_eq(dg_optimizer_state_count(B), n);
-    cr_assert_eq(dg_optimizer_get_lr(B), dg_optimizer_get_lr(A), "lr restored");
+    for (int gi = 0; gi < dg_optimizer_num_groups(A); gi++)
+        cr_assert_eq(dg_optimizer_get_group_lr(B, gi), dg_optimizer_get_group_lr(A, gi), "lr of group %d restored", gi);
     for (int i = 0; i < n; i++) {
         cr_assert_str_eq(dg_optimizer_state_name(B, i), names[i]);
         cr_assert(same_bits(dg_optimizer_state_tensor(B, i), dg_optimizer_state_tensor(A, i)), "%s differs after load",
@@ -286,8 +415,19 @@ static void run_resume(const char *file, make_fn make, const cfg *c, int expect_
     golden_free(g);
 }
 
-/* counts: "lr" + per parameter (2 here) its slots and step */
+/* counts: one lr per group + per parameter (2 here) its slots, step (and nadam's mu_product) */
 Test(optim_state, sgd_resume) { run_resume("optim_sgd.txt", make_sgd, &sgd_cfgs[1], 1); }
+Test(optim_state, sgd_param_groups_resume) { run_resume("optim_sgd.txt", make_sgd, &sgd_cfgs[3], 2); }
+Test(optim_state, momentum_dampening_resume_bit_identical) { run_resume("optim_momentum.txt", make_momentum, &momentum_cfgs[5], 3); }
+Test(optim_state, momentum_param_groups_resume_bit_identical) { run_resume("optim_momentum.txt", make_momentum, &momentum_cfgs[6], 4); }
+Test(optim_state, adam_amsgrad_resume_bit_identical) { run_resume("optim_adam.txt", make_adam, &adam_cfgs[5], 9); }
+Test(optim_state, adamw_amsgrad_resume_bit_identical) { run_resume("optim_adamw.txt", make_adamw, &adamw_cfgs[3], 9); }
+Test(optim_state, rmsprop_plain_resume_bit_identical) { run_resume("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[1], 5); }
+Test(optim_state, rmsprop_centered_momentum_resume_bit_identical) { run_resume("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[4], 9); }
+Test(optim_state, rmsprop_param_groups_resume_bit_identical) { run_resume("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[5], 10); }
+Test(optim_state, adamax_resume_bit_identical) { run_resume("optim_adamax.txt", make_adamax, &adamax_cfgs[2], 7); }
+Test(optim_state, nadam_resume_bit_identical) { run_resume("optim_nadam.txt", make_nadam, &nadam_cfgs[2], 9); }
+Test(optim_state, nadam_param_groups_resume_bit_identical) { run_resume("optim_nadam.txt", make_nadam, &nadam_cfgs[4], 10); }
 Test(optim_state, momentum_resume_bit_identical) { run_resume("optim_momentum.txt", make_momentum, &momentum_cfgs[3], 3); }
 Test(optim_state, adagrad_resume_bit_identical) { run_resume("optim_adagrad.txt", make_adagrad, &adagrad_cfgs[3], 5); }
 Test(optim_state, adam_resume_bit_identical) { run_resume("optim_adam.txt", make_adam, &adam_cfgs[2], 7); }
@@ -359,6 +499,191 @@ Test(optim_state, names_steps_and_load_errors) {
     cr_assert_eq(dg_item(dg_mean_all(dg_optimizer_state_tensor(o, 1))), 0.25);
     cr_assert_eq(dg_optimizer_load_state(o, "1.step", dg_scalar(9, DG_F32)), 0);
     cr_assert_eq(dg_item(dg_optimizer_state_tensor(o, 6)), 9);
+    dg_optimizer_free(o);
+    dg_scope_end(outer);
+}
+
+/* ---- the state through dg_optimizer_save / dg_optimizer_load ----------------------------------
+ * After 4 steps A is saved to a file and loaded into a fresh B (other lrs); both continue 6
+ * steps bit-identically. A file is refused whole when the optimizer's settings keep other
+ * slots (amsgrad, centered, momentum) or other groups. */
+
+#include <dygraph/checkpoint.h>
+#include <unistd.h>
+
+static void run_file_resume(const char *file, make_fn make, const cfg *c) {
+    golden *g = load(file);
+    dg_scope *outer = dg_scope_begin();
+    dg_tensor *a0 = golden_leaf(g, "p0"), *a1 = golden_leaf(g, "p1");
+    dg_tensor *pa[2] = { a0, a1 };
+    dg_optimizer *A = build(make, pa, 2, c);
+    for (int k = 0; k < 4; k++) step_with(g, k, A, a0, a1);
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/dg_optim_%d_%s.safetensors", (int)getpid(), c->name);
+    cr_assert_eq(dg_optimizer_save(A, path), 0, "%s", dg_last_error());
+    dg_no_grad_begin();
+    dg_tensor *b0 = dg_clone(a0), *b1 = dg_clone(a1);
+    dg_no_grad_end();
+    dg_set_requires_grad(b0, true);
+    dg_set_requires_grad(b1, true);
+    dg_tensor *pb[2] = { b0, b1 };
+    cfg other = *c;
+    other.hp[0] *= 2;
+    other.g1[0] *= 2;
+    dg_optimizer *B = build(make, pb, 2, &other);
+    cr_assert_eq(dg_optimizer_load(B, path), 0, "%s %s: %s", file, c->name, dg_last_error());
+    cr_assert_eq(dg_optimizer_state_count(B), dg_optimizer_state_count(A));
+    for (int k = 4; k < STEPS; k++) {
+        step_with(g, k, A, a0, a1);
+        step_with(g, k, B, b0, b1);
+        cr_assert(same_bits(a0, b0) && same_bits(a1, b1), "%s %s step %d: the run loaded from the file differs", file,
+                  c->name, k);
+    }
+    unlink(path);
+    dg_optimizer_free(A);
+    dg_optimizer_free(B);
+    dg_scope_end(outer);
+    golden_free(g);
+}
+
+Test(optim_state, file_round_trip_new_optimizers) {
+    run_file_resume("optim_adam.txt", make_adam, &adam_cfgs[4]);
+    run_file_resume("optim_adamw.txt", make_adamw, &adamw_cfgs[4]);
+    run_file_resume("optim_momentum.txt", make_momentum, &momentum_cfgs[4]);
+    run_file_resume("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[5]);
+    run_file_resume("optim_adamax.txt", make_adamax, &adamax_cfgs[1]);
+    run_file_resume("optim_nadam.txt", make_nadam, &nadam_cfgs[4]);
+}
+
+/* A file written by one setting, loaded into an optimizer of another: refused whole, naming the
+ * entry, nothing loaded. */
+Test(optim_state, file_of_other_settings_is_refused) {
+    dg_scope *outer = dg_scope_begin();
+    dg_tensor *p = dg_ones(DG_SHAPE(2, 3), DG_F32), *q = dg_ones(DG_SHAPE(4), DG_F32);
+    dg_set_requires_grad(p, true);
+    dg_set_requires_grad(q, true);
+    dg_tensor *ps[2] = { p, q };
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/dg_optim_other_%d.safetensors", (int)getpid());
+    struct { dg_optimizer *from, *into; const char *needle; } cases[4];
+    dg_adam_params ams = dg_adam_default_params();
+    ams.amsgrad = true;
+    dg_rmsprop_params cen = dg_rmsprop_default_params(), mom = dg_rmsprop_default_params();
+    cen.centered = true;
+    mom.momentum = 0.9;
+    cases[0].from = dg_adam(ps, 2, ams);
+    cases[0].into = dg_adam(ps, 2, dg_adam_default_params());
+    cases[0].needle = "max_exp_avg_sq";
+    cases[1].from = dg_rmsprop(ps, 2, cen);
+    cases[1].into = dg_rmsprop(ps, 2, dg_rmsprop_default_params());
+    cases[1].needle = "grad_avg";
+    cases[2].from = dg_rmsprop(ps, 2, mom);
+    cases[2].into = dg_rmsprop(ps, 2, cen);
+    cases[2].needle = "momentum_buffer";
+    cases[3].from = dg_sgd(ps, 1, dg_sgd_default_params());   /* two groups into one */
+    cr_assert_eq(dg_optimizer_add_param_group(cases[3].from, ps + 1, 1, dg_param_group_default_params()), 0);
+    cases[3].into = dg_sgd(ps, 2, dg_sgd_default_params());
+    cases[3].needle = "param_groups.1.lr";
+    for (int i = 0; i < 4; i++) {
+        cr_assert(cases[i].from && cases[i].into, "%s", dg_last_error());
+        dg_scope *s = dg_scope_begin();
+        cr_assert_eq(dg_backward(dg_add(dg_sum_all(dg_mul(p, p)), dg_sum_all(q))), 0);
+        cr_assert_eq(dg_optimizer_step(cases[i].from), 0, "%s", dg_last_error());
+        dg_optimizer_clear_grad(cases[i].from);
+        dg_scope_end(s);
+        cr_assert_eq(dg_optimizer_save(cases[i].from, path), 0, "%s", dg_last_error());
+        int before = dg_optimizer_state_count(cases[i].into);
+        dg_clear_error();
+        cr_assert_eq(dg_optimizer_load(cases[i].into, path), DG_EFORMAT, "case %d loaded", i);
+        cr_assert(strstr(dg_last_error(), cases[i].needle) && strstr(dg_last_error(), "nothing was loaded"), "case %d: %s",
+                  i, dg_last_error());
+        cr_assert_eq(dg_optimizer_state_count(cases[i].into), before, "case %d: state changed", i);
+        dg_optimizer_free(cases[i].from);
+        dg_optimizer_free(cases[i].into);
+    }
+    unlink(path);
+    dg_clear_error();
+    dg_scope_end(outer);
+}
+
+/* ---- parameter groups: the API around them ----------------------------------------------- */
+
+Test(optim, param_groups_api) {
+    dg_scope *outer = dg_scope_begin();
+    dg_tensor *a = dg_ones(DG_SHAPE(2), DG_F64), *b = dg_ones(DG_SHAPE(3), DG_F64), *c = dg_ones(DG_SHAPE(1), DG_F64);
+    dg_set_requires_grad(a, true);
+    dg_set_requires_grad(b, true);
+    dg_set_requires_grad(c, true);
+    dg_momentum_params mp = dg_momentum_default_params();
+    mp.lr = 0.1;
+    mp.weight_decay = 0.01;
+    dg_optimizer *o = dg_momentum(&a, 1, mp);
+    cr_assert(o);
+    cr_assert_eq(dg_optimizer_num_groups(o), 1);
+    /* DG_OPTIMIZER_DEFAULT is the constructor's value, whatever set_lr did since */
+    cr_assert_eq(dg_optimizer_set_lr(o, 0.5), 0);
+    cr_assert_eq(dg_optimizer_add_param_group(o, &b, 1, dg_param_group_default_params()), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_optimizer_get_group_lr(o, 1), 0.1);
+    cr_assert_eq(dg_optimizer_get_group_weight_decay(o, 1), 0.01);
+    cr_assert_eq(dg_optimizer_num_params(o), 2);
+    cr_assert_eq(dg_optimizer_param(o, 1), b);
+    /* a group's own values; 0 is a value */
+    dg_param_group_params gp = dg_param_group_default_params();
+    gp.lr = 0;
+    gp.weight_decay = 0;
+    cr_assert_eq(dg_optimizer_add_param_group(o, &c, 1, gp), 0);
+    cr_assert_eq(dg_optimizer_get_group_lr(o, 2), 0);
+    cr_assert_eq(dg_optimizer_get_group_weight_decay(o, 2), 0);
+    cr_assert_eq(dg_optimizer_param_group(o, 2), 2);
+    /* one step, gradient 1 everywhere: a moves by 0.5 * (1 + 0.01), b by 0.1 * (1 + 0.01), c not at all */
+    dg_scope *s = dg_scope_begin();
+    cr_assert_eq(dg_backward(dg_add(dg_add(dg_sum_all(a), dg_sum_all(b)), dg_sum_all(c))), 0);
+    cr_assert_eq(dg_optimizer_step(o), 0, "%s", dg_last_error());
+    dg_scope_end(s);
+    cr_assert(fabs(dg_item(dg_slice(a, 0, 0, 1, 1)) - (1 - 0.5 * 1.01)) < 1e-15, "a = %.17g", dg_item(dg_slice(a, 0, 0, 1, 1)));
+    cr_assert(fabs(dg_item(dg_slice(b, 0, 0, 1, 1)) - (1 - 0.1 * 1.01)) < 1e-15, "b = %.17g", dg_item(dg_slice(b, 0, 0, 1, 1)));
+    cr_assert_eq(dg_item(c), 1, "lr 0 leaves c");
+    /* set_lr sets every group; set_group_lr one */
+    cr_assert_eq(dg_optimizer_set_lr(o, 0.3), 0);
+    for (int g = 0; g < 3; g++) cr_assert_eq(dg_optimizer_get_group_lr(o, g), 0.3);
+    cr_assert_eq(dg_optimizer_set_group_lr(o, 2, 0.7), 0);
+    cr_assert_eq(dg_optimizer_get_group_lr(o, 2), 0.7);
+    cr_assert_eq(dg_optimizer_get_lr(o), 0.3, "get_lr reads group 0");
+    /* the state lists each group's lr */
+    cr_assert_str_eq(dg_optimizer_state_name(o, 0), "lr");
+    cr_assert_str_eq(dg_optimizer_state_name(o, 1), "param_groups.1.lr");
+    cr_assert_str_eq(dg_optimizer_state_name(o, 2), "param_groups.2.lr");
+    cr_assert_eq(dg_item(dg_optimizer_state_tensor(o, 2)), 0.7);
+    cr_assert_str_eq(dg_optimizer_state_name(o, 3), "0.momentum_buffer");
+    /* errors name the optimizer and what is wrong; nothing is added */
+    dg_tensor *d = dg_ones(DG_SHAPE(2), DG_F64), *ints = dg_zeros(DG_SHAPE(2), DG_I64);
+    dg_set_requires_grad(d, true);
+    struct { dg_tensor *const *ps; int n; double lr, wd; const char *needle; } bad[] = {
+        { (dg_tensor *[]){ b }, 1, DG_OPTIMIZER_DEFAULT, DG_OPTIMIZER_DEFAULT, "again" },
+        { (dg_tensor *[]){ d, d }, 2, DG_OPTIMIZER_DEFAULT, DG_OPTIMIZER_DEFAULT, "again" },
+        { (dg_tensor *[]){ d }, 1, -0.5, DG_OPTIMIZER_DEFAULT, "lr" },
+        { (dg_tensor *[]){ d }, 1, DG_OPTIMIZER_DEFAULT, NAN, "weight_decay" },
+        { (dg_tensor *[]){ ints }, 1, DG_OPTIMIZER_DEFAULT, DG_OPTIMIZER_DEFAULT, "int64" },
+        { NULL, 1, DG_OPTIMIZER_DEFAULT, DG_OPTIMIZER_DEFAULT, "NULL" },
+        { (dg_tensor *[]){ d }, 0, DG_OPTIMIZER_DEFAULT, DG_OPTIMIZER_DEFAULT, "no parameters" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        dg_clear_error();
+        dg_param_group_params bp = { .lr = bad[i].lr, .weight_decay = bad[i].wd };
+        cr_assert_eq(dg_optimizer_add_param_group(o, bad[i].ps, bad[i].n, bp), DG_EINVAL, "bad group %zu accepted", i);
+        cr_assert(strstr(dg_last_error(), "momentum") && strstr(dg_last_error(), bad[i].needle), "bad group %zu: %s", i,
+                  dg_last_error());
+        cr_assert_eq(dg_optimizer_num_groups(o), 3);
+        cr_assert_eq(dg_optimizer_num_params(o), 3);
+    }
+    dg_clear_error();
+    cr_assert(isnan(dg_optimizer_get_group_lr(o, 3)) && strstr(dg_last_error(), "group 3"), "%s", dg_last_error());
+    cr_assert_eq(dg_optimizer_set_group_lr(o, -1, 0.1), DG_EINVAL);
+    cr_assert_eq(dg_optimizer_set_group_lr(o, 1, -0.1), DG_EINVAL);
+    cr_assert_lt(dg_optimizer_add_param_group(NULL, &d, 1, dg_param_group_default_params()), 0);
+    cr_assert_lt(dg_optimizer_num_groups(NULL), 0);
+    cr_assert_lt(dg_optimizer_param_group(o, 5), 0);
+    dg_clear_error();
     dg_optimizer_free(o);
     dg_scope_end(outer);
 }

@@ -279,6 +279,32 @@ Test(params, defaults_are_documented_values) {
     cr_assert(wu.start_lr == 0 && wu.end_lr == DG_LR_FROM_OPTIMIZER && wu.lr == DG_LR_FROM_OPTIMIZER);
     cr_assert(dg_exponential_lr_default_params().base_lr == DG_LR_FROM_OPTIMIZER);
     cr_assert(!dg_piecewise_lr_default_params().values);
+    /* torch's defaults for the later optimizers and schedulers, Paddle's for PolynomialDecay */
+    cr_assert(m.dampening == 0 && !a.amsgrad && !w.amsgrad);
+    dg_rmsprop_params r = dg_rmsprop_default_params();
+    cr_assert(r.lr == 1e-2 && r.alpha == 0.99 && r.eps == 1e-8 && r.weight_decay == 0 && r.momentum == 0 && !r.centered &&
+              isinf(r.grad_clip_norm));
+    dg_adamax_params x = dg_adamax_default_params();
+    cr_assert(x.lr == 2e-3 && x.beta1 == 0.9 && x.beta2 == 0.999 && x.eps == 1e-8 && x.weight_decay == 0 &&
+              isinf(x.grad_clip_norm));
+    dg_nadam_params n = dg_nadam_default_params();
+    cr_assert(n.lr == 2e-3 && n.beta1 == 0.9 && n.beta2 == 0.999 && n.eps == 1e-8 && n.weight_decay == 0 &&
+              n.momentum_decay == 4e-3 && isinf(n.grad_clip_norm));
+    dg_param_group_params pg = dg_param_group_default_params();
+    cr_assert(pg.lr == DG_OPTIMIZER_DEFAULT && pg.weight_decay == DG_OPTIMIZER_DEFAULT);
+    dg_lambda_lr_params la = dg_lambda_lr_default_params();
+    cr_assert(la.base_lr == DG_LR_FROM_OPTIMIZER && !la.fn && !la.user);
+    dg_polynomial_decay_lr_params po = dg_polynomial_decay_lr_default_params();
+    cr_assert(po.base_lr == DG_LR_FROM_OPTIMIZER && po.decay_steps == 0 && po.end_lr == 1e-4 && po.power == 1.0 && !po.cycle);
+    dg_one_cycle_lr_params oc = dg_one_cycle_lr_default_params();
+    cr_assert(oc.max_lr == 0 && oc.total_steps == 0 && oc.pct_start == 0.3 && oc.anneal_strategy == DG_ANNEAL_COS &&
+              oc.cycle_momentum && oc.base_momentum == 0.85 && oc.max_momentum == 0.95 && oc.div_factor == 25 &&
+              oc.final_div_factor == 1e4 && !oc.three_phase);
+    dg_reduce_lr_on_plateau_params rp = dg_reduce_lr_on_plateau_default_params();
+    cr_assert(rp.mode == DG_PLATEAU_MIN && rp.factor == 0.1 && rp.patience == 10 && rp.threshold == 1e-4 &&
+              rp.threshold_mode == DG_THRESHOLD_REL && rp.cooldown == 0 && rp.min_lr == 0 && rp.eps == 1e-8);
+    dg_sequential_lr_params sq = dg_sequential_lr_default_params();
+    cr_assert(!sq.schedulers && sq.n_schedulers == 0 && !sq.milestones && sq.n_milestones == 0);
 }
 
 /* Zeros that make no sense are refused with the field's name, not taken as "the default". */
@@ -298,6 +324,34 @@ Test(params, out_of_range_fields_are_errors) {
     sg.grad_clip_norm = NAN;
     cr_assert_null(dg_sgd(&p, 1, sg));
     expect_error_contains("sgd clip NaN", "sgd", "grad_clip_norm");
+    dg_rmsprop_params rm = dg_rmsprop_default_params();
+    rm.alpha = 1.5;
+    cr_assert_null(dg_rmsprop(&p, 1, rm));
+    expect_error_contains("rmsprop alpha 1.5", "rmsprop", "alpha");
+    dg_nadam_params na = dg_nadam_default_params();
+    na.momentum_decay = NAN;
+    cr_assert_null(dg_nadam(&p, 1, na));
+    expect_error_contains("nadam momentum_decay NaN", "nadam", "momentum_decay");
+    dg_momentum_params mo = dg_momentum_default_params();
+    mo.dampening = -0.5;
+    cr_assert_null(dg_momentum(&p, 1, mo));
+    expect_error_contains("momentum dampening < 0", "momentum", "dampening");
+    /* a zero that is a value: a group's lr 0 is 0, not "the optimizer's" (DG_OPTIMIZER_DEFAULT is) */
+    dg_optimizer *o = dg_sgd(&p, 1, dg_sgd_default_params());
+    dg_tensor *q = dg_ones(DG_SHAPE(2), DG_F32);
+    dg_set_requires_grad(q, true);
+    dg_param_group_params gp = dg_param_group_default_params();
+    gp.lr = 0;
+    cr_assert_eq(dg_optimizer_add_param_group(o, &q, 1, gp), 0);
+    cr_assert_eq(dg_optimizer_get_group_lr(o, 1), 0, "lr 0 is 0, not the optimizer's default");
+    gp.lr = -1e-3;
+    cr_assert_eq(dg_optimizer_add_param_group(o, &q, 1, gp), DG_EINVAL);
+    expect_error_contains("group lr < 0", "sgd", "lr");
+    dg_optimizer_free(o);
+    dg_one_cycle_lr_params oc = dg_one_cycle_lr_default_params();
+    oc.total_steps = 100;
+    cr_assert_null(dg_one_cycle_lr(NULL, oc));
+    expect_error_contains("one cycle max_lr 0", "one_cycle_lr", "max_lr");
 
     dg_nn_batch_norm_params b = dg_nn_batch_norm_default_params();
     b.eps = 0;

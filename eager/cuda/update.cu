@@ -7,7 +7,7 @@
 #define DG_HOSTDEV __device__
 #include "kernel_util.cuh"
 
-#define UPD_MAX 40               /* 40 * 64 B of tensors + offsets stay under the 4 KiB parameter limit */
+#define UPD_MAX 40               /* 40 * 88 B of tensors + offsets + params stay under the 4 KiB parameter limit */
 #define UPD_CHUNK 8192           /* elements per block */
 
 struct upd_batch {
@@ -16,6 +16,7 @@ struct upd_batch {
     int first_block[UPD_MAX + 1];
     dg_update_tensor t[UPD_MAX];
 };
+static_assert(sizeof(upd_batch) <= 4096, "a batch travels as a kernel parameter (4 KiB at most)");
 
 template <typename T>
 __global__ void fused_update_kernel(const upd_batch b) {

@@ -39,7 +39,8 @@ DG_API int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *state
 
 /* Everything a resume needs, saved and loaded as one file (one atomic rename: a reader sees
  * the previous checkpoint or the new one, never a mix of the two): the model's state, the
- * optimizer's, the LR scheduler's position, the position of a random generator (dropout, random
+ * optimizer's, the LR scheduler's state (its epoch; ReduceLROnPlateau's best value and counters
+ * too: dg_lr_scheduler_state_*), the position of a random generator (dropout, random
  * initialisers) and the progress counters. The DataLoader's position is (epoch, batch): its
  * order is a function of (seed, epoch, index), so dg_dataloader_start_epoch_at(dl, epoch, batch)
  * continues an epoch where the saved run was. A load checks every part before it changes

@@ -76,25 +76,33 @@ DG_API int dg_adopt(dg_tensor *t);
  * The element rules follow PyTorch 1.13's single-tensor optimizers operation by operation in
  * the parameter's dtype, so a step rounds the same on every device. */
 typedef enum dg_update_kind {
-    DG_UPD_SGD, DG_UPD_MOMENTUM, DG_UPD_ADAGRAD, DG_UPD_ADAM, DG_UPD_ADAMW
+    DG_UPD_SGD, DG_UPD_MOMENTUM, DG_UPD_ADAGRAD, DG_UPD_ADAM, DG_UPD_ADAMW, DG_UPD_RMSPROP, DG_UPD_ADAMAX, DG_UPD_NADAM
 } dg_update_kind;
 
-/* What is the same for every tensor of one step. */
+/* What is the same for every tensor of one step (one parameter group: lr and weight_decay are
+ * the group's). */
 typedef struct dg_update_params {
     dg_update_kind kind;
     double lr, weight_decay;
-    double momentum; bool nesterov;     /* momentum */
-    double beta1, beta2, eps;           /* adam/adamw; eps also adagrad */
+    double momentum; bool nesterov;     /* momentum; momentum also rmsprop (> 0: s1 is its buffer) */
+    double beta1, beta2, eps;           /* adam/adamw/adamax/nadam; eps also adagrad, rmsprop */
+    double dampening;                   /* momentum: buf = momentum buf + (1 - dampening) d */
+    bool amsgrad;                       /* adam/adamw: s2 keeps max_exp_avg_sq, the denominator's */
+    double alpha; bool centered;        /* rmsprop: square_avg's decay; centered: s2 is grad_avg */
 } dg_update_params;
 
 /* One parameter: contiguous p, g and state buffers of n elements, and its per-step scalars. */
 typedef struct dg_update_tensor {
     void *p;
     const void *g;
-    void *s0, *s1;            /* momentum buffer | adagrad sum | adam exp_avg, exp_avg_sq */
+    void *s0, *s1, *s2;       /* momentum buffer | adagrad sum | adam, nadam exp_avg, exp_avg_sq (adam amsgrad:
+                                 max_exp_avg_sq) | adamax exp_avg, exp_inf | rmsprop square_avg, momentum_buffer,
+                                 grad_avg; NULL where the kind or its settings have no such buffer */
     int64_t n;
-    double step_size;         /* sgd/momentum: lr; adagrad: lr / (1 + (t-1) lr_decay); adam: lr / (1 - b1^t) */
-    double bc2_sqrt;          /* adam: sqrt(1 - b2^t) */
+    double step_size;         /* sgd/momentum/rmsprop: lr; adagrad: lr / (1 + (t-1) lr_decay); adam, adamax:
+                                 lr / (1 - b1^t); nadam: lr (1 - mu_t) / (1 - mu_1...mu_t), the gradient's */
+    double bc2_sqrt;          /* adam: sqrt(1 - b2^t); nadam: 1 - b2^t */
+    double step_size2;        /* nadam: lr mu_(t+1) / (1 - mu_1...mu_(t+1)), exp_avg's */
     bool fresh;               /* momentum: the buffer starts as the first d */
 } dg_update_tensor;
 /* One step over n parameters that share a device and a float dtype, in as few passes as the

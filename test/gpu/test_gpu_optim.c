@@ -1,5 +1,6 @@
-/* test/gpu/test_gpu_optim.c — every optimizer of optim.h on gpu:0 against the same optimizer
- * on the CPU: three parameters (p0 [37, 29] with odd sizes so vectorised kernels hit their
+/* test/gpu/test_gpu_optim.c — every optimizer of optim.h (and its settings that change the fused
+ * kernel: dampening, amsgrad, centered, momentum; parameter groups with their own lr and weight
+ * decay) on gpu:0 against the same optimizer on the CPU: three parameters (p0 [37, 29] with odd sizes so vectorised kernels hit their
  * tails, p1 [5] whose gradient depends on its value and which gets none on every third step,
  * p2 [3] which never gets one and must stay untouched), 10 steps, the parameters and every
  * optimizer state tensor compared after each step; plus dg_clip_grad_norm on its own. */
@@ -29,6 +30,43 @@ MAKE(o_adam_full, dg_adam, dg_adam_params, p.lr = 1e-2, p.beta1 = 0.8, p.beta2 =
 MAKE(o_adamw, dg_adamw, dg_adamw_params, (void)0)
 MAKE(o_adamw_nowd, dg_adamw, dg_adamw_params, p.lr = 1e-2, p.weight_decay = 0)
 MAKE(o_adamw_clip, dg_adamw, dg_adamw_params, p.lr = 1e-2, p.weight_decay = 0.1, p.grad_clip_norm = 0.5)
+MAKE(o_momentum_damp, dg_momentum, dg_momentum_params, p.lr = 0.05, p.momentum = 0.9, p.dampening = 0.4, p.weight_decay = 1e-3)
+MAKE(o_adam_ams, dg_adam, dg_adam_params, p.lr = 1e-2, p.beta2 = 0.9, p.amsgrad = true, p.weight_decay = 0.01)
+MAKE(o_adamw_ams, dg_adamw, dg_adamw_params, p.lr = 1e-2, p.beta2 = 0.9, p.amsgrad = true)
+MAKE(o_rmsprop, dg_rmsprop, dg_rmsprop_params, (void)0)
+MAKE(o_rmsprop_full, dg_rmsprop, dg_rmsprop_params, p.lr = 5e-3, p.alpha = 0.9, p.eps = 1e-6, p.weight_decay = 0.01, p.momentum = 0.8,
+     p.centered = true, p.grad_clip_norm = 1.0)
+MAKE(o_rmsprop_centered, dg_rmsprop, dg_rmsprop_params, p.centered = true)
+MAKE(o_adamax, dg_adamax, dg_adamax_params, (void)0)
+MAKE(o_adamax_full, dg_adamax, dg_adamax_params, p.lr = 1e-2, p.beta1 = 0.8, p.beta2 = 0.99, p.eps = 1e-6, p.weight_decay = 0.01,
+     p.grad_clip_norm = 1.0)
+MAKE(o_nadam, dg_nadam, dg_nadam_params, (void)0)
+MAKE(o_nadam_full, dg_nadam, dg_nadam_params, p.lr = 1e-2, p.beta1 = 0.8, p.beta2 = 0.99, p.weight_decay = 0.01,
+     p.momentum_decay = 0.02)
+
+/* p0 in group 0 (the constructor's lr and decay), p1 and p2 in group 1 (their own): one fused
+ * call per group on each device */
+static dg_optimizer *o_adamw_groups(dg_tensor *const *ps, int n) {
+    dg_adamw_params p = dg_adamw_default_params();
+    p.lr = 1e-2;
+    p.weight_decay = 0.1;
+    dg_optimizer *o = dg_adamw(ps, 1, p);
+    dg_param_group_params g = dg_param_group_default_params();
+    g.lr = 3e-2;
+    g.weight_decay = 0;
+    if (o && dg_optimizer_add_param_group(o, ps + 1, n - 1, g) != 0) { dg_optimizer_free(o); return NULL; }
+    return o;
+}
+static dg_optimizer *o_momentum_groups(dg_tensor *const *ps, int n) {
+    dg_momentum_params p = dg_momentum_default_params();
+    p.lr = 0.05;
+    p.weight_decay = 0.01;
+    dg_optimizer *o = dg_momentum(ps, 1, p);
+    dg_param_group_params g = dg_param_group_default_params();
+    g.lr = 0.01;
+    if (o && dg_optimizer_add_param_group(o, ps + 1, n - 1, g) != 0) { dg_optimizer_free(o); return NULL; }
+    return o;
+}
 
 typedef struct optim_case { const char *name; make_fn make; } optim_case;
 static const optim_case cases[] = {
@@ -45,6 +83,18 @@ static const optim_case cases[] = {
     { "adamw defaults (decay 0.01)", o_adamw },
     { "adamw no weight decay", o_adamw_nowd },
     { "adamw weight_decay, grad clip", o_adamw_clip },
+    { "momentum dampening weight_decay", o_momentum_damp },
+    { "adam amsgrad weight_decay", o_adam_ams },
+    { "adamw amsgrad", o_adamw_ams },
+    { "rmsprop defaults", o_rmsprop },
+    { "rmsprop centered momentum weight_decay grad clip", o_rmsprop_full },
+    { "rmsprop centered", o_rmsprop_centered },
+    { "adamax defaults", o_adamax },
+    { "adamax betas, eps, weight_decay, grad clip", o_adamax_full },
+    { "nadam defaults", o_nadam },
+    { "nadam betas, weight_decay, momentum_decay", o_nadam_full },
+    { "adamw two param groups (lr, no decay)", o_adamw_groups },
+    { "momentum two param groups (lr)", o_momentum_groups },
 };
 
 /* backward of sum(p0 * g0) + 0.5 * sum(g1 * p1^2) (the second term only when has1): grad p0 = g0,
@@ -59,7 +109,7 @@ static void feed(const char *op, const char *dev, dg_tensor *const *p, dg_tensor
 
 static bool is_buffer_slot(const char *name) {
     const char *dot = strrchr(name, '.');
-    return dot && strcmp(dot, ".step") != 0;
+    return dot && strcmp(dot, ".step") != 0 && strcmp(dot, ".mu_product") != 0 && strcmp(dot, ".lr") != 0;
 }
 
 static void run_optim(const optim_case *c, uint64_t seed) {
