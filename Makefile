@@ -261,6 +261,7 @@ goldens:
 	@sh scripts/deps.sh bench
 	/usr/bin/python3 test/goldens/make_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_loss_goldens.py test/goldens
+	/usr/bin/python3 test/goldens/make_op_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_nn_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_optim_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_models_goldens.py test/goldens

@@ -341,3 +341,100 @@ static void run_linear(const char *file, bool has_bias) {
 
 Test(golden, linear_3d_input_with_bias) { run_linear("linear.txt", true); }
 Test(golden, linear_2d_no_bias) { run_linear("linear_2d_nobias.txt", false); }
+
+/* ------------------------------------------------------------------------------- composite ops
+ * test/goldens/make_op_goldens.py: iparams = kind, flag (keepdim / pad mode), unbiased, n, then n
+ * axes / reps / pads; fparams = value or p. The worst relative errors are logged per file. */
+static void run_op(const char *file) {
+    golden *g = load(file);
+    dg_scope *s = dg_scope_begin();
+    int kind = (int)param(g, "iparams", 0);
+    int64_t flag = param(g, "iparams", 1);
+    bool unbiased = param(g, "iparams", 2) != 0;
+    int n = (int)param(g, "iparams", 3);
+    int axes[DG_MAX_DIMS * 2];
+    int64_t ints[DG_MAX_DIMS * 2];
+    cr_assert(n <= DG_MAX_DIMS * 2, "%s: %d parameters", file, n);
+    for (int i = 0; i < n; i++) { ints[i] = param(g, "iparams", 4 + i); axes[i] = (int)ints[i]; }
+    double f = dg_item(golden_get(g, "fparams"));
+    dg_tensor *x = golden_leaf(g, "x"), *out = NULL;
+    switch (kind) {
+    case 0: out = dg_flip(x, axes, n); break;
+    case 1: out = dg_tile(x, ints, n); break;
+    case 2: out = dg_masked_fill(x, dg_cast(golden_get(g, "mask"), DG_BOOL), f); break;
+    case 3: out = dg_logsumexp(x, axes, n, flag != 0); break;
+    case 4: out = dg_var(x, axes, n, unbiased, flag != 0); break;
+    case 5: out = dg_std(x, axes, n, unbiased, flag != 0); break;
+    case 6: out = dg_norm(x, f, axes, n, flag != 0); break;
+    default: out = dg_pad(x, ints, n, (dg_pad_mode)flag, f); break;
+    }
+    cr_assert(out, "%s: the op failed: %s", file, dg_last_error());
+    expect_output(file, g, out);
+    backward_weighted(file, g, out, dg_ndim(out) == 0);
+    expect_grad(file, g, x, "x");
+    cr_log_info("%s: out %.2e, grad %.2e (max relative error)", file, max_rel_err(out, golden_get(g, "out"), floor_for(golden_get(g, "out"))),
+                max_rel_err(dg_grad(x), golden_get(g, "grad_x"), floor_for(golden_get(g, "grad_x"))));
+    /* f64 runs the same composition: it must agree with the golden at least as well */
+    dg_tensor *x64 = dg_detach(dg_cast(x, DG_F64));
+    cr_assert_eq(dg_set_requires_grad(x64, true), 0, "%s: %s", file, dg_last_error());
+    dg_tensor *o64 = NULL;
+    switch (kind) {
+    case 0: o64 = dg_flip(x64, axes, n); break;
+    case 1: o64 = dg_tile(x64, ints, n); break;
+    case 2: o64 = dg_masked_fill(x64, dg_cast(golden_get(g, "mask"), DG_BOOL), f); break;
+    case 3: o64 = dg_logsumexp(x64, axes, n, flag != 0); break;
+    case 4: o64 = dg_var(x64, axes, n, unbiased, flag != 0); break;
+    case 5: o64 = dg_std(x64, axes, n, unbiased, flag != 0); break;
+    case 6: o64 = dg_norm(x64, f, axes, n, flag != 0); break;
+    default: o64 = dg_pad(x64, ints, n, (dg_pad_mode)flag, f); break;
+    }
+    cr_assert(o64 && dg_dtype_of(o64) == DG_F64, "%s: the f64 op failed: %s", file, dg_last_error());
+    expect_close(file, "out (f64)", dg_cast(o64, DG_F32), golden_get(g, "out"), TOL_VALUE);
+    cr_assert_eq(dg_backward(dg_sum_all(dg_mul(o64, dg_cast(golden_get(g, "gout"), DG_F64)))), 0, "%s: f64 backward: %s", file, dg_last_error());
+    expect_close(file, "grad_x (f64)", dg_cast(dg_grad(x64), DG_F32), golden_get(g, "grad_x"), TOL_GRAD);
+    dg_scope_end(s);
+    golden_free(g);
+}
+
+Test(golden, op_flip_0_2) { run_op("op_flip_0_2.txt"); }
+Test(golden, op_tile_repeat_2_1_3) { run_op("op_tile_repeat_2_1_3.txt"); }
+Test(golden, op_tile_short_reps) { run_op("op_tile_short_reps.txt"); }
+Test(golden, op_masked_fill_bcast) { run_op("op_masked_fill_bcast.txt"); }
+Test(golden, op_logsumexp_1_2) { run_op("op_logsumexp_1_2.txt"); }
+Test(golden, op_logsumexp_last_keepdim) { run_op("op_logsumexp_last_keepdim.txt"); }
+Test(golden, op_var_unbiased_1) { run_op("op_var_unbiased_1.txt"); }
+Test(golden, op_var_biased_all_keepdim) { run_op("op_var_biased_all_keepdim.txt"); }
+Test(golden, op_std_unbiased_last_zero_row) { run_op("op_std_unbiased_last.txt"); }
+Test(golden, op_norm_p1_1) { run_op("op_norm_p1_1.txt"); }
+Test(golden, op_norm_p2_1_zero_row) { run_op("op_norm_p2_1.txt"); }
+Test(golden, op_norm_inf_keepdim_tie) { run_op("op_norm_inf_0_keepdim.txt"); }
+Test(golden, op_norm_p2_all) { run_op("op_norm_p2_all.txt"); }
+Test(golden, op_pad_constant) { run_op("op_pad_constant.txt"); }
+Test(golden, op_pad_constant_negative_crops) { run_op("op_pad_constant_crop.txt"); }
+Test(golden, op_pad_reflect) { run_op("op_pad_reflect.txt"); }
+Test(golden, op_pad_replicate) { run_op("op_pad_replicate.txt"); }
+
+/* argument errors name the op and the shapes */
+Test(golden, op_compose_errors) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_zeros(DG_SHAPE(2, 3), DG_F32);
+    const int bad[] = {2}, dup[] = {0, -2};
+    cr_expect_null(dg_flip(x, bad, 1));
+    cr_expect(strstr(dg_last_error(), "flip: axis 2 out of range for [2, 3]") != NULL, "%s", dg_last_error());
+    cr_expect_null(dg_logsumexp(x, dup, 2, false));
+    cr_expect(strstr(dg_last_error(), "logsumexp:") != NULL, "%s", dg_last_error());
+    cr_expect_null(dg_norm(x, 3.0, NULL, 0, false));
+    cr_expect(strstr(dg_last_error(), "norm: p must be 1, 2 or INFINITY") != NULL, "%s", dg_last_error());
+    cr_expect_null(dg_tile(x, (const int64_t[]){-1}, 1));
+    cr_expect(strstr(dg_last_error(), "tile:") != NULL, "%s", dg_last_error());
+    cr_expect_null(dg_masked_fill(x, dg_zeros(DG_SHAPE(3, 1), DG_BOOL), 1.0));
+    cr_expect(strstr(dg_last_error(), "masked_fill: mask [3, 1] does not broadcast") != NULL, "%s", dg_last_error());
+    cr_expect_null(dg_pad(x, (const int64_t[]){3, 0}, 2, DG_PAD_REFLECT, 0));
+    cr_expect(strstr(dg_last_error(), "pad: reflect pads (3, 0) must be smaller") != NULL, "%s", dg_last_error());
+    cr_expect_null(dg_pad(x, (const int64_t[]){-1, 0}, 2, DG_PAD_REPLICATE, 0));
+    cr_expect(strstr(dg_last_error(), "replicate mode refuses negative pads") != NULL, "%s", dg_last_error());
+    cr_expect_null(dg_pad(x, (const int64_t[]){1, 1, 1}, 3, DG_PAD_CONSTANT, 0));
+    cr_expect_null(dg_var(x, bad, 1, true, false));
+    cr_expect(strstr(dg_last_error(), "var: axis 2 out of range") != NULL, "%s", dg_last_error());
+    dg_scope_end(s);
+}

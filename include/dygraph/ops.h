@@ -83,6 +83,37 @@ DG_API dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis
 DG_API dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes);              /* f32 */
 DG_API dg_tensor *dg_where(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b);
 
+/* ---- composite ops (eager/ops/compose.c): built from the ops above, so they run on every
+ * backend, f32 and f64, with gradients; torch's semantics ---- */
+/* torch.flip: reverses x along each of the n axes (n 0: a copy). */
+DG_API dg_tensor *dg_flip(const dg_tensor *x, const int *axes, int n);
+/* torch.tile, which is Tensor.repeat(*reps) when n >= ndim: x repeated reps[i] times along each
+ * axis (reps >= 0). Fewer reps than dims repeat the last axes (reps padded with leading 1s); more
+ * add leading axes to x. No repetition at all still returns a copy. */
+DG_API dg_tensor *dg_tile(const dg_tensor *x, const int64_t *reps, int n);
+/* Tensor.masked_fill: value where the bool mask (broadcast to x's shape; it may not grow x) is
+ * true, x elsewhere. The gradient is 0 where filled. */
+DG_API dg_tensor *dg_masked_fill(const dg_tensor *x, const dg_tensor *mask, double value);
+/* torch.logsumexp over axes (n 0: all): log(sum(exp(x - m))) + m with m the max, as a constant
+ * (and 0 where infinite), so large inputs do not overflow. Gradient softmax(x) over the axes. */
+DG_API dg_tensor *dg_logsumexp(const dg_tensor *x, const int *axes, int n, bool keepdim);
+/* torch.var / torch.std over axes (n 0: all), divided by N - 1 when unbiased (torch's default),
+ * else N; N - 1 = 0 gives NaN as torch's. std's gradient where the variance is 0 is 0 (torch 1.13's,
+ * not the chain rule's NaN). */
+DG_API dg_tensor *dg_var(const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim);
+DG_API dg_tensor *dg_std(const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim);
+/* torch.linalg.vector_norm for p = 1, 2 or INFINITY (others refused) over axes (n 0: all, as
+ * dim=None). Gradients as torch's: sign(x) for 1 (0 at 0); x / norm for 2, and 0 where the norm is
+ * 0; for INFINITY sign(x) shared equally by the elements whose |x| attains the max. */
+DG_API dg_tensor *dg_norm(const dg_tensor *x, double p, const int *axes, int n, bool keepdim);
+/* torch.nn.functional.pad: pads holds (left, right) pairs from the LAST axis backwards: (l_-1,
+ * r_-1, l_-2, r_-2, ...), npads even and at most 2 * ndim. CONSTANT fills with value (negative
+ * pads crop, as torch's); REFLECT mirrors without repeating the edge (each pad < the axis' size);
+ * REPLICATE repeats the edge. REFLECT/REPLICATE refuse negative pads, and unlike torch 1.13 take
+ * any number of padded axes on any rank. */
+typedef enum dg_pad_mode { DG_PAD_CONSTANT = 0, DG_PAD_REFLECT = 1, DG_PAD_REPLICATE = 2 } dg_pad_mode;
+DG_API dg_tensor *dg_pad(const dg_tensor *x, const int64_t *pads, int npads, dg_pad_mode mode, double value);
+
 /* ---- losses ---- */
 /* BATCHMEAN (the sum over the first axis' rows, as torch's 'batchmean') is kl_div's only. */
 typedef enum dg_reduction { DG_REDUCE_MEAN = 0, DG_REDUCE_SUM = 1, DG_REDUCE_NONE = 2, DG_REDUCE_BATCHMEAN = 3 } dg_reduction;
