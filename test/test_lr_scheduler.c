@@ -60,12 +60,55 @@ static void lr_teardown(lr_fixture f) {
     golden_free(f.g);
 }
 
+/* The schedules that both golden sets hold (one group: optim_lr.txt, two groups:
+ * optim_lr_groups.txt), configured as make_optim_goldens.py configures them, written once. */
+static double lambda_decay(int64_t e, void *user) { return 1.0 / (1.0 + *(const double *)user * (double)e); }   /* 1 / (1 + k e) */
+static double warmup_lambda(int64_t e, void *user) { (void)user; return e < 4 ? (double)(e + 1) / 5.0 : 1.0; }
+static dg_lr_scheduler *sched_step(dg_optimizer *o) {
+    dg_step_lr_params p = dg_step_lr_default_params();
+    p.step_size = 3;
+    p.gamma = 0.5;
+    return dg_step_lr(o, p);
+}
+static dg_lr_scheduler *sched_cosine(dg_optimizer *o) {
+    dg_cosine_annealing_lr_params p = dg_cosine_annealing_lr_default_params();
+    p.t_max = 10;
+    p.eta_min = 0.001;
+    return dg_cosine_annealing_lr(o, p);
+}
+static dg_lr_scheduler *sched_lambda(dg_optimizer *o) {
+    static const double k = 0.3;
+    dg_lambda_lr_params p = dg_lambda_lr_default_params();
+    p.fn = lambda_decay;
+    p.user = (void *)&k;
+    return dg_lambda_lr(o, p);
+}
+static dg_lr_scheduler *sched_poly(dg_optimizer *o) {
+    dg_polynomial_decay_lr_params p = dg_polynomial_decay_lr_default_params();
+    p.decay_steps = 12;
+    p.end_lr = 0.001;
+    p.power = 2.0;
+    return dg_polynomial_decay_lr(o, p);
+}
+/* LambdaLR warm-up for 4 steps, then cosine over 20; `owner` is what SequentialLR is given
+ * (NULL: taken from the children) */
+static dg_lr_scheduler *sched_warmup_then_cosine(dg_optimizer *o, dg_optimizer *owner) {
+    dg_lambda_lr_params lp = dg_lambda_lr_default_params();
+    lp.fn = warmup_lambda;
+    dg_cosine_annealing_lr_params cp = dg_cosine_annealing_lr_default_params();
+    cp.t_max = 20;
+    dg_lr_scheduler *ch[2] = { dg_lambda_lr(o, lp), dg_cosine_annealing_lr(o, cp) };
+    dg_sequential_lr_params q = dg_sequential_lr_default_params();
+    q.schedulers = ch;
+    q.n_schedulers = 2;
+    q.milestones = (int[]){ 4 };
+    q.n_milestones = 1;
+    return dg_sequential_lr(owner, q);
+}
+
 Test(lr_scheduler, step) {
     lr_fixture f = lr_setup(0.1);
-    dg_step_lr_params slp = dg_step_lr_default_params();
-    slp.step_size = 3;
-    slp.gamma = 0.5;
-    check_schedule(f.g, "step", f.opt, dg_step_lr(f.opt, slp));
+    check_schedule(f.g, "step", f.opt, sched_step(f.opt));
     lr_teardown(f);
 }
 Test(lr_scheduler, step_default_gamma_and_base_lr) {
@@ -96,11 +139,7 @@ Test(lr_scheduler, exponential) {
 }
 Test(lr_scheduler, cosine_annealing_past_t_max) {
     lr_fixture f = lr_setup(0.1);
-    dg_cosine_annealing_lr_params calp = dg_cosine_annealing_lr_default_params();
-    calp.t_max = 10;
-    calp.eta_min = 0.001;
-    check_schedule(f.g, "cosine", f.opt,
-                   dg_cosine_annealing_lr(f.opt, calp));
+    check_schedule(f.g, "cosine", f.opt, sched_cosine(f.opt));
     lr_teardown(f);
 }
 Test(lr_scheduler, cosine_annealing_eta_min_0) {
@@ -189,27 +228,14 @@ Test(lr_scheduler, drives_the_update) {
 
 /* ---- LambdaLR, PolynomialDecay, OneCycleLR, SequentialLR -------------------------------------- */
 
-/* the script's lambda_decay: 1 / (1 + k e), k handed through the user pointer */
-static double lambda_decay(int64_t e, void *user) { return 1.0 / (1.0 + *(const double *)user * (double)e); }
-/* the script's warmup_lambda */
-static double warmup_lambda(int64_t e, void *user) { (void)user; return e < 4 ? (double)(e + 1) / 5.0 : 1.0; }
-
 Test(lr_scheduler, lambda_with_user_pointer) {
     lr_fixture f = lr_setup(0.1);
-    double k = 0.3;
-    dg_lambda_lr_params lp = dg_lambda_lr_default_params();
-    lp.fn = lambda_decay;
-    lp.user = &k;
-    check_schedule(f.g, "lambda", f.opt, dg_lambda_lr(f.opt, lp));
+    check_schedule(f.g, "lambda", f.opt, sched_lambda(f.opt));
     lr_teardown(f);
 }
 Test(lr_scheduler, polynomial_decay) {
     lr_fixture f = lr_setup(0.1);
-    dg_polynomial_decay_lr_params pp = dg_polynomial_decay_lr_default_params();
-    pp.decay_steps = 12;
-    pp.end_lr = 0.001;
-    pp.power = 2.0;
-    check_schedule(f.g, "poly", f.opt, dg_polynomial_decay_lr(f.opt, pp));
+    check_schedule(f.g, "poly", f.opt, sched_poly(f.opt));
     lr_teardown(f);
 }
 Test(lr_scheduler, polynomial_decay_defaults_and_base_lr) {
@@ -371,17 +397,7 @@ Test(lr_scheduler, sequential_exponential_cosine_step) {
 }
 Test(lr_scheduler, sequential_lambda_warmup_then_cosine) {
     lr_fixture f = lr_setup(0.1);
-    dg_lambda_lr_params lp = dg_lambda_lr_default_params();
-    lp.fn = warmup_lambda;
-    dg_cosine_annealing_lr_params cp = dg_cosine_annealing_lr_default_params();
-    cp.t_max = 20;
-    dg_lr_scheduler *ch[2] = { dg_lambda_lr(f.opt, lp), dg_cosine_annealing_lr(f.opt, cp) };
-    dg_sequential_lr_params q = dg_sequential_lr_default_params();
-    q.schedulers = ch;
-    q.n_schedulers = 2;
-    q.milestones = (int[]){ 4 };
-    q.n_milestones = 1;
-    check_schedule(f.g, "sequential_warmup", f.opt, dg_sequential_lr(NULL, q));   /* opt taken from the children */
+    check_schedule(f.g, "sequential_warmup", f.opt, sched_warmup_then_cosine(f.opt, NULL));   /* opt taken from the children */
     lr_teardown(f);
 }
 
@@ -436,27 +452,17 @@ static void check_groups_schedule(groups_fixture *f, const char *name, dg_lr_sch
 
 Test(lr_scheduler_groups, step) {
     groups_fixture f = groups_setup(false);
-    dg_step_lr_params p = dg_step_lr_default_params();
-    p.step_size = 3;
-    p.gamma = 0.5;
-    check_groups_schedule(&f, "step", dg_step_lr(f.opt, p));
+    check_groups_schedule(&f, "step", sched_step(f.opt));
     groups_teardown(f);
 }
 Test(lr_scheduler_groups, cosine_absolute_eta_min) {
     groups_fixture f = groups_setup(false);
-    dg_cosine_annealing_lr_params p = dg_cosine_annealing_lr_default_params();
-    p.t_max = 10;
-    p.eta_min = 0.001;
-    check_groups_schedule(&f, "cosine", dg_cosine_annealing_lr(f.opt, p));
+    check_groups_schedule(&f, "cosine", sched_cosine(f.opt));
     groups_teardown(f);
 }
 Test(lr_scheduler_groups, lambda) {
     groups_fixture f = groups_setup(false);
-    double k = 0.3;
-    dg_lambda_lr_params p = dg_lambda_lr_default_params();
-    p.fn = lambda_decay;
-    p.user = &k;
-    check_groups_schedule(&f, "lambda", dg_lambda_lr(f.opt, p));
+    check_groups_schedule(&f, "lambda", sched_lambda(f.opt));
     groups_teardown(f);
 }
 Test(lr_scheduler_groups, one_cycle_max_lr_from_each_group) {
@@ -469,26 +475,12 @@ Test(lr_scheduler_groups, one_cycle_max_lr_from_each_group) {
 }
 Test(lr_scheduler_groups, sequential) {
     groups_fixture f = groups_setup(false);
-    dg_lambda_lr_params lp = dg_lambda_lr_default_params();
-    lp.fn = warmup_lambda;
-    dg_cosine_annealing_lr_params cp = dg_cosine_annealing_lr_default_params();
-    cp.t_max = 20;
-    dg_lr_scheduler *ch[2] = { dg_lambda_lr(f.opt, lp), dg_cosine_annealing_lr(f.opt, cp) };
-    dg_sequential_lr_params q = dg_sequential_lr_default_params();
-    q.schedulers = ch;
-    q.n_schedulers = 2;
-    q.milestones = (int[]){ 4 };
-    q.n_milestones = 1;
-    check_groups_schedule(&f, "sequential", dg_sequential_lr(f.opt, q));
+    check_groups_schedule(&f, "sequential", sched_warmup_then_cosine(f.opt, f.opt));
     groups_teardown(f);
 }
 Test(lr_scheduler_groups, polynomial_decay) {
     groups_fixture f = groups_setup(false);
-    dg_polynomial_decay_lr_params p = dg_polynomial_decay_lr_default_params();
-    p.decay_steps = 12;
-    p.end_lr = 0.001;
-    p.power = 2.0;
-    check_groups_schedule(&f, "poly", dg_polynomial_decay_lr(f.opt, p));
+    check_groups_schedule(&f, "poly", sched_poly(f.opt));
     groups_teardown(f);
 }
 Test(lr_scheduler_groups, linear_warmup_wrapping_cosine) {
