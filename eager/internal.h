@@ -53,6 +53,9 @@ struct dg_tensor {
     dg_storage *storage;
     bool requires_grad;
     dg_tensor *grad;              /* owned */
+    /* a leaf's gradient rows from a sparse embedding (owned): ids [k] int64 sorted and unique,
+     * rows [k, ...]; dg_grad folds them into `grad` (eager/ops/embedding.c) */
+    dg_tensor *sparse_ids, *sparse_rows;
     struct dg_node *node;         /* the op that made it (owned reference) */
     struct dg_scope *scope;       /* owning scope, or NULL when the caller owns it */
     int64_t scope_slot;
@@ -158,6 +161,8 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
 dg_tensor *dg_tensor_view(const dg_tensor *base, int ndim, const int64_t *shape, const int64_t *stride, int64_t offset);
 void dg_tensor_retain(dg_tensor *t);
 void dg_tensor_release(dg_tensor *t);
+/* Adds t's sparse gradient rows into its dense gradient and drops them (eager/ops/embedding.c). */
+int dg_sparse_grad_fold(dg_tensor *t);
 void dg_compute_strides(const int64_t *shape, int ndim, int64_t *stride);
 int64_t dg_shape_numel(const int64_t *shape, int ndim);
 /* Small-block cache (eager/block_cache.c): 64-byte aligned, freed from any thread. */

@@ -27,13 +27,25 @@ static bool usable(const dg_tensor *t, const char *fn) {
 }
 bool dg_requires_grad(const dg_tensor *t) { return usable(t, "requires_grad") && (t->requires_grad || t->node); }
 bool dg_is_leaf(const dg_tensor *t) { return usable(t, "is_leaf") && !t->node; }
-dg_tensor *dg_grad(const dg_tensor *t) { return usable(t, "grad") ? t->grad : NULL; }
+/* A gradient held as sparse rows (a sparse embedding's) becomes dense here, the first time
+ * anyone asks for the dense one: the rows are the cheap form, the dense tensor the general one. */
+dg_tensor *dg_grad(const dg_tensor *t) {
+    if (!usable(t, "grad")) return NULL;
+    if (t->sparse_ids && dg_sparse_grad_fold((dg_tensor *)t) != 0) return NULL;
+    return t->grad;
+}
+static void drop_sparse_grad(dg_tensor *t) {
+    dg_tensor_release(t->sparse_ids);
+    dg_tensor_release(t->sparse_rows);
+    t->sparse_ids = t->sparse_rows = NULL;
+}
 int dg_set_grad(dg_tensor *t, const dg_tensor *g) {
     DG_CHECK_INPUT_INT("set_grad", t);
     DG_CHECK_INPUT_INT("set_grad", g);
     DG_CHECK_INT(g->dtype == t->dtype && g->ndim == t->ndim && !memcmp(g->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim),
                  "set_grad: gradient %s %s does not match tensor %s %s", DG_SHAPE_STR(g), dg_dtype_name(g->dtype),
                  DG_SHAPE_STR(t), dg_dtype_name(t->dtype));
+    drop_sparse_grad(t);
     dg_no_grad_begin();
     int rc = 0;
     if (t->grad) rc = dg_copy_(t->grad, g);
@@ -52,6 +64,7 @@ int dg_clear_grad(dg_tensor *t) {
     DG_CHECK_INPUT_INT("clear_grad", t);
     dg_tensor_release(t->grad);
     t->grad = NULL;
+    drop_sparse_grad(t);
     return 0;
 }
 const char *dg_grad_fn_name(const dg_tensor *t) { return usable(t, "grad_fn_name") && t->node ? t->node->name : NULL; }

@@ -210,6 +210,8 @@ void dg_tensor_release(dg_tensor *t) {
     if (__atomic_sub_fetch(&t->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
     storage_release(t->storage);
     dg_tensor_release(t->grad);       /* grads carry no node: no deep recursion */
+    dg_tensor_release(t->sparse_ids);
+    dg_tensor_release(t->sparse_rows);
     if (t->node) dg_node_release(t->node);
     __atomic_sub_fetch(&dg_live_tensor_count, 1, __ATOMIC_RELAXED);
     t->magic = DG_TENSOR_DEAD;

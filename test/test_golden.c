@@ -14,61 +14,7 @@
  * files with that floor (worst: 4.2e-6 on values, 1.2e-5 on gradients), and so do ours (2.7e-6,
  * 6.5e-6); with a flat floor of 1e-3 neither would (PyTorch: conv2d out 1.5e-5, log_softmax out
  * 8.7e-5; ours: conv2d out 3.5e-5, batched matmul out 1.1e-5). */
-#include "test_util.h"
-
-#define GOLDEN_DIR "test/goldens/"
-#define TOL_VALUE 1e-5
-#define TOL_GRAD 1e-4
-
-static golden *load(const char *file) {
-    char path[256];
-    snprintf(path, sizeof path, GOLDEN_DIR "%s", file);
-    return golden_load(path);
-}
-
-static int64_t param(golden *g, const char *name, int64_t i) {
-    dg_tensor *p = golden_get(g, name);
-    cr_assert(i < dg_numel(p), "params index %lld out of range", (long long)i);
-    return (int64_t)dg_get(p, &i);
-}
-
-static double floor_for(const dg_tensor *want) {
-    dg_scope *s = dg_scope_begin();
-    double m = dg_item(dg_max(dg_abs(dg_cast(want, DG_F64)), NULL, 0, false));
-    dg_scope_end(s);
-    return fmax(1e-3, 1e-2 * m);
-}
-
-static void expect_close(const char *file, const char *what, const dg_tensor *got, const dg_tensor *want, double tol) {
-    cr_assert(got, "%s: %s missing (%s)", file, what, dg_last_error());
-    char gs[64], ws[64];
-    dg_shape_str(got, gs, sizeof gs);
-    dg_shape_str(want, ws, sizeof ws);
-    cr_assert_str_eq(gs, ws, "%s: %s has shape %s, PyTorch %s", file, what, gs, ws);
-    double e = max_rel_err(got, want, floor_for(want));
-    cr_expect(e <= tol, "%s: %s max relative error %.3g > %.g", file, what, e, tol);
-}
-
-static void expect_output(const char *file, golden *g, const dg_tensor *out) {
-    expect_close(file, "out", out, golden_get(g, "out"), TOL_VALUE);
-}
-
-/* Backward of sum(out * gout): through grad_output, or by building the weighted sum. */
-static void backward_weighted(const char *file, golden *g, dg_tensor *out, bool via_sum) {
-    dg_tensor *gout = golden_get(g, "gout");
-    dg_backward_params bwp = dg_backward_default_params();
-    bwp.grad_output = gout;
-    int rc = via_sum ? dg_backward(dg_sum_all(dg_mul(out, gout)))
-                     : dg_backward_ext(out, bwp);
-    cr_assert_eq(rc, 0, "%s: backward failed: %s", file, dg_last_error());
-}
-
-static void expect_grad(const char *file, golden *g, const dg_tensor *leaf, const char *name) {
-    char key[64];
-    snprintf(key, sizeof key, "grad_%s", name);
-    cr_assert(dg_grad(leaf), "%s: no gradient for %s", file, name);
-    expect_close(file, key, dg_grad(leaf), golden_get(g, key), TOL_GRAD);
-}
+#include "golden_check.h"
 
 /* ------------------------------------------------------------------------------- conv2d */
 static void run_conv(const char *file) {

@@ -19,6 +19,12 @@ DG_API int dg_set_stop_gradient(dg_tensor *t, bool stop);           /* Paddle sp
 DG_API bool dg_is_leaf(const dg_tensor *t);
 DG_API dg_tensor *dg_grad(const dg_tensor *t);                      /* borrowed; NULL if none yet */
 DG_API int dg_clear_grad(dg_tensor *t);                             /* drop the accumulated gradient */
+/* The part of t's gradient held as rows (from dg_embedding with sparse, like torch's sparse
+ * grad coalesced): ids [k] int64, sorted and unique, and rows [k, dim...] their summed
+ * gradients, both borrowed from t (valid until its gradient changes). Returns k, 0 when there
+ * are none. Backward passes merge new rows into them; dg_grad (and so every optimizer) folds
+ * them into the dense gradient and drops them; dg_clear_grad drops them. */
+DG_API int64_t dg_sparse_grad(const dg_tensor *t, dg_tensor **ids, dg_tensor **rows);
 /* t.grad = g: copies g (same shape and dtype as t) into t's gradient, made if there is none
  * (what DataParallel does after its all-reduce). */
 DG_API int dg_set_grad(dg_tensor *t, const dg_tensor *g);

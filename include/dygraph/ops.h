@@ -114,6 +114,31 @@ DG_API dg_tensor *dg_norm(const dg_tensor *x, double p, const int *axes, int n, 
 typedef enum dg_pad_mode { DG_PAD_CONSTANT = 0, DG_PAD_REFLECT = 1, DG_PAD_REPLICATE = 2 } dg_pad_mode;
 DG_API dg_tensor *dg_pad(const dg_tensor *x, const int64_t *pads, int npads, dg_pad_mode mode, double value);
 
+/* ---- embeddings and normalisation over features ---- */
+/* torch.nn.functional.embedding: y[..., :] = weight[ids[...], :], ids int64/int32 of any shape,
+ * weight [num_embeddings, dim, ...]; y is ids' shape + weight's trailing dims. */
+#define DG_NO_PADDING_IDX INT64_MIN
+typedef struct dg_embedding_params {        /* defaults are torch's */
+    int64_t padding_idx;   /* that row gets no gradient (negative counts from the end);
+                              DG_NO_PADDING_IDX (default): none */
+    double max_norm;       /* > 0: each distinct row looked up whose norm_type-norm exceeds it is
+                              scaled to max_norm in the weight, in place, before the lookup (torch's
+                              renorm); 0 (default): off */
+    double norm_type;      /* > 0, INFINITY allowed; default 2 */
+    bool sparse;           /* weight's gradient kept as rows (dg_sparse_grad) when weight is a leaf;
+                              default false. dg_grad gives the dense equivalent on request */
+} dg_embedding_params;
+DG_API dg_embedding_params dg_embedding_default_params(void);
+DG_API dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedding_params p);
+/* torch.nn.functional.layer_norm: normalises over the last normalized_shape.ndim dims of x (which
+ * must equal normalized_shape) with the biased variance; weight/bias of normalized_shape or NULL. */
+DG_API dg_tensor *dg_layer_norm(const dg_tensor *x, dg_shape normalized_shape, const dg_tensor *weight,
+                                const dg_tensor *bias, double eps);
+/* torch.nn.functional.group_norm: x [N, C, ...] with C divisible by num_groups; each sample's
+ * group of C / num_groups channels normalised together; weight/bias [C] or NULL. */
+DG_API dg_tensor *dg_group_norm(const dg_tensor *x, int64_t num_groups, const dg_tensor *weight,
+                                const dg_tensor *bias, double eps);
+
 /* ---- losses ---- */
 /* BATCHMEAN (the sum over the first axis' rows, as torch's 'batchmean') is kl_div's only. */
 typedef enum dg_reduction { DG_REDUCE_MEAN = 0, DG_REDUCE_SUM = 1, DG_REDUCE_NONE = 2, DG_REDUCE_BATCHMEAN = 3 } dg_reduction;
