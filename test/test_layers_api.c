@@ -48,6 +48,7 @@ Test(layer_class, built_in_classes) {
         { dg_resnet_class(), "ResNet" }, { dg_resnet_basic_block_class(), "BasicBlock" },
         { dg_resnet_bottleneck_class(), "Bottleneck" }, { dg_mnist_cnn_class(), "MNIST" }, { dg_cifar_mynet_class(), "MyNet" },
         { dg_facenet_class(), "FaceNet" }, { dg_data_parallel_class(), "DataParallel" },
+        { dg_nn_embedding_class(), "Embedding" }, { dg_nn_layer_norm_class(), "LayerNorm" }, { dg_nn_group_norm_class(), "GroupNorm" },
     };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) {
         cr_assert(all[i].cls && !strcmp(all[i].cls->name, all[i].name), "class %zu is not %s", i, all[i].name);

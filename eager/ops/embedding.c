@@ -34,6 +34,14 @@ static int64_t *host_ids(const dg_tensor *ids) {
     return h;
 }
 
+/* h[n] as an int64 tensor on like's device (not the current one: backward runs wherever the
+ * forward ran). */
+static dg_tensor *ids_on(const dg_tensor *like, const int64_t *h, int64_t n) {
+    dg_tensor *t = dg_empty_as(like, DG_SHAPE(n), DG_I64);
+    if (t && n > 0 && DG_KCALL(t, upload, dg_tensor_ptr(t), h, sizeof *h * (size_t)n) != 0) { dg_tensor_free(t); return NULL; }
+    return t;
+}
+
 /* The sorted unique values of ids[n] (skipping `skip` when has_skip) as an int64 tensor on dev,
  * and, when inverse is given, for each id its position in them (-1 for a skipped one). */
 static dg_tensor *unique_ids(const int64_t *ids, int64_t n, bool has_skip, int64_t skip, const dg_tensor *dev,
@@ -53,9 +61,8 @@ static dg_tensor *unique_ids(const int64_t *ids, int64_t n, bool has_skip, int64
             (*inverse)[i] = f - u;
         }
     }
-    dg_tensor *t = dg_from_data(DG_SHAPE(m), DG_I64, u);
+    dg_tensor *t = ids_on(dev, u, m);
     free(u);
-    if (t && dg_device_of(dev).type != DG_CPU) t = dg_to_device(t, dg_device_of(dev));
     return t;
 }
 
@@ -75,8 +82,7 @@ static int sparse_store(dg_tensor *t, const int64_t *ids, int64_t n, const dg_te
         /* a padding id's row goes to a dummy last slot, cut off after the sum */
         int64_t k = u->numel;
         for (int64_t i = 0; i < n; i++) if (inv[i] < 0) inv[i] = k;
-        dg_tensor *ix = dg_from_data(DG_SHAPE(n), DG_I64, inv);
-        if (ix && dg_device_of(t).type != DG_CPU) ix = dg_to_device(ix, dg_device_of(t));
+        dg_tensor *ix = ids_on(t, inv, n);
         dg_shape shp = dg_shape_of(rows);
         shp.d[0] = k + 1;
         acc = ix ? dg_full_on(t, shp, 0.0, t->dtype) : NULL;

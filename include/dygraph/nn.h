@@ -263,6 +263,36 @@ DG_API dg_nn_batch_norm_params dg_nn_batch_norm_default_params(void);
 DG_API dg_layer *dg_nn_batch_norm1d(int64_t num_features, dg_nn_batch_norm_params p);
 DG_API dg_layer *dg_nn_batch_norm2d(int64_t num_features, dg_nn_batch_norm_params p);
 
+/* Embedding, LayerNorm, GroupNorm (types "Embedding", "LayerNorm", "GroupNorm"): torch's
+ * parameters, names and init. */
+DG_API const dg_layer_class *dg_nn_embedding_class(void);
+DG_API const dg_layer_class *dg_nn_layer_norm_class(void);
+DG_API const dg_layer_class *dg_nn_group_norm_class(void);
+/* Embedding: ids (int64/int32, any shape) -> [..., embedding_dim] rows of weight
+ * [num_embeddings, embedding_dim], init N(0, 1) with the padding row zeroed (torch's). */
+typedef struct dg_nn_embedding_params {   /* defaults are torch's */
+    int64_t padding_idx;   /* DG_NO_PADDING_IDX (default) or a row (negative counts from the end) */
+    double max_norm;       /* 0 (default): off; see dg_embedding_params */
+    double norm_type;      /* default 2 */
+    bool sparse;           /* weight's gradient as rows (dg_sparse_grad); default false */
+    dg_dtype dtype;        /* default DG_F32 */
+} dg_nn_embedding_params;
+DG_API dg_nn_embedding_params dg_nn_embedding_default_params(void);
+DG_API dg_layer *dg_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, dg_nn_embedding_params p);
+/* LayerNorm over the trailing normalized_shape; weight (ones) and bias (zeros) of that shape when
+ * elementwise_affine. */
+typedef struct dg_nn_layer_norm_params {  /* defaults are torch's */
+    double eps;               /* >= 0; default 1e-5 */
+    bool elementwise_affine;  /* default true */
+    dg_dtype dtype;           /* default DG_F32 */
+} dg_nn_layer_norm_params;
+DG_API dg_nn_layer_norm_params dg_nn_layer_norm_default_params(void);
+DG_API dg_layer *dg_nn_layer_norm(dg_shape normalized_shape, dg_nn_layer_norm_params p);
+/* GroupNorm: x [N, num_channels, ...] in num_groups groups; weight (ones) and bias (zeros)
+ * [num_channels] when affine (its eps and dtype as LayerNorm's params; affine from
+ * elementwise_affine). */
+DG_API dg_layer *dg_nn_group_norm(int64_t num_groups, int64_t num_channels, dg_nn_layer_norm_params p);
+
 /* Dropout: in training zeroes each element with probability p and scales the rest by
  * 1/(1-p) (mask from the calling thread's generator); identity (a copy) in eval. p in [0, 1]. */
 DG_API dg_layer *dg_nn_dropout(double p);
