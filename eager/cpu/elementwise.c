@@ -124,6 +124,32 @@ static inline double gelu_tanh_grad(double x) {
 BINARY_KERNEL(float, f32)
 BINARY_KERNEL(double, f64)
 
+/* Integer arithmetic (the ops eager/ops/elementwise.c sends for i32/i64): wrapping like torch's,
+ * done on the unsigned type because signed overflow is undefined in C. */
+#define INT_BINARY_KERNEL(T, U, SUF) ROWS_FN(int_binary_rows, dg_binary_op, 3, T, SUF,          \
+        case DG_BIN_ADD: BIN_ROW(T, (U)A + (U)B); break;                                     \
+        case DG_BIN_SUB: BIN_ROW(T, (U)A - (U)B); break;                                     \
+        case DG_BIN_MUL: BIN_ROW(T, (U)A * (U)B); break;                                     \
+        case DG_BIN_MAX: BIN_ROW(T, A >= B ? A : B); break;                                  \
+        case DG_BIN_MIN: BIN_ROW(T, A <= B ? A : B); break;                                  \
+        default: break;                                                                      \
+    )
+INT_BINARY_KERNEL(int32_t, uint32_t, i32)
+INT_BINARY_KERNEL(int64_t, uint64_t, i64)
+
+static int int_binary(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y) {
+    if (op != DG_BIN_ADD && op != DG_BIN_SUB && op != DG_BIN_MUL && op != DG_BIN_MAX && op != DG_BIN_MIN) {
+        DG_ERR(DG_EUNSUPPORTED, "cpu binary op %d: not defined on %s", (int)op, dg_dtype_name(y->dtype));
+        return DG_EUNSUPPORTED;
+    }
+    dg_iter it;
+    const dg_kview *ops[3] = { y, a, b };
+    dg_iter_init(&it, ops, 3);
+    if (y->dtype == DG_I32) int_binary_rows_i32(op, &it, 0, it.rows, 0, 0);
+    else int_binary_rows_i64(op, &it, 0, it.rows, 0, 0);
+    return 0;
+}
+
 
 static int compare(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y) {
     dg_iter it;
@@ -143,6 +169,7 @@ static int compare(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kvi
 
 int dg_cpu_binary(const dg_backend *be, dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, double p0, double p1) {
     if (op == DG_BIN_GT || op == DG_BIN_EQ) return compare(op, a, b, y);
+    if (a->dtype == y->dtype && b->dtype == y->dtype && (y->dtype == DG_I32 || y->dtype == DG_I64)) return int_binary(op, a, b, y);
     if (a->dtype != y->dtype || b->dtype != y->dtype || (y->dtype != DG_F32 && y->dtype != DG_F64)) {
         DG_ERR(DG_EUNSUPPORTED, "cpu binary op %d: dtypes %s, %s -> %s not supported", (int)op,
                dg_dtype_name(a->dtype), dg_dtype_name(b->dtype), dg_dtype_name(y->dtype));

@@ -1,5 +1,5 @@
-/* eager/cuda/elementwise.cu — unary and broadcasting binary ops (f32, f64) and the GT/EQ
- * comparisons, the GPU twins of eager/cpu/elementwise.c. Each formula is the CPU's expression
+/* eager/cuda/elementwise.cu — unary and broadcasting binary ops (f32, f64; add, sub, mul, max and
+ * min also on i32/i64) and the GT/EQ comparisons, the GPU twins of eager/cpu/elementwise.c. Each formula is the CPU's expression
  * with C's promotions spelled out: in the f32 kernels the CPU calls the double libm functions
  * (exp, erf, tanh, pow, ...) and evaluates expressions with double constants in double, so
  * these do too, then round to float once. Products feeding a sum use dgk_mul/dgk_add so nvcc
@@ -99,6 +99,18 @@ __global__ void binary_kernel(const T *a, const T *b, T *y, const __grid_constan
     }
 }
 
+/* integer arithmetic (i32/i64): wrapping, on the unsigned type as the CPU does */
+template <typename T, typename U, int OP>
+__global__ void int_binary_kernel(const T *a, const T *b, T *y, const __grid_constant__ dgk_geom g) {
+    DGK_FOR(i, g.numel) {
+        int64_t off[3];
+        dgk_offsets<3>(g, i, off);
+        T A = a[off[1]], B = b[off[2]];
+        y[off[0]] = OP == DG_BIN_ADD ? (T)((U)A + (U)B) : OP == DG_BIN_SUB ? (T)((U)A - (U)B)
+                  : OP == DG_BIN_MUL ? (T)((U)A * (U)B) : OP == DG_BIN_MAX ? (A >= B ? A : B) : (A <= B ? A : B);
+    }
+}
+
 /* comparisons: any input dtypes, compared as doubles like the CPU; y is DG_BOOL */
 template <bool GT>
 __global__ void compare_kernel(const void *a, int adt, const void *b, int bdt, uint8_t *y, const __grid_constant__ dgk_geom g) {
@@ -165,6 +177,19 @@ static int binary_t(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kv
     return DG_EUNSUPPORTED;
 }
 
+template <typename T, typename U>
+static int int_binary_t(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, const dgk_geom &g) {
+    switch (op) {
+#define B(OP) case OP: DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), int_binary_kernel<T, U, OP>)( \
+        (const T *)a->data, (const T *)b->data, (T *)y->data, g); return DG_CUDA(cudaGetLastError());
+    B(DG_BIN_ADD) B(DG_BIN_SUB) B(DG_BIN_MUL) B(DG_BIN_MAX) B(DG_BIN_MIN)
+#undef B
+    default: break;
+    }
+    DG_ERR(DG_EUNSUPPORTED, "cuda binary op %d: not defined on %s", (int)op, dg_dtype_name(y->dtype));
+    return DG_EUNSUPPORTED;
+}
+
 extern "C" int dg_cuda_binary(const dg_backend *be, dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, double p0, double p1) {
     DG_CUDA_ENTER(be);
     const dg_kview *ops[3] = { y, a, b };
@@ -184,6 +209,11 @@ extern "C" int dg_cuda_binary(const dg_backend *be, dg_binary_op op, const dg_kv
         else
             DGK_LAUNCH(dgk_blocks(g.numel), DGK_THREADS, 0, dg_cuda_stream(), compare_kernel<false>)(ap, (int)a->dtype, bp, (int)b->dtype, yp, g);
         return DG_CUDA(cudaGetLastError());
+    }
+    if (a->dtype == y->dtype && b->dtype == y->dtype && (y->dtype == DG_I32 || y->dtype == DG_I64)) {
+        if (y->numel == 0) return 0;
+        dgk_geom_init(&g, ops, 3);
+        return y->dtype == DG_I32 ? int_binary_t<int32_t, uint32_t>(op, a, b, y, g) : int_binary_t<int64_t, uint64_t>(op, a, b, y, g);
     }
     if (a->dtype != y->dtype || b->dtype != y->dtype || (y->dtype != DG_F32 && y->dtype != DG_F64)) {
         DG_ERR(DG_EUNSUPPORTED, "cuda binary op %d: dtypes %s, %s -> %s not supported", (int)op,

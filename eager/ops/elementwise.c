@@ -77,12 +77,57 @@ static dg_tensor *un_k(dg_unary_op op, const dg_tensor *x, double p0, double p1)
 }
 
 /* ---- binary ops ---- */
+/* ---- PyTorch's type promotion for arithmetic ----
+ * Categories bool < integer < float. The higher category wins; within one, a tensor with dims
+ * wins over a 0-d one, else the wider type (f32 + f64 -> f64, i32 + i64 -> i64). */
+static bool is_int(dg_dtype t) { return t == DG_I32 || t == DG_I64; }
+static int category(dg_dtype t) { return t == DG_BOOL ? 0 : is_int(t) ? 1 : 2; }
+static int width(dg_dtype t) { return t == DG_F64 || t == DG_I64 ? 2 : 1; }
+static dg_dtype promote(const dg_tensor *a, const dg_tensor *b) {
+    if (category(a->dtype) != category(b->dtype)) return category(a->dtype) > category(b->dtype) ? a->dtype : b->dtype;
+    if ((a->ndim == 0) != (b->ndim == 0)) return a->ndim ? a->dtype : b->dtype;
+    return width(a->dtype) >= width(b->dtype) ? a->dtype : b->dtype;
+}
+
+static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
+                         dg_backward_fn bw, bool save_a, bool save_b, bool save_y);
+
+/* Operands of different dtypes, or integers: cast to the promoted type (recorded, so a float
+ * input still gets its gradient in its own dtype), true division of integers in float32 (torch's
+ * default dtype), and the integer kernels for add, sub, mul, maximum and minimum. */
+static dg_tensor *binary_promoted(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
+                                  dg_backward_fn bw, bool save_a, bool save_b, bool save_y) {
+    DG_CHECK(a->dtype != DG_BOOL && b->dtype != DG_BOOL && a->dtype != DG_F16 && a->dtype != DG_BF16 && b->dtype != DG_F16 &&
+             b->dtype != DG_BF16, "%s: %s %s and %s %s: arithmetic is defined on float32/float64/int32/int64 (cast bool masks first)",
+             name, dg_dtype_name(a->dtype), DG_SHAPE_STR(a), dg_dtype_name(b->dtype), DG_SHAPE_STR(b));
+    dg_dtype dt = promote(a, b);
+    if (is_int(dt) && op == DG_BIN_DIV) dt = DG_F32;
+    DG_CHECK(!is_int(dt) || op == DG_BIN_ADD || op == DG_BIN_SUB || op == DG_BIN_MUL || op == DG_BIN_MAX || op == DG_BIN_MIN,
+             "%s: not defined on integer tensors (%s %s, %s %s); cast to a float dtype first", name, dg_dtype_name(a->dtype),
+             DG_SHAPE_STR(a), dg_dtype_name(b->dtype), DG_SHAPE_STR(b));
+    DG_CHECK_SAME_DEVICE(name, a, b);
+    dg_scope *s = dg_scope_begin();
+    const dg_tensor *ac = a->dtype == dt ? a : dg_cast(a, dt), *bc = b->dtype == dt ? b : dg_cast(b, dt), *y = NULL;
+    if (ac && bc && !is_int(dt)) y = binary(name, op, ac, bc, bw, save_a, save_b, save_y);
+    else if (ac && bc) {
+        int64_t shp[DG_MAX_DIMS]; int nd;
+        if (!dg_broadcast_shape(ac, bc, shp, &nd)) DG_ERR(DG_EINVAL, "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
+        else if ((y = dg_new_on(a, shp, nd, dt))) {
+            dg_kview av, bv;
+            bcast_view(ac, shp, nd, &av);
+            bcast_view(bc, shp, nd, &bv);
+            if (DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), 0, 0) != 0) y = NULL;   /* in the scope: freed at its end */
+        }
+    }
+    return dg_composite_end(s, (dg_tensor *)y);
+}
+
 static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
                          dg_backward_fn bw, bool save_a, bool save_b, bool save_y) {
     DG_CHECK_INPUT(name, a);
     DG_CHECK_INPUT(name, b);
+    if (a->dtype != b->dtype || !dg_dtype_is_float(a->dtype)) return binary_promoted(name, op, a, b, bw, save_a, save_b, save_y);
     DG_CHECK_FLOAT(name, a);
-    DG_CHECK_SAME_DTYPE(name, a, b);
     DG_CHECK_SAME_DEVICE(name, a, b);
     int64_t shp[DG_MAX_DIMS]; int nd;
     DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
@@ -242,8 +287,37 @@ dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) 
 enum { SAVE_NONE, SAVE_X, SAVE_Y };
 
 static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, double p0, double p1,
+                        dg_backward_fn bw, int save);
+
+/* Integer inputs, as torch: scalar add/sub/mul by a whole number, neg and abs stay integer (on
+ * the integer kernels); the math functions (exp, log, sqrt, sigmoid, tanh, gelu, s / x) and a
+ * fractional scalar give float32; the rest (relu, clip, pow_scalar, ...) are refused by
+ * DG_CHECK_FLOAT with the dtype named. */
+static dg_tensor *unary_int(dg_unary_op op, const dg_tensor *x, double p0, double p1) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *y;
+    if (op == DG_UN_ABS) y = dg_maximum(x, dg_neg(x));
+    else {
+        y = p0 == 1 ? (dg_tensor *)x : dg_mul(x, dg_full_on(x, DG_SHAPE(1), p0, x->dtype));
+        if (p1 != 0) y = dg_add(y, dg_full_on(x, DG_SHAPE(1), p1, x->dtype));
+        if (y == x) y = dg_clone(x);
+    }
+    return dg_composite_end(s, y);
+}
+
+static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, double p0, double p1,
                         dg_backward_fn bw, int save) {
     DG_CHECK_INPUT(name, x);
+    if (x->dtype == DG_I32 || x->dtype == DG_I64) {
+        bool math = op == DG_UN_AFFINE || op == DG_UN_EXP || op == DG_UN_LOG || op == DG_UN_SQRT || op == DG_UN_SIGMOID ||
+                    op == DG_UN_TANH || op == DG_UN_GELU || op == DG_UN_GELU_TANH || op == DG_UN_RDIV;
+        bool whole = op == DG_UN_AFFINE && p0 == trunc(p0) && p1 == trunc(p1) && fabs(p0) < 0x1p62 && fabs(p1) < 0x1p62;
+        if (op == DG_UN_ABS || whole) return unary_int(op, x, p0, p1);
+        if (math) {
+            dg_scope *s = dg_scope_begin();
+            return dg_composite_end(s, unary(name, op, dg_cast(x, DG_F32), p0, p1, bw, save));
+        }
+    }
     DG_CHECK_FLOAT(name, x);
     dg_tensor *y = dg_new_like(x);
     if (!y) return NULL;
@@ -295,7 +369,13 @@ dg_tensor *dg_add_scalar(const dg_tensor *a, double s) { return unary("add_scala
 dg_tensor *dg_sub_scalar(const dg_tensor *a, double s) { return unary("sub_scalar", DG_UN_AFFINE, a, 1.0, -s, pass_bw, SAVE_NONE); }
 dg_tensor *dg_rsub_scalar(const dg_tensor *a, double s) { return unary("rsub_scalar", DG_UN_AFFINE, a, -1.0, s, affine_bw, SAVE_NONE); }
 dg_tensor *dg_mul_scalar(const dg_tensor *a, double s) { return unary("mul_scalar", DG_UN_AFFINE, a, s, 0.0, affine_bw, SAVE_NONE); }
-dg_tensor *dg_div_scalar(const dg_tensor *a, double s) { return unary("div_scalar", DG_UN_AFFINE, a, 1.0 / s, 0.0, affine_bw, SAVE_NONE); }
+dg_tensor *dg_div_scalar(const dg_tensor *a, double s) {
+    if (a && dg_tensor_live(a) && (a->dtype == DG_I32 || a->dtype == DG_I64)) {   /* true division, as torch: float32 */
+        dg_scope *sc = dg_scope_begin();
+        return dg_composite_end(sc, dg_div_scalar(dg_cast(a, DG_F32), s));
+    }
+    return unary("div_scalar", DG_UN_AFFINE, a, 1.0 / s, 0.0, affine_bw, SAVE_NONE);
+}
 dg_tensor *dg_rdiv_scalar(const dg_tensor *a, double s) { return unary("rdiv_scalar", DG_UN_RDIV, a, s, 0.0, rdiv_bw, SAVE_X); }
 dg_tensor *dg_pow_scalar(const dg_tensor *a, double e) { return unary("pow_scalar", DG_UN_POWS, a, e, 0.0, pows_bw, SAVE_X); }
 dg_tensor *dg_neg(const dg_tensor *a) { return unary("neg", DG_UN_AFFINE, a, -1.0, 0.0, affine_bw, SAVE_NONE); }

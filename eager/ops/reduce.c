@@ -45,6 +45,13 @@ static int maxmin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 
 static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *x, const int *axes, int n, bool keepdim) {
     DG_CHECK_INPUT(name, x);
+    if (x->dtype == DG_I32 || x->dtype == DG_I64) {
+        /* as torch: an integer sum is int64, max/min keep the dtype; summed in float64, so exact
+         * while the values and partial sums stay below 2^53 */
+        dg_scope *s = dg_scope_begin();
+        dg_tensor *y = reduce_op(name, op, dg_cast(x, DG_F64), axes, n, keepdim);
+        return dg_composite_end(s, y ? dg_cast(y, op == DG_RED_SUM ? DG_I64 : x->dtype) : NULL);
+    }
     DG_CHECK_FLOAT(name, x);
     bool mask[DG_MAX_DIMS];
     if (axes_mask(x, axes, n, mask, name)) return NULL;
@@ -89,6 +96,7 @@ dg_tensor *dg_max(const dg_tensor *x, const int *axes, int n, bool keepdim) { re
 dg_tensor *dg_min(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("min", DG_RED_MIN, x, axes, n, keepdim); }
 dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     DG_CHECK_INPUT("mean", x);
+    DG_CHECK_FLOAT("mean", x);   /* torch refuses an integer mean too: no dtype to infer */
     bool mask[DG_MAX_DIMS];
     if (axes_mask(x, axes, n, mask, "mean")) return NULL;
     int64_t cnt = 1;

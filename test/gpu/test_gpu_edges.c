@@ -179,3 +179,7 @@ Test(gpu_edges, out_of_range_indices_are_errors) {
 /* The four gradient defects (test/grad_parity_cases.h) on gpu:0, against PyTorch's values. */
 #include "../grad_parity_cases.h"
 Test(gpu_edges, gradient_parity_cases_on_the_device, .init = gt_gpu_begin) { gp_all_cases(gt_dut()); }
+
+/* Integer arithmetic (the i32/i64 kernels) and type promotion on gpu:0 (test/int_promotion_cases.h). */
+#include "../int_promotion_cases.h"
+Test(gpu_edges, integer_arithmetic_and_promotion_on_the_device, .init = gt_gpu_begin) { ip_all_cases(gt_dut()); }
