@@ -267,6 +267,7 @@ goldens:
 	/usr/bin/python3 test/goldens/make_nn_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_optim_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_models_goldens.py test/goldens
+	/usr/bin/python3 test/goldens/make_conv_pool_goldens.py test/goldens
 
 # libFuzzer targets (clang). `make fuzz-safetensors FUZZ_SECONDS=600` fuzzes from the committed
 # corpus (test/fuzz/corpus/safetensors, replayed by `make test`) into build/fuzz/.

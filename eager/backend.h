@@ -54,6 +54,10 @@ typedef struct dg_pool2d_geom {
     int64_t n, c, h, w, oh, ow;
     int kh, kw, sh, sw, ph, pw;
     bool count_include_pad;
+    /* conv/pool parity: dilation of the max-pool window (read by the *_with_indices entries
+     * only; the op sends dilated max pools there) and avg pool's divisor_override (0: none) */
+    int dh, dw;
+    int64_t divisor;
 } dg_pool2d_geom;
 
 /* What a kernel sees of a tensor: where its first element is and how the elements are laid
@@ -153,6 +157,14 @@ struct dg_backend {
     int (*avg_pool2d_backward)(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx);
     int (*adaptive_avg_pool2d)(const dg_backend *be, const dg_kview *x, dg_kview *y);
     int (*adaptive_avg_pool2d_backward)(const dg_backend *be, const dg_kview *gy, dg_kview *gx);
+    /* conv/pool parity: max pooling that also writes torch's indices (I64, flat within the
+     * input plane; the first maximum in row-major window order, NaN wins; -1 for a window with
+     * no input element) with dilation g->dh/g->dw, adaptive max pooling (torch's bins), and
+     * their backward: gx (overwritten) gets gy at the indices */
+    int (*max_pool2d_with_indices)(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y, dg_kview *idx);
+    int (*adaptive_max_pool2d)(const dg_backend *be, const dg_kview *x, dg_kview *y, dg_kview *idx);
+    /* g: the forward's geometry, or NULL after adaptive max pooling (gx [N,C,H,W], gy [N,C,OH,OW]) */
+    int (*max_pool2d_indices_backward)(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *idx, const dg_kview *gy, dg_kview *gx);
 
     /* batch norm over x viewed as [n, c, inner] (contiguous). Training: computes batch mean and
      * inverse std into save_mean/save_invstd; eval: uses mean/var given in save_mean/save_invstd

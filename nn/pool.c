@@ -23,7 +23,7 @@ static dg_tensor *pool_forward(dg_layer *self, const dg_tensor *x) {
     if (!check_nchw(self, x)) return NULL;
     char sh[96];
     for (int a = 0; a < 2; a++)
-        if (dg_dim(x, 2 + a) + 2 * s->pool.padding[a] < s->pool.kernel[a])
+        if (dg_dim(x, 2 + a) + 2 * s->pool.padding[a] < (int64_t)s->pool.dilation[a] * (s->pool.kernel[a] - 1) + 1)
             return DG_LAYER_ERROR(self, "input %s is smaller than the kernel (%d) after padding",
                                   dg_shape_str(x, sh, sizeof sh), s->pool.kernel[a]);
     return s->avg ? dg_avg_pool2d(x, s->pool) : dg_max_pool2d(x, s->pool);
@@ -43,24 +43,30 @@ static dg_layer *pool_new(const dg_layer_class *cls, dg_layer_forward_fn fn, poo
 }
 
 dg_nn_pool2d_params dg_nn_pool2d_default_params(void) {
-    return (dg_nn_pool2d_params){ .stride = DG_STRIDE_KERNEL, .padding = 0, .ceil_mode = false, .count_include_pad = false };
+    return (dg_nn_pool2d_params){ .stride = DG_STRIDE_KERNEL, .padding = 0, .ceil_mode = false, .count_include_pad = false,
+                                  .dilation = 1, .divisor_override = 0 };
 }
 
 static dg_layer *pool2d(bool avg, int k, dg_nn_pool2d_params p) {
     int stride = p.stride == DG_STRIDE_KERNEL ? k : p.stride;
+    int dil = p.dilation == 0 ? 1 : p.dilation;
     dg_pool2d_params pp = { .kernel = { k, k }, .stride = { stride, stride }, .padding = { p.padding, p.padding },
-                            .ceil_mode = p.ceil_mode, .count_include_pad = p.count_include_pad };
+                            .ceil_mode = p.ceil_mode, .count_include_pad = p.count_include_pad,
+                            .dilation = { dil, dil }, .divisor_override = p.divisor_override };
     dg_layer *l = pool_new(avg ? &avg_pool2d_class : &max_pool2d_class, pool_forward, (pool_state){ .avg = avg, .pool = pp });
     if (!l) return NULL;
     if (avg)
         dg_layer_set_extra_repr(l, "kernel_size=%d, stride=%d, padding=%d", k, stride, p.padding);   /* as torch prints it */
     else
-        dg_layer_set_extra_repr(l, "kernel_size=%d, stride=%d, padding=%d, dilation=1, ceil_mode=%s", k, stride, p.padding,
-                                p.ceil_mode ? "True" : "False");
+        dg_layer_set_extra_repr(l, "kernel_size=%d, stride=%d, padding=%d, dilation=%d, ceil_mode=%s", k, stride, p.padding,
+                                dil, p.ceil_mode ? "True" : "False");
     /* torch: padding at most half the kernel */
-    if (k <= 0 || stride <= 0 || p.padding < 0 || 2 * p.padding > k) {
+    if (k <= 0 || stride <= 0 || p.padding < 0 || 2 * p.padding > k || dil < 1 || (avg && dil != 1) ||
+        p.divisor_override < 0 || (!avg && p.divisor_override)) {
         DG_LAYER_ERROR(l, "bad configuration: need kernel_size > 0, stride > 0 (or DG_STRIDE_KERNEL) and "
-                          "0 <= padding <= kernel_size/2 (stride %d, padding %d)", p.stride, p.padding);
+                          "0 <= padding <= kernel_size/2, dilation >= 1 (max pool only) and divisor_override >= 0 (avg pool only) "
+                          "(stride %d, padding %d, dilation %d, divisor_override %d)", p.stride, p.padding, p.dilation,
+                       p.divisor_override);
         dg_layer_free(l);
         return NULL;
     }

@@ -27,6 +27,9 @@ int dg_cpu_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *, const dg_kvi
 int dg_cpu_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
 int dg_cpu_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *, dg_kview *);
 int dg_cpu_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_with_indices(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_adaptive_max_pool2d(const dg_backend *be, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_indices_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
 int dg_cpu_batch_norm(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
                       bool, double, int64_t, int64_t, int64_t);
 int dg_cpu_batch_norm_backward(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,
@@ -165,6 +168,9 @@ const dg_backend dg_cpu_backend = {
     .avg_pool2d_backward = dg_cpu_avg_pool2d_backward,
     .adaptive_avg_pool2d = dg_cpu_adaptive_avg_pool2d,
     .adaptive_avg_pool2d_backward = dg_cpu_adaptive_avg_pool2d_backward,
+    .max_pool2d_with_indices = dg_cpu_max_pool2d_with_indices,
+    .adaptive_max_pool2d = dg_cpu_adaptive_max_pool2d,
+    .max_pool2d_indices_backward = dg_cpu_max_pool2d_indices_backward,
     .batch_norm = dg_cpu_batch_norm,
     .batch_norm_backward = dg_cpu_batch_norm_backward,
     .fused_update = dg_cpu_fused_update,

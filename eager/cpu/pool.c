@@ -22,6 +22,7 @@ static inline void window(int64_t o, int stride, int pad, int k, int64_t n, int6
 }
 /* Divisor of one average window (see the top comment). */
 static inline int64_t avg_divisor(const dg_pool2d_geom *g, int64_t oy, int64_t ox) {
+    if (g->divisor > 0) return g->divisor;   /* torch's divisor_override */
     int64_t ys, ye, xs, xe;
     window(oy, g->sh, g->ph, g->kh, g->h, &ys, &ye);
     window(ox, g->sw, g->pw, g->kw, g->w, &xs, &xe);

@@ -361,6 +361,9 @@ static const dg_backend cuda_table = {
     .avg_pool2d_backward = dg_cuda_avg_pool2d_backward,
     .adaptive_avg_pool2d = dg_cuda_adaptive_avg_pool2d,
     .adaptive_avg_pool2d_backward = dg_cuda_adaptive_avg_pool2d_backward,
+    .max_pool2d_with_indices = dg_cuda_max_pool2d_with_indices,
+    .adaptive_max_pool2d = dg_cuda_adaptive_max_pool2d,
+    .max_pool2d_indices_backward = dg_cuda_max_pool2d_indices_backward,
     .batch_norm = dg_cuda_batch_norm,
     .batch_norm_backward = dg_cuda_batch_norm_backward,
 };

@@ -106,6 +106,10 @@ int dg_cuda_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_k
 int dg_cuda_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx);
 int dg_cuda_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *x, dg_kview *y);
 int dg_cuda_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *gy, dg_kview *gx);
+/* pool_indices.cu */
+int dg_cuda_max_pool2d_with_indices(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y, dg_kview *idx);
+int dg_cuda_adaptive_max_pool2d(const dg_backend *be, const dg_kview *x, dg_kview *y, dg_kview *idx);
+int dg_cuda_max_pool2d_indices_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *idx, const dg_kview *gy, dg_kview *gx);
 int dg_cuda_batch_norm(const dg_backend *be, const dg_kview *x, const dg_kview *weight, const dg_kview *bias, dg_kview *y,
                        dg_kview *save_mean, dg_kview *save_invstd, bool training, double eps,
                        int64_t n, int64_t c, int64_t inner);

@@ -20,6 +20,8 @@
  * with (oh-1)*sh + kh > h + 2*ph (or the same along w) goes to the kernel. The backward is
  * always the kernel: cudnnPoolingBackward takes x and y, which avg_pool2d_backward is not given.
  *
+ * cuDNN has no divisor_override either: a geometry with one goes to the kernel.
+ *
  * One lock guards the shared descriptors and the ones/zeros buffers and is held through the
  * cuDNN call that uses them. */
 #include "cuda_internal.h"
@@ -221,7 +223,7 @@ int dg_cuda_batch_norm_backward(const dg_backend *be, const dg_kview *x, const d
 
 /* Whether cuDNN's average windows are the CPU's for this geometry (see the top comment). */
 static bool avg_cudnn_ok(const dg_pool2d_geom *g) {
-    return fits_int(g->n) && fits_int(g->c) && fits_int(g->h) && fits_int(g->w) && fits_int(g->oh) && fits_int(g->ow) &&
+    return g->divisor == 0 && fits_int(g->n) && fits_int(g->c) && fits_int(g->h) && fits_int(g->w) && fits_int(g->oh) && fits_int(g->ow) &&
            g->n * g->c * g->h * g->w <= INT_MAX && g->n * g->c * g->oh * g->ow <= INT_MAX &&
            g->ph < g->kh && g->pw < g->kw &&
            (g->oh - 1) * g->sh + g->kh <= g->h + 2 * (int64_t)g->ph &&

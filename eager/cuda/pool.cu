@@ -44,6 +44,7 @@ __device__ __forceinline__ void pw_window(int64_t o, int stride, int pad, int k,
 /* Divisor of average window (oy, ox): the window clipped to the padded input when
  * count_include_pad, else the number of real input elements it covers. */
 __device__ __forceinline__ int64_t pw_avg_divisor(const dg_pool2d_geom &g, int64_t oy, int64_t ox) {
+    if (g.divisor > 0) return g.divisor;   /* torch's divisor_override */
     int64_t ys, ye, xs, xe;
     pw_window(oy, g.sh, g.ph, g.kh, g.h, ys, ye);
     pw_window(ox, g.sw, g.pw, g.kw, g.w, xs, xe);

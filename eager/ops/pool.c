@@ -6,12 +6,14 @@
  * is dropped, as PyTorch does, so every window covers at least one real element. Padding may
  * be at most half the kernel (PyTorch's rule; more would give windows of padding only). */
 #include "op_util.h"
+#include "pool_internal.h"
 
 typedef struct { int kind; dg_pool2d_geom g; } pool_attr;
 _Static_assert(sizeof(pool_attr) <= DG_NODE_ATTR_BYTES, "pool attributes must fit in the node");
 
 
-static int64_t pool_out(int64_t in, int k, int s, int p, bool ceil_mode) {
+/* k: the window's extent, dilation*(kernel-1)+1 (torch's rule for max_pool2d's dilation) */
+static int64_t pool_out(int64_t in, int64_t k, int s, int p, bool ceil_mode) {
     int64_t span = in + 2 * (int64_t)p - k;
     if (span < 0) return 0;
     int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
@@ -19,8 +21,10 @@ static int64_t pool_out(int64_t in, int k, int s, int p, bool ceil_mode) {
     return o;
 }
 
-/* Validates x and p and fills the geometry; false (with the error set) when they are bad. */
-static bool pool_geom(const char *op, const dg_tensor *x, dg_pool2d_params p, dg_pool2d_geom *g) {
+/* Validates x and p and fills the geometry; false (with the error set) when they are bad.
+ * Dilation 0 reads as 1 (params written without dg_pool2d_default_params); only max pooling
+ * takes a dilation and only average pooling a divisor_override, as in torch. */
+bool dg_pool2d_make_geom(const char *op, bool avg, const dg_tensor *x, dg_pool2d_params p, dg_pool2d_geom *g) {
 #define PCHECK(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return false; } } while (0)
     PCHECK(x->ndim == 4, "%s: input must be 4-D [N, C, H, W], got %s", op, DG_SHAPE_STR(x));
     PCHECK(dg_dtype_is_float(x->dtype) && x->dtype != DG_F16 && x->dtype != DG_BF16,
@@ -33,17 +37,24 @@ static bool pool_geom(const char *op, const dg_tensor *x, dg_pool2d_params p, dg
     PCHECK(p.padding[0] <= p.kernel[0] / 2 && p.padding[1] <= p.kernel[1] / 2,
            "%s: padding (%d,%d) must be at most half the kernel (%d,%d)", op, p.padding[0], p.padding[1],
            p.kernel[0], p.kernel[1]);
+    int dil[2] = { p.dilation[0] == 0 ? 1 : p.dilation[0], p.dilation[1] == 0 ? 1 : p.dilation[1] };
+    PCHECK(dil[0] >= 1 && dil[1] >= 1, "%s: dilation must be >= 1, got (%d,%d)", op, p.dilation[0], p.dilation[1]);
+    PCHECK(!avg || (dil[0] == 1 && dil[1] == 1), "%s: average pooling has no dilation, got (%d,%d)", op, dil[0], dil[1]);
+    PCHECK(p.divisor_override >= 0 && (avg || p.divisor_override == 0),
+           "%s: divisor_override must be 0 (none) or positive, and only for average pooling; got %d", op, p.divisor_override);
     *g = (dg_pool2d_geom){
         .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3],
         .kh = p.kernel[0], .kw = p.kernel[1],
         .sh = p.stride[0] == DG_STRIDE_KERNEL ? p.kernel[0] : p.stride[0],
         .sw = p.stride[1] == DG_STRIDE_KERNEL ? p.kernel[1] : p.stride[1],
         .ph = p.padding[0], .pw = p.padding[1], .count_include_pad = p.count_include_pad,
+        .dh = dil[0], .dw = dil[1], .divisor = p.divisor_override,
     };
-    g->oh = pool_out(g->h, g->kh, g->sh, g->ph, p.ceil_mode);
-    g->ow = pool_out(g->w, g->kw, g->sw, g->pw, p.ceil_mode);
-    PCHECK(g->oh > 0 && g->ow > 0, "%s: output size %lldx%lld <= 0 for input %s, kernel (%d,%d), stride (%d,%d), padding (%d,%d)",
-           op, (long long)g->oh, (long long)g->ow, DG_SHAPE_STR(x), g->kh, g->kw, g->sh, g->sw, g->ph, g->pw);
+    g->oh = pool_out(g->h, (int64_t)g->dh * (g->kh - 1) + 1, g->sh, g->ph, p.ceil_mode);
+    g->ow = pool_out(g->w, (int64_t)g->dw * (g->kw - 1) + 1, g->sw, g->pw, p.ceil_mode);
+    PCHECK(g->oh > 0 && g->ow > 0, "%s: output size %lldx%lld <= 0 for input %s, kernel (%d,%d), stride (%d,%d), padding (%d,%d), "
+           "dilation (%d,%d)", op, (long long)g->oh, (long long)g->ow, DG_SHAPE_STR(x), g->kh, g->kw, g->sh, g->sw, g->ph, g->pw,
+           g->dh, g->dw);
     return true;
 #undef PCHECK
 }
@@ -100,20 +111,22 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
 
 dg_pool2d_params dg_pool2d_default_params(void) {
     return (dg_pool2d_params){ .kernel = { 0, 0 }, .stride = { DG_STRIDE_KERNEL, DG_STRIDE_KERNEL }, .padding = { 0, 0 },
-                               .ceil_mode = false, .count_include_pad = false };
+                               .ceil_mode = false, .count_include_pad = false, .dilation = { 1, 1 }, .divisor_override = 0 };
 }
 
 dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p) {
     DG_CHECK_INPUT("max_pool2d", x);
     dg_pool2d_geom g;
-    if (!pool_geom("max_pool2d", x, p, &g)) return NULL;
+    if (!dg_pool2d_make_geom("max_pool2d", false, x, p, &g)) return NULL;
+    /* the plain kernels have no dilation: dilated windows take the indices path */
+    if (g.dh != 1 || g.dw != 1) return dg_max_pool2d_with_indices(x, p, NULL);
     return pool_run("max_pool2d", K_MAX, x, &g);
 }
 
 dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p) {
     DG_CHECK_INPUT("avg_pool2d", x);
     dg_pool2d_geom g;
-    if (!pool_geom("avg_pool2d", x, p, &g)) return NULL;
+    if (!dg_pool2d_make_geom("avg_pool2d", true, x, p, &g)) return NULL;
     return pool_run("avg_pool2d", K_AVG, x, &g);
 }
 

@@ -238,11 +238,36 @@ typedef struct dg_nn_pool2d_params {
     int padding;              /* >= 0, at most half the kernel; default 0 */
     bool ceil_mode;           /* default false */
     bool count_include_pad;   /* avg pool: default false = Paddle's exclusive=True (torch's default is true) */
+    int dilation;             /* max pool only; >= 1 (0 reads as 1); default 1 */
+    int divisor_override;     /* avg pool only; > 0 divides every window's sum by it; default 0 (none) */
 } dg_nn_pool2d_params;
 DG_API dg_nn_pool2d_params dg_nn_pool2d_default_params(void);
 DG_API dg_layer *dg_nn_max_pool2d(int kernel_size, dg_nn_pool2d_params p);
 DG_API dg_layer *dg_nn_avg_pool2d(int kernel_size, dg_nn_pool2d_params p);
 DG_API dg_layer *dg_nn_adaptive_avg_pool2d(int out_h, int out_w);
+
+/* ---- conv/pool parity layers (torch's names, layouts and defaults) ---- */
+DG_API const dg_layer_class *dg_nn_conv1d_class(void);               /* "Conv1d" */
+DG_API const dg_layer_class *dg_nn_conv_transpose2d_class(void);     /* "ConvTranspose2d" */
+DG_API const dg_layer_class *dg_nn_max_pool1d_class(void);           /* "MaxPool1d" */
+DG_API const dg_layer_class *dg_nn_avg_pool1d_class(void);           /* "AvgPool1d" */
+DG_API const dg_layer_class *dg_nn_adaptive_max_pool2d_class(void);  /* "AdaptiveMaxPool2d" */
+/* Conv1d: x [N, in, L]; weight [out, in/groups, k], bias [out]; Conv2d's params and init. */
+DG_API dg_layer *dg_nn_conv1d(int64_t in_channels, int64_t out_channels, int kernel_size, dg_nn_conv2d_params p);
+/* ConvTranspose2d: x [N, in, H, W]; weight [in, out/groups, k, k], bias [out]; init as torch
+ * (kaiming_uniform(a=sqrt(5)) with fan_in = out/groups * k * k). */
+typedef struct dg_nn_conv_transpose2d_params {   /* defaults are torch's */
+    int stride, padding, output_padding, dilation, groups;   /* 1, 0, 0, 1, 1 */
+    bool bias;                                               /* default true */
+    dg_dtype dtype;                                          /* default DG_F32 */
+} dg_nn_conv_transpose2d_params;
+DG_API dg_nn_conv_transpose2d_params dg_nn_conv_transpose2d_default_params(void);
+DG_API dg_layer *dg_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int kernel_size,
+                                        dg_nn_conv_transpose2d_params p);
+/* MaxPool1d / AvgPool1d: x [N, C, L]; dg_pool1d_default_params() holds torch's defaults */
+DG_API dg_layer *dg_nn_max_pool1d(dg_pool1d_params p);
+DG_API dg_layer *dg_nn_avg_pool1d(dg_pool1d_params p);
+DG_API dg_layer *dg_nn_adaptive_max_pool2d(int out_h, int out_w);   /* x [N, C, H, W] */
 
 /* BatchNorm1d (x [N, C] or [N, C, L]) and BatchNorm2d (x [N, C, H, W]).
  * Parameters weight [C] (init 1), bias [C] (init 0) when affine. Buffers, when

@@ -222,11 +222,52 @@ typedef struct dg_pool2d_params {
     bool ceil_mode;                          /* default false */
     bool count_include_pad;                  /* avg pool; default false as Paddle's exclusive=True
                                                 (torch's default is true) */
+    int dilation[2];                         /* max pool only; >= 1 (0 reads as 1); default (1, 1) */
+    int divisor_override;                    /* avg pool only; > 0 divides every window's sum by it;
+                                                default 0 (none) */
 } dg_pool2d_params;
 DG_API dg_pool2d_params dg_pool2d_default_params(void);
 DG_API dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p);
 DG_API dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p);
 DG_API dg_tensor *dg_adaptive_avg_pool2d(const dg_tensor *x, int out_h, int out_w);
+
+/* ---- conv/pool parity with torch.nn.functional (conv_transpose2d, conv1d, 1-d pools, indices) ---- */
+typedef struct dg_conv_transpose2d_params {  /* defaults are torch's */
+    int stride[2];                           /* >= 1; default (1, 1) */
+    int padding[2];                          /* >= 0; default (0, 0) */
+    int output_padding[2];                   /* >= 0, < stride or < dilation (torch's rule); default (0, 0) */
+    int dilation[2];                         /* >= 1; default (1, 1) */
+    int groups;                              /* >= 1; default 1 */
+} dg_conv_transpose2d_params;
+DG_API dg_conv_transpose2d_params dg_conv_transpose2d_default_params(void);
+/* x [N, C_in, H, W], w [C_in, C_out/groups, KH, KW], b [C_out] or NULL ->
+ * [N, C_out, (H-1)*stride - 2*padding + dilation*(KH-1) + output_padding + 1, (same for W)] */
+DG_API dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv_transpose2d_params p);
+typedef struct dg_conv1d_params { int stride, padding, dilation, groups; } dg_conv1d_params;   /* torch's: 1, 0, 1, 1 */
+DG_API dg_conv1d_params dg_conv1d_default_params(void);
+/* x [N, C, L], w [OC, C/groups, K], b [OC] or NULL */
+DG_API dg_tensor *dg_conv1d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv1d_params p);
+/* max_pool2d that also returns torch's indices (DG_I64, flat within each H*W input plane) in
+ * *indices (a new tensor, no gradient; the caller frees it; NULL: not wanted) */
+DG_API dg_tensor *dg_max_pool2d_with_indices(const dg_tensor *x, dg_pool2d_params p, dg_tensor **indices);
+/* torch's adaptive_max_pool2d: bins start = floor(i*H/out), end = ceil((i+1)*H/out); the first
+ * maximum wins ties, NaN propagates; indices as dg_max_pool2d_with_indices (may be NULL) */
+DG_API dg_tensor *dg_adaptive_max_pool2d(const dg_tensor *x, int out_h, int out_w, dg_tensor **indices);
+typedef struct dg_pool1d_params {           /* defaults are torch's max_pool1d / avg_pool1d */
+    int kernel;                              /* >= 1; no default (0) */
+    int stride;                              /* >= 1; DG_STRIDE_KERNEL (default): the kernel's */
+    int padding;                             /* >= 0, at most half the kernel; default 0 */
+    int dilation;                            /* max pool only; default 1 */
+    bool ceil_mode;                          /* default false */
+    bool count_include_pad;                  /* avg pool; default true (torch's) */
+} dg_pool1d_params;
+DG_API dg_pool1d_params dg_pool1d_default_params(void);
+/* x [N, C, L] */
+DG_API dg_tensor *dg_max_pool1d(const dg_tensor *x, dg_pool1d_params p);
+DG_API dg_tensor *dg_max_pool1d_with_indices(const dg_tensor *x, dg_pool1d_params p, dg_tensor **indices);
+DG_API dg_tensor *dg_avg_pool1d(const dg_tensor *x, dg_pool1d_params p);
+DG_API dg_tensor *dg_adaptive_max_pool1d(const dg_tensor *x, int out_l, dg_tensor **indices);
+DG_API dg_tensor *dg_adaptive_avg_pool1d(const dg_tensor *x, int out_l);
 
 typedef struct dg_batch_norm_params {       /* torch.nn.functional.batch_norm's defaults */
     bool training;           /* batch statistics + running-stat update; else running stats; default false */
