@@ -4,29 +4,15 @@
  * and the 1-d pools; values, gradients of sum(out * gout) and torch's indices (exactly).
  * Tolerances and the relative-error floor are test/test_golden.c's. Finite-difference checks
  * and argument errors are in test/test_conv_pool_ext_grad.c. */
-#include "test_util.h"
-
-#define TOL_VALUE 1e-5
-#define TOL_GRAD 1e-4
+#include "golden_check.h"
 
 enum { K_CT, K_C1, K_MP2, K_AP2, K_AMP2, K_MP1, K_AP1, K_AMP1, K_AAP1 };
 
-static int64_t ip(golden *g, int64_t i) {
-    dg_tensor *p = golden_get(g, "iparams");
-    cr_assert(i < dg_numel(p), "iparams index %lld out of range", (long long)i);
-    return (int64_t)dg_get(p, &i);
-}
+static int64_t ip(golden *g, int64_t i) { return param(g, "iparams", i); }
 
 static bool has(golden *g, const char *name) {
     for (int i = 0; i < g->n; i++) if (strcmp(g->names[i], name) == 0) return true;
     return false;
-}
-
-static double floor_for(const dg_tensor *want) {
-    dg_scope *s = dg_scope_begin();
-    double m = dg_item(dg_max(dg_abs(dg_cast(want, DG_F64)), NULL, 0, false));
-    dg_scope_end(s);
-    return fmax(1e-3, 1e-2 * m);
 }
 
 /* The op of the file on x, w, b; *idx gets the indices where the op has them. */
