@@ -117,8 +117,9 @@ DG_API dg_tensor *dg_pad(const dg_tensor *x, const int64_t *pads, int npads, dg_
 /* ---- sorting, scans, products, scatter (eager/ops/sort.c, scan.c, scatter.c); torch's semantics ---- */
 /* torch.sort(stable=True) along axis: the values (with x's gradient: each goes back to where it came
  * from) and their int64 positions; equal values keep their order and NaN sorts as the largest.
- * f32/f64/i64/i32. Either output may be NULL when not wanted; 0 or an error status. The GPU kernel
- * does dim^2 compares per line: meant for lines up to a few thousand entries. */
+ * f32/f64/i64/i32. Either output may be NULL when not wanted; 0 or an error status. On the GPU a
+ * line of n <= 64 is ranked in one pass, a longer one bitonic-sorted (about p log2(p)^2 / 2
+ * compares, p the power of two >= n, in a scratch copy). */
 DG_API int dg_sort(const dg_tensor *x, int axis, bool descending, dg_tensor **values, dg_tensor **indices);
 DG_API dg_tensor *dg_argsort(const dg_tensor *x, int axis, bool descending);   /* DG_I64, stable */
 /* torch.topk(sorted=True): the k largest (or smallest) along axis in order, 0 <= k <= size; among

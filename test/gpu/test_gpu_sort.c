@@ -1,6 +1,6 @@
-/* test/gpu/test_gpu_sort.c — CPU vs gpu:0 for sort/argsort/topk (the CUDA rank kernel of
- * eager/cuda/sort.cu against the CPU's qsort: the same stable order, ties and all, so indices must
- * match exactly), cumsum and prod (compositions: they must stay on the device), scatter_add (the
+/* test/gpu/test_gpu_sort.c — CPU vs gpu:0 for sort/argsort/topk (eager/cuda/sort.cu against the
+ * CPU's qsort: the same stable order, ties and all, so indices must match exactly, on both of its
+ * paths: the rank kernel for short lines, the bitonic stages for long ones), cumsum and prod (compositions: they must stay on the device), scatter_add (the
  * atomicAdd scatter, repeats included) and scatter. */
 #include "gpu_compare.h"
 
@@ -38,6 +38,7 @@ static dg_tensor *with_zeros(dg_tensor *x) {
 static const int ax1[] = {1}, ax02[] = {0, 2};
 
 F(f_sort1, values(in[0], 1, false))
+F(f_sort0, values(in[0], 0, false))
 F(f_sort_desc, values(in[0], -1, true))
 F(f_argsort_ties, dg_argsort(in[0], -1, false))
 F(f_argsort_ties_desc, dg_argsort(in[0], 0, true))
@@ -56,16 +57,24 @@ F(f_scatter_add0, dg_scatter_add(in[0], 0, in[2], in[1]))
 F(f_scatter1, dg_scatter(in[0], 1, distinct(in[2], 3), in[1]))
 
 static const gt_op_case cases[] = {
+    /* lines up to 64: the rank kernel; longer: the bitonic stages (pads when not a power of two) */
     { "sort axis 1", f_sort1, 1, IN(G(3, 5, 4)), GT_EXACT, GT_EXACT },
     { "sort descending, long lines", f_sort_desc, 1, IN(G(3, 700)), GT_EXACT, GT_EXACT },
+    { "sort, a power-of-two line", f_sort_desc, 1, IN(G(2, 128)), GT_EXACT, GT_EXACT },
     { "sort f64", f_sort1, 1, IN(G64(4, 9, 2)), GT_EXACT, GT_EXACT },
+    { "sort f64 long lines, axis 0", f_sort0, 1, IN(G64(130, 3)), GT_EXACT, GT_EXACT },
     { "argsort with ties (stable)", f_argsort_ties, 1, IN(INTS(4, 5, 33)), GT_EXACT, GT_EXACT },
+    { "argsort with ties, long lines", f_argsort_ties, 1, IN(INTS(5, 3, 300)), GT_EXACT, GT_EXACT },
     { "argsort descending with ties, axis 0", f_argsort_ties_desc, 1, IN(INTS(3, 40, 3)), GT_EXACT, GT_EXACT },
+    { "argsort descending with ties, axis 0, long", f_argsort_ties_desc, 1, IN(INTS(4, 200, 3)), GT_EXACT, GT_EXACT },
     { "argsort int64 descending", f_argsort_i64, 1, IN(LAB(6, 4, 50)), GT_EXACT, GT_EXACT },
+    { "argsort int64 descending, long", f_argsort_i64, 1, IN(LAB(6, 4, 150)), GT_EXACT, GT_EXACT },
     { "argsort int32 descending", f_argsort_i64, 1, IN(LAB32(6, 4, 50)), GT_EXACT, GT_EXACT },
+    { "argsort int32 descending, long", f_argsort_i64, 1, IN(LAB32(6, 4, 150)), GT_EXACT, GT_EXACT },
     { "topk largest", f_topk, 1, IN(G(4, 11)), GT_EXACT, GT_EXACT },
     { "topk smallest axis 0", f_topk_small, 1, IN(G(6, 3, 2)), GT_EXACT, GT_EXACT },
     { "topk indices among ties", f_topk_ties, 1, IN(INTS(3, 3, 20)), GT_EXACT, GT_EXACT },
+    { "topk indices among ties, long", f_topk_ties, 1, IN(INTS(3, 3, 100)), GT_EXACT, GT_EXACT },
     { "cumsum axis 1", f_cumsum1, 1, IN(G(3, 37, 2)), GT_RED, GT_RED },
     { "cumsum last f64", f_cumsum_last, 1, IN(G64(2, 100)), TOL_F64, TOL_F64 },
     { "prod axis 1", f_prod1, 1, IN({ GT_GRAD, GT_SHAPE(3, 5, 2), 0.5, 1.5 }), GT_RED, GT_RED },
@@ -76,6 +85,7 @@ static const gt_op_case cases[] = {
     { "scatter_add axis 0, src larger", f_scatter_add0, 3, IN(G(3, 4), G(6, 5), LAB(3, 5, 4)), GT_RED, GT_EXACT },
     { "scatter_add f64", f_scatter_add1, 3, IN(G64(4, 5), G64(4, 3), LAB(5, 4, 3)), TOL_F64, GT_EXACT },
     { "scatter axis 1", f_scatter1, 3, IN(G(4, 6), G(4, 4), C(4, 6)), GT_EXACT, GT_EXACT },
+    { "scatter axis 1, positions from a long argsort", f_scatter1, 3, IN(G(4, 90), G(4, 4), C(4, 90)), GT_EXACT, GT_EXACT },
 };
 
 GT_TABLE_TESTS(gpu_sort, cases, gt_expect_op_matches_cpu, 3700)
