@@ -1,7 +1,8 @@
 /* test/gpu/test_gpu_sort.c — CPU vs gpu:0 for sort/argsort/topk (eager/cuda/sort.cu against the
  * CPU's qsort: the same stable order, ties and all, so indices must match exactly, on both of its
- * paths: the rank kernel for short lines, the bitonic stages for long ones), cumsum and prod (compositions: they must stay on the device), scatter_add (the
- * atomicAdd scatter, repeats included) and scatter. */
+ * paths: the rank kernel for short lines, the bitonic stages for long ones), cumsum and prod
+ * (compositions: they must stay on the device), scatter_add (the atomicAdd scatter, repeats
+ * included) and scatter. */
 #include "gpu_compare.h"
 
 #define F(name, expr) static dg_tensor *name(dg_tensor *const *in) { return (expr); }
