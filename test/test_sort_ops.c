@@ -128,6 +128,11 @@ Test(sort_ops, values_spot_checks) {
     for (int i = 0; i < 8; i++) cr_expect_eq(c[i], cw[i], "cumsum [%d] = %g", i, c[i]);
     const double *p = dg_data(dg_prod(x, (const int[]){1}, 1, false));
     cr_expect(p[0] == 24 && p[1] == 0, "prod %g %g", p[0], p[1]);
+    /* a transposed (non-contiguous) input sorts like its contiguous copy */
+    dg_tensor *xt = dg_transpose(x, 0, 1), *v1 = NULL, *v2 = NULL, *i1 = NULL, *i2 = NULL;
+    cr_assert(dg_sort(xt, 0, true, &v1, &i1) == 0 && dg_sort(dg_contiguous(xt), 0, true, &v2, &i2) == 0, "%s", dg_last_error());
+    cr_expect_eq(dg_item(dg_max(dg_abs(dg_sub(v1, v2)), NULL, 0, false)), 0.0);
+    cr_expect_eq(dg_item(dg_sum_all(dg_cast(dg_equal(i1, i2), DG_F32))), 8.0);
     /* scatter_add sums repeats; scatter writes; both leave x alone elsewhere */
     dg_tensor *ix = ix64(DG_SHAPE(1, 3), (const int64_t[]){2, 2, 0});
     dg_tensor *src = dg_from_data(DG_SHAPE(1, 3), DG_F64, (const double[]){10, 20, 30});

@@ -90,3 +90,31 @@ static const gt_op_case cases[] = {
 };
 
 GT_TABLE_TESTS(gpu_sort, cases, gt_expect_op_matches_cpu, 3700)
+
+/* On the device, bad indices and repeated scatter positions are refused with the CPU's messages,
+ * and results stay on the device. */
+Test(gpu_sort, refusals_on_the_device) {
+    gt_gpu_begin();
+    gt_use(gt_dut_name());
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_randn(DG_SHAPE(3, 4), DG_F32), *src = dg_randn(DG_SHAPE(3, 4), DG_F32);
+    dg_tensor *far = dg_cast(dg_full(DG_SHAPE(3, 2), 4, DG_F32), DG_I64);
+    dg_tensor *twice = dg_cast(dg_full(DG_SHAPE(1, 2), 1, DG_F32), DG_I64);
+    cr_assert(x && src && far && twice, "%s", dg_last_error());
+    dg_clear_error();
+    cr_expect_null(dg_scatter_add(x, 1, far, src), "scatter_add with index 4 of 4 columns must fail");
+    cr_expect(strstr(dg_last_error(), "scatter_add: index 4 at position 0 is out of range [0, 4)"), "message: %s", dg_last_error());
+    dg_clear_error();
+    cr_expect_null(dg_scatter(x, 1, twice, src), "scatter writing position 1 twice must fail");
+    cr_expect(strstr(dg_last_error(), "names one position of the input [3, 4] 2 times"), "message: %s", dg_last_error());
+    dg_clear_error();
+    dg_tensor *v = NULL, *ix = NULL;
+    cr_expect_neq(dg_topk(x, 5, 1, true, &v, &ix), 0, "topk with k 5 of 4 must fail");
+    dg_clear_error();
+    cr_assert_eq(dg_topk(x, 2, 1, true, &v, &ix), 0, "%s", dg_last_error());
+    gt_expect_on_gpu("topk", "values", v);
+    gt_expect_on_gpu("topk", "indices", ix);
+    gt_expect_on_gpu("argsort", "indices", dg_argsort(x, 0, true));
+    dg_scope_end(s);
+    gt_use("cpu");
+}
