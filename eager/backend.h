@@ -140,6 +140,9 @@ struct dg_backend {
     /* torch.gather along axis for contiguous x, index, y ([outer, dim, inner] with index's dim) */
     int (*gather)(const dg_backend *be, const dg_kview *x, const dg_kview *index, dg_kview *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
     int (*scatter_add)(const dg_backend *be, const dg_kview *gy, const dg_kview *index, dg_kview *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
+    /* stable argsort of contiguous x (f32/f64/i64/i32) viewed as [outer, dim, inner] along dim: idx
+     * (I64, x's shape) gets each output's source position; NaN sorts as the largest (torch's) */
+    int (*argsort)(const dg_backend *be, const dg_kview *x, dg_kview *idx, int64_t outer, int64_t dim, int64_t inner, bool descending);
 
     /* losses on [rows, cols] logprobs and int labels: loss per row (0 for ignored) */
     int (*nll)(const dg_backend *be, const dg_kview *logp, const dg_kview *label, dg_kview *loss_rows, int64_t rows, int64_t cols, int64_t ignore_index);

@@ -15,6 +15,7 @@ int dg_cpu_index_select(const dg_backend *be, const dg_kview *, const dg_kview *
 int dg_cpu_index_add(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
 int dg_cpu_gather(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
 int dg_cpu_scatter_add(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_argsort(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, bool);
 int dg_cpu_nll(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
 int dg_cpu_nll_backward(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
 int dg_cpu_conv2d(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
@@ -157,6 +158,7 @@ const dg_backend dg_cpu_backend = {
     .index_add = dg_cpu_index_add,
     .gather = dg_cpu_gather,
     .scatter_add = dg_cpu_scatter_add,
+    .argsort = dg_cpu_argsort,
     .nll = dg_cpu_nll,
     .nll_backward = dg_cpu_nll_backward,
     .conv2d = dg_cpu_conv2d,

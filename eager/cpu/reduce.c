@@ -37,7 +37,7 @@ static void reduce_range_##SUF(dg_reduce_op op, const T *xb, char *yb, const red
         double acc = op == DG_RED_SUM ? 0.0 : (op == DG_RED_MAX || op == DG_RED_ARGMAX ? -INFINITY : INFINITY); \
         int64_t best = 0; bool nan_seen = false;                                                \
         int64_t inner = p->nr ? p->rshape[p->nr - 1] : 1, ist = p->nr ? p->rstride[p->nr - 1] : 0; \
-        int64_t outer = p->nred / inner;                                                        \
+        int64_t outer = inner ? p->nred / inner : 0;   /* an empty reduced axis: nothing to read */ \
         for (int64_t r = 0; r < outer; r++) {                                                   \
             int64_t xr = xo, q = r;                                                             \
             for (int d = p->nr - 2; d >= 0; d--) { xr += (q % p->rshape[d]) * p->rstride[d]; q /= p->rshape[d]; } \

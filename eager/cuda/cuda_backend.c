@@ -349,6 +349,7 @@ static const dg_backend cuda_table = {
     .index_add = dg_cuda_index_add,
     .gather = dg_cuda_gather,
     .scatter_add = dg_cuda_scatter_add,
+    .argsort = dg_cuda_argsort,
     .nll = dg_cuda_nll,
     .nll_backward = dg_cuda_nll_backward,
     .fused_update = dg_cuda_fused_update,

@@ -138,6 +138,31 @@ DG_API dg_tensor *dg_layer_norm(const dg_tensor *x, dg_shape normalized_shape, c
  * group of C / num_groups channels normalised together; weight/bias [C] or NULL. */
 DG_API dg_tensor *dg_group_norm(const dg_tensor *x, int64_t num_groups, const dg_tensor *weight,
                                 const dg_tensor *bias, double eps);
+/* ---- sorting, scans, products, scatter (eager/ops/sort.c, scan.c, scatter.c); torch's semantics ---- */
+/* torch.sort(stable=True) along axis: the values (with x's gradient: each goes back to where it came
+ * from) and their int64 positions; equal values keep their order and NaN sorts as the largest.
+ * f32/f64/i64/i32. Either output may be NULL when not wanted; 0 or an error status. On the GPU a
+ * line of n <= 64 is ranked in one pass, a longer one bitonic-sorted (about p log2(p)^2 / 2
+ * compares, p the power of two >= n, in a scratch copy). */
+DG_API int dg_sort(const dg_tensor *x, int axis, bool descending, dg_tensor **values, dg_tensor **indices);
+DG_API dg_tensor *dg_argsort(const dg_tensor *x, int axis, bool descending);   /* DG_I64, stable */
+/* torch.topk(sorted=True): the k largest (or smallest) along axis in order, 0 <= k <= size; among
+ * equal values the first positions come first (torch leaves that order unspecified). */
+DG_API int dg_topk(const dg_tensor *x, int64_t k, int axis, bool largest, dg_tensor **values, dg_tensor **indices);
+/* torch.cumsum (float): y[i] = x[0] + ... + x[i] along axis; gradient the reversed cumsum. */
+DG_API dg_tensor *dg_cumsum(const dg_tensor *x, int axis);
+/* torch.prod (float) over axes (n 0: all); the gradient is the product of the other entries, also
+ * where x holds zeros (no division). The empty product is 1. */
+DG_API dg_tensor *dg_prod(const dg_tensor *x, const int *axes, int n, bool keepdim);
+/* Tensor.scatter_add(axis, index, src), out of place: x plus src[i] added at index[i] along axis,
+ * repeats summed. index (int64/int32) has x's dims and is no larger than src on any axis, nor than
+ * x off the axis; only src's leading block of index's shape is used. Gradients: x's is the output's,
+ * src's is gather(grad, index) on that block (0 elsewhere). */
+DG_API dg_tensor *dg_scatter_add(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src);
+/* Tensor.scatter(axis, index, src), out of place: x with src[i] written at index[i]. An index that
+ * names one position twice is refused (torch leaves the result undefined). x's gradient is 0 at
+ * the written positions. Reads one value back from the device to check for repeats. */
+DG_API dg_tensor *dg_scatter(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src);
 
 /* ---- losses ---- */
 /* BATCHMEAN (the sum over the first axis' rows, as torch's 'batchmean') is kl_div's only. */
