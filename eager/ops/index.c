@@ -76,8 +76,19 @@ dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis) {
     int a = dg_norm_axis(axis, x->ndim);
     DG_CHECK(a >= 0 && x->ndim > 0 && index->ndim == x->ndim, "gather: index %s must have the dims of input %s (axis %d)",
              DG_SHAPE_STR(index), DG_SHAPE_STR(x), axis);
-    for (int i = 0; i < x->ndim; i++)
-        DG_CHECK(i == a || index->shape[i] == x->shape[i], "gather: index %s and input %s differ on axis %d", DG_SHAPE_STR(index), DG_SHAPE_STR(x), i);
+    bool smaller = false;
+    for (int i = 0; i < x->ndim; i++) {
+        DG_CHECK(i == a || index->shape[i] <= x->shape[i], "gather: index %s is larger than input %s on axis %d (only axis %d may be)",
+                 DG_SHAPE_STR(index), DG_SHAPE_STR(x), i, a);
+        smaller |= i != a && index->shape[i] < x->shape[i];
+    }
+    if (smaller) {   /* torch reads the leading part of the other axes: gather from that view */
+        dg_scope *s = dg_scope_begin();
+        const dg_tensor *xs = x;
+        for (int i = 0; i < x->ndim && xs; i++)
+            if (i != a && index->shape[i] < x->shape[i]) xs = dg_slice(xs, i, 0, index->shape[i], 1);
+        return dg_composite_end(s, xs ? dg_gather(xs, index, a) : NULL);
+    }
     dg_scope *s = dg_scope_begin();
     dg_no_grad_begin();
     dg_tensor *xc = dg_contiguous(x), *ic = dg_contiguous(index);

@@ -79,7 +79,8 @@ DG_API dg_tensor *dg_concat(dg_tensor *const *xs, int n, int axis);
 /* Splits into n parts of the given sizes (sizes NULL: equal parts); writes n tensors to out. */
 DG_API int dg_split(const dg_tensor *x, int n, const int64_t *sizes, int axis, dg_tensor **out);
 DG_API dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis);  /* index 1-D int */
-DG_API dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis);        /* torch.gather */
+/* torch.gather: index has x's rank and may be smaller than x off the axis (the leading part is read) */
+DG_API dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis);
 DG_API dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes);              /* f32 */
 DG_API dg_tensor *dg_where(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b);
 

@@ -1,7 +1,7 @@
 /* test/gpu/test_gpu_seq.c — CPU vs gpu:0 for embedding (padding_idx, max_norm, the sparse row
  * gradient), layer_norm and group_norm, f32 and f64. The ops are compositions and the sparse
  * rows are coalesced on the host, so this checks that every piece lands on the device and that
- * values and gradients agree with the CPU's. */
+ * values and gradients agree with the CPU's; and gather with an index smaller than its input. */
 #include "gpu_compare.h"
 
 #define F(name, expr) static dg_tensor *name(dg_tensor *const *in) { return (expr); }
@@ -24,6 +24,7 @@ F(f_emb_max_norm, dg_embedding(in[1], in[0], emb(-1, 0.8)))
 F(f_layer_norm, dg_layer_norm(in[0], DG_SHAPE(4, 5), in[1], in[2], 1e-5))
 F(f_layer_norm_plain, dg_layer_norm(in[0], DG_SHAPE(300), NULL, NULL, 1e-5))
 F(f_group_norm, dg_group_norm(in[0], 3, in[1], in[2], 1e-5))
+F(f_gather_small, dg_gather(in[0], in[1], 1))
 F(f_group_norm_plain, dg_group_norm(in[0], 2, NULL, NULL, 1e-5))
 
 static const gt_op_case cases[] = {
@@ -37,6 +38,7 @@ static const gt_op_case cases[] = {
     { "layer_norm f64", f_layer_norm, 3, IN(G64(3, 4, 5), G64(4, 5), G64(4, 5)), TOL_F64, TOL_F64 },
     { "group_norm 3 groups affine", f_group_norm, 3, IN(G(2, 6, 3, 3), G(6), G(6)), GT_RED, GT_RED },
     { "group_norm [N, C]", f_group_norm_plain, 1, IN(G(4, 6)), GT_RED, GT_RED },
+    { "gather with an index smaller off the axis", f_gather_small, 2, IN(G(3, 5), IDS(5, 2, 4)), GT_EXACT, GT_EXACT },
     { "group_norm f64", f_group_norm, 3, IN(G64(2, 6, 3, 3), G64(6), G64(6)), TOL_F64, TOL_F64 },
 };
 
