@@ -76,17 +76,6 @@ static dg_tensor *apply(golden *g, dg_tensor *x, dg_tensor *w, dg_tensor *b, dg_
     return NULL;
 }
 
-static double check(const char *file, const char *what, const dg_tensor *got, const dg_tensor *want, double tol) {
-    cr_assert(got, "%s: %s missing (%s)", file, what, dg_last_error());
-    char gs[64], ws[64];
-    dg_shape_str(got, gs, sizeof gs);
-    dg_shape_str(want, ws, sizeof ws);
-    cr_assert_str_eq(gs, ws, "%s: %s has shape %s, PyTorch %s", file, what, gs, ws);
-    double e = max_rel_err(got, want, floor_for(want));
-    cr_expect(e <= tol, "%s: %s max relative error %.3g > %.g", file, what, e, tol);
-    return e;
-}
-
 static void run_dtype(const char *file, golden *g, dg_dtype dt) {
     dg_scope *s = dg_scope_begin();
     const char *names[3] = { "x", "w", "b" };
@@ -100,10 +89,10 @@ static void run_dtype(const char *file, golden *g, dg_dtype dt) {
     dg_tensor *out = apply(g, in[0], in[1], in[2], &idx);
     cr_assert(out, "%s: op failed: %s", file, dg_last_error());
     cr_assert_eq(dg_dtype_of(out), dt, "%s: output dtype", file);
-    double eo = check(file, "out", out, golden_get(g, "out"), TOL_VALUE), eg = 0;
+    double eo = expect_close(file, "out", out, golden_get(g, "out"), TOL_VALUE), eg = 0;
     if (has(g, "indices")) {
         cr_assert(idx && dg_dtype_of(idx) == DG_I64, "%s: no I64 indices", file);
-        check(file, "indices", idx, golden_get(g, "indices"), 0.0);
+        expect_close(file, "indices", idx, golden_get(g, "indices"), 0.0);
     }
     dg_tensor_free(idx);
     cr_assert_eq(dg_backward(dg_sum_all(dg_mul(out, dg_cast(golden_get(g, "gout"), dt)))), 0, "%s: backward: %s", file,
@@ -112,7 +101,7 @@ static void run_dtype(const char *file, golden *g, dg_dtype dt) {
         if (!in[i]) continue;
         char key[16];
         snprintf(key, sizeof key, "grad_%s", names[i]);
-        eg = fmax(eg, check(file, key, dg_grad(in[i]), golden_get(g, key), TOL_GRAD));
+        eg = fmax(eg, expect_close(file, key, dg_grad(in[i]), golden_get(g, key), TOL_GRAD));
     }
     cr_log_info("%s (%s): out %.2e, grad %.2e (max relative error)", file, dg_dtype_name(dt), eo, eg);
     dg_scope_end(s);
