@@ -28,6 +28,7 @@ static void check1(const char *name, gc_fn f, dg_shape s, double lo, double hi, 
 }
 
 Test(grad_compose, finite_differences) {
+    size_t live = dg_live_tensors();
     dg_manual_seed(9);
     check1("flip", f_flip, DG_SHAPE(2, 3, 4), -1, 1, NULL);
     check1("tile", f_tile, DG_SHAPE(2, 3), -1, 1, NULL);
@@ -45,4 +46,5 @@ Test(grad_compose, finite_differences) {
     check1("pad crop", f_pad_crop, DG_SHAPE(2, 3, 5), -1, 1, NULL);
     check1("pad reflect", f_pad_reflect, DG_SHAPE(2, 3, 4), -1, 1, NULL);
     check1("pad replicate", f_pad_replicate, DG_SHAPE(2, 3, 4), -1, 1, NULL);
+    cr_assert_eq(dg_live_tensors(), live, "the checks left %zu tensors alive", dg_live_tensors() - live);
 }

@@ -3,4 +3,8 @@
 #include "test_util.h"
 #include "int_promotion_cases.h"
 
-Test(promotion, integer_arithmetic_and_torch_promotion_on_the_cpu) { ip_all_cases(dg_cpu()); }
+Test(promotion, integer_arithmetic_and_torch_promotion_on_the_cpu) {
+    size_t live = dg_live_tensors();
+    ip_all_cases(dg_cpu());
+    cr_assert_eq(dg_live_tensors(), live, "promoted ops left %zu tensors alive", dg_live_tensors() - live);
+}
