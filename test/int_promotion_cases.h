@@ -35,6 +35,10 @@ static inline void ip_all_cases(dg_device dev) {
     cr_assert(i32 && i64 && f32 && f64 && f64_0d && i64_0d, "%s", dg_last_error());
 
     IP_EXPECT("i32 + i32", dg_add(i32, i32), DG_I32, 14, -6, 4);
+    dg_tensor *i32b = dg_to_device(dg_from_data(DG_SHAPE(3), DG_I32, (int32_t[]){ 1, 4, -6 }), dev);
+    IP_EXPECT("i32 - i32", dg_sub(i32, i32b), DG_I32, 6, -7, 8);
+    IP_EXPECT("maximum i32, i32", dg_maximum(i32, i32b), DG_I32, 7, 4, 2);
+    IP_EXPECT("minimum i32, i32", dg_minimum(i32, i32b), DG_I32, 1, -3, -6);
     IP_EXPECT("i32 + i64", dg_add(i32, i64), DG_I64, 9, 2, -2);
     IP_EXPECT("i32 - i64", dg_sub(i32, i64), DG_I64, 5, -8, 6);
     IP_EXPECT("i32 * i64", dg_mul(i32, i64), DG_I64, 14, -15, -8);
