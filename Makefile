@@ -338,7 +338,7 @@ all: $(GPU_TESTBIN)
 
 # more specific than the generic object rule (make prefers the shorter stem) so that the
 # suite's own headers are prerequisites
-$(BUILD)/obj/test/gpu/%.o: test/gpu/%.c $(wildcard include/*.h include/dygraph/*.h test/gpu/*.h)
+$(BUILD)/obj/test/gpu/%.o: test/gpu/%.c $(wildcard include/*.h include/dygraph/*.h test/gpu/*.h test/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
