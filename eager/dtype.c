@@ -16,13 +16,4 @@ const char *dg_dtype_name(dg_dtype dt) {
     static const char *names[] = {"float32", "float64", "int64", "int32", "float16", "bfloat16", "bool"};
     return (unsigned)dt < sizeof names / sizeof *names ? names[dt] : "invalid";
 }
-/* float16 and bfloat16 are in dg_dtype for mixed precision to come, and for naming safetensors
- * entries; no op computes in them yet, so no tensor of them is made (the CPU's bf16
- * convolutions convert inside f32 ops, dg_set_cpu_bf16). */
-int dg_reserved_dtype_error(const char *op, dg_dtype dt) {
-    DG_ERR(DG_EUNSUPPORTED, "%s: %s tensors are reserved for mixed precision and no op computes in them yet "
-           "(bf16 convolutions on the CPU: dg_set_cpu_bf16, inside float32 tensors)", op, dg_dtype_name(dt));
-    return DG_EUNSUPPORTED;
-}
-
 bool dg_dtype_is_float(dg_dtype dt) { return dt == DG_F32 || dt == DG_F64 || dt == DG_F16 || dt == DG_BF16; }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sched.h>
+#include "half.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -133,6 +134,8 @@ static inline double dg_load_as_double(const void *p, dg_dtype dt) {
     case DG_I64: return (double)*(const int64_t *)p;
     case DG_I32: return *(const int32_t *)p;
     case DG_BOOL: return *(const uint8_t *)p;
+    case DG_F16: return dg_f16_to_f32(*(const uint16_t *)p);
+    case DG_BF16: return dg_bf16_to_f32(*(const uint16_t *)p);
     default: return __builtin_nan("");
     }
 }
@@ -143,6 +146,8 @@ static inline void dg_store_from_double(void *p, dg_dtype dt, double v) {
     case DG_I64: *(int64_t *)p = (int64_t)v; break;
     case DG_I32: *(int32_t *)p = (int32_t)v; break;
     case DG_BOOL: *(uint8_t *)p = v != 0; break;
+    case DG_F16: *(uint16_t *)p = dg_f32_to_f16((float)v); break;
+    case DG_BF16: *(uint16_t *)p = dg_f32_to_bf16((float)v); break;
     default: break;
     }
 }
@@ -153,8 +158,8 @@ static inline size_t dg_dtype_bytes(dg_dtype dt) {
     static const unsigned char bytes[] = { [DG_F32] = 4, [DG_F64] = 8, [DG_I64] = 8, [DG_I32] = 4, [DG_F16] = 2, [DG_BF16] = 2, [DG_BOOL] = 1 };
     return (unsigned)dt < sizeof bytes ? bytes[dt] : 0;
 }
-static inline bool dg_dtype_has_kernels(dg_dtype dt) { return dt != DG_F16 && dt != DG_BF16; }   /* false for the reserved F16/BF16 */
-int dg_reserved_dtype_error(const char *op, dg_dtype dt);   /* records why; returns DG_EUNSUPPORTED */
+/* float16 / bfloat16: stored in 2 bytes, computed in float32 (eager/half.h) */
+static inline bool dg_dtype_is_half(dg_dtype dt) { return dt == DG_F16 || dt == DG_BF16; }
 
 /* ---- tensors (eager/tensor.c) ---- */
 dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_device device);

@@ -38,6 +38,7 @@ static void values(sbuf *b, const dg_tensor *h, int d, int64_t off, bool elide, 
             case DG_I64: put(b, "%lld", (long long)*(const int64_t *)p); break;
             case DG_I32: put(b, "%d", *(const int32_t *)p); break;
             case DG_BOOL: put(b, "%s", *(const uint8_t *)p ? "true" : "false"); break;
+            case DG_F16: case DG_BF16: put(b, "%.4g", dg_load_as_double(p, h->dtype)); break;   /* 3-4 significant digits */
             default: put(b, "?"); break;
             }
         } else {

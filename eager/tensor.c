@@ -129,7 +129,6 @@ dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_de
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) { DG_ERR(DG_EINVAL, "tensor: negative dim %lld at axis %d", (long long)shape[i], i); return NULL; }
     if (dg_dtype_bytes(dtype) == 0) { DG_ERR(DG_EINVAL, "tensor: invalid dtype %d", (int)dtype); return NULL; }
-    if (!dg_dtype_has_kernels(dtype)) { dg_reserved_dtype_error("tensor", dtype); return NULL; }
     /* one count for both failures below: a message recorded after it comes from the lookup or,
      * the lookup having succeeded, from the allocator */
     uint64_t errs = dg_error_count();
@@ -245,7 +244,6 @@ dg_tensor *dg_from_blob(void *data, dg_shape shape, dg_dtype dtype, dg_device de
     for (int i = 0; i < shape.ndim; i++)
         DG_CHECK(shape.d[i] >= 0, "from_blob: negative dim %lld at axis %d", (long long)shape.d[i], i);
     DG_CHECK(dg_dtype_bytes(dtype) != 0, "from_blob: invalid dtype %d", (int)dtype);
-    if (!dg_dtype_has_kernels(dtype)) { dg_reserved_dtype_error("from_blob", dtype); return NULL; }
     const dg_backend *be = dg_backend_for(device);
     if (!be) return NULL;
     dg_storage *st = dg_block_alloc(sizeof *st);
@@ -392,7 +390,7 @@ dg_tensor *dg_arange(double start, double end, double step, dg_dtype dt) {
 }
 
 static dg_tensor *random_tensor(dg_generator *g, dg_shape s, dg_dtype dt, dg_random_kind kind, double a, double b, const char *op) {
-    DG_CHECK(dt == DG_F32 || dt == DG_F64, "%s: dtype must be float32 or float64, got %s", op, dg_dtype_name(dt));
+    DG_CHECK(dg_dtype_is_float(dt), "%s: dtype must be a float type, got %s", op, dg_dtype_name(dt));
     dg_tensor *t = dg_empty(s, dt);
     if (!t) return NULL;
     uint64_t seed, ctr = dg_generator_reserve(g, (uint64_t)t->numel * 2, &seed);
@@ -419,7 +417,7 @@ dg_tensor *dg_generator_normal(dg_generator *g, dg_shape s, double mean, double 
 static int random_fill_(dg_generator *g, dg_tensor *t, dg_random_kind kind, double a, double b, const char *op) {
     int rc = dg_check_inplace(t, op);
     if (rc) return rc;
-    DG_CHECK_INT(dg_is_contiguous(t) && (t->dtype == DG_F32 || t->dtype == DG_F64),
+    DG_CHECK_INT(dg_is_contiguous(t) && dg_dtype_is_float(t->dtype),
                  "%s: needs a contiguous float tensor, got %s", op, dg_dtype_name(t->dtype));
     uint64_t seed, ctr = dg_generator_reserve(g, (uint64_t)t->numel * 2, &seed);
     return DG_KCALL(t, random, kind, DG_KV(t), a, b, seed, ctr);

@@ -119,18 +119,3 @@ Test(tensor, concat_split) {
     dg_scope_end(sc);
 }
 
-/* float16/bfloat16 are reserved: no tensor of them is made, so no op meets one half-supported. */
-Test(tensor, reserved_dtypes_are_refused_with_a_reason) {
-    dg_dtype reserved[] = { DG_F16, DG_BF16 };
-    for (int i = 0; i < 2; i++) {
-        dg_clear_error();
-        cr_expect_null(dg_zeros(DG_SHAPE(3), reserved[i]));
-        cr_expect_eq(dg_last_status(), DG_EUNSUPPORTED);
-        cr_expect(strstr(dg_last_error(), "reserved"), "%s", dg_last_error());
-        dg_clear_error();
-        uint16_t buf[3] = { 0 };
-        cr_expect_null(dg_from_blob(buf, DG_SHAPE(3), reserved[i], dg_cpu(), NULL, NULL));
-        cr_expect(strstr(dg_last_error(), "from_blob"), "%s", dg_last_error());
-    }
-    dg_clear_error();
-}

@@ -55,6 +55,7 @@ typedef struct direction {
 typedef struct entry {
     dg_conv2d_geom g;
     bool bias, bf16;
+    bool bf16_storage;                /* the user's tensors are bf16 (autocast, O2): no f32 anywhere */
     /* oneDNN fixes a primitive's thread count when it makes it: a count that changed since
      * (dg_set_num_threads, the automatic count under load) needs primitives of its own */
     int nthr;
@@ -136,21 +137,22 @@ static dnnl_format_tag_t act_tag(const dg_conv2d_geom *g) {
     return dnnl_nhwc;
 }
 
-static bool make_mds(const dg_conv2d_geom *g, bool bf16, mds *m) {
+static bool make_mds(const dg_conv2d_geom *g, bool bf16, bool storage, mds *m) {
     int64_t G = g->groups;
+    dnnl_data_type_t user = storage ? dnnl_bf16 : dnnl_f32;
     dnnl_dims_t src = { g->n, g->c, g->h, g->w }, dst = { g->n, g->oc, g->oh, g->ow };
     dnnl_dims_t wei5 = { G, g->oc / G, g->c / G, g->kh, g->kw }, wei4 = { g->oc, g->c, g->kh, g->kw }, b = { g->oc };
     bool grouped = G > 1;
-    if (dnnl_memory_desc_init_by_tag(&m->src, 4, src, dnnl_f32, dnnl_nchw) ||
-        dnnl_memory_desc_init_by_tag(&m->dst, 4, dst, dnnl_f32, dnnl_nchw) ||
-        dnnl_memory_desc_init_by_tag(&m->wei, grouped ? 5 : 4, grouped ? wei5 : wei4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw) ||
-        dnnl_memory_desc_init_by_tag(&m->bias, 1, b, dnnl_f32, dnnl_x) ||
-        dnnl_memory_desc_init_by_tag(&m->src_any, 4, src, dnnl_f32, act_tag(g)) ||
-        dnnl_memory_desc_init_by_tag(&m->dst_any, 4, dst, dnnl_f32, act_tag(g)) ||
-        dnnl_memory_desc_init_by_tag(&m->wei_any, grouped ? 5 : 4, grouped ? wei5 : wei4, dnnl_f32, dnnl_format_tag_any) ||
-        dnnl_memory_desc_init_by_tag(&m->bias_any, 1, b, dnnl_f32, dnnl_format_tag_any))
+    if (dnnl_memory_desc_init_by_tag(&m->src, 4, src, user, dnnl_nchw) ||
+        dnnl_memory_desc_init_by_tag(&m->dst, 4, dst, user, dnnl_nchw) ||
+        dnnl_memory_desc_init_by_tag(&m->wei, grouped ? 5 : 4, grouped ? wei5 : wei4, user, grouped ? dnnl_goihw : dnnl_oihw) ||
+        dnnl_memory_desc_init_by_tag(&m->bias, 1, b, user, dnnl_x) ||
+        dnnl_memory_desc_init_by_tag(&m->src_any, 4, src, user, act_tag(g)) ||
+        dnnl_memory_desc_init_by_tag(&m->dst_any, 4, dst, user, act_tag(g)) ||
+        dnnl_memory_desc_init_by_tag(&m->wei_any, grouped ? 5 : 4, grouped ? wei5 : wei4, user, dnnl_format_tag_any) ||
+        dnnl_memory_desc_init_by_tag(&m->bias_any, 1, b, user, dnnl_format_tag_any))
         return false;
-    dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t in = bf16 || storage ? dnnl_bf16 : dnnl_f32;
     if (dnnl_memory_desc_init_by_tag(&m->src_in, 4, src, in, act_tag(g)) ||
         dnnl_memory_desc_init_by_tag(&m->dst_in, 4, dst, in, act_tag(g)) ||
         dnnl_memory_desc_init_by_tag(&m->wei_in, grouped ? 5 : 4, grouped ? wei5 : wei4, in, dnnl_format_tag_any))
@@ -242,7 +244,7 @@ static bool make_bwd_w(entry *e, const mds *m) {
 
 /* The entry for (g, bias) with the direction `which` made, or NULL (caller falls back). Called
  * with g_lock held. */
-static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
+static entry *lookup(const dg_conv2d_geom *g, bool bias, bool storage, int which) {
     bool bf16 = dg_get_cpu_bf16();
     int nthr = dg_threads();   /* also the OpenMP count that oneDNN reads while making them */
     if (g_broken) return NULL;
@@ -255,7 +257,7 @@ static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
     }
     entry *e = NULL;
     for (int i = 0; i < g_n && !e; i++)
-        if (g_table[i].bias == bias && g_table[i].bf16 == bf16 && g_table[i].nthr == nthr &&
+        if (g_table[i].bias == bias && g_table[i].bf16 == bf16 && g_table[i].bf16_storage == storage && g_table[i].nthr == nthr &&
             memcmp(&g_table[i].g, g, sizeof *g) == 0)
             e = &g_table[i];
     if (!e) {
@@ -269,6 +271,7 @@ static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
         e->g = *g;
         e->bias = bias;
         e->bf16 = bf16;
+        e->bf16_storage = storage;
         e->nthr = nthr;
     }
     e->last_use = ++g_clock;
@@ -276,7 +279,7 @@ static entry *lookup(const dg_conv2d_geom *g, bool bias, int which) {
     if (d->failed) return NULL;
     if (!d->made) {
         mds m;
-        bool ok = make_mds(g, bf16, &m);
+        bool ok = make_mds(g, bf16, storage, &m);
         /* the backward primitives need the forward one as a hint */
         if (ok && which != 0 && !e->fwd.made) {
             ok = make_fwd(e, &m);
@@ -315,8 +318,8 @@ static bool execute(direction *d, int arg0, int arg1, int arg2, int bias_arg, bo
  * batch 32, 224x224, would otherwise keep a 103 MB blocked copy of its output for the life of
  * the process). Chunks are equal but for the last. */
 #define CHUNK_BYTES ((size_t)16 << 20)
-static int64_t chunk_images(const dg_conv2d_geom *g) {
-    size_t per = (size_t)(g->c * g->h * g->w + g->oc * g->oh * g->ow) * sizeof(float);
+static int64_t chunk_images(const dg_conv2d_geom *g, size_t esize) {
+    size_t per = (size_t)(g->c * g->h * g->w + g->oc * g->oh * g->ow) * esize;
     int64_t pieces = (int64_t)((per * (size_t)g->n + CHUNK_BYTES - 1) / CHUNK_BYTES);
     if (pieces < 1) pieces = 1;
     if (pieces > g->n) pieces = g->n;
@@ -346,15 +349,17 @@ void dg_dnnl_release(const dg_backend *be) {
 
 /* ---- entries (return 1 when done, 0 when the caller should fall back, negative on error) ---- */
 int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y) {
-    if (x->dtype != DG_F32 || g->n == 0) return 0;
-    int64_t nb = chunk_images(g), xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
-    float *xp = x->data, *yp = y->data;
+    if ((x->dtype != DG_F32 && x->dtype != DG_BF16) || g->n == 0) return 0;
+    bool storage = x->dtype == DG_BF16;
+    size_t es = dg_dtype_bytes(x->dtype);
+    int64_t nb = chunk_images(g, es), xs = g->c * g->h * g->w * es, ys = g->oc * g->oh * g->ow * es;   /* bytes per image */
+    char *xp = x->data, *yp = y->data;
     bool ok = true;
     pthread_mutex_lock(&g_lock);
     for (int64_t n0 = 0; n0 < g->n && ok; n0 += nb) {
         dg_conv2d_geom cg = *g;
         cg.n = g->n - n0 < nb ? g->n - n0 : nb;
-        entry *e = lookup(&cg, b != NULL, 0);
+        entry *e = lookup(&cg, b != NULL, storage, 0);
         direction *d = e ? &e->fwd : NULL;
         ok = d && bind_scratch(d) && operand_bind(&d->op[0], xp + n0 * xs, true) && operand_bind(&d->op[1], w->data, true) &&
              operand_bind(&d->op[2], yp + n0 * ys, false) &&
@@ -369,16 +374,18 @@ int dg_dnnl_conv2d(const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w
 }
 
 int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx) {
-    if (gy->dtype != DG_F32 || g->n == 0 || g->c / g->groups < 16) return 0;   /* as for the weights below */
-    int64_t nb = chunk_images(g), xs = g->c * g->h * g->w, ys = g->oc * g->oh * g->ow;
-    float *gyp = gy->data, *gxp = gx->data;
+    if ((gy->dtype != DG_F32 && gy->dtype != DG_BF16) || g->n == 0 || g->c / g->groups < 16) return 0;   /* as for the weights below */
+    bool storage = gy->dtype == DG_BF16;
+    size_t es = dg_dtype_bytes(gy->dtype);
+    int64_t nb = chunk_images(g, es), xs = g->c * g->h * g->w * es, ys = g->oc * g->oh * g->ow * es;   /* bytes per image */
+    char *gyp = gy->data, *gxp = gx->data;
     bool ok = true;
     pthread_mutex_lock(&g_lock);
     for (int64_t n0 = 0; n0 < g->n && ok; n0 += nb) {
         dg_conv2d_geom cg = *g;
         cg.n = g->n - n0 < nb ? g->n - n0 : nb;
         /* the bias flag only matters to forward/backward-weights; share the entry without bias */
-        entry *e = lookup(&cg, false, 1);
+        entry *e = lookup(&cg, false, storage, 1);
         direction *d = e ? &e->bwd_data : NULL;
         ok = d && bind_scratch(d) && operand_bind(&d->op[0], gyp + n0 * ys, true) && operand_bind(&d->op[1], w->data, true) &&
              operand_bind(&d->op[2], gxp + n0 * xs, false) &&
@@ -393,9 +400,9 @@ int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *g, const dg_kview *gy, co
 int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb) {
     /* with few input channels (the RGB stem) oneDNN's weight gradient runs at a third of the
      * im2col path's speed (bench/ops: 7x7 stem fwd+bwd 45 vs 63 GFLOP/s) */
-    if (gy->dtype != DG_F32 || g->n == 0 || !gw || g->c / g->groups < 16) return 0;
+    if ((gy->dtype != DG_F32 && gy->dtype != DG_BF16) || g->n == 0 || !gw || g->c / g->groups < 16) return 0;
     pthread_mutex_lock(&g_lock);
-    entry *e = lookup(g, gb != NULL, 2);
+    entry *e = lookup(g, gb != NULL, gy->dtype == DG_BF16, 2);
     bool ok = e != NULL;
     if (ok) {
         direction *d = &e->bwd_w;

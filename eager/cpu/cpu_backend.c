@@ -2,41 +2,8 @@
  * Philox-driven random fills. */
 #include "../backend.h"
 #include "iter.h"
+#include "cpu_kernels.h"
 #include <math.h>
-
-int dg_cpu_unary(const dg_backend *be, dg_unary_op, const dg_kview *, dg_kview *, double, double);
-int dg_cpu_binary(const dg_backend *be, dg_binary_op, const dg_kview *, const dg_kview *, dg_kview *, double, double);
-int dg_cpu_reduce(const dg_backend *be, dg_reduce_op, const dg_kview *, dg_kview *);
-int dg_cpu_gemm(const dg_backend *be, dg_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
-                const void *, int64_t, int64_t, double, void *, int64_t, int64_t, int64_t);
-int dg_cpu_softmax(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
-int dg_cpu_softmax_backward(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
-int dg_cpu_index_select(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_index_add(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_gather(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
-int dg_cpu_scatter_add(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
-int dg_cpu_argsort(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, bool);
-int dg_cpu_nll(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_nll_backward(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_conv2d(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
-void dg_dnnl_release(const dg_backend *be);
-int dg_cpu_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
-int dg_cpu_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *);
-int dg_cpu_max_pool2d(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
-int dg_cpu_max_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
-int dg_cpu_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
-int dg_cpu_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
-int dg_cpu_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *, dg_kview *);
-int dg_cpu_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *, dg_kview *);
-int dg_cpu_max_pool2d_with_indices(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *, dg_kview *);
-int dg_cpu_adaptive_max_pool2d(const dg_backend *be, const dg_kview *, dg_kview *, dg_kview *);
-int dg_cpu_max_pool2d_indices_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
-int dg_cpu_batch_norm(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
-                      bool, double, int64_t, int64_t, int64_t);
-int dg_cpu_batch_norm_backward(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,
-                               const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-
-int dg_cpu_fused_update(const dg_backend *be, const dg_update_params *, dg_dtype, const dg_update_tensor *, int);
 
 
 /* 64-byte aligned; small buffers come from the per-thread block cache (eager/block_cache.c),
@@ -63,7 +30,7 @@ static int cpu_fill(const dg_backend *be, dg_kview *y, double v) {
     return 0;
 }
 
-static int cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y) {
+int dg_cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y) {
     dg_iter it;
     const dg_kview *ops[2] = { y, x };
     dg_iter_init(&it, ops, 2);
@@ -145,35 +112,35 @@ const dg_backend dg_cpu_backend = {
     .empty_cache = cpu_empty_cache,
     .shutdown = dg_dnnl_release,
     .fill = cpu_fill,
-    .copy = cpu_copy,
+    .copy = dg_cpu_copy,
     .unary = dg_cpu_unary,
     .binary = dg_cpu_binary,
     .where = cpu_where,
-    .reduce = dg_cpu_reduce,
+    .reduce = dg_cpu_reduce_any,
     .random = cpu_random,
     .gemm = dg_cpu_gemm,
-    .softmax = dg_cpu_softmax,
-    .softmax_backward = dg_cpu_softmax_backward,
-    .index_select = dg_cpu_index_select,
-    .index_add = dg_cpu_index_add,
-    .gather = dg_cpu_gather,
-    .scatter_add = dg_cpu_scatter_add,
-    .argsort = dg_cpu_argsort,
-    .nll = dg_cpu_nll,
-    .nll_backward = dg_cpu_nll_backward,
-    .conv2d = dg_cpu_conv2d,
-    .conv2d_backward_data = dg_cpu_conv2d_backward_data,
-    .conv2d_backward_filter = dg_cpu_conv2d_backward_filter,
-    .max_pool2d = dg_cpu_max_pool2d,
-    .max_pool2d_backward = dg_cpu_max_pool2d_backward,
-    .avg_pool2d = dg_cpu_avg_pool2d,
-    .avg_pool2d_backward = dg_cpu_avg_pool2d_backward,
-    .adaptive_avg_pool2d = dg_cpu_adaptive_avg_pool2d,
-    .adaptive_avg_pool2d_backward = dg_cpu_adaptive_avg_pool2d_backward,
-    .max_pool2d_with_indices = dg_cpu_max_pool2d_with_indices,
-    .adaptive_max_pool2d = dg_cpu_adaptive_max_pool2d,
-    .max_pool2d_indices_backward = dg_cpu_max_pool2d_indices_backward,
-    .batch_norm = dg_cpu_batch_norm,
-    .batch_norm_backward = dg_cpu_batch_norm_backward,
+    .softmax = dg_cpu_softmax_any,
+    .softmax_backward = dg_cpu_softmax_backward_any,
+    .index_select = dg_cpu_index_select_any,
+    .index_add = dg_cpu_index_add_any,
+    .gather = dg_cpu_gather_any,
+    .scatter_add = dg_cpu_scatter_add_any,
+    .argsort = dg_cpu_argsort_any,
+    .nll = dg_cpu_nll_any,
+    .nll_backward = dg_cpu_nll_backward_any,
+    .conv2d = dg_cpu_conv2d_any,
+    .conv2d_backward_data = dg_cpu_conv2d_backward_data_any,
+    .conv2d_backward_filter = dg_cpu_conv2d_backward_filter_any,
+    .max_pool2d = dg_cpu_max_pool2d_any,
+    .max_pool2d_backward = dg_cpu_max_pool2d_backward_any,
+    .avg_pool2d = dg_cpu_avg_pool2d_any,
+    .avg_pool2d_backward = dg_cpu_avg_pool2d_backward_any,
+    .adaptive_avg_pool2d = dg_cpu_adaptive_avg_pool2d_any,
+    .adaptive_avg_pool2d_backward = dg_cpu_adaptive_avg_pool2d_backward_any,
+    .max_pool2d_with_indices = dg_cpu_max_pool2d_with_indices_any,
+    .adaptive_max_pool2d = dg_cpu_adaptive_max_pool2d_any,
+    .max_pool2d_indices_backward = dg_cpu_max_pool2d_indices_backward_any,
+    .batch_norm = dg_cpu_batch_norm_any,
+    .batch_norm_backward = dg_cpu_batch_norm_backward_any,
     .fused_update = dg_cpu_fused_update,
 };

@@ -280,11 +280,6 @@ static int parse_header(const char *hdr, header *h, const char *name) {
                    (unsigned long long)(8 + hlen));
             goto bad;
         }
-        if (e->dtype == DG_F16 || e->dtype == DG_BF16) {
-            DG_ERR(DG_EUNSUPPORTED, "safetensors '%s': tensor '%s' is %s, which dygraph does not compute in yet", name,
-                   h->names + e->name, dtype_tag(e->dtype));
-            goto bad;
-        }
     }
     qsort(order, h->n, sizeof *order, cmp_begin);
     uint64_t pos = 0;

@@ -82,10 +82,11 @@ static dg_tensor *un_k(dg_unary_op op, const dg_tensor *x, double p0, double p1)
  * wins over a 0-d one, else the wider type (f32 + f64 -> f64, i32 + i64 -> i64). */
 static bool is_int(dg_dtype t) { return t == DG_I32 || t == DG_I64; }
 static int category(dg_dtype t) { return t == DG_BOOL ? 0 : is_int(t) ? 1 : 2; }
-static int width(dg_dtype t) { return t == DG_F64 || t == DG_I64 ? 2 : 1; }
+static int width(dg_dtype t) { return t == DG_F64 || t == DG_I64 ? 2 : dg_dtype_is_half(t) ? 0 : 1; }
 static dg_dtype promote(const dg_tensor *a, const dg_tensor *b) {
     if (category(a->dtype) != category(b->dtype)) return category(a->dtype) > category(b->dtype) ? a->dtype : b->dtype;
     if ((a->ndim == 0) != (b->ndim == 0)) return a->ndim ? a->dtype : b->dtype;
+    if (a->dtype != b->dtype && width(a->dtype) == width(b->dtype) && width(a->dtype) == 0) return DG_F32;   /* f16 with bf16 */
     return width(a->dtype) >= width(b->dtype) ? a->dtype : b->dtype;
 }
 
@@ -97,8 +98,7 @@ static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, 
  * default dtype), and the integer kernels for add, sub, mul, maximum and minimum. */
 static dg_tensor *binary_promoted(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
                                   dg_backward_fn bw, bool save_a, bool save_b, bool save_y) {
-    DG_CHECK(a->dtype != DG_BOOL && b->dtype != DG_BOOL && a->dtype != DG_F16 && a->dtype != DG_BF16 && b->dtype != DG_F16 &&
-             b->dtype != DG_BF16, "%s: %s %s and %s %s: arithmetic is defined on float32/float64/int32/int64 (cast bool masks first)",
+    DG_CHECK(a->dtype != DG_BOOL && b->dtype != DG_BOOL, "%s: %s %s and %s %s: arithmetic is defined on float and integer tensors (cast bool masks first)",
              name, dg_dtype_name(a->dtype), DG_SHAPE_STR(a), dg_dtype_name(b->dtype), DG_SHAPE_STR(b));
     dg_dtype dt = promote(a, b);
     if (is_int(dt) && op == DG_BIN_DIV) dt = DG_F32;

@@ -30,8 +30,8 @@ static int bn_bw(dg_node *nd, const dg_tensor *g, dg_tensor **gi) {
     if (!gc) return DG_ENOMEM;
     bool nx = dg_node_needs_grad(nd, 0), nw = dg_node_needs_grad(nd, 1), nb = dg_node_needs_grad(nd, 2);
     dg_tensor *gx = nx ? dg_new_like(x) : NULL;
-    dg_tensor *gw = nw ? dg_new_on(x, &a->c, 1, x->dtype) : NULL;
-    dg_tensor *gb = nb ? dg_new_on(x, &a->c, 1, x->dtype) : NULL;
+    dg_tensor *gw = nw ? dg_new_on(x, &a->c, 1, dg_node_input_dtype(nd, 1)) : NULL;
+    dg_tensor *gb = nb ? dg_new_on(x, &a->c, 1, dg_node_input_dtype(nd, 2)) : NULL;
     if ((nx && !gx) || (nw && !gw) || (nb && !gb)) return DG_ENOMEM;
     gi[0] = gx;
     gi[1] = gw;
@@ -39,7 +39,9 @@ static int bn_bw(dg_node *nd, const dg_tensor *g, dg_tensor **gi) {
     return DG_KCALL(x, batch_norm_backward, DG_KV(x), DG_KV(gc), DG_KV_OPT(w), DG_KV(mean), DG_KV(invstd), a->training, DG_KV_OPT(gx), DG_KV_OPT(gw), DG_KV_OPT(gb), a->n, a->c, a->inner);
 }
 
-/* weight, bias and the running stats are each NULL or [C] of x's dtype and device. */
+/* weight, bias and the running stats are each NULL or [C] of x's dtype and device; with a
+ * float16 / bfloat16 input they may be float32 (normalisation layers keep f32 parameters under
+ * mixed precision, as torch's and Paddle's do). */
 static bool check_param(const dg_tensor *x, const dg_tensor *t, const char *name) {
     if (!t) return true;
     if (!dg_tensor_live(t)) { dg_tensor_bad(OP, name, t); return false; }
@@ -50,7 +52,7 @@ static bool check_param(const dg_tensor *x, const dg_tensor *t, const char *name
         DG_ERR(DG_EINVAL, OP ": %s must be [%lld] (channels of input %s), got %s", name, (long long)x->shape[1], xs, ts);
         return false;
     }
-    if (t->dtype != x->dtype) {
+    if (t->dtype != x->dtype && !(dg_dtype_is_half(x->dtype) && t->dtype == DG_F32)) {
         DG_ERR(DG_EINVAL, OP ": %s is %s but input %s is %s", name, dg_dtype_name(t->dtype), xs, dg_dtype_name(x->dtype));
         return false;
     }
@@ -69,7 +71,9 @@ static int update_running(dg_tensor *rm, dg_tensor *rv, const dg_tensor *mean, c
                           double m, double eps, int64_t count) {
     double unbias = (double)count / (double)(count - 1);
     dg_tensor *var = dg_mul_scalar(dg_sub_scalar(dg_rdiv_scalar(dg_mul(invstd, invstd), 1.0), eps), unbias);
-    if (!var) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    if (var && var->dtype != rv->dtype) var = dg_cast(var, rv->dtype);
+    if (var && mean->dtype != rm->dtype) mean = dg_cast(mean, rm->dtype);
+    if (!var || !mean) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
     int rc = dg_scale_(rm, 1.0 - m);
     if (!rc) rc = dg_axpy_(rm, m, mean);
     if (!rc) rc = dg_scale_(rv, 1.0 - m);
@@ -112,8 +116,9 @@ dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor 
     int rc = (!y || (weight && !wc) || (bias && !bc)) ? DG_ENOMEM : 0;
     const dg_backend *be = dg_backend_of(x);
     if (!rc && p.training) {
-        mean = dg_new_on(x, &c, 1, x->dtype);
-        invstd = dg_new_on(x, &c, 1, x->dtype);
+        dg_dtype sd = dg_dtype_is_half(x->dtype) ? DG_F32 : x->dtype;   /* the batch statistics: f32 for half inputs */
+        mean = dg_new_on(x, &c, 1, sd);
+        invstd = dg_new_on(x, &c, 1, sd);
         rc = (!mean || !invstd) ? DG_ENOMEM : be->batch_norm(be, DG_KV(xc), DG_KV_OPT(wc), DG_KV_OPT(bc), DG_KV(y), DG_KV(mean), DG_KV(invstd), true, eps, n, c, inner);
         if (!rc && running_mean) rc = update_running(running_mean, running_var, mean, invstd, m, eps, n * inner);
     } else if (!rc) {

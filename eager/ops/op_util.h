@@ -6,8 +6,8 @@
 
 #include "../backend.h"
 
-#define DG_CHECK_FLOAT(op, t) DG_CHECK(dg_dtype_is_float((t)->dtype) && (t)->dtype != DG_F16 && (t)->dtype != DG_BF16, \
-    "%s: expects float32/float64, got %s for '%s' %s", op, dg_dtype_name((t)->dtype), #t, DG_SHAPE_STR(t))
+#define DG_CHECK_FLOAT(op, t) DG_CHECK(dg_dtype_is_float((t)->dtype), \
+    "%s: expects a float tensor (float32/float64/float16/bfloat16), got %s for '%s' %s", op, dg_dtype_name((t)->dtype), #t, DG_SHAPE_STR(t))
 #define DG_CHECK_SAME_DTYPE(op, a, b) DG_CHECK((a)->dtype == (b)->dtype, \
     "%s: dtype mismatch: '%s' is %s %s, '%s' is %s %s", op, #a, dg_dtype_name((a)->dtype), DG_SHAPE_STR(a), \
     #b, dg_dtype_name((b)->dtype), DG_SHAPE_STR(b))

@@ -27,8 +27,8 @@ static int64_t pool_out(int64_t in, int64_t k, int s, int p, bool ceil_mode) {
 bool dg_pool2d_make_geom(const char *op, bool avg, const dg_tensor *x, dg_pool2d_params p, dg_pool2d_geom *g) {
 #define PCHECK(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return false; } } while (0)
     PCHECK(x->ndim == 4, "%s: input must be 4-D [N, C, H, W], got %s", op, DG_SHAPE_STR(x));
-    PCHECK(dg_dtype_is_float(x->dtype) && x->dtype != DG_F16 && x->dtype != DG_BF16,
-           "%s: expects float32/float64, got %s for input %s", op, dg_dtype_name(x->dtype), DG_SHAPE_STR(x));
+    PCHECK(dg_dtype_is_float(x->dtype),
+           "%s: expects a float tensor, got %s for input %s", op, dg_dtype_name(x->dtype), DG_SHAPE_STR(x));
     PCHECK(p.kernel[0] > 0 && p.kernel[1] > 0, "%s: kernel must be positive, got (%d,%d)", op, p.kernel[0], p.kernel[1]);
     for (int i = 0; i < 2; i++)
         PCHECK((p.stride[i] >= 1 || p.stride[i] == DG_STRIDE_KERNEL) && p.padding[i] >= 0,

@@ -4,13 +4,13 @@
  * every backend, and topk is the first k of the same order. */
 #include "op_util.h"
 
-static bool sortable(dg_dtype dt) { return dt == DG_F32 || dt == DG_F64 || dt == DG_I64 || dt == DG_I32; }
+static bool sortable(dg_dtype dt) { return dt != DG_BOOL; }
 
 /* The checks the three share: a live input of a sortable dtype and an axis in range (a 0-d
  * tensor takes axis 0 or -1, as torch's). *a gets the axis, 0 for a 0-d tensor. */
 static int check_sort_args(const char *op, const dg_tensor *x, int axis, int *a) {
     DG_CHECK_INPUT_INT(op, x);
-    DG_CHECK_INT(sortable(x->dtype), "%s: expects float32/float64/int64/int32, got %s for %s", op, dg_dtype_name(x->dtype),
+    DG_CHECK_INT(sortable(x->dtype), "%s: expects a float or integer tensor, got %s for %s", op, dg_dtype_name(x->dtype),
                  DG_SHAPE_STR(x));
     *a = dg_norm_axis(axis, x->ndim > 0 ? x->ndim : 1);
     DG_CHECK_INT(*a >= 0, "%s: axis %d out of range for %s", op, axis, DG_SHAPE_STR(x));

@@ -1,0 +1,77 @@
+/* eager/cpu/cpu_kernels.h — the CPU backend's kernels, for its table (cpu_backend.c) and the
+ * float16 / bfloat16 wrappers (half_via_f32.c): dg_cpu_X is the f32 / f64 / integer kernel,
+ * dg_cpu_X_any the table's entry, which also takes half operands. */
+#ifndef DG_CPU_KERNELS_H
+#define DG_CPU_KERNELS_H
+
+#include "../backend.h"
+
+int dg_cpu_unary(const dg_backend *be, dg_unary_op, const dg_kview *, dg_kview *, double, double);
+int dg_cpu_binary(const dg_backend *be, dg_binary_op, const dg_kview *, const dg_kview *, dg_kview *, double, double);
+int dg_cpu_reduce(const dg_backend *be, dg_reduce_op, const dg_kview *, dg_kview *);
+int dg_cpu_gemm(const dg_backend *be, dg_dtype, bool, bool, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
+                const void *, int64_t, int64_t, double, void *, int64_t, int64_t, int64_t);
+int dg_cpu_softmax(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
+int dg_cpu_softmax_backward(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
+int dg_cpu_index_select(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_index_add(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_gather(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_scatter_add(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_argsort(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, bool);
+int dg_cpu_nll(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_nll_backward(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_conv2d(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
+void dg_dnnl_release(const dg_backend *be);
+int dg_cpu_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *, dg_kview *);
+int dg_cpu_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_with_indices(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_adaptive_max_pool2d(const dg_backend *be, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_indices_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_batch_norm(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
+                      bool, double, int64_t, int64_t, int64_t);
+int dg_cpu_batch_norm_backward(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,
+                               const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+
+int dg_cpu_fused_update(const dg_backend *be, const dg_update_params *, dg_dtype, const dg_update_tensor *, int);
+int dg_cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y);   /* any strides, casts between any dtypes */
+
+int dg_cpu_reduce_any(const dg_backend *be, dg_reduce_op, const dg_kview *, dg_kview *);
+int dg_cpu_softmax_any(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
+int dg_cpu_softmax_backward_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
+int dg_cpu_index_select_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_index_add_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_gather_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_scatter_add_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
+int dg_cpu_argsort_any(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, bool);
+int dg_cpu_nll_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_nll_backward_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_conv2d_any(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_conv2d_backward_data_any(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_conv2d_backward_filter_any(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_backward_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_avg_pool2d_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_avg_pool2d_backward_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
+int dg_cpu_adaptive_avg_pool2d_any(const dg_backend *be, const dg_kview *, dg_kview *);
+int dg_cpu_adaptive_avg_pool2d_backward_any(const dg_backend *be, const dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_with_indices_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_adaptive_max_pool2d_any(const dg_backend *be, const dg_kview *, dg_kview *, dg_kview *);
+int dg_cpu_max_pool2d_indices_backward_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_cpu_batch_norm_any(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
+                      bool, double, int64_t, int64_t, int64_t);
+int dg_cpu_batch_norm_backward_any(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,
+                               const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+
+/* oneDNN's convolutions (conv_dnnl.c): 1 when done, 0 when the caller should fall back; they
+ * take f32 operands, or bf16 ones (all of them) natively */
+int dg_dnnl_conv2d(const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_dnnl_conv2d_backward_data(const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
+int dg_dnnl_conv2d_backward_filter(const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *);
+
+#endif
