@@ -283,6 +283,31 @@ int dg_tensor_swap_data(dg_tensor *a, dg_tensor *b) {
     return 0;
 }
 
+int dg_tensor_cast_(dg_tensor *t, dg_dtype dt) {
+    DG_CHECK_INPUT_INT("tensor_cast_", t);
+    DG_CHECK_INT(dg_dtype_bytes(dt), "tensor_cast_: invalid dtype %d", (int)dt);
+    DG_CHECK_INT(!t->node, "tensor_cast_: %s %s was made by an op; only leaves (parameters, buffers) change dtype in place",
+                 DG_SHAPE_STR(t), dg_dtype_name(t->dtype));
+    if (t->dtype == dt) return 0;
+    DG_CHECK_INT(!t->requires_grad || dg_dtype_is_float(dt), "tensor_cast_: %s requires grad; %s cannot hold a gradient",
+                 DG_SHAPE_STR(t), dg_dtype_name(dt));
+    dg_no_grad_begin();
+    dg_tensor *c = dg_cast(t, dt);
+    dg_no_grad_end();
+    if (!c) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    /* t takes the copy's storage, layout and dtype; the copy leaves with the old storage */
+    dg_storage *st = t->storage;
+    t->storage = c->storage;
+    c->storage = st;
+    c->dtype = t->dtype;
+    t->dtype = dt;
+    t->offset = c->offset;
+    memcpy(t->stride, c->stride, sizeof t->stride);
+    dg_tensor_free(c);
+    dg_clear_grad(t);   /* of the old dtype */
+    return 0;
+}
+
 int64_t dg_stride(const dg_tensor *t, int axis) {
     if (!t) { if (!dg_has_error()) DG_ERR(DG_EINVAL, "stride: tensor is NULL"); return 0; }
     int a = dg_norm_axis(axis, t->ndim);

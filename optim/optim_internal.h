@@ -34,6 +34,9 @@ typedef struct dg_opt_state {
     int64_t step;                 /* per parameter, as PyTorch: steps taken with a gradient */
     dg_tensor *mu_t;              /* nadam: f32 0-d CPU mirror of mu_product */
     double mu_product;            /* nadam: mu_1 ... mu_t, kept in float32 as PyTorch's state tensor */
+    dg_tensor *master;            /* float16 / bfloat16 parameter: its float32 master copy, which the
+                                     rule updates (made at the first step from the parameter; the
+                                     buffers are float32 too) */
     char name[DG_OPT_MAX_ENTRIES][40];   /* "<i>.<entry>", in the order of o->entry */
 } dg_opt_state;
 

@@ -29,7 +29,7 @@ static int check_params(const char *nm, const dg_optimizer *o, dg_tensor *const 
         dg_shape_str(p, sh, sizeof sh);
         DG_CHECK_INT(dg_is_leaf(p), "%s: parameter %d %s is not a leaf (made by %s); pass the tensors being trained",
                      nm, k, sh, dg_grad_fn_name(p) ? dg_grad_fn_name(p) : "an op");
-        DG_CHECK_INT(dg_dtype_of(p) == DG_F32 || dg_dtype_of(p) == DG_F64, "%s: parameter %d %s is %s; expects float32/float64",
+        DG_CHECK_INT(dg_dtype_is_float(dg_dtype_of(p)), "%s: parameter %d %s is %s; expects a float tensor",
                      nm, k, sh, dg_dtype_name(dg_dtype_of(p)));
         DG_CHECK_INT(dg_requires_grad(p), "%s: parameter %d %s does not require grad", nm, k, sh);
         for (int j = 0; j < i; j++)
@@ -176,6 +176,10 @@ int dg_optimizer_num_groups(const dg_optimizer *o) {
     return o->n_groups;
 }
 
+static bool half(const dg_tensor *p) { dg_dtype d = dg_dtype_of(p); return d == DG_F16 || d == DG_BF16; }
+/* the dtype the update rule runs in for parameter p: f32 for a half parameter (its master copy) */
+static dg_dtype rule_dtype(const dg_tensor *p) { return half(p) ? DG_F32 : dg_dtype_of(p); }
+
 int dg_opt_ensure_state(dg_optimizer *o, int i) {
     dg_opt_state *s = &o->state[i];
     if (s->has) return 0;
@@ -184,7 +188,10 @@ int dg_opt_ensure_state(dg_optimizer *o, int i) {
     uint64_t errs = dg_error_count();
     for (int k = 0; k < o->info->n_slots && ok; k++) {
         if (!o->slot_on[k]) continue;
-        buf[k] = dg_keep(dg_zeros_like(o->params[i]));
+        /* a half parameter's buffers are f32, next to its f32 master weights */
+        dg_tensor *z = dg_zeros_like(o->params[i]);
+        buf[k] = dg_keep(z && half(o->params[i]) ? dg_cast(z, DG_F32) : z);
+        if (z != buf[k]) dg_tensor_free(z);
         ok = buf[k] && (o->init_acc == 0 || dg_fill_(buf[k], o->init_acc) == 0);
     }
     if (ok && o->info->has_step) ok = (step_t = dg_opt_cpu_scalar(0, DG_I64)) != NULL;
@@ -211,6 +218,7 @@ void dg_optimizer_free(dg_optimizer *o) {
     if (o->state)
         for (int i = 0; i < o->n; i++) {
             for (int k = 0; k < DG_OPT_MAX_SLOTS; k++) dg_tensor_free(o->state[i].buf[k]);
+            dg_tensor_free(o->state[i].master);
             dg_tensor_free(o->state[i].step_t);
             dg_tensor_free(o->state[i].mu_t);
         }
@@ -289,8 +297,14 @@ int dg_optimizer_step(dg_optimizer *o) {
                 rc = DG_EDEVICE;
             }
         if (rc) break;
+        dg_tensor *target = p;   /* what the rule updates: the parameter, or a half one's f32 master copy */
+        if (half(p)) {
+            if (!s->master && !(s->master = dg_keep(dg_cast(p, DG_F32)))) { rc = dg_last_status() ? dg_last_status() : DG_ENOMEM; break; }
+            target = s->master;
+            if (!(g = dg_cast(g, DG_F32))) { rc = dg_last_status() ? dg_last_status() : DG_ENOMEM; break; }
+        }
         t[n] = (dg_update_tensor){
-            .p = dg_tensor_ptr(p), .g = dg_tensor_ptr(g), .n = dg_numel(p),
+            .p = dg_tensor_ptr(target), .g = dg_tensor_ptr(g), .n = dg_numel(p),
             .s0 = s->buf[0] ? dg_tensor_ptr(s->buf[0]) : NULL, .s1 = s->buf[1] ? dg_tensor_ptr(s->buf[1]) : NULL,
             .s2 = s->buf[2] ? dg_tensor_ptr(s->buf[2]) : NULL,
         };
@@ -305,12 +319,15 @@ int dg_optimizer_step(dg_optimizer *o) {
         const dg_tensor *a = o->params[idx[start]];
         int grp = o->group_of[idx[start]];
         if (k < n && o->group_of[idx[k]] == grp && same_device(dg_device_of(o->params[idx[k]]), dg_device_of(a)) &&
-            dg_dtype_of(o->params[idx[k]]) == dg_dtype_of(a)) continue;
+            rule_dtype(o->params[idx[k]]) == rule_dtype(a)) continue;
         u.lr = o->groups[grp].lr;
         u.weight_decay = o->groups[grp].weight_decay;
-        rc = dg_fused_update(dg_device_of(a), dg_dtype_of(a), &u, t + start, k - start);
+        rc = dg_fused_update(dg_device_of(a), rule_dtype(a), &u, t + start, k - start);
         start = k;
     }
+    /* half parameters take their master copy's new value, rounded once */
+    for (int k = 0; k < n && rc == 0; k++)
+        if (o->state[idx[k]].master) rc = dg_copy_(o->params[idx[k]], o->state[idx[k]].master);
     for (int k = 0; k < n && rc == 0; k++) {
         dg_opt_state *s = &o->state[idx[k]];
         s->fresh = false;

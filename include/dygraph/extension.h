@@ -119,6 +119,10 @@ DG_API bool dg_scope_owns(const dg_scope *s, const dg_tensor *t);
  * its handle, gradient and tape links. How a tensor moves to another device in place (torch's
  * `p.data = p.data.to(device)`): make the copy, swap, free the copy. */
 DG_API int dg_tensor_swap_data(dg_tensor *a, dg_tensor *b);
+/* t, a leaf, gets its values in dtype dt in place (torch's `p.data = p.data.to(dt)`): the
+ * handle, requires_grad and hooks stay, so layers and optimizers holding it follow; a
+ * gradient of the old dtype is dropped. What dg_layer_to_dtype and O2 mixed precision use. */
+DG_API int dg_tensor_cast_(dg_tensor *t, dg_dtype dt);
 /* relu(conv2d(x, w, b)) in one pass for inference; an error when any input would record a
  * gradient (what eval-mode Conv+BN+ReLU folding uses). */
 DG_API dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p);
