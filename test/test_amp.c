@@ -412,3 +412,49 @@ Test(amp, train_checkpoint_resumes_scale_and_counters) {
     dg_clear_error();
     cr_assert_eq(dg_live_tensors(), 0);
 }
+
+/* fleet: strategy.amp makes a scaler for the distributed optimizer over the world communicator;
+ * bad amp_configs are refused by fleet_init naming the field; off, there is none. */
+Test(amp, fleet_strategy_switch) {
+    const char *vars[] = { "PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS", "PADDLE_CURRENT_ENDPOINT",
+                           "FLAGS_selected_gpus", "DG_JOB_TOKEN", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                           "OMPI_COMM_WORLD_LOCAL_RANK" };
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) unsetenv(vars[i]);
+    dg_fleet_strategy st = dg_fleet_default_strategy();
+    cr_expect(!st.amp && st.amp_configs.init_loss_scaling == 32768.0 && st.amp_configs.decr_ratio == 0.8);
+    st.amp = true;
+    st.amp_configs.incr_ratio = 0.5;
+    cr_expect_eq(dg_fleet_init(true, &st), DG_EINVAL);
+    cr_expect(strstr(dg_last_error(), "amp_configs") && strstr(dg_last_error(), "incr_ratio"), "%s", dg_last_error());
+    cr_expect_null(dg_fleet_comm(), "a refused strategy made a communicator");
+    st.amp_configs = dg_amp_default_params();
+    st.amp_configs.init_loss_scaling = 128;   /* the tutorial's */
+    cr_assert_eq(dg_fleet_init(true, &st), 0, "%s", dg_last_error());
+    dg_layer *net = net_seeded(10);
+    dg_layer *dp = dg_fleet_distributed_model(dg_layer_ref(net));
+    cr_assert(dp, "%s", dg_last_error());
+    cr_expect_null(dg_fleet_amp_scaler(), "no scaler before distributed_optimizer");
+    dg_optimizer *opt = dg_fleet_distributed_optimizer(sgd_for(net));
+    dg_amp_scaler *sc = dg_fleet_amp_scaler();
+    cr_assert(sc && dg_amp_optimizer(sc) == opt);
+    cr_expect_eq(dg_amp_get_scale(sc), 128);
+    for (int k = 0; k < 3; k++) {
+        dg_scope *s = dg_scope_begin();
+        dg_manual_seed(40 + (uint64_t)k);
+        dg_tensor *x = dg_randn(DG_SHAPE(8, 4), DG_F32), *y = dg_randn(DG_SHAPE(8, 2), DG_F32);
+        dg_tensor *loss = dg_dp_scale_loss(dp, dg_mse_loss(dg_forward(dp, x), y));
+        cr_assert_eq(dg_backward(dg_amp_scale_loss(sc, loss)), 0, "%s", dg_last_error());
+        cr_assert_eq(dg_dp_apply_collective_grads(dp), 0, "%s", dg_last_error());
+        if (k == 1) dg_fill_(dg_grad(dg_optimizer_param(opt, 0)), NAN);
+        cr_expect_eq(dg_amp_step(sc), k == 1 ? 0 : 1, "%s", dg_last_error());
+        dg_optimizer_clear_grad(opt);
+        dg_scope_end(s);
+    }
+    expect_state(sc, 128, 1, 0, "fleet scaler");
+    dg_optimizer_free(opt);
+    dg_layer_free(dp);
+    dg_layer_free(net);
+    dg_fleet_shutdown();
+    cr_expect_null(dg_fleet_amp_scaler(), "shutdown frees fleet's scaler");
+    dg_clear_error();
+}
