@@ -199,10 +199,12 @@ build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 
 # Multi-process data parallelism on this machine's CPUs: the launcher's own checks, then
 # Paddle's dynamic-graph distributed quick start's LinearNet and Paddle's multi-GPU MNIST tutorial's MNIST CNN trained 20 steps by 2 ranks (batch B each, dgrun
-# over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on.
+# over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on;
+# dynamic loss scaling with inf injected on one of 2 ranks (test/dist/amp_scaler.sh).
 test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet
 	bash test/dist/launcher_test.sh $(BUILD)/bin
 	sh test/dist/equivalence.sh $(BUILD)/bin
+	sh test/dist/amp_scaler.sh $(BUILD)/bin
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2

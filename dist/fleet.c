@@ -6,10 +6,12 @@
 static dg_comm *g_comm;
 static dg_fleet_strategy g_strategy;
 static char *g_endpoints;
+static dg_amp_scaler *g_scaler;   /* strategy.amp: made by distributed_optimizer */
 
 dg_fleet_strategy dg_fleet_default_strategy(void) {
     return (dg_fleet_strategy){ .fuse_grad_size_in_MB = 25, .first_bucket_mb = 1, .overlap = false,
-                                .find_unused_parameters = false, .timeout_s = DG_FROM_ENV };
+                                .find_unused_parameters = false, .timeout_s = DG_FROM_ENV, .amp = false,
+                                .amp_configs = dg_amp_default_params() };
 }
 
 int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
@@ -23,6 +25,7 @@ int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
                  "fleet_init: strategy first_bucket_mb must be > 0, got %g", st.first_bucket_mb);
     DG_CHECK_INT((st.timeout_s > 0 && isfinite(st.timeout_s)) || st.timeout_s == DG_FROM_ENV,
                  "fleet_init: strategy timeout_s must be > 0 or DG_FROM_ENV, got %g", st.timeout_s);
+    if (st.amp && dg_amp_params_check("fleet_init: strategy amp_configs", st.amp_configs)) return DG_EINVAL;
     g_strategy = st;
     dg_dist_env env;
     int rc = dg_dist_env_read(&env);
@@ -62,8 +65,17 @@ dg_layer *dg_fleet_distributed_model(dg_layer *net) {
 dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt) {
     DG_CHECK_HANDLE(opt, "fleet_distributed_optimizer: optimizer is NULL");
     DG_CHECK(g_comm, "fleet_distributed_optimizer: call dg_fleet_init first");
+    if (g_strategy.amp) {
+        dg_amp_scaler *sc = dg_amp_decorate(opt, g_strategy.amp_configs);
+        if (!sc) return NULL;
+        dg_amp_set_comm(sc, g_comm);
+        dg_amp_scaler_free(g_scaler);
+        g_scaler = sc;
+    }
     return opt;
 }
+
+dg_amp_scaler *dg_fleet_amp_scaler(void) { return g_scaler; }
 
 int dg_fleet_save(const dg_layer *net, const char *path) {
     DG_CHECK_HANDLE_INT(net, "fleet_save: layer is NULL");
@@ -73,6 +85,8 @@ int dg_fleet_save(const dg_layer *net, const char *path) {
 }
 
 void dg_fleet_shutdown(void) {
+    dg_amp_scaler_free(g_scaler);
+    g_scaler = NULL;
     dg_comm_free(g_comm);
     g_comm = NULL;
     free(g_endpoints);

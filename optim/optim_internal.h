@@ -131,4 +131,9 @@ double dg_opt_cycled_momentum(const dg_optimizer *o);
  * that is a function of its epoch, as files from before the plateau scheduler hold. */
 int dg_lr_scheduler_load_dict(dg_lr_scheduler *s, const dg_tensor_dict *d, const char *path, bool check_only);
 
+/* grad_scaler.c, for the training checkpoint: checks the loss scaler entries of d ("scale",
+ * "incr_count", "decr_count", named without a prefix) against s, naming `where` in errors, then
+ * (unless check_only) loads them. */
+int dg_amp_load_dict_checked(dg_amp_scaler *s, const dg_tensor_dict *d, const char *where, bool check_only);
+
 #endif

@@ -6,7 +6,8 @@
  * the random generator's position ("rng.seed", "rng.offset") and the progress counters
  * ("progress.epoch", "progress.step", "progress.batch": with the DataLoader's order a function of
  * (seed, epoch, batch), these are the loader's position too), marked by "dygraph.train_checkpoint"
- * (the format version). There is no loss scaler in this library, so no part for one.
+ * (the format version), and the loss scaler's ("scaler.scale", "scaler.incr_count",
+ * "scaler.decr_count": dygraph/amp.h, Paddle's GradScaler.state_dict names) when one is given.
  *
  * Why one file: separate model, optimizer and meta files are each atomic but not as a set, and a
  * kill between two renames leaves a mix of epochs that a resume cannot tell apart. One file is
@@ -63,6 +64,15 @@ int dg_train_checkpoint_save(const char *path, const dg_train_state *s) {
         rc = key(k, sizeof k, "scheduler.", dg_lr_scheduler_state_name(s->scheduler, i));
         if (!rc) rc = dg_tensor_dict_set(d, k, dg_lr_scheduler_state_tensor(s->scheduler, i));
     }
+    if (!rc && s->scaler) {
+        dg_tensor_dict *a = dg_amp_state_dict(s->scaler);
+        rc = a ? 0 : failed_status();
+        for (int i = 0; !rc && i < dg_tensor_dict_size(a); i++) {
+            rc = key(k, sizeof k, "scaler.", dg_tensor_dict_name(a, i));
+            if (!rc) rc = dg_tensor_dict_set(d, k, dg_tensor_dict_tensor(a, i));
+        }
+        dg_tensor_dict_free(a);
+    }
     if (!rc) rc = put_i64(d, "progress.epoch", s->epoch);
     if (!rc) rc = put_i64(d, "progress.step", s->step);
     if (!rc) rc = put_i64(d, "progress.batch", s->batch);
@@ -104,9 +114,10 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
     DG_CHECK_INT(s && s->model, "train_checkpoint_load: no model to load into");
     dg_tensor_dict *d = dg_load_safetensors(path);
     if (!d) return failed_status();
-    dg_tensor_dict *model = dg_tensor_dict_new(), *optim = dg_tensor_dict_new(), *sched = dg_tensor_dict_new(), *before = NULL;
+    dg_tensor_dict *model = dg_tensor_dict_new(), *optim = dg_tensor_dict_new(), *sched = dg_tensor_dict_new(),
+                   *amp = dg_tensor_dict_new(), *before = NULL;
     int64_t version = 0, seed = 0, offset = 0, epoch = 0, step = 0, batch = 0, sched_epoch = 0;
-    int rc = model && optim && sched ? 0 : DG_ENOMEM;
+    int rc = model && optim && sched && amp ? 0 : DG_ENOMEM;
     if (!rc && !dg_tensor_dict_get(d, FORMAT_KEY)) {
         DG_ERR(DG_EFORMAT, "train checkpoint %s: no '%s' entry: not a training checkpoint of this library "
                "(a model-only file loads with dg_layer_load)", path, FORMAT_KEY);
@@ -124,10 +135,11 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
         if (strncmp(n, "model.", 6) == 0) rc = dg_tensor_dict_set(model, n + 6, t);
         else if (strncmp(n, "optimizer.", 10) == 0) rc = dg_tensor_dict_set(optim, n + 10, t);
         else if (strncmp(n, "scheduler.", 10) == 0) rc = dg_tensor_dict_set(sched, n + 10, t);
+        else if (strncmp(n, "scaler.", 7) == 0) rc = dg_tensor_dict_set(amp, n + 7, t);
         else if (strcmp(n, FORMAT_KEY) && strcmp(n, "rng.seed") && strcmp(n, "rng.offset") && strcmp(n, "progress.epoch") &&
                  strcmp(n, "progress.step") && strcmp(n, "progress.batch")) {
-            DG_ERR(DG_EFORMAT, "train checkpoint %s: entry '%s' belongs to no part (model., optimizer., scheduler., rng., "
-                   "progress.)", path, n);
+            DG_ERR(DG_EFORMAT, "train checkpoint %s: entry '%s' belongs to no part (model., optimizer., scheduler., scaler., "
+                   "rng., progress.)", path, n);
             rc = DG_EFORMAT;
         }
     }
@@ -161,6 +173,19 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
         DG_ERR(DG_EFORMAT, "train checkpoint %s: holds optimizer state but no optimizer was given to restore it into", path);
         rc = DG_EFORMAT;
     }
+    if (!rc && s->scaler && dg_tensor_dict_size(amp) == 0) {
+        DG_ERR(DG_EFORMAT, "train checkpoint %s: has no loss scaler state, but a scaler was given to restore", path);
+        rc = DG_EFORMAT;
+    }
+    if (!rc && !s->scaler && dg_tensor_dict_size(amp) > 0) {
+        DG_ERR(DG_EFORMAT, "train checkpoint %s: holds a loss scaler's state but no scaler was given to restore it into", path);
+        rc = DG_EFORMAT;
+    }
+    if (!rc && s->scaler) {
+        char where[600];
+        snprintf(where, sizeof where, "train checkpoint %s", path);
+        rc = dg_amp_load_dict_checked(s->scaler, amp, where, true);
+    }
     /* the scheduler's entries are checked before anything changes (its epoch must have an lr:
      * a one-cycle schedule ends, a lambda may refuse) and loaded last */
     if (!rc && s->scheduler) rc = dg_lr_scheduler_load_dict(s->scheduler, sched, path, true);
@@ -180,11 +205,13 @@ int dg_train_checkpoint_load(const char *path, dg_train_state *s) {
     }
     /* last, as it was checked above */
     if (!rc && s->scheduler) rc = dg_lr_scheduler_load_dict(s->scheduler, sched, path, false);
+    if (!rc && s->scaler) rc = dg_amp_load_dict_checked(s->scaler, amp, path, false);   /* checked above */
     if (!rc) { s->epoch = epoch; s->step = step; s->batch = batch; }
     dg_tensor_dict_free(before);
     dg_tensor_dict_free(model);
     dg_tensor_dict_free(optim);
     dg_tensor_dict_free(sched);
+    dg_tensor_dict_free(amp);
     dg_tensor_dict_free(d);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include "io.h"
 #include "nn.h"
 #include "optim.h"
+#include "amp.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,11 +42,11 @@ DG_API int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *state
  * the previous checkpoint or the new one, never a mix of the two): the model's state, the
  * optimizer's, the LR scheduler's state (its epoch; ReduceLROnPlateau's best value and counters
  * too: dg_lr_scheduler_state_*), the position of a random generator (dropout, random
- * initialisers) and the progress counters. The DataLoader's position is (epoch, batch): its
- * order is a function of (seed, epoch, index), so dg_dataloader_start_epoch_at(dl, epoch, batch)
- * continues an epoch where the saved run was. A load checks every part before it changes
- * anything; a file of another kind, or one that does not fit the model, optimizer and scheduler,
- * is refused naming what disagrees. */
+ * initialisers), the loss scaler's state (dygraph/amp.h: scale and counters) and the progress
+ * counters. The DataLoader's position is (epoch, batch): its order is a function of (seed, epoch,
+ * index), so dg_dataloader_start_epoch_at(dl, epoch, batch) continues an epoch where the saved run
+ * was. A load checks every part before it changes anything; a file of another kind, or one that
+ * does not fit the model, optimizer, scheduler and scaler, is refused naming what disagrees. */
 typedef struct dg_train_state {
     dg_layer *model;              /* required */
     dg_optimizer *optimizer;      /* NULL: none saved; on load, the file must then hold none */
@@ -54,9 +55,11 @@ typedef struct dg_train_state {
     int64_t epoch;                /* progress, the caller's to define: epochs done, */
     int64_t step;                 /* optimizer steps taken (a metrics log continues from it), */
     int64_t batch;                /* batches done in the current epoch */
+    dg_amp_scaler *scaler;        /* loss scaler; NULL: none saved; on load, the file must then hold none */
 } dg_train_state;
 DG_API int dg_train_checkpoint_save(const char *path, const dg_train_state *state);
-/* Loads into state->model, ->optimizer, ->scheduler and ->generator, and sets the three counters. */
+/* Loads into state->model, ->optimizer, ->scheduler, ->generator and ->scaler, and sets the three
+ * counters. */
 DG_API int dg_train_checkpoint_load(const char *path, dg_train_state *state);
 
 #ifdef __cplusplus

@@ -10,6 +10,7 @@
 #include "tensor.h"
 #include "nn.h"
 #include "optim.h"
+#include "amp.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -126,7 +127,8 @@ DG_API dg_comm *dg_dp_comm(const dg_layer *dp);
 DG_API dg_layer *dg_dp_module(const dg_layer *dp);           /* the wrapped net, borrowed */
 
 /* ---- fleet facade (paddle.distributed.fleet) ---- */
-/* fleet.DistributedStrategy's data-parallel settings (the fields of dg_dp_params). */
+/* fleet.DistributedStrategy's data-parallel settings (the fields of dg_dp_params) and its AMP
+ * loss-scaling switch (strategy.amp = True, strategy.amp_configs = {...}). */
 typedef struct dg_fleet_strategy {
     double fuse_grad_size_in_MB;  /* bucket size, > 0; default 25 (Paddle's) */
     double first_bucket_mb;       /* > 0; default 1 */
@@ -136,6 +138,8 @@ typedef struct dg_fleet_strategy {
                                      a collective or the rendezvous that waits longer fails with
                                      DG_ETIMEOUT naming the silent rank; > 0, or DG_FROM_ENV (default):
                                      $DG_DIST_TIMEOUT, else 300 */
+    bool amp;                     /* dynamic loss scaling (dygraph/amp.h); default false */
+    dg_amp_params amp_configs;    /* its settings; default dg_amp_default_params() */
 } dg_fleet_strategy;
 DG_API dg_fleet_strategy dg_fleet_default_strategy(void);
 /* fleet.init(is_collective=True[, strategy]): reads the environment, makes the world
@@ -149,8 +153,15 @@ DG_API bool dg_fleet_is_first_worker(void);
 DG_API dg_comm *dg_fleet_comm(void);
 /* DataParallel with the strategy's settings (takes a reference to net). */
 DG_API dg_layer *dg_fleet_distributed_model(dg_layer *net);
-/* The optimizer itself: gradients are already reduced by apply_collective_grads. */
+/* The optimizer itself: gradients are already reduced by apply_collective_grads. With strategy.amp
+ * on it also makes a loss scaler (amp_configs) bound to opt and to the world communicator (the
+ * found_inf flag is agreed over the ranks); a later call replaces it. */
 DG_API dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt);
+/* That scaler (owned by fleet, freed by dg_fleet_shutdown; its optimizer must outlive its use);
+ * NULL when strategy.amp is off or before dg_fleet_distributed_optimizer. The loop is then
+ *   dg_backward(dg_amp_scale_loss(sc, loss)); dg_dp_apply_collective_grads(dp);
+ *   dg_amp_unscale(sc); [clip]; dg_amp_step(sc) instead of dg_optimizer_step; clear_grad. */
+DG_API dg_amp_scaler *dg_fleet_amp_scaler(void);
 /* As Paddle's fleet.save in the collective guide: only rank 0 writes (others return 0 at once). */
 DG_API int dg_fleet_save(const dg_layer *net, const char *path);
 /* Frees the world communicator (MPI_Finalize where MPI was started here). */
