@@ -81,7 +81,17 @@ dg_backward_params dg_backward_default_params(void) { return (dg_backward_params
 
 int dg_backward(dg_tensor *t) { return dg_backward_ext(t, dg_backward_default_params()); }
 
+static int backward_walk(dg_tensor *t, dg_backward_params p);
+/* Backward rules run with autocast paused: a gradient keeps the dtype of what it is the
+ * gradient of, wherever the loop calls backward (as torch's engine does). */
 int dg_backward_ext(dg_tensor *t, dg_backward_params p) {
+    dg_autocast_pause(1);
+    int rc = backward_walk(t, p);
+    dg_autocast_pause(-1);
+    return rc;
+}
+
+static int backward_walk(dg_tensor *t, dg_backward_params p) {
     DG_CHECK_INPUT_INT("backward", t);
     DG_CHECK_INT(t->node || t->requires_grad, "backward: tensor %s does not require grad (no input of its ops requires grad)", DG_SHAPE_STR(t));
     if (p.grad_output) {

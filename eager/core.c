@@ -174,6 +174,7 @@ void dg_shutdown(void) {
     dg_block_cache_release_all();
     dg_rng_reset();
     dg_grad_mode_reset();
+    dg_autocast_reset();
     g_device = dg_cpu();
     g_allow_tf32 = false;
     dg_cpu_bf16_reset();

@@ -203,6 +203,8 @@ extern size_t dg_live_tensor_count;
 /* ---- tape (eager/tape.c) ---- */
 void dg_node_release(struct dg_node *n);
 void dg_grad_mode_reset(void);   /* this thread's no_grad depth back to 0 (dg_shutdown) */
+void dg_autocast_pause(int delta);   /* +1 / -1: ops do not autocast while paused (backward) */
+void dg_autocast_reset(void);    /* this thread's autocast regions closed (dg_shutdown; eager/ops/autocast.c) */
 
 /* ---- RNG (eager/rng.c): dg_generator_reserve and dg_philox4x32 are in custom_op.h ---- */
 void dg_rng_reset(void);      /* the default generator back to its first seed, counter 0 (dg_shutdown) */

@@ -9,6 +9,7 @@
 #include "dygraph/custom_op.h"
 #include "dygraph/nn.h"
 #include "dygraph/optim.h"
+#include "dygraph/autocast.h"
 #include "dygraph/amp.h"
 #include "dygraph/io.h"
 #include "dygraph/models.h"

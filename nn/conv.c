@@ -15,7 +15,7 @@ static dg_tensor *conv_forward(dg_layer *self, const dg_tensor *x) {
     char sh[96];
     if (dg_ndim(x) != 4 || dg_dim(x, 1) != s->in)
         return DG_LAYER_ERROR(self, "input %s must be [N, %lld, H, W]", dg_shape_str(x, sh, sizeof sh), (long long)s->in);
-    if (dg_dtype_of(x) != dg_dtype_of(s->weight))
+    if (dg_dtype_of(x) != dg_dtype_of(s->weight) && !dg_autocast_enabled())   /* autocast casts them to one dtype */
         return DG_LAYER_ERROR(self, "input %s is %s but the weight is %s", dg_shape_str(x, sh, sizeof sh),
                               dg_dtype_name(dg_dtype_of(x)), dg_dtype_name(dg_dtype_of(s->weight)));
     int64_t k = dg_dim(s->weight, 2);

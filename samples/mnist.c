@@ -4,6 +4,7 @@
  *
  *   mnist [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *         [--optimizer adam|sgd] [--lr 1e-3] [--workers 2] [--threads N] [--device cpu|gpu] [--bf16]
+ *         [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling 32768]
  *         [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX] [--metrics FILE.csv] [--max-steps N]
  *
  * --save writes PREFIX.ckpt.safetensors at the end of each epoch (and every N steps with
@@ -12,10 +13,10 @@
  * it stopped.
  *
  * Paddle's tutorial trains with SGD 0.01; `make run` uses Adam 1e-3. */
-#include "sample_util.h"
+#include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--metrics", "--optimizer", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--metrics", "--optimizer", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
     int workers = (int)su_flag_num(argc, argv, "--workers", 2);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
     su_run run = su_run_flags(argc, argv);
+    su_amp amp = su_amp_flags(argc, argv);
     const char *resume = su_flag(argc, argv, "--resume", NULL);
 
     if (su_init(argc, argv, seed)) return su_die("init");
@@ -38,6 +40,7 @@ int main(int argc, char **argv) {
     dg_dataloader *test_dl = su_eval_loader(test, 500, workers);
     dg_layer *net = dg_mnist_cnn();
     if (!train_dl || !test_dl || !net) return su_die("setup");
+    if (su_amp_model(&amp, net)) return su_die("amp");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
     dg_sgd_params sgdp = dg_sgd_default_params();
@@ -47,7 +50,7 @@ int main(int argc, char **argv) {
     dg_optimizer *opt = strcmp(optname, "sgd") == 0 ? dg_sgd(params, n, sgdp)
                                                     : dg_adam(params, n, adp);
     free(params);
-    if (!opt) return su_die("optimizer");
+    if (!opt || su_amp_optimizer(&amp, opt, NULL)) return su_die("optimizer");
     su_position at = { 0, 0, 0 };
     if (resume && su_resume(resume, net, opt, NULL, &at)) return su_die("resume");
     FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
@@ -70,9 +73,11 @@ int main(int argc, char **argv) {
             int got = dg_dataloader_next(train_dl, &b);
             if (got < 0) return su_die("loader");
             if (got == 0) { dg_scope_end(s); break; }
+            su_amp_begin(&amp);
             dg_tensor *logits = dg_forward(net, b.t[0]);
             dg_tensor *loss = dg_cross_entropy(logits, b.t[1]);
-            if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return su_die("train step");
+            su_amp_end(&amp);
+            if (!loss || su_amp_backward_step(&amp, loss, opt, NULL, NULL)) return su_die("train step");
             dg_optimizer_clear_grad(opt);
             at.step++;   /* optimizer steps, whether or not a metrics log is kept: a resume continues it */
             at.batch++;
@@ -90,7 +95,10 @@ int main(int argc, char **argv) {
         }
         t_train += su_now() - t0;
         images += bar.images;
-        if (su_evaluate(net, test_dl, true, &ev)) return su_die("evaluate");
+        su_amp_begin(&amp);
+        int erc = su_evaluate(net, test_dl, true, &ev);
+        su_amp_end(&amp);
+        if (erc) return su_die("evaluate");
         printf("epoch %lld%s: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld images), epoch time %.1f s\n",
                (long long)epoch + 1, at.batch < nb ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1),
                ev.loss, ev.accuracy, (long long)ev.n, su_now() - t0);
@@ -101,6 +109,7 @@ int main(int argc, char **argv) {
            t_train > 0 ? (double)images / t_train : 0.0);
     if (run.save) printf("checkpoint: %s.ckpt.safetensors (step %lld)\n", run.save, (long long)at.step);
     if (metrics) fclose(metrics);
+    su_amp_free(&amp);
     dg_optimizer_free(opt);
     dg_layer_free(net);
     dg_dataloader_free(train_dl);

@@ -112,6 +112,7 @@ dg_conv2d_params dg_conv2d_default_params(void) {
 }
 
 dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+    DG_AUTOCAST(DG_AC_CONV2D, dg_conv2d(AC(x), AC(w), AC(b), p), x, w, b);
     return conv2d(x, w, b, p, false);
 }
 

@@ -73,6 +73,7 @@ dg_conv_transpose2d_params dg_conv_transpose2d_default_params(void) {
 }
 
 dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv_transpose2d_params p) {
+    DG_AUTOCAST(DG_AC_CONV_TRANSPOSE2D, dg_conv_transpose2d(AC(x), AC(w), AC(b), p), x, w, b);
     DG_CHECK_INPUT(OP, x);
     DG_CHECK_INPUT(OP, w);
     DG_CHECK(x->ndim == 4, OP ": input must be 4-D [N, C_in, H, W], got %s", DG_SHAPE_STR(x));
@@ -171,6 +172,7 @@ dg_conv1d_params dg_conv1d_default_params(void) {
 }
 
 dg_tensor *dg_conv1d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv1d_params p) {
+    DG_AUTOCAST(DG_AC_CONV1D, dg_conv1d(AC(x), AC(w), AC(b), p), x, w, b);
     DG_CHECK_INPUT("conv1d", x);
     DG_CHECK_INPUT("conv1d", w);
     DG_CHECK(x->ndim == 3, "conv1d: input must be 3-D [N, C, L], got %s", DG_SHAPE_STR(x));

@@ -379,8 +379,8 @@ dg_tensor *dg_div_scalar(const dg_tensor *a, double s) {
 dg_tensor *dg_rdiv_scalar(const dg_tensor *a, double s) { return unary("rdiv_scalar", DG_UN_RDIV, a, s, 0.0, rdiv_bw, SAVE_X); }
 dg_tensor *dg_pow_scalar(const dg_tensor *a, double e) { return unary("pow_scalar", DG_UN_POWS, a, e, 0.0, pows_bw, SAVE_X); }
 dg_tensor *dg_neg(const dg_tensor *a) { return unary("neg", DG_UN_AFFINE, a, -1.0, 0.0, affine_bw, SAVE_NONE); }
-dg_tensor *dg_exp(const dg_tensor *a) { return unary("exp", DG_UN_EXP, a, 0, 0, exp_bw, SAVE_Y); }
-dg_tensor *dg_log(const dg_tensor *a) { return unary("log", DG_UN_LOG, a, 0, 0, log_bw, SAVE_X); }
+dg_tensor *dg_exp(const dg_tensor *a) { DG_AUTOCAST(DG_AC_EXP, dg_exp(AC(a)), a); return unary("exp", DG_UN_EXP, a, 0, 0, exp_bw, SAVE_Y); }
+dg_tensor *dg_log(const dg_tensor *a) { DG_AUTOCAST(DG_AC_LOG, dg_log(AC(a)), a); return unary("log", DG_UN_LOG, a, 0, 0, log_bw, SAVE_X); }
 dg_tensor *dg_sqrt(const dg_tensor *a) { return unary("sqrt", DG_UN_SQRT, a, 0, 0, sqrt_bw, SAVE_Y); }
 dg_tensor *dg_abs(const dg_tensor *a) { return unary("abs", DG_UN_ABS, a, 0, 0, abs_bw, SAVE_X); }
 dg_tensor *dg_clip(const dg_tensor *a, double lo, double hi) {
@@ -390,11 +390,12 @@ dg_tensor *dg_clip(const dg_tensor *a, double lo, double hi) {
 /* relu saves its output: y > 0 exactly where x > 0, and y is what the next layer keeps anyway,
  * so the input (a batch norm's output, say) can be freed during the forward (as torch's
  * inplace ReLU allows) */
-dg_tensor *dg_relu(const dg_tensor *x) { return unary("relu", DG_UN_RELU, x, 0, 0, relu_bw, SAVE_Y); }
+dg_tensor *dg_relu(const dg_tensor *x) { DG_AUTOCAST(DG_AC_RELU, dg_relu(AC(x)), x); return unary("relu", DG_UN_RELU, x, 0, 0, relu_bw, SAVE_Y); }
 dg_tensor *dg_leaky_relu(const dg_tensor *x, double slope) { return unary("leaky_relu", DG_UN_LEAKY_RELU, x, slope, 0, leaky_bw, SAVE_X); }
-dg_tensor *dg_sigmoid(const dg_tensor *x) { return unary("sigmoid", DG_UN_SIGMOID, x, 0, 0, sigmoid_bw, SAVE_Y); }
-dg_tensor *dg_tanh(const dg_tensor *x) { return unary("tanh", DG_UN_TANH, x, 0, 0, tanh_bw, SAVE_Y); }
+dg_tensor *dg_sigmoid(const dg_tensor *x) { DG_AUTOCAST(DG_AC_SIGMOID, dg_sigmoid(AC(x)), x); return unary("sigmoid", DG_UN_SIGMOID, x, 0, 0, sigmoid_bw, SAVE_Y); }
+dg_tensor *dg_tanh(const dg_tensor *x) { DG_AUTOCAST(DG_AC_TANH, dg_tanh(AC(x)), x); return unary("tanh", DG_UN_TANH, x, 0, 0, tanh_bw, SAVE_Y); }
 dg_tensor *dg_gelu(const dg_tensor *x, bool approx) {
+    DG_AUTOCAST(DG_AC_GELU, dg_gelu(AC(x), approx), x);
     return unary("gelu", approx ? DG_UN_GELU_TANH : DG_UN_GELU, x, 0, approx ? 1.0 : 0.0, gelu_bw, SAVE_X);
 }
 

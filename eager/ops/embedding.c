@@ -199,6 +199,7 @@ static int renorm_rows(dg_tensor *w, const dg_tensor *ids, double max_norm, doub
 }
 
 dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedding_params p) {
+    DG_AUTOCAST(DG_AC_EMBEDDING, dg_embedding(ids, AC(weight), p), weight);
     DG_CHECK_INPUT("embedding", ids);
     DG_CHECK_INPUT("embedding", weight);
     DG_CHECK(ids->dtype == DG_I64 || ids->dtype == DG_I32, "embedding: ids must be int64/int32, got %s %s",

@@ -30,6 +30,7 @@ static bool same_shape(const dg_tensor *t, dg_shape s) {
 
 dg_tensor *dg_layer_norm(const dg_tensor *x, dg_shape normalized_shape, const dg_tensor *weight, const dg_tensor *bias,
                          double eps) {
+    DG_AUTOCAST(DG_AC_LAYER_NORM, dg_layer_norm(AC(x), normalized_shape, AC(weight), AC(bias), eps), x, weight, bias);
     DG_CHECK_INPUT("layer_norm", x);
     DG_CHECK_FLOAT("layer_norm", x);
     int k = normalized_shape.ndim;
@@ -48,6 +49,7 @@ dg_tensor *dg_layer_norm(const dg_tensor *x, dg_shape normalized_shape, const dg
 }
 
 dg_tensor *dg_group_norm(const dg_tensor *x, int64_t num_groups, const dg_tensor *weight, const dg_tensor *bias, double eps) {
+    DG_AUTOCAST(DG_AC_GROUP_NORM, dg_group_norm(AC(x), num_groups, AC(weight), AC(bias), eps), x, weight, bias);
     DG_CHECK_INPUT("group_norm", x);
     DG_CHECK_FLOAT("group_norm", x);
     DG_CHECK(x->ndim >= 2, "group_norm: input %s must be [N, C, ...]", DG_SHAPE_STR(x));

@@ -38,6 +38,7 @@ dg_tensor *dg_square_error_cost(const dg_tensor *x, const dg_tensor *y) {
     return dg_composite_end(s, dg_mul(d, d));
 }
 dg_tensor *dg_mse_loss_ext(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
+    DG_AUTOCAST(DG_AC_MSE, dg_mse_loss_ext(AC(x), AC(y), r), x, y);
     CHECK_PAIR("mse_loss", x, y);
     dg_scope *s = dg_scope_begin();
     dg_tensor *d = dg_sub(x, y);
@@ -186,6 +187,7 @@ dg_nll_loss_params dg_nll_loss_default_params(void) {
     return (dg_nll_loss_params){ .reduction = DG_REDUCE_MEAN, .ignore_index = -100, .weight = NULL };
 }
 dg_tensor *dg_nll_loss_ext(const dg_tensor *logp, const dg_tensor *label, dg_nll_loss_params p) {
+    DG_AUTOCAST(DG_AC_NLL, dg_nll_loss_ext(AC(logp), label, p), logp);
     DG_CHECK_INPUT("nll_loss", logp);
     DG_CHECK_INPUT("nll_loss", label);
     DG_CHECK_FLOAT("nll_loss", logp);
@@ -226,6 +228,7 @@ dg_cross_entropy_params dg_cross_entropy_default_params(void) {
 
 static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
 dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
+    DG_AUTOCAST(DG_AC_CROSS_ENTROPY, dg_cross_entropy_ext(AC(logits), AC(label), p), logits, label);
     DG_CHECK_INPUT("cross_entropy", logits);
     DG_CHECK_INPUT("cross_entropy", label);
     DG_CHECK_FLOAT("cross_entropy", logits);
@@ -307,6 +310,7 @@ static int check_bce_weight(const char *op, const char *field, const dg_tensor *
 }
 
 dg_tensor *dg_binary_cross_entropy_with_logits_ext(const dg_tensor *x, const dg_tensor *y, dg_bce_params p) {
+    DG_AUTOCAST(DG_AC_BCE_LOGITS, dg_binary_cross_entropy_with_logits_ext(AC(x), AC(y), p), x, y);
     CHECK_PAIR("binary_cross_entropy_with_logits", x, y);
     DG_CHECK_FLOAT("binary_cross_entropy_with_logits", x);
     DG_CHECK(p.reduction >= DG_REDUCE_MEAN && p.reduction <= DG_REDUCE_NONE,

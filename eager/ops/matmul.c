@@ -123,6 +123,7 @@ static dg_tensor *matmul_nd(const dg_tensor *a, const dg_tensor *b, bool ta, boo
 }
 
 dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool ta, bool tb) {
+    DG_AUTOCAST(DG_AC_MATMUL, dg_matmul_t(AC(a), AC(b), ta, tb), a, b);
     DG_CHECK_INPUT("matmul", a);
     DG_CHECK_INPUT("matmul", b);
     DG_CHECK_FLOAT("matmul", a);
@@ -144,6 +145,7 @@ dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool ta, bool tb)
 dg_tensor *dg_matmul(const dg_tensor *a, const dg_tensor *b) { return dg_matmul_t(a, b, false, false); }
 
 dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b) {
+    DG_AUTOCAST(DG_AC_LINEAR, dg_linear(AC(x), AC(w), AC(b)), x, w, b);
     DG_CHECK_INPUT("linear", x);
     DG_CHECK_INPUT("linear", w);
     DG_CHECK_OPT_INPUT("linear", b);

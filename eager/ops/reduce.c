@@ -91,10 +91,11 @@ static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *
     return y;
 }
 
-dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("sum", DG_RED_SUM, x, axes, n, keepdim); }
+dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n, bool keepdim) { DG_AUTOCAST(DG_AC_SUM, dg_sum(AC(x), axes, n, keepdim), x); return reduce_op("sum", DG_RED_SUM, x, axes, n, keepdim); }
 dg_tensor *dg_max(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("max", DG_RED_MAX, x, axes, n, keepdim); }
 dg_tensor *dg_min(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("min", DG_RED_MIN, x, axes, n, keepdim); }
 dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
+    DG_AUTOCAST(DG_AC_MEAN, dg_mean(AC(x), axes, n, keepdim), x);
     DG_CHECK_INPUT("mean", x);
     DG_CHECK_FLOAT("mean", x);   /* torch refuses an integer mean too: no dtype to infer */
     bool mask[DG_MAX_DIMS];

@@ -49,5 +49,5 @@ static dg_tensor *softmax_op(const char *name, const dg_tensor *x, int axis, boo
     return y;
 }
 
-dg_tensor *dg_softmax(const dg_tensor *x, int axis) { return softmax_op("softmax", x, axis, false); }
-dg_tensor *dg_log_softmax(const dg_tensor *x, int axis) { return softmax_op("log_softmax", x, axis, true); }
+dg_tensor *dg_softmax(const dg_tensor *x, int axis) { DG_AUTOCAST(DG_AC_SOFTMAX, dg_softmax(AC(x), axis), x); return softmax_op("softmax", x, axis, false); }
+dg_tensor *dg_log_softmax(const dg_tensor *x, int axis) { DG_AUTOCAST(DG_AC_LOG_SOFTMAX, dg_log_softmax(AC(x), axis), x); return softmax_op("log_softmax", x, axis, true); }

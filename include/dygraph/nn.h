@@ -149,6 +149,14 @@ DG_API dg_tensor *dg_forward_multi(dg_layer *layer, const dg_tensor *const *in, 
  * the move keep the old storage. */
 DG_API int dg_layer_to(dg_layer *layer, dg_device device);
 
+/* ---- dtype: torch's module.to(dtype) / .half() / .bfloat16() ----
+ * Every float parameter and buffer of the layer and its sublayers gets its values in `dtype`
+ * (a float type) in place: handles stay, gradients are dropped, integer buffers stay. With
+ * keep_norm_f32, BatchNorm1d/2d, LayerNorm and GroupNorm keep float32 (mixed precision O2, as
+ * Paddle's amp.decorate(level='O2')); the optimizer then steps f32 master copies of the half
+ * parameters (optim.h). Not atomic on out-of-memory: the error names the failing tensor. */
+DG_API int dg_layer_to_dtype(dg_layer *layer, dg_dtype dtype, bool keep_norm_f32);
+
 /* ---- mode: train/eval set this layer and every sublayer (torch .train()/.eval()) ---- */
 DG_API int dg_layer_train(dg_layer *layer);
 DG_API int dg_layer_eval(dg_layer *layer);

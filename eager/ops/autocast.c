@@ -1,0 +1,109 @@
+/* eager/ops/autocast.c — autocast regions (dygraph/autocast.h): a per-thread stack of regions,
+ * each with its low dtype and the policy of every op that takes part (Paddle's white and black
+ * lists, moved by the region's custom lists). Ops ask dg_autocast_pick at entry (DG_AUTOCAST in
+ * op_util.h); when it names a dtype the op runs again on cast inputs, with autocast paused so
+ * the ops it is made of do not cast a second time. */
+#include "op_util.h"
+
+enum { FOLLOW, WHITE, BLACK };
+static const struct { const char *name; unsigned char policy; } g_ops[DG_AC_COUNT] = {
+    [DG_AC_CONV2D] = { "conv2d", WHITE }, [DG_AC_MATMUL] = { "matmul", WHITE }, [DG_AC_LINEAR] = { "linear", WHITE },
+    [DG_AC_EXP] = { "exp", BLACK }, [DG_AC_LOG] = { "log", BLACK }, [DG_AC_MEAN] = { "mean", BLACK },
+    [DG_AC_SUM] = { "sum", BLACK }, [DG_AC_SOFTMAX] = { "softmax", BLACK }, [DG_AC_LOG_SOFTMAX] = { "log_softmax", BLACK },
+    [DG_AC_CROSS_ENTROPY] = { "cross_entropy", BLACK }, [DG_AC_BCE_LOGITS] = { "binary_cross_entropy_with_logits", BLACK },
+    [DG_AC_NLL] = { "nll_loss", BLACK }, [DG_AC_MSE] = { "mse_loss", BLACK },
+    [DG_AC_CONV1D] = { "conv1d", FOLLOW }, [DG_AC_CONV_TRANSPOSE2D] = { "conv_transpose2d", FOLLOW },
+    [DG_AC_BATCH_NORM] = { "batch_norm", FOLLOW }, [DG_AC_LAYER_NORM] = { "layer_norm", FOLLOW },
+    [DG_AC_GROUP_NORM] = { "group_norm", FOLLOW }, [DG_AC_RELU] = { "relu", FOLLOW }, [DG_AC_SIGMOID] = { "sigmoid", FOLLOW },
+    [DG_AC_TANH] = { "tanh", FOLLOW }, [DG_AC_GELU] = { "gelu", FOLLOW }, [DG_AC_EMBEDDING] = { "embedding", FOLLOW },
+};
+
+#define MAX_DEPTH 16
+typedef struct region { dg_dtype dtype; unsigned char policy[DG_AC_COUNT]; } region;
+static __thread region g_stack[MAX_DEPTH];
+static __thread int g_depth;
+static __thread int g_paused;   /* > 0 while an op runs its cast inputs */
+
+dg_autocast_params dg_autocast_default_params(void) { return (dg_autocast_params){ .dtype = DG_BF16 }; }
+
+static int op_index(const char *name) {
+    for (int k = 0; k < DG_AC_COUNT; k++) if (name && strcmp(name, g_ops[k].name) == 0) return k;
+    return -1;
+}
+
+static int apply_list(region *r, const char *const *names, int n, unsigned char policy, const char *which) {
+    DG_CHECK_INT(n >= 0 && (n == 0 || names), "autocast_begin: %s has %d names but no array", which, n);
+    for (int i = 0; i < n; i++) {
+        int k = op_index(names[i]);
+        if (k < 0) {
+            char known[512] = "";
+            for (int j = 0; j < DG_AC_COUNT; j++) {
+                strncat(known, g_ops[j].name, sizeof known - strlen(known) - 1);
+                if (j + 1 < DG_AC_COUNT) strncat(known, ", ", sizeof known - strlen(known) - 1);
+            }
+            DG_ERR(DG_EINVAL, "autocast_begin: %s names '%s', which does not take part in autocast (ops that do: %s)", which,
+                   names[i] ? names[i] : "(null)", known);
+            return DG_EINVAL;
+        }
+        r->policy[k] = policy;
+    }
+    return 0;
+}
+
+int dg_autocast_begin_ext(dg_autocast_params p) {
+    DG_CHECK_INT(p.dtype == DG_BF16 || p.dtype == DG_F16, "autocast_begin: dtype must be float16 or bfloat16, got %s",
+                 dg_dtype_name(p.dtype));
+    DG_CHECK_INT(g_depth < MAX_DEPTH, "autocast_begin: more than %d nested regions", MAX_DEPTH);
+    region r = { .dtype = p.dtype };
+    for (int k = 0; k < DG_AC_COUNT; k++) r.policy[k] = g_ops[k].policy;
+    int rc = apply_list(&r, p.custom_white_list, p.n_white, WHITE, "custom_white_list");
+    if (!rc) rc = apply_list(&r, p.custom_black_list, p.n_black, BLACK, "custom_black_list");
+    for (int i = 0; !rc && i < p.n_white; i++)
+        for (int j = 0; j < p.n_black; j++)
+            DG_CHECK_INT(strcmp(p.custom_white_list[i], p.custom_black_list[j]) != 0,
+                         "autocast_begin: '%s' is on both the custom white list and the custom black list", p.custom_white_list[i]);
+    if (rc) return rc;
+    g_stack[g_depth++] = r;
+    return 0;
+}
+int dg_autocast_begin(dg_dtype dtype) {
+    dg_autocast_params p = dg_autocast_default_params();
+    p.dtype = dtype;
+    return dg_autocast_begin_ext(p);
+}
+int dg_autocast_end(void) {
+    DG_CHECK_INT(g_depth > 0, "autocast_end: no autocast region is open on this thread");
+    g_depth--;
+    return 0;
+}
+bool dg_autocast_enabled(void) { return g_depth > 0; }
+dg_dtype dg_autocast_dtype(void) { return g_depth > 0 ? g_stack[g_depth - 1].dtype : DG_F32; }
+
+/* float32 and the half types are cast; float64 and integers never are (torch's rule) */
+static bool castable(const dg_tensor *t) { return t && (t->dtype == DG_F32 || dg_dtype_is_half(t->dtype)); }
+
+int dg_autocast_pick(dg_autocast_op op, const dg_tensor *const *in, int n) {
+    if (g_depth == 0 || g_paused) return -1;
+    const region *r = &g_stack[g_depth - 1];
+    if (r->policy[op] == FOLLOW) return -1;
+    dg_dtype want = r->policy[op] == WHITE ? r->dtype : DG_F32;
+    for (int i = 0; i < n; i++)
+        if (castable(in[i]) && dg_tensor_live(in[i]) && in[i]->dtype != want) return (int)want;
+    return -1;
+}
+
+const dg_tensor *dg_autocast_cast(const dg_tensor *t, int dtype) {
+    return castable(t) && dg_tensor_live(t) && t->dtype != (dg_dtype)dtype ? dg_cast(t, (dg_dtype)dtype) : t;
+}
+
+dg_scope *dg_autocast_enter(void) {
+    g_paused++;
+    return dg_scope_begin();
+}
+dg_tensor *dg_autocast_leave(dg_scope *s, dg_tensor *y) {
+    g_paused--;
+    return dg_composite_end(s, y);
+}
+
+void dg_autocast_pause(int delta) { g_paused += delta; }
+void dg_autocast_reset(void) { g_depth = 0; g_paused = 0; }
