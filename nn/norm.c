@@ -40,7 +40,9 @@ static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x) {
         return DG_LAYER_ERROR(self, "input %s must be %s", dg_shape_str(x, sh, sizeof sh),
                               s->ndim_lo == 4 ? "[N, C, H, W] with C = num_features" : "[N, C] or [N, C, L] with C = num_features");
     const dg_tensor *ref = s->weight ? s->weight : s->running_mean;
-    if (ref && dg_dtype_of(x) != dg_dtype_of(ref))
+    /* a half input with f32 tensors is mixed precision's case (O2 keeps norm layers f32) */
+    bool half_x = dg_dtype_of(x) == DG_F16 || dg_dtype_of(x) == DG_BF16;
+    if (ref && dg_dtype_of(x) != dg_dtype_of(ref) && !(half_x && dg_dtype_of(ref) == DG_F32))
         return DG_LAYER_ERROR(self, "input %s is %s but the layer's tensors are %s", dg_shape_str(x, sh, sizeof sh),
                               dg_dtype_name(dg_dtype_of(x)), dg_dtype_name(dg_dtype_of(ref)));
     int64_t per_channel = dg_numel(x) / (s->c ? s->c : 1);
