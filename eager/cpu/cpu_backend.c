@@ -44,6 +44,22 @@ int dg_cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y) {
         if (same && st[0] == 1 && st[1] == 1) { memcpy(p[0], p[1], (size_t)len * es); continue; }
         if (same && es == 4) { for (int64_t i = 0; i < len; i++) ((uint32_t *)p[0])[i * st[0]] = ((const uint32_t *)p[1])[i * st[1]]; continue; }
         if (same && es == 8) { for (int64_t i = 0; i < len; i++) ((uint64_t *)p[0])[i * st[0]] = ((const uint64_t *)p[1])[i * st[1]]; continue; }
+        if (same && es == 2) { for (int64_t i = 0; i < len; i++) ((uint16_t *)p[0])[i * st[0]] = ((const uint16_t *)p[1])[i * st[1]]; continue; }
+        /* the casts mixed precision makes all the time (weights, activations, gradients) */
+        if (x->dtype == DG_F32 && dg_dtype_is_half(y->dtype)) {
+            const float *a = (const float *)p[1];
+            uint16_t *b = (uint16_t *)p[0];
+            if (y->dtype == DG_BF16) for (int64_t i = 0; i < len; i++) b[i * st[0]] = dg_f32_to_bf16(a[i * st[1]]);
+            else for (int64_t i = 0; i < len; i++) b[i * st[0]] = dg_f32_to_f16(a[i * st[1]]);
+            continue;
+        }
+        if (dg_dtype_is_half(x->dtype) && y->dtype == DG_F32) {
+            const uint16_t *a = (const uint16_t *)p[1];
+            float *b = (float *)p[0];
+            if (x->dtype == DG_BF16) for (int64_t i = 0; i < len; i++) b[i * st[0]] = dg_bf16_to_f32(a[i * st[1]]);
+            else for (int64_t i = 0; i < len; i++) b[i * st[0]] = dg_f16_to_f32(a[i * st[1]]);
+            continue;
+        }
         for (int64_t i = 0; i < len; i++)
             dg_store_from_double(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, dg_load_as_double(p[1] + i * st[1] * (int64_t)it.esize[1], x->dtype));
     }
