@@ -6,7 +6,8 @@
  * resnet18_infer (ResNet18 eval, batch 32 at 224x224), linear (Paddle's dynamic-graph distributed quick start LinearNet, batch 10,
  * MSE, Adam: an overhead-bound loop, reported in steps/s). Prints
  *   <workload>_t<threads> <images/s | steps/s> img/s|steps/s <peak RSS MB> MB
- * bench/run_models.sh alternates it with bench/models_torch.py. */
+ * bench/run_models.sh alternates it with bench/models_torch.py. DG_BENCH_AMP=bf16|fp16 trains and
+ * infers under autocast (O1; DG_BENCH_AMP_LEVEL=O2 also casts the model, norm layers kept f32). */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,19 +27,23 @@ typedef struct work {
     dg_tensor *x, *y;
     int batch;
     bool train, mse;
+    dg_dtype amp;   /* DG_F32: off */
 } work;
 
 static void step(work *w) {
     dg_scope *s = dg_scope_begin();
+    if (w->amp != DG_F32) dg_autocast_begin(w->amp);
     if (w->train) {
         dg_tensor *out = dg_forward(w->net, w->x);
         dg_tensor *loss = w->mse ? dg_mse_loss(out, w->y) : dg_cross_entropy(out, w->y);
+        if (w->amp != DG_F32) dg_autocast_end();
         if (!loss || dg_backward(loss) || dg_optimizer_step(w->opt)) { fprintf(stderr, "step: %s\n", dg_last_error()); exit(1); }
         dg_optimizer_clear_grad(w->opt);
     } else {
         dg_no_grad_begin();
         if (!dg_forward(w->net, w->x)) { fprintf(stderr, "forward: %s\n", dg_last_error()); exit(1); }
         dg_no_grad_end();
+        if (w->amp != DG_F32) dg_autocast_end();
     }
     dg_scope_end(s);
 }
@@ -78,6 +83,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (!w.net || !w.x) { fprintf(stderr, "setup: %s\n", dg_last_error()); return 1; }
+    const char *amp = getenv("DG_BENCH_AMP"), *level = getenv("DG_BENCH_AMP_LEVEL");
+    w.amp = amp && strcmp(amp, "bf16") == 0 ? DG_BF16 : amp && strcmp(amp, "fp16") == 0 ? DG_F16 : DG_F32;
+    if (w.amp != DG_F32 && level && strcmp(level, "O2") == 0 && dg_layer_to_dtype(w.net, w.amp, true)) {
+        fprintf(stderr, "O2: %s\n", dg_last_error());
+        return 1;
+    }
     if (w.train) {
         int n;
         dg_tensor **p = dg_layer_parameters(w.net, &n);

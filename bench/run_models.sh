@@ -3,7 +3,9 @@
 # ROUNDS rounds (default 3), every workload at 1 and 2 threads; prints medians of images/s and
 # peak RSS side by side with the ratio. PyTorch gets OpenBLAS's best (OPENBLAS_CORETYPE=SkylakeX,
 # its pool held to the thread count); dygraph gets no variable.
-# BF16=1: both sides in bf16 (dygraph DG_CPU_BF16=1, PyTorch torch.autocast bf16).
+# BF16=1: bf16 convolutions inside f32 tensors (dygraph DG_CPU_BF16=1) vs PyTorch torch.autocast bf16.
+# AMP=bf16: dygraph under dg_autocast (bf16 tensors; AMP_LEVEL=O2 for bf16 parameters) vs PyTorch
+# torch.autocast bf16.
 # Usage: sh bench/run_models.sh build/bin/bench_models [workload ...]
 set -e
 . "$(dirname "$0")/bench_lib.sh"
@@ -12,13 +14,16 @@ shift || true
 WORKLOADS=${*:-linear mnist cifar face resnet18_infer}
 ROUNDS=${ROUNDS:-3}
 DIR=$(mktemp -d)
-dygraph() { env -u OPENBLAS_CORETYPE DG_CPU_BF16="${BF16:-0}" "$BIN" "$1" "$2"; }
-pytorch() { OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$2 BENCH_BF16="${BF16:-0}" /usr/bin/python3 bench/models_torch.py "$1" "$2"; }
+TORCH_BF16=${BF16:-0}
+[ -n "$AMP" ] && TORCH_BF16=1
+dygraph() { env -u OPENBLAS_CORETYPE DG_CPU_BF16="${BF16:-0}" DG_BENCH_AMP="${AMP:-}" DG_BENCH_AMP_LEVEL="${AMP_LEVEL:-O1}" "$BIN" "$1" "$2"; }
+pytorch() { OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$2 BENCH_BF16="$TORCH_BF16" /usr/bin/python3 bench/models_torch.py "$1" "$2"; }
 bench_rounds "$DIR" dygraph pytorch
 bench_table "$DIR" <<'PY'
 dg = load_rounds("dygraph")
 pt = load_rounds("pytorch")
 if os.environ.get("BF16") == "1": print("bf16: dygraph DG_CPU_BF16=1 (bf16 convolutions) vs PyTorch torch.autocast(cpu, bfloat16)")
+if os.environ.get("AMP"): print(f"amp: dygraph dg_autocast {os.environ['AMP']} {os.environ.get('AMP_LEVEL', 'O1')} vs PyTorch torch.autocast(cpu, bfloat16)")
 print(f"{'workload (median of %d)' % rounds:22s} {'dygraph /s':>10s} {'(min-max)':>17s} {'pytorch /s':>10s} {'(min-max)':>17s} {'ratio':>7s} {'dg RSS MB':>9s} {'pt RSS MB':>9s}  (img/s; linear: steps/s)")
 for k in dg[0]:
     xa = [r[k][0] for r in dg]; xb = [r[k][0] for r in pt]
