@@ -24,6 +24,12 @@ dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool 
     dg_tensor *wf = dg_mul(w, dg_reshape(s, DG_SHAPE(c, 1, 1, 1)));
     dg_tensor *shift = dg_mul(b ? dg_sub(b, rm) : dg_neg(rm), s);
     if (beta) shift = dg_add(shift, beta);
+    /* mixed precision: the fold is computed where the BN parameters are (f32), and the conv then
+     * runs in autocast's dtype (conv2d is on its white list), or in the input's */
+    dg_dtype dt = dg_autocast_enabled() ? dg_autocast_dtype() : dg_dtype_of(x);
+    if (dg_dtype_of(x) != dt) x = dg_cast(x, dt);
+    if (dg_dtype_of(wf) != dt) wf = dg_cast(wf, dt);
+    if (dg_dtype_of(shift) != dt) shift = dg_cast(shift, dt);
     dg_tensor *y = dg_keep_in_parent(relu ? dg_conv2d_relu_nograd(x, wf, shift, cp) : dg_conv2d(x, wf, shift, cp));
     dg_scope_end(sc);
     return y;

@@ -4,15 +4,15 @@
  * colour/pattern rule, clearly not CIFAR); pass --data DIR for the real data_batch_*.bin.
  *
  *   cifar10 [--data DIR] [--epochs 5] [--batch-size 32] [--lr 1e-3] [--workers 2] [--threads N]
- *           [--device cpu|gpu] [--bf16] [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX]
+ *           [--device cpu|gpu] [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX]
  *           [--max-steps N] [--metrics FILE.csv]
  *
  * --save / --save-every / --resume / --max-steps as in mnist.c: one checkpoint file, resumable
  * in the middle of an epoch. */
-#include "sample_util.h"
+#include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--max-steps", "--metrics", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--max-steps", "--metrics", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
     su_args(argc, argv, flags);
     const char *dir = su_flag(argc, argv, "--data", "build/data/cifar10-synthetic");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 5);
@@ -21,6 +21,7 @@ int main(int argc, char **argv) {
     int workers = (int)su_flag_num(argc, argv, "--workers", 2);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
     su_run run = su_run_flags(argc, argv);
+    su_amp amp = su_amp_flags(argc, argv);
     const char *resume = su_flag(argc, argv, "--resume", NULL);
     if (su_init(argc, argv, seed)) return su_die("init");
 
@@ -36,12 +37,14 @@ int main(int argc, char **argv) {
     dg_dataloader *val_dl = su_eval_loader(val, 256, workers);
     dg_layer *net = dg_cifar_mynet(10);
     if (!train_dl || !val_dl || !net) return su_die("setup");
+    if (su_amp_model(&amp, net)) return su_die("amp");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
     dg_adam_params adp = dg_adam_default_params();
     adp.lr = lr;
     dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
+    if (!opt || su_amp_optimizer(&amp, opt, NULL)) return su_die("optimizer");
     su_position at = { 0, 0, 0 };
     if (resume && su_resume(resume, net, opt, NULL, &at)) return su_die("resume");
     FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
@@ -61,9 +64,11 @@ int main(int argc, char **argv) {
             int got = dg_dataloader_next(train_dl, &b);
             if (got < 0) return su_die("loader");
             if (got == 0) { dg_scope_end(s); break; }
+            su_amp_begin(&amp);
             dg_tensor *logits = dg_forward(net, b.t[0]);
             dg_tensor *loss = dg_cross_entropy(logits, b.t[1]);
-            if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return su_die("train step");
+            su_amp_end(&amp);
+            if (!loss || su_amp_backward_step(&amp, loss, opt, NULL, NULL)) return su_die("train step");
             dg_optimizer_clear_grad(opt);
             at.step++;   /* optimizer steps, whether or not a metrics log is kept: a resume continues it */
             at.batch++;
@@ -78,7 +83,10 @@ int main(int argc, char **argv) {
             stopped = su_after_step(&run, net, opt, NULL, at, &err);
             if (err) return su_die("save");
         }
-        if (su_evaluate(net, val_dl, true, &ev)) return su_die("evaluate");
+        su_amp_begin(&amp);
+        int erc = su_evaluate(net, val_dl, true, &ev);
+        su_amp_end(&amp);
+        if (erc) return su_die("evaluate");
         printf("epoch %lld%s: train loss %.4f, validation loss %.4f, validation accuracy %.4f\n", (long long)epoch + 1,
                at.batch < nb ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy);
         if (su_end_epoch(&run, net, opt, NULL, at, nb)) return su_die("save");
@@ -86,6 +94,7 @@ int main(int argc, char **argv) {
     }
     printf("validation accuracy: %.4f\n", ev.accuracy);
     if (metrics) fclose(metrics);
+    su_amp_free(&amp);
     dg_optimizer_free(opt);
     dg_layer_free(net);
     dg_dataloader_free(train_dl);

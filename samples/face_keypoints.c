@@ -6,17 +6,17 @@
  * `make data` generates; pass --data FILE for Kaggle's.
  *
  *   face_keypoints [--data training.csv] [--epochs 6] [--batch-size 32] [--lr 1e-3] [--lr-schedule cosine|constant]
- *                  [--workers 2] [--threads N] [--device cpu|gpu] [--bf16] [--seed 1]
+ *                  [--workers 2] [--threads N] [--device cpu|gpu] [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1]
  *                  [--save PREFIX] [--save-every N] [--resume PREFIX] [--max-steps N] [--metrics FILE.csv]
  *
  * --save writes PREFIX.ckpt.safetensors (model, Adam, the cosine's position, the dropout
  * generator's position, the position in the epoch) at each epoch's end and every N steps with
  * --save-every; --resume continues from it bit for bit, mid-epoch included. --max-steps stops the
  * run at that optimizer step (counted over resumes), saving where it stopped. */
-#include "sample_util.h"
+#include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--lr-schedule", "--max-steps", "--metrics", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--lr-schedule", "--max-steps", "--metrics", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
     su_args(argc, argv, flags);
     const char *csv = su_flag(argc, argv, "--data", "build/data/face-synthetic/training.csv");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 6);
@@ -26,6 +26,7 @@ int main(int argc, char **argv) {
     int workers = (int)su_flag_num(argc, argv, "--workers", 2);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
     su_run run = su_run_flags(argc, argv);
+    su_amp amp = su_amp_flags(argc, argv);
     const char *resume = su_flag(argc, argv, "--resume", NULL);
     if (su_init(argc, argv, seed)) return su_die("init");
 
@@ -42,12 +43,14 @@ int main(int argc, char **argv) {
     dg_dataloader *val_dl = su_eval_loader(val, 64, workers);
     dg_layer *net = dg_facenet(15);
     if (!train_dl || !val_dl || !net) return su_die("setup");
+    if (su_amp_model(&amp, net)) return su_die("amp");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
     dg_adam_params adp = dg_adam_default_params();
     adp.lr = lr;
     dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
+    if (!opt || su_amp_optimizer(&amp, opt, NULL)) return su_die("optimizer");
     int64_t per_epoch = dg_dataloader_num_batches(train_dl);
     dg_cosine_annealing_lr_params calp = dg_cosine_annealing_lr_default_params();
     calp.base_lr = lr;
@@ -73,8 +76,10 @@ int main(int argc, char **argv) {
             int got = dg_dataloader_next(train_dl, &b);
             if (got < 0) return su_die("loader");
             if (got == 0) { dg_scope_end(s); break; }
+            su_amp_begin(&amp);
             dg_tensor *loss = dg_mse_loss(dg_forward(net, b.t[0]), b.t[1]);
-            if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return su_die("train step");
+            su_amp_end(&amp);
+            if (!loss || su_amp_backward_step(&amp, loss, opt, NULL, NULL)) return su_die("train step");
             dg_optimizer_clear_grad(opt);
             if (sched) dg_lr_scheduler_step(sched);
             su_progress_step(&bar, dg_item(loss), dg_dim(b.t[0], 0));
@@ -85,7 +90,10 @@ int main(int argc, char **argv) {
             stopped = su_after_step(&run, net, opt, sched, at, &err);
             if (err) return su_die("save");
         }
-        if (su_evaluate(net, val_dl, false, &ev)) return su_die("evaluate");
+        su_amp_begin(&amp);
+        int erc = su_evaluate(net, val_dl, false, &ev);
+        su_amp_end(&amp);
+        if (erc) return su_die("evaluate");
         if (first_val < 0) first_val = ev.loss;
         printf("epoch %lld%s: train MSE %.6f, validation MSE %.6f\n", (long long)epoch + 1,
                at.batch < per_epoch ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss);
@@ -95,6 +103,7 @@ int main(int argc, char **argv) {
     if (first_val > 0) printf("validation MSE: first epoch %.6f, last epoch %.6f (%.1fx lower)\n", first_val, ev.loss, first_val / ev.loss);
     if (metrics) fclose(metrics);
     dg_lr_scheduler_free(sched);
+    su_amp_free(&amp);
     dg_optimizer_free(opt);
     dg_layer_free(net);
     dg_dataloader_free(train_dl);

@@ -8,11 +8,13 @@
  *
  *   options: [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *            [--optimizer adam|sgd] [--lr 1e-3] [--workers 1] [--threads N] [--overlap 0|1]
- *            [--bf16] [--seed 1] [--save PREFIX] [--max-steps N] */
-#include "sample_util.h"
+ *            [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--max-steps N] */
+#include "sample_amp.h"
+
+static int all_reduce(void *model) { return dg_dp_apply_collective_grads(model); }
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--optimizer", "--overlap", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", NULL };
+    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--optimizer", "--overlap", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -20,6 +22,7 @@ int main(int argc, char **argv) {
     double lr = su_flag_num(argc, argv, "--lr", strcmp(optname, "sgd") == 0 ? 0.01 : 1e-3);
     int workers = (int)su_flag_num(argc, argv, "--workers", 1);
     int64_t max_steps = (int64_t)su_flag_num(argc, argv, "--max-steps", 0);
+    su_amp amp = su_amp_flags(argc, argv);
     uint64_t seed = (uint64_t)su_flag_num(argc, argv, "--seed", 1);
     const char *save = su_flag(argc, argv, "--save", NULL);
 
@@ -52,6 +55,7 @@ int main(int argc, char **argv) {
     /* change 2: the model in parallel mode (rank 0's initial parameters everywhere) */
     dg_layer *net = dg_mnist_cnn();
     if (!sampler || !train_dl || !test_dl || !net) return su_die("setup");
+    if (su_amp_model(&amp, net)) return su_die("amp");
     int n;
     dg_tensor **params = dg_layer_parameters(net, &n);
     dg_sgd_params sgdp = dg_sgd_default_params();
@@ -63,7 +67,7 @@ int main(int argc, char **argv) {
     free(params);
     opt = dg_fleet_distributed_optimizer(opt);
     dg_layer *model = dg_fleet_distributed_model(dg_layer_ref(net));
-    if (!opt || !model) return su_die("distributed setup");
+    if (!opt || !model || su_amp_optimizer(&amp, opt, dg_dp_comm(model))) return su_die("distributed setup");
     if (rank == 0) printf("start data reader (trainers_num: %d, trainer_id: %d), %lld train images, %lld batches of %lld per worker\n",
                           world, rank, (long long)dg_dataset_len(train), (long long)dg_dataloader_num_batches(train_dl), (long long)batch);
 
@@ -80,12 +84,14 @@ int main(int argc, char **argv) {
             int got = dg_dataloader_next(train_dl, &b);
             if (got < 0) return su_die("loader");
             if (got == 0 || (max_steps && steps >= max_steps)) { dg_scope_end(s); break; }
+            su_amp_begin(&amp);
             dg_tensor *loss = dg_cross_entropy(dg_forward(model, b.t[0]), b.t[1]);
+            su_amp_end(&amp);
             if (!loss) return su_die("forward");
             double l = dg_item(loss);
             /* change 4: scale the loss and all-reduce the gradients around backward */
             loss = dg_dp_scale_loss(model, loss);
-            if (dg_backward(loss) || dg_dp_apply_collective_grads(model) || dg_optimizer_step(opt)) return su_die("train step");
+            if (su_amp_backward_step(&amp, loss, opt, all_reduce, model)) return su_die("train step");
             dg_optimizer_clear_grad(opt);
             loss_sum += l;
             images += dg_dim(b.t[0], 0);
@@ -97,7 +103,10 @@ int main(int argc, char **argv) {
         double dt = su_now() - t0;
         t_train += dt;
         if (rank == 0) {
-            if (su_evaluate(net, test_dl, true, &ev)) return su_die("evaluate");
+            su_amp_begin(&amp);
+            int erc = su_evaluate(net, test_dl, true, &ev);
+            su_amp_end(&amp);
+            if (erc) return su_die("evaluate");
             printf("epoch %lld: train loss %.4f, test accuracy %.4f (%lld images), %.0f img/s per worker, %.0f img/s in all\n",
                    (long long)epoch + 1, loss_sum / (nb ? nb : 1), ev.accuracy, (long long)ev.n, images / dt, images * world / dt);
         }
@@ -109,6 +118,7 @@ int main(int argc, char **argv) {
         if (dg_fleet_save(net, path)) return su_die("save");
         if (rank == 0) printf("saved %s\n", path);
     }
+    su_amp_free(&amp);
     dg_optimizer_free(opt);
     dg_layer_free(model);
     dg_layer_free(net);
