@@ -20,6 +20,11 @@ for p in cifar10 face_keypoints mnist mnist_fleet langid; do
     expect 2 "$BIN/$p" --epochs two
     expect 2 "$BIN/$p" --lr 1e-3x
 done
+for p in cifar10 face_keypoints mnist mnist_fleet; do
+    expect 2 "$BIN/$p" --amp fp8
+    expect 2 "$BIN/$p" --amp bf16 --amp-level O3
+    expect 2 "$BIN/$p" --amp fp16 --init-loss-scaling -1
+done
 expect 2 "$BIN/langid" --optimizer lbfgs
 expect 2 "$BIN/langid" --per-lang 2.5
 [ $fail -eq 0 ] && echo "samples_flags: --help, unknown flags, missing values and bad numbers handled as argparse does"
