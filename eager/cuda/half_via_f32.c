@@ -6,7 +6,8 @@
  * batch-norm statistic accumulates in f32, and the results are the CPU's (which does the same
  * widening) up to the f32 kernels' own summation order. The table in cuda_backend.c points at
  * these wrappers; a call with no half operand goes straight to the kernel. Native half paths:
- * fill, copy/cast, where and the comparisons (copy.cu, elementwise.cu), GEMM on cuBLAS with
+ * fill, copy/cast, where, the comparisons, index_select and gather (copy.cu, elementwise.cu,
+ * index.cu: raw or exact moves), GEMM on cuBLAS with
  * f32 compute (gemm.cu) and convolutions on cuDNN with f32 compute (cudnn_conv.c). The scratch
  * is freed as soon as the work is queued: the allocator hands a block to later work on the same
  * compute stream only, which runs after this. */
@@ -111,7 +112,8 @@ int dg_cuda_softmax_backward_any(const dg_backend *be, const dg_kview *y, const 
 }
 
 int dg_cuda_index_select_any(const dg_backend *be, const dg_kview *x, const dg_kview *idx, dg_kview *y, int64_t o, int64_t d, int64_t in) {
-    if (!ANY_HALF(x, y)) return dg_cuda_index_select(be, x, idx, y, o, d, in);
+    /* a gather moves elements as raw bits (index.cu, by element size): no widening needed */
+    if (!ANY_HALF(x, y) || x->dtype == y->dtype) return dg_cuda_index_select(be, x, idx, y, o, d, in);
     BEGIN();
     dg_kview *xf = IN(x), *yf = OUT(y);
     RUN(dg_cuda_index_select(be, xf, idx, yf, o, d, in));
@@ -125,7 +127,7 @@ int dg_cuda_index_add_any(const dg_backend *be, const dg_kview *gy, const dg_kvi
 }
 
 int dg_cuda_gather_any(const dg_backend *be, const dg_kview *x, const dg_kview *idx, dg_kview *y, int64_t o, int64_t xd, int64_t id, int64_t in) {
-    if (!ANY_HALF(x, y)) return dg_cuda_gather(be, x, idx, y, o, xd, id, in);
+    if (!ANY_HALF(x, y) || x->dtype == y->dtype) return dg_cuda_gather(be, x, idx, y, o, xd, id, in);
     BEGIN();
     dg_kview *xf = IN(x), *yf = OUT(y);
     RUN(dg_cuda_gather(be, xf, idx, yf, o, xd, id, in));
