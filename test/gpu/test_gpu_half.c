@@ -67,6 +67,7 @@ Test(gpu_half, casts_bit_equal_to_the_cpu) {
 #define G(...) { GT_GRAD, GT_SHAPE(__VA_ARGS__), 0, 0 }
 #define POS(...) { GT_GRAD, GT_SHAPE(__VA_ARGS__), 0.25, 2 }
 #define LAB(hi, ...) { GT_LABELS, GT_SHAPE(__VA_ARGS__), 0, hi }
+#define LAB32(hi, ...) { GT_LABELS32, GT_SHAPE(__VA_ARGS__), 0, hi }
 #define MASK(...) { GT_MASK, GT_SHAPE(__VA_ARGS__), 0, 0 }
 /* one unit in the last place (see the top comment), two, and the gradients' four */
 #define B1 { 0x1p-7, 1e-7, false }
@@ -176,6 +177,8 @@ static const gt_op_case cases[] = {
     PAIR("batch_norm, f32 weight and bias", bn, 3, IN(G(4, 3, 5, 5), G(3), G(3)), B2M, H2M, BG, HG),
     PAIR("index_select", h_isel, 2, IN(G(6, 4), LAB(6, 9)), GT_EXACT, GT_EXACT, BG, HG),
     PAIR("gather", h_gather, 2, IN(G(5, 6), LAB(6, 5, 4)), GT_EXACT, GT_EXACT, BG, HG),
+    PAIR("index_select, i32 indices", h_isel, 2, IN(G(6, 4), LAB32(6, 9)), GT_EXACT, GT_EXACT, BG, HG),
+    PAIR("gather, i32 indices", h_gather, 2, IN(G(5, 6), LAB32(6, 5, 4)), GT_EXACT, GT_EXACT, BG, HG),
     PAIR("scatter_add", h_scatter, 3, IN(G(5, 6), LAB(6, 5, 3), G(5, 3)), B1, H1, BG, HG),
     PAIR("argsort", h_argsort, 1, IN(G(4, 33)), GT_EXACT, GT_EXACT, GT_EXACT, GT_EXACT),
 };
