@@ -1,6 +1,7 @@
 /* eager/cuda/copy.cu — fill, copy/cast and where on strided device tensors (CPU twins in
  * eager/cpu/cpu_backend.c). Same-dtype moves copy raw bits (NaN payloads and large int64
- * survive); casts between dtypes go through double exactly as the CPU's load_any/store_any. */
+ * survive); casts between dtypes go through double exactly as the CPU's load_any/store_any,
+ * float16 / bfloat16 included (rounded to nearest even by bits, kernel_util.cuh). */
 #include "kernel_util.cuh"
 #include <type_traits>
 
@@ -32,6 +33,8 @@ __global__ void fill_kernel(T *y, const __grid_constant__ dgk_geom g, T v) {
 /* host twin of store_any's conversion: (T)v, bool as v != 0 */
 template <typename T> static T host_from_double(double v) { return (T)v; }
 template <> uint8_t host_from_double<uint8_t>(double v) { return v != 0; }
+template <> dgk_f16 host_from_double<dgk_f16>(double v) { return dgk_f16{ dg_f32_to_f16((float)v) }; }
+template <> dgk_bf16 host_from_double<dgk_bf16>(double v) { return dgk_bf16{ dg_f32_to_bf16((float)v) }; }
 
 template <typename T>
 static int launch_fill(dg_kview *y, const dgk_geom &g, double value) {
@@ -41,7 +44,7 @@ static int launch_fill(dg_kview *y, const dgk_geom &g, double value) {
 
 extern "C" int dg_cuda_fill(const dg_backend *be, dg_kview *y, double value) {
     DG_CUDA_ENTER(be);
-    if (!dgk_dtype_ok(y->dtype)) {
+    if (!dgk_dtype_ok_half(y->dtype)) {
         DG_ERR(DG_EUNSUPPORTED, "cuda fill: dtype %s not supported", dg_dtype_name(y->dtype));
         return DG_EUNSUPPORTED;
     }
@@ -51,7 +54,7 @@ extern "C" int dg_cuda_fill(const dg_backend *be, dg_kview *y, double value) {
     dgk_geom_init(&g, ops, 1);
     int rc = 0;
 #define F(T) rc = launch_fill<T>(y, g, value)
-    DGK_DISPATCH_ALL(y->dtype, F)
+    DGK_DISPATCH_ALL_HALF(y->dtype, F)
 #undef F
     return rc;
 }
@@ -79,7 +82,7 @@ static int launch_cast(const dg_kview *x, dg_kview *y, const dgk_geom &g) {
     int rc = 0;
 /* equal dtypes never get here (dg_cuda_copy copies them raw): no instantiation for them */
 #define F(TD) if constexpr (!std::is_same<TS, TD>::value) rc = launch_copy<TS, TD, false>(x, y, g)
-    DGK_DISPATCH_ALL(y->dtype, F)
+    DGK_DISPATCH_ALL_HALF(y->dtype, F)
 #undef F
     return rc;
 }
@@ -88,7 +91,7 @@ extern "C" int dg_cuda_copy(const dg_backend *be, const dg_kview *x, dg_kview *y
     DG_CUDA_ENTER(be);
     bool same = x->dtype == y->dtype;
     size_t es = dg_dtype_size(y->dtype);
-    if (same ? (es != 1 && es != 2 && es != 4 && es != 8) : !(dgk_dtype_ok(x->dtype) && dgk_dtype_ok(y->dtype))) {
+    if (same ? (es != 1 && es != 2 && es != 4 && es != 8) : !(dgk_dtype_ok_half(x->dtype) && dgk_dtype_ok_half(y->dtype))) {
         DG_ERR(DG_EUNSUPPORTED, "cuda copy: %s -> %s not supported", dg_dtype_name(x->dtype), dg_dtype_name(y->dtype));
         return DG_EUNSUPPORTED;
     }
@@ -108,7 +111,7 @@ extern "C" int dg_cuda_copy(const dg_backend *be, const dg_kview *x, dg_kview *y
         return rc;
     }
 #define F(TS) rc = launch_cast<TS>(x, y, g)
-    DGK_DISPATCH_ALL(x->dtype, F)
+    DGK_DISPATCH_ALL_HALF(x->dtype, F)
 #undef F
     return rc;
 }
@@ -126,7 +129,7 @@ __global__ void where_kernel(const void *c, int cdt, const R *a, const R *b, R *
 extern "C" int dg_cuda_where(const dg_backend *be, const dg_kview *c, const dg_kview *a, const dg_kview *b, dg_kview *y) {
     DG_CUDA_ENTER(be);
     size_t es = dg_dtype_size(y->dtype);
-    if (!dgk_dtype_ok(c->dtype) || (es != 1 && es != 2 && es != 4 && es != 8)) {
+    if (!dgk_dtype_ok_half(c->dtype) || (es != 1 && es != 2 && es != 4 && es != 8)) {
         DG_ERR(DG_EUNSUPPORTED, "cuda where: cond %s / values %s not supported", dg_dtype_name(c->dtype), dg_dtype_name(y->dtype));
         return DG_EUNSUPPORTED;
     }

@@ -16,6 +16,7 @@ SAME(cublasSetStream_v2, set_stream);
 SAME(cublasSetMathMode, set_math_mode);
 SAME(cublasSgemmStridedBatched_64, sgemm_strided_batched);
 SAME(cublasDgemmStridedBatched_64, dgemm_strided_batched);
+SAME(cublasGemmStridedBatchedEx_64, gemm_strided_batched_ex);
 #undef SAME
 
 int dg_cublas_load(void) {
@@ -36,6 +37,7 @@ int dg_cublas_load(void) {
     LOAD(set_math_mode, "cublasSetMathMode");
     LOAD(sgemm_strided_batched, "cublasSgemmStridedBatched_64");
     LOAD(dgemm_strided_batched, "cublasDgemmStridedBatched_64");
+    LOAD(gemm_strided_batched_ex, "cublasGemmStridedBatchedEx_64");
 #undef LOAD
     dg_cublas.loaded = true;
     return 0;

@@ -1,6 +1,7 @@
 /* eager/cuda/cudnn_conv.c — 2-D convolution on the CUDA backend through cuDNN's legacy API
  * (the GPU twin of eager/cpu/conv.c): forward with the bias added by cudnnAddTensor, backward
- * data, backward filter with the bias gradient from cudnnConvolutionBackwardBias; f32 and f64,
+ * data, backward filter with the bias gradient from cudnnConvolutionBackwardBias; f32, f64,
+ * f16 and bf16,
  * groups and dilation; contiguous NCHW as backend.h promises.
  *
  * Algorithms are chosen by benchmarking (cudnnFind*AlgorithmEx, like
@@ -17,7 +18,11 @@
  * Math: f32 runs with CUDNN_FMA_MATH unless dg_set_allow_tf32(true) asked for TF32 (then
  * CUDNN_DEFAULT_MATH, which lets cuDNN use TF32 tensor cores), so by default products round as
  * on the CPU and only the summation order differs. f64 uses CUDNN_DEFAULT_MATH (there is no
- * reduced-precision path for doubles).
+ * reduced-precision path for doubles). float16 / bfloat16 tensors (all operands of one half
+ * type; half_via_f32.c widens anything else) use HALF / BFLOAT16 descriptors with a FLOAT
+ * compute type in the convolution descriptor, so the sums accumulate in f32 and each output is
+ * rounded once; CUDNN_DEFAULT_MATH lets cuDNN pick tensor-core kernels for them. A bias is added
+ * by cudnnAddTensor after the convolution, a second rounding (the CPU adds it before its one).
  *
  * Workspaces come from the caching allocator: the search gets the largest any algorithm asks
  * for, capped at FIND_WS_CAP (smaller when memory is short; cuDNN then skips the algorithms
@@ -112,9 +117,10 @@ static int dnn_check(cudnnStatus_t s, const char *fn, const conv_ctx *cx, int li
 
 static const float k_one_f = 1.0f, k_zero_f = 0.0f;
 static const double k_one_d = 1.0, k_zero_d = 0.0;
-/* cuDNN's alpha/beta: host scalars of the compute type (double for f64, float for f32) */
+/* cuDNN's alpha/beta: host scalars of the compute type (double for f64, float for f32 and
+ * for the half types, whose compute type is f32) */
 static const void *scal(dg_dtype dt, bool one) {
-    if (dt == DG_F32) return one ? (const void *)&k_one_f : (const void *)&k_zero_f;
+    if (dt != DG_F64) return one ? (const void *)&k_one_f : (const void *)&k_zero_f;
     return one ? (const void *)&k_one_d : (const void *)&k_zero_d;
 }
 
@@ -128,7 +134,12 @@ static int min_align(const void *a, const void *b, const void *c) {
     return m < z ? m : z;
 }
 
-static cudnnDataType_t dnn_type(int32_t dt) { return dt == DG_F32 ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE; }
+static cudnnDataType_t dnn_type(int32_t dt) {
+    return dt == DG_F32 ? CUDNN_DATA_FLOAT : dt == DG_F16 ? CUDNN_DATA_HALF : dt == DG_BF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_DOUBLE;
+}
+/* The convolution descriptor's compute type: f16 / bf16 data accumulate in f32
+ * (PSEUDO_HALF_CONFIG / PSEUDO_BFLOAT16_CONFIG, tensor cores where the GPU has them). */
+static cudnnDataType_t dnn_compute(int32_t dt) { return dt == DG_F16 || dt == DG_BF16 ? CUDNN_DATA_FLOAT : dnn_type(dt); }
 
 /* The math type searched with (see the top comment). */
 static cudnnMathType_t base_math(const conv_key *k) {
@@ -175,7 +186,7 @@ static int slot_set(conv_slot *s, const conv_key *k, const conv_ctx *cx) {
     if (!rc) rc = DNN(cudnnSetFilter4dDescriptor, s->wd, dt, CUDNN_TENSOR_NCHW, (int)k->oc, (int)(k->c / k->groups),
                       (int)k->kh, (int)k->kw);
     if (!rc) rc = DNN(cudnnSetConvolution2dDescriptor, s->cd, k->ph, k->pw, k->sh, k->sw, k->dh, k->dw,
-                      CUDNN_CROSS_CORRELATION, dt);
+                      CUDNN_CROSS_CORRELATION, dnn_compute(k->dtype));
     if (!rc) rc = DNN(cudnnSetConvolutionGroupCount, s->cd, k->groups);
     if (!rc) rc = DNN(cudnnSetConvolutionMathType, s->cd, base_math(k));
     if (rc) return rc;
@@ -408,7 +419,7 @@ int dg_cuda_conv2d(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview
     DG_CUDA_ENTER(be);
     conv_ctx ctx = { "conv2d", g, x->dtype }, *cx = &ctx;
     dg_dtype dt = x->dtype;
-    if (dt != DG_F32 && dt != DG_F64) return bad_dtype(cx);
+    if (dt != DG_F32 && dt != DG_F64 && !dg_dtype_is_half(dt)) return bad_dtype(cx);
     if (y->numel == 0) return 0;
     char *xp = x->data, *wp = w->data, *yp = y->data, *bp = b ? b->data : NULL;
     /* an empty input plane with padding: every window sees only zeros */
@@ -425,7 +436,7 @@ int dg_cuda_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, 
     DG_CUDA_ENTER(be);
     conv_ctx ctx = { "conv2d backward data", g, gy->dtype }, *cx = &ctx;
     dg_dtype dt = gy->dtype;
-    if (dt != DG_F32 && dt != DG_F64) return bad_dtype(cx);
+    if (dt != DG_F32 && dt != DG_F64 && !dg_dtype_is_half(dt)) return bad_dtype(cx);
     if (gx->numel == 0) return 0;
     size_t es = dg_dtype_size(dt);
     char *gyp = gy->data, *wp = w->data, *gxp = gx->data;
@@ -437,7 +448,7 @@ int dg_cuda_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *g
     DG_CUDA_ENTER(be);
     conv_ctx ctx = { "conv2d backward filter", g, gy->dtype }, *cx = &ctx;
     dg_dtype dt = gy->dtype;
-    if (dt != DG_F32 && dt != DG_F64) return bad_dtype(cx);
+    if (dt != DG_F32 && dt != DG_F64 && !dg_dtype_is_half(dt)) return bad_dtype(cx);
     if (!gw && !gb) return 0;
     size_t es = dg_dtype_size(dt);
     cudaStream_t st = dg_cuda_stream();

@@ -195,7 +195,7 @@ extern "C" int dg_cuda_binary(const dg_backend *be, dg_binary_op op, const dg_kv
     const dg_kview *ops[3] = { y, a, b };
     dgk_geom g;
     if (op == DG_BIN_GT || op == DG_BIN_EQ) {
-        if (!dgk_dtype_ok(a->dtype) || !dgk_dtype_ok(b->dtype) || dg_dtype_size(y->dtype) != 1) {
+        if (!dgk_dtype_ok_half(a->dtype) || !dgk_dtype_ok_half(b->dtype) || dg_dtype_size(y->dtype) != 1) {
             DG_ERR(DG_EUNSUPPORTED, "cuda compare: dtypes %s, %s -> %s not supported", dg_dtype_name(a->dtype),
                    dg_dtype_name(b->dtype), dg_dtype_name(y->dtype));
             return DG_EUNSUPPORTED;

@@ -4,7 +4,10 @@
  * transpose flags. The 64-bit strided-batched API takes the caller's int64 sizes as they are
  * (matmul folds batches into m, which can pass 2^31). The handle is dg_cuda_cublas(), bound
  * to the compute stream; f32 runs in the default math mode (products round like the CPU's sgemm
- * up to summation order) unless dg_set_allow_tf32(true) asked for TF32 tensor cores. */
+ * up to summation order) unless dg_set_allow_tf32(true) asked for TF32 tensor cores.
+ * float16 / bfloat16 go to cublasGemmStridedBatchedEx with CUBLAS_COMPUTE_32F: tensor cores
+ * (on GPUs that have them), products and sums in f32, C rounded once on store, as the CPU's
+ * widened sgemm does up to summation order. */
 #include "kernel_util.cuh"
 
 /* k == 0: the product is empty, C = beta * C (beta == 0 writes zeros, NaNs in C included),
@@ -15,6 +18,15 @@ __global__ void scale_kernel(T *c, int64_t m, int64_t n, int64_t ldc, int64_t sc
         int64_t j = t % n, r = t / n, i = r % m, b = r / m;
         T *p = c + b * sc + i * ldc + j;
         *p = zero ? (T)0 : beta * *p;
+    }
+}
+/* the 2-byte floats: beta * c in f32, rounded once */
+template <typename T>
+__global__ void half_scale_kernel(T *c, int64_t m, int64_t n, int64_t ldc, int64_t sc, int64_t batch, float beta, bool zero) {
+    DGK_FOR(t, m * n * batch) {
+        int64_t j = t % n, r = t / n, i = r % m, b = r / m;
+        T *p = c + b * sc + i * ldc + j;
+        *p = dgk_from_double<T>(zero ? 0.0 : (double)dgk_mul(beta, (float)dgk_to_double<T>(*p)));
     }
 }
 
@@ -30,7 +42,7 @@ extern "C" int dg_cuda_gemm(const dg_backend *be, dg_dtype dt, bool ta, bool tb,
                             const void *a, int64_t lda, int64_t sa, const void *b, int64_t ldb, int64_t sb,
                             double beta, void *c, int64_t ldc, int64_t sc, int64_t batch) {
     DG_CUDA_ENTER(be);
-    if (dt != DG_F32 && dt != DG_F64) {
+    if (dt != DG_F32 && dt != DG_F64 && !dg_dtype_is_half(dt)) {
         DG_ERR(DG_EUNSUPPORTED, "cuda gemm: dtype %s not supported", dg_dtype_name(dt));
         return DG_EUNSUPPORTED;
     }
@@ -40,6 +52,10 @@ extern "C" int dg_cuda_gemm(const dg_backend *be, dg_dtype dt, bool ta, bool tb,
         int64_t total = m * n * batch;
         if (dt == DG_F32)
             DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, scale_kernel<float>)((float *)c, m, n, ldc, sc, batch, (float)beta, beta == 0);
+        else if (dt == DG_F16)
+            DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, half_scale_kernel<dgk_f16>)((dgk_f16 *)c, m, n, ldc, sc, batch, (float)beta, beta == 0);
+        else if (dt == DG_BF16)
+            DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, half_scale_kernel<dgk_bf16>)((dgk_bf16 *)c, m, n, ldc, sc, batch, (float)beta, beta == 0);
         else
             DGK_LAUNCH(dgk_blocks(total), DGK_THREADS, 0, st, scale_kernel<double>)((double *)c, m, n, ldc, sc, batch, beta, beta == 0);
         return DG_CUDA(cudaGetLastError());
@@ -57,6 +73,12 @@ extern "C" int dg_cuda_gemm(const dg_backend *be, dg_dtype dt, bool ta, bool tb,
         float al = (float)alpha, be = (float)beta;
         return DG_CUBLAS(dg_cublas.sgemm_strided_batched(h, op1, op2, n, m, k, &al, (const float *)b, ld1, sb,
                                                       (const float *)a, ld2, sa, &be, (float *)c, ldo, sc, batch));
+    }
+    if (dg_dtype_is_half(dt)) {
+        cudaDataType t = dt == DG_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        float al = (float)alpha, be = (float)beta;
+        return DG_CUBLAS(dg_cublas.gemm_strided_batched_ex(h, op1, op2, n, m, k, &al, b, t, ld1, sb, a, t, ld2, sa, &be, c, t, ldo,
+                                                           sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
     return DG_CUBLAS(dg_cublas.dgemm_strided_batched(h, op1, op2, n, m, k, &alpha, (const double *)b, ld1, sb,
                                                   (const double *)a, ld2, sa, &beta, (double *)c, ldo, sc, batch));

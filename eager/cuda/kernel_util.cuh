@@ -112,11 +112,48 @@ __device__ __forceinline__ void dgk_offsets(const dgk_geom &g, int64_t i, int64_
     for (int k = 0; k < NOPS; k++) off[k] += rem * g.st[k][0];   /* dim 0: rem < shape[0], no mod */
 }
 
-/* ---- dtype conversions with the CPU's rules (load_any / store_any in cpu_backend.c):
- * every cast between different dtypes goes through double. ---- */
+/* ---- float16 / bfloat16 in kernels: storage types of their own (not uint16_t) so templates
+ * tell them apart from raw 2-byte moves. The conversions are eager/half.h's bit functions
+ * written for the device (round-to-nearest-even, NaN kept quiet, overflow to inf), so a cast
+ * on the GPU gives the CPU's bits. The subnormal path rounds with one float add, as half.h
+ * does; __fadd_rn keeps it exact under -ftz as well as without. ---- */
+struct dgk_f16 { uint16_t bits; };
+struct dgk_bf16 { uint16_t bits; };
+__device__ __forceinline__ uint32_t dgk_f32_bits(float f) { return (uint32_t)__float_as_int(f); }
+__device__ __forceinline__ float dgk_bits_f32(uint32_t u) { return __int_as_float((int)u); }
+__device__ __forceinline__ float dgk_bf16_to_f32(uint16_t h) { return dgk_bits_f32((uint32_t)h << 16); }
+__device__ __forceinline__ uint16_t dgk_f32_to_bf16(float f) {
+    uint32_t u = dgk_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+__device__ __forceinline__ float dgk_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    if (e == 0x1f) return dgk_bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 0) return dgk_bits_f32(dgk_f32_bits(__fmul_rn((float)m, 0x1p-24f)) | sign);
+    return dgk_bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+__device__ __forceinline__ uint16_t dgk_f32_to_f16(float f) {
+    uint32_t u = dgk_f32_bits(f), sign = (u >> 16) & 0x8000, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);
+    if (a < 0x38800000u) return (uint16_t)(sign | (dgk_f32_bits(__fadd_rn(dgk_bits_f32(a), 0.5f)) - 0x3f000000u));
+    uint32_t odd = (a >> 13) & 1;
+    a += 0xc8000fffu + odd;
+    return (uint16_t)(sign | (a >> 13));
+}
+
+/* ---- dtype conversions with the CPU's rules (dg_load_as_double / dg_store_from_double in
+ * eager/internal.h): every cast between different dtypes goes through double; a half is
+ * stored from (float)v, as the CPU does. ---- */
 template <typename T> __device__ __forceinline__ double dgk_to_double(T v) { return (double)v; }
 template <typename T> __device__ __forceinline__ T dgk_from_double(double v) { return (T)v; }
 template <> __device__ __forceinline__ uint8_t dgk_from_double<uint8_t>(double v) { return v != 0; }
+template <> __device__ __forceinline__ double dgk_to_double<dgk_f16>(dgk_f16 v) { return dgk_f16_to_f32(v.bits); }
+template <> __device__ __forceinline__ double dgk_to_double<dgk_bf16>(dgk_bf16 v) { return dgk_bf16_to_f32(v.bits); }
+template <> __device__ __forceinline__ dgk_f16 dgk_from_double<dgk_f16>(double v) { return dgk_f16{ dgk_f32_to_f16((float)v) }; }
+template <> __device__ __forceinline__ dgk_bf16 dgk_from_double<dgk_bf16>(double v) { return dgk_bf16{ dgk_f32_to_bf16((float)v) }; }
 
 /* Load element off of a tensor of runtime dtype dt as double (comparisons, where's cond). */
 __device__ __forceinline__ double dgk_load_any(const void *p, int dt, int64_t off) {
@@ -126,6 +163,8 @@ __device__ __forceinline__ double dgk_load_any(const void *p, int dt, int64_t of
     case DG_I64: return (double)((const long long *)p)[off];
     case DG_I32: return ((const int32_t *)p)[off];
     case DG_BOOL: return ((const uint8_t *)p)[off];
+    case DG_F16: return dgk_f16_to_f32(((const uint16_t *)p)[off]);
+    case DG_BF16: return dgk_bf16_to_f32(((const uint16_t *)p)[off]);
     default: return 0;
     }
 }
@@ -153,5 +192,15 @@ __device__ __forceinline__ double dgk_sub(double a, double b) { return __dsub_rn
 static inline bool dgk_dtype_ok(dg_dtype dt) {
     return dt == DG_F32 || dt == DG_F64 || dt == DG_I64 || dt == DG_I32 || dt == DG_BOOL;
 }
+
+/* The same with the 2-byte floats: the dtypes fill, copy/cast, where's condition and the
+ * comparisons take (every other entry gets half operands widened to f32, half_via_f32.c). */
+#define DGK_DISPATCH_ALL_HALF(dt, F)                 \
+    switch (dt) {                                    \
+    case DG_F16: F(dgk_f16); break;                  \
+    case DG_BF16: F(dgk_bf16); break;                \
+    default: DGK_DISPATCH_ALL(dt, F)                 \
+    }
+static inline bool dgk_dtype_ok_half(dg_dtype dt) { return dgk_dtype_ok(dt) || dt == DG_F16 || dt == DG_BF16; }
 
 #endif

@@ -4,7 +4,10 @@
  * real types), C = alpha op(A) op(B) + beta C with C not read when beta is 0, the leading-dimension
  * rules (lda >= max(1, rows of A as stored), likewise ldb, ldc >= max(1, m)) and their
  * CUBLAS_STATUS_INVALID_VALUE. Products accumulate in double and round once; TF32 math rounds
- * the f32 operands to TF32's 10-bit mantissa first, as tensor cores do.
+ * the f32 operands to TF32's 10-bit mantissa first, as tensor cores do. cublasGemmStridedBatchedEx
+ * takes float16 / bfloat16 matrices with CUBLAS_COMPUTE_32F: each product of two halves is exact
+ * in f32, the sums accumulate in f32 (a tensor core's accumulator) and C is rounded to the half
+ * type once, to nearest even (eager/half.h's conversions).
  *
  * Devices. A handle belongs to the device current at cublasCreate (cuBLAS binds its context to
  * that device and asks for one handle per device). cublasSetStream with a stream of another
@@ -17,6 +20,7 @@
  * memory the handle's device reaches: its own, or a peer's once peer access is enabled. */
 #include "emu_internal.h"
 #include <cublas_v2.h>
+#include "../../eager/half.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,8 +83,10 @@ cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t *m) {
     return CUBLAS_STATUS_SUCCESS;
 }
 
+enum { T_F32, T_F64, T_F16, T_BF16 };
 typedef struct gemm_work {
     bool f64, tf32;
+    int type;                     /* T_*: the element type of A, B and C */
     cublasOperation_t ta, tb;
     int64_t m, n, k, lda, ldb, ldc, batch;
     long long sa, sb, sc;
@@ -100,8 +106,30 @@ static float tf32(float x) {
 
 static double load(const gemm_work *w, const void *p, int64_t i) {
     if (w->f64) return ((const double *)p)[i];
+    if (w->type == T_F16) return dg_f16_to_f32(((const uint16_t *)p)[i]);
+    if (w->type == T_BF16) return dg_bf16_to_f32(((const uint16_t *)p)[i]);
     float v = ((const float *)p)[i];
     return w->tf32 ? tf32(v) : v;
+}
+
+/* One column of C for half matrices under CUBLAS_COMPUTE_32F: f32 accumulation, alpha and beta
+ * applied in f32, one rounding to the half type. */
+static void half_column(const gemm_work *w, const char *A, const char *B, char *C, int64_t j) {
+    float *acc = calloc((size_t)w->m, sizeof *acc);
+    if (!acc) { dgemu_fault(cudaErrorMemoryAllocation, "cublas gemm: out of host memory"); return; }
+    if (w->alpha != 0)
+        for (int64_t p = 0; p < w->k; p++) {
+            float bv = (float)load(w, B, w->tb == CUBLAS_OP_N ? p + j * w->ldb : j + p * w->ldb);
+            for (int64_t i = 0; i < w->m; i++)
+                acc[i] += (float)load(w, A, w->ta == CUBLAS_OP_N ? i + p * w->lda : p + i * w->lda) * bv;
+        }
+    uint16_t *c = (uint16_t *)C;
+    for (int64_t i = 0; i < w->m; i++) {
+        float r = (float)w->alpha * acc[i];
+        if (w->beta != 0) r += (float)w->beta * (float)load(w, C, i + j * w->ldc);
+        c[i + j * w->ldc] = w->type == T_F16 ? dg_f32_to_f16(r) : dg_f32_to_bf16(r);
+    }
+    free(acc);
 }
 
 static int run_gemm(void *arg) {
@@ -110,9 +138,11 @@ static int run_gemm(void *arg) {
 #pragma omp parallel for schedule(static) if (w->m * w->n * w->k * w->batch > (1 << 16))
     for (int64_t t = 0; t < cols; t++) {
         int64_t bt = t / w->n, j = t % w->n;
-        const char *A = (const char *)w->a + bt * w->sa * (w->f64 ? 8 : 4);
-        const char *B = (const char *)w->b + bt * w->sb * (w->f64 ? 8 : 4);
-        char *C = (char *)w->c + bt * w->sc * (w->f64 ? 8 : 4);
+        int es = w->f64 ? 8 : w->type >= T_F16 ? 2 : 4;
+        const char *A = (const char *)w->a + bt * w->sa * es;
+        const char *B = (const char *)w->b + bt * w->sb * es;
+        char *C = (char *)w->c + bt * w->sc * es;
+        if (w->type >= T_F16) { half_column(w, A, B, C, j); continue; }
         double *acc = calloc((size_t)w->m, sizeof *acc);
         if (!acc) { dgemu_fault(cudaErrorMemoryAllocation, "cublas gemm: out of host memory"); continue; }
         if (w->alpha != 0)
@@ -132,9 +162,12 @@ static int run_gemm(void *arg) {
     return DGEMU_DONE;
 }
 
-static cublasStatus_t gemm(cublasHandle_t h, bool f64, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+static cublasStatus_t gemm(cublasHandle_t h, int type, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
                            int64_t k, double alpha, const void *a, int64_t lda, long long sa, const void *b, int64_t ldb,
                            long long sb, double beta, void *c, int64_t ldc, long long sc, int64_t batch) {
+    bool f64 = type == T_F64;
+    static const char *const names[] = { "cublasSgemmStridedBatched", "cublasDgemmStridedBatched", "cublasGemmStridedBatchedEx",
+                                         "cublasGemmStridedBatchedEx" };
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     if ((ta != CUBLAS_OP_N && ta != CUBLAS_OP_T && ta != CUBLAS_OP_C) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T && tb != CUBLAS_OP_C))
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -146,10 +179,10 @@ static cublasStatus_t gemm(cublasHandle_t h, bool f64, cublasOperation_t ta, cub
     if (dgemu_sticky_error() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
     if (dgemu_device() != h->device) {
         fprintf(stderr, "cublas-emu: %s: the handle belongs to gpu:%d but gpu:%d is current (cudaSetDevice to the handle's "
-                "device first)\n", f64 ? "cublasDgemmStridedBatched" : "cublasSgemmStridedBatched", h->device, dgemu_device());
+                "device first)\n", names[type], h->device, dgemu_device());
         return CUBLAS_STATUS_EXECUTION_FAILED;
     }
-    size_t es = f64 ? 8 : 4;
+    size_t es = f64 ? 8 : type >= T_F16 ? 2 : 4;
     int64_t acols = ta == CUBLAS_OP_N ? k : m, bcols = tb == CUBLAS_OP_N ? n : k;
     /* the last batch's matrices must be device memory (their stored extents) */
     size_t need_a = (size_t)(lda * (acols - 1) + arows), need_b = (size_t)(ldb * (bcols - 1) + brows),
@@ -160,9 +193,9 @@ static cublasStatus_t gemm(cublasHandle_t h, bool f64, cublasOperation_t ta, cub
         return CUBLAS_STATUS_INVALID_VALUE;
     gemm_work *w = malloc(sizeof *w);
     if (!w) return CUBLAS_STATUS_ALLOC_FAILED;
-    *w = (gemm_work){ f64, !f64 && ((int)h->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH, ta, tb, m, n, k, lda, ldb, ldc, batch,
+    *w = (gemm_work){ f64, type == T_F32 && ((int)h->math & 0xf) == CUBLAS_TF32_TENSOR_OP_MATH, type, ta, tb, m, n, k, lda, ldb, ldc, batch,
                       sa, sb, sc, alpha, beta, a, b, c };
-    return dgemu_enqueue(h->stream, f64 ? "cublasDgemmStridedBatched" : "cublasSgemmStridedBatched", run_gemm, w, free) == cudaSuccess
+    return dgemu_enqueue(h->stream, names[type], run_gemm, w, free) == cudaSuccess
                ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
@@ -172,7 +205,7 @@ cublasStatus_t cublasSgemmStridedBatched_64(cublasHandle_t h, cublasOperation_t 
                                             long long sc, int64_t batch) {
     DGEMU_API();
     if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
-    return gemm(h, false, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch);
+    return gemm(h, T_F32, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch);
 }
 cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
                                             int64_t k, const double *alpha, const double *A, int64_t lda, long long sa,
@@ -180,5 +213,28 @@ cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t h, cublasOperation_t 
                                             int64_t ldc, long long sc, int64_t batch) {
     DGEMU_API();
     if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
-    return gemm(h, true, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch);
+    return gemm(h, T_F64, ta, tb, m, n, k, *alpha, A, lda, sa, B, ldb, sb, *beta, C, ldc, sc, batch);
+}
+
+cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n,
+                                             int64_t k, const void *alpha, const void *A, cudaDataType at, int64_t lda,
+                                             long long sa, const void *B, cudaDataType bt, int64_t ldb, long long sb,
+                                             const void *beta, void *C, cudaDataType ct, int64_t ldc, long long sc,
+                                             int64_t batch, cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    DGEMU_API();
+    if (!alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP) return CUBLAS_STATUS_INVALID_VALUE;
+    /* the configurations emulated (cuBLAS documents more): one type for A, B and C and an f32
+     * compute type, whose alpha and beta are floats */
+    if (at != bt || at != ct || (at != CUDA_R_16F && at != CUDA_R_16BF && at != CUDA_R_32F)) {
+        fprintf(stderr, "cublas-emu: cublasGemmStridedBatchedEx: types %d/%d/%d are not an emulated combination\n", (int)at,
+                (int)bt, (int)ct);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC) {
+        fprintf(stderr, "cublas-emu: cublasGemmStridedBatchedEx: compute type %d is not emulated\n", (int)compute);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    int type = at == CUDA_R_16F ? T_F16 : at == CUDA_R_16BF ? T_BF16 : T_F32;
+    return gemm(h, type, ta, tb, m, n, k, *(const float *)alpha, A, lda, sa, B, ldb, sb, *(const float *)beta, C, ldc, sc, batch);
 }

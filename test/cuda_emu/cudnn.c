@@ -255,6 +255,7 @@ const char *dt_name(cudnnDataType_t dt) {
 }
 
 bool is_fd(cudnnDataType_t dt) { return dt == CUDNN_DATA_FLOAT || dt == CUDNN_DATA_DOUBLE; }
+bool is_half(cudnnDataType_t dt) { return dt == CUDNN_DATA_HALF || dt == CUDNN_DATA_BFLOAT16; }
 
 /* Packed strides for a layout. */
 void packed(tens *t, cudnnTensorFormat_t fmt) {

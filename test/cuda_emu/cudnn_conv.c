@@ -29,8 +29,10 @@ static st_t conv_setup(const char *fn, cudnnTensorDescriptor_t xd, const char *x
     if (x->dt != w->dt || x->dt != y->dt)
         return fail(CUDNN_STATUS_BAD_PARAM, fn, "data types differ: %s %s, %s %s, %s %s", xname, dt_name(x->dt), wname,
                     dt_name(w->dt), yname, dt_name(y->dt));
-    /* the two configurations emulated: FLOAT_CONFIG and DOUBLE_CONFIG */
-    if (!is_fd(x->dt) || cd.ctype != x->dt)
+    /* the configurations emulated: FLOAT_CONFIG, DOUBLE_CONFIG, and PSEUDO_HALF_CONFIG /
+     * PSEUDO_BFLOAT16_CONFIG (half data, FLOAT compute: the sums are exact products
+     * accumulated wider than f32 here, and each output is rounded once through f32) */
+    if (!(is_fd(x->dt) && cd.ctype == x->dt) && !(is_half(x->dt) && cd.ctype == CUDNN_DATA_FLOAT))
         return fail(CUDNN_STATUS_NOT_SUPPORTED, fn, "%s data with %s compute type is not a supported configuration",
                     dt_name(x->dt), dt_name(cd.ctype));
     if (x->d[1] != w->d[1] * cd.groups)
@@ -605,7 +607,7 @@ cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void *alp
     if (b.d[1] != t.d[1])
         return fail(CUDNN_STATUS_BAD_PARAM, fn, "dy has %lld feature maps, db %lld", (long long)t.d[1], (long long)b.d[1]);
     if (b.dt != t.dt) return fail(CUDNN_STATUS_BAD_PARAM, fn, "dy is %s but db is %s", dt_name(t.dt), dt_name(b.dt));
-    if (!is_fd(t.dt)) return fail(CUDNN_STATUS_NOT_SUPPORTED, fn, "%s data is not emulated", dt_name(t.dt));
+    if (!is_fd(t.dt) && !is_half(t.dt)) return fail(CUDNN_STATUS_NOT_SUPPORTED, fn, "%s data is not emulated", dt_name(t.dt));
     if ((rc = need_dev(fn, "dy", dy, bytes_of(&t))) || (rc = need_dev(fn, "db", db, bytes_of(&b)))) return rc;
     if ((rc = not_poisoned(fn))) return rc;
     bias_work *k = work_alloc(fn, sizeof *k, &rc);

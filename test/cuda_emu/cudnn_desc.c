@@ -137,7 +137,7 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void *alpha, const cudn
                         "A [%lld, %lld, %lld, %lld] does not broadcast to C [%lld, %lld, %lld, %lld]: each dim must match or be 1",
                         (long long)a.d[0], (long long)a.d[1], (long long)a.d[2], (long long)a.d[3], (long long)c.d[0],
                         (long long)c.d[1], (long long)c.d[2], (long long)c.d[3]);
-    if (!is_fd(c.dt)) return fail(CUDNN_STATUS_NOT_SUPPORTED, fn, "%s data is not emulated", dt_name(c.dt));
+    if (!is_fd(c.dt) && !is_half(c.dt)) return fail(CUDNN_STATUS_NOT_SUPPORTED, fn, "%s data is not emulated", dt_name(c.dt));
     if ((rc = need_dev(fn, "A", A, bytes_of(&a))) || (rc = need_dev(fn, "C", C, bytes_of(&c)))) return rc;
     if ((rc = not_poisoned(fn))) return rc;
     add_work *k = work_alloc(fn, sizeof *k, &rc);

@@ -10,6 +10,7 @@
 #include <cudnn.h>
 
 #include "emu_internal.h"
+#include "../../eager/half.h"
 
 #include <limits.h>
 #include <math.h>
@@ -104,11 +105,17 @@ double *work_scratch(const char *what, int64_t n);
 
 /* ---- element access (only inside queued work) ---- */
 
+/* half and bfloat16 elements are widened exactly and stored from the f32 result, rounded to
+ * nearest even (eager/half.h): the f32 compute type's one rounding on store */
 static inline double ld(const void *p, cudnnDataType_t dt, int64_t i) {
+    if (dt == CUDNN_DATA_HALF) return dg_f16_to_f32(((const uint16_t *)p)[i]);
+    if (dt == CUDNN_DATA_BFLOAT16) return dg_bf16_to_f32(((const uint16_t *)p)[i]);
     return dt == CUDNN_DATA_DOUBLE ? ((const double *)p)[i] : (double)((const float *)p)[i];
 }
 static inline void stv(void *p, cudnnDataType_t dt, int64_t i, double v) {
     if (dt == CUDNN_DATA_DOUBLE) ((double *)p)[i] = v;
+    else if (dt == CUDNN_DATA_HALF) ((uint16_t *)p)[i] = dg_f32_to_f16((float)v);
+    else if (dt == CUDNN_DATA_BFLOAT16) ((uint16_t *)p)[i] = dg_f32_to_bf16((float)v);
     else ((float *)p)[i] = (float)v;
 }
 static inline int64_t at(const tens *t, int64_t n, int64_t c, int64_t h, int64_t w) {
@@ -125,6 +132,7 @@ static inline void blend(void *p, const tens *t, int64_t off, double r, double a
 const char *status_name(cudnnStatus_t s);
 const char *dt_name(cudnnDataType_t dt);
 bool is_fd(cudnnDataType_t dt);
+bool is_half(cudnnDataType_t dt);   /* HALF or BFLOAT16 */
 size_t bytes_of(const tens *t);
 int64_t numel(const tens *t);
 /* cudnn_desc.c: the output extent of a convolution or pooling window; false when none fits */

@@ -38,6 +38,17 @@ typedef enum {
 
 typedef struct cublasContext *cublasHandle_t;
 
+/* library_types.h's element types (the ones the backend uses and a few neighbours) */
+typedef enum cudaDataType_t {
+    CUDA_R_32F = 0, CUDA_R_64F = 1, CUDA_R_16F = 2, CUDA_R_8I = 3, CUDA_R_32I = 10, CUDA_R_16BF = 14
+} cudaDataType;
+typedef enum {
+    CUBLAS_COMPUTE_16F = 64, CUBLAS_COMPUTE_16F_PEDANTIC = 65, CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+    CUBLAS_COMPUTE_32F_FAST_16F = 74, CUBLAS_COMPUTE_32F_FAST_16BF = 75, CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+    CUBLAS_COMPUTE_64F = 70, CUBLAS_COMPUTE_64F_PEDANTIC = 71, CUBLAS_COMPUTE_32I = 72, CUBLAS_COMPUTE_32I_PEDANTIC = 73
+} cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99 } cublasGemmAlgo_t;
+
 cublasStatus_t cublasCreate_v2(cublasHandle_t *handle);
 cublasStatus_t cublasDestroy_v2(cublasHandle_t handle);
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream);
@@ -53,6 +64,14 @@ cublasStatus_t cublasDgemmStridedBatched_64(cublasHandle_t handle, cublasOperati
                                             int64_t lda, long long strideA, const double *B, int64_t ldb, long long strideB,
                                             const double *beta, double *C, int64_t ldc, long long strideC,
                                             int64_t batchCount);
+/* emulated: A, B and C of one type, CUDA_R_16F or CUDA_R_16BF (or CUDA_R_32F), with
+ * CUBLAS_COMPUTE_32F (float alpha and beta): f32 accumulation, one rounding on store */
+cublasStatus_t cublasGemmStridedBatchedEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                             int64_t m, int64_t n, int64_t k, const void *alpha, const void *A,
+                                             cudaDataType Atype, int64_t lda, long long strideA, const void *B,
+                                             cudaDataType Btype, int64_t ldb, long long strideB, const void *beta, void *C,
+                                             cudaDataType Ctype, int64_t ldc, long long strideC, int64_t batchCount,
+                                             cublasComputeType_t computeType, cublasGemmAlgo_t algo);
 #define cublasCreate cublasCreate_v2
 #define cublasDestroy cublasDestroy_v2
 #define cublasSetStream cublasSetStream_v2
