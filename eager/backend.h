@@ -181,6 +181,15 @@ struct dg_backend {
     int (*batch_norm_backward)(const dg_backend *be, const dg_kview *x, const dg_kview *gy, const dg_kview *weight,
                                const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
                                dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner);
+    /* optional (NULL: the op runs batch_norm, then relu in place, and masks gy itself): batch norm
+     * with the ReLU after it in the same pass; its backward masks gy by y > 0 (y = the fused
+     * output, as relu's backward does) before the batch-norm backward */
+    int (*batch_norm_relu)(const dg_backend *be, const dg_kview *x, const dg_kview *weight, const dg_kview *bias, dg_kview *y,
+                           dg_kview *save_mean, dg_kview *save_invstd, bool training, double eps,
+                           int64_t n, int64_t c, int64_t inner);
+    int (*batch_norm_relu_backward)(const dg_backend *be, const dg_kview *x, const dg_kview *y, const dg_kview *gy,
+                                    const dg_kview *weight, const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
+                                    dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner);
 
     /* one optimizer step over n parameters of one dtype (f32/f64) in as few passes as the
      * device allows (eager/update_rule.h holds the per-element rules) */

@@ -3,7 +3,8 @@
  * with w' = w * s and b' = beta + (b - running_mean) * s, s = gamma / sqrt(running_var + eps).
  * That removes a full pass over every activation and its buffer; a ReLU after it is applied to
  * the convolution's output in place (so the convolution's output and the ReLU's never coexist).
- * Training, or any pass that records gradients, runs the layers as they are. */
+ * Training, or any pass that records gradients, runs the convolution, then the batch norm with
+ * its relu fused into the same pass (dg_batch_norm_relu). */
 #include "nn_internal.h"
 
 dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool relu) {
@@ -12,10 +13,9 @@ dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool 
     double eps;
     bool fold = !dg_is_grad_enabled() && !dg_layer_is_training(bn) && dg_nn_conv2d_parts(conv, &cp, &w, &b) &&
                 dg_nn_batch_norm_parts(bn, &eps, &gamma, &beta, &rm, &rv) && rm && rv;
-    if (!fold) {
+    if (!fold) {   /* training: the batch norm and its relu in one pass */
         dg_tensor *y = dg_forward(conv, x);
-        y = dg_advance(y, dg_forward(bn, y));
-        return relu ? dg_advance(y, dg_relu(y)) : y;
+        return dg_advance(y, relu ? dg_nn_batch_norm_relu_forward(bn, y) : dg_forward(bn, y));
     }
     int64_t c = dg_numel(rm);
     dg_scope *sc = dg_scope_begin();   /* the folded weight and shift die here */

@@ -23,5 +23,7 @@ bool dg_nn_batch_norm_parts(const dg_layer *l, double *eps, dg_tensor **weight, 
 /* conv then bn (then ReLU when relu): in eval mode with gradients off, one convolution with
  * the batch norm folded into its weight and bias; otherwise the two layers as they are. */
 dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool relu);
+/* relu(bn(x)) in one fused pass when bn is a BatchNorm layer (dg_batch_norm_relu), else the two */
+dg_tensor *dg_nn_batch_norm_relu_forward(dg_layer *bn, const dg_tensor *x);
 
 #endif

@@ -13,8 +13,6 @@ typedef struct {
     dg_tensor *weight, *bias, *running_mean, *running_var, *num_batches_tracked;
 } bn_state;
 
-static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x);
-
 static const dg_layer_class batch_norm1d_class = { .name = "BatchNorm1d" };
 const dg_layer_class *dg_nn_batch_norm1d_class(void) { return &batch_norm1d_class; }
 static const dg_layer_class batch_norm2d_class = { .name = "BatchNorm2d" };
@@ -32,7 +30,8 @@ bool dg_nn_batch_norm_parts(const dg_layer *l, double *eps, dg_tensor **weight, 
     return true;
 }
 
-static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x) {
+/* The layer's forward; `relu` fuses the ReLU after it (dg_batch_norm_relu). */
+static dg_tensor *bn_run(dg_layer *self, const dg_tensor *x, bool relu) {
     bn_state *s = dg_layer_user(self);
     char sh[96];
     int nd = dg_ndim(x);
@@ -63,7 +62,17 @@ static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x) {
     bp.training = use_batch;
     bp.momentum = momentum;
     bp.eps = s->eps;
-    return dg_batch_norm(x, s->running_mean, s->running_var, s->weight, s->bias, bp);
+    return (relu ? dg_batch_norm_relu : dg_batch_norm)(x, s->running_mean, s->running_var, s->weight, s->bias, bp);
+}
+
+static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x) { return bn_run(self, x, false); }
+
+dg_tensor *dg_nn_batch_norm_relu_forward(dg_layer *bn, const dg_tensor *x) {
+    if (!x || (!dg_layer_is(bn, &batch_norm1d_class) && !dg_layer_is(bn, &batch_norm2d_class))) {   /* NULL: forward says why */
+        dg_tensor *y = dg_forward(bn, x);
+        return dg_advance(y, dg_relu(y));
+    }
+    return bn_run(bn, x, true);
 }
 
 dg_nn_batch_norm_params dg_nn_batch_norm_default_params(void) {

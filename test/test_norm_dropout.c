@@ -253,3 +253,99 @@ Test(dropout, bad_input) {
     EXPECT_FAIL(dg_dropout(dg_ones(DG_SHAPE(3), DG_I64), 0.5, true), "dropout");
     dg_scope_end(s);
 }
+
+/* ================= batch_norm_relu ================= */
+
+/* The fused op against batch_norm then relu, bit for bit: values, running statistics and the
+ * gradients of x, weight and bias, in training and eval, for every float dtype the CPU stores
+ * (half x with f32 parameters, as mixed precision runs it). The input has exact zeros after
+ * normalisation (a channel of equal values), values around zero, and a NaN, so the mask's edge
+ * cases are compared too. */
+static void bn_relu_case(dg_dtype xdt, bool training) {
+    dg_scope *s = dg_scope_begin();
+    dg_dtype pdt = xdt == DG_F64 ? DG_F64 : DG_F32;
+    dg_manual_seed(7);
+    dg_tensor *x0 = dg_normal(DG_SHAPE(4, 3, 5, 6), 0.0, 1.0, DG_F64);
+    double *xv = dg_data(x0);
+    for (int i = 0; i < 4 * 30; i++) xv[(i / 30) * 90 + 30 + i % 30] = 2.5;   /* channel 1 constant: x - mean = 0 */
+    xv[7] = NAN;                                                             /* channel 0 has a NaN */
+    dg_tensor *xs[2], *ws[2], *bs[2], *rms[2], *rvs[2], *ys[2];
+    for (int k = 0; k < 2; k++) {
+        xs[k] = dg_cast(x0, xdt);
+        ws[k] = dg_cast(f64_of(DG_SHAPE(3), (double[]){0.7, 1.3, 1.1}), pdt);
+        bs[k] = dg_cast(f64_of(DG_SHAPE(3), (double[]){0.1, 0.0, -0.2}), pdt);
+        rms[k] = dg_cast(f64_of(DG_SHAPE(3), (double[]){0.2, 2.5, -0.1}), pdt);   /* eval: channel 1 normalises to 0 */
+        rvs[k] = dg_cast(f64_of(DG_SHAPE(3), (double[]){1.5, 0.5, 0.8}), pdt);
+        dg_set_requires_grad(xs[k], true);
+        dg_set_requires_grad(ws[k], true);
+        dg_set_requires_grad(bs[k], true);
+    }
+    dg_batch_norm_params p = dg_batch_norm_default_params();
+    p.training = training;
+    ys[0] = dg_relu(dg_batch_norm(xs[0], rms[0], rvs[0], ws[0], bs[0], p));
+    ys[1] = dg_batch_norm_relu(xs[1], rms[1], rvs[1], ws[1], bs[1], p);
+    cr_assert(ys[0] && ys[1], "%s: %s", dg_dtype_name(xdt), dg_last_error());
+    dg_tensor *gy = dg_cast(dg_normal(DG_SHAPE(4, 3, 5, 6), 0.0, 1.0, DG_F64), xdt);
+    for (int k = 0; k < 2; k++) {
+        /* from gy directly (a loss over y would carry y's NaN into every gradient) */
+        dg_backward_params bp = dg_backward_default_params();
+        bp.grad_output = gy;
+        cr_assert_eq(dg_backward_ext(ys[k], bp), 0, "%s", dg_last_error());
+    }
+    size_t es = dg_dtype_size(xdt), ps = dg_dtype_size(pdt);
+    const char *what = training ? "train" : "eval";
+    cr_expect(memcmp(dg_data(ys[0]), dg_data(ys[1]), 360 * es) == 0, "%s %s: y differs", dg_dtype_name(xdt), what);
+    cr_expect(memcmp(dg_data(rms[0]), dg_data(rms[1]), 3 * ps) == 0 && memcmp(dg_data(rvs[0]), dg_data(rvs[1]), 3 * ps) == 0,
+              "%s %s: running stats differ", dg_dtype_name(xdt), what);
+    const dg_tensor *pairs[3][2] = { { xs[0], xs[1] }, { ws[0], ws[1] }, { bs[0], bs[1] } };
+    const char *names[3] = { "x", "weight", "bias" };
+    for (int i = 0; i < 3; i++) {
+        const dg_tensor *g0 = dg_grad(pairs[i][0]), *g1 = dg_grad(pairs[i][1]);
+        cr_assert(g0 && g1, "%s %s: no grad for %s", dg_dtype_name(xdt), what, names[i]);
+        cr_expect(memcmp(dg_data(g0), dg_data(g1), (size_t)dg_numel(g0) * dg_dtype_size(dg_dtype_of(g0))) == 0,
+                  "%s %s: grad of %s differs", dg_dtype_name(xdt), what, names[i]);
+    }
+    /* the fused output really is relu'd: no negative value anywhere */
+    dg_tensor *y64 = dg_cast(ys[1], DG_F64);
+    const double *yv = dg_data(y64);
+    int neg = 0, zeros = 0;
+    for (int i = 0; i < 360; i++) { neg += yv[i] < 0; zeros += yv[i] == 0; }
+    cr_expect(neg == 0 && zeros > 30, "%s %s: %d negative values, %d zeros", dg_dtype_name(xdt), what, neg, zeros);
+    dg_scope_end(s);
+}
+
+Test(batch_norm_relu, equals_batch_norm_then_relu_bit_for_bit) {
+    dg_dtype dts[4] = { DG_F32, DG_F64, DG_BF16, DG_F16 };
+    for (int i = 0; i < 4; i++) {
+        bn_relu_case(dts[i], true);
+        bn_relu_case(dts[i], false);
+    }
+    cr_assert_eq(dg_live_tensors(), 0);
+}
+
+static dg_tensor *bn_relu_fn(dg_tensor *const *in, void *ctx) {
+    bn_ctx *c = ctx;
+    dg_batch_norm_params bnp = dg_batch_norm_default_params();
+    bnp.training = c->training;
+    return dg_batch_norm_relu(in[0], c->rm, c->rv, in[1], in[2], bnp);
+}
+
+Test(batch_norm_relu, grad_f64_finite_differences) {
+    dg_scope *s = dg_scope_begin();
+    bn_ctx ctx = { .training = true };
+    dg_tensor *in[3] = { gc_input(DG_SHAPE(3, 2, 3, 3), -2, 2), gc_input(DG_SHAPE(2), 0.5, 1.5), gc_input(DG_SHAPE(2), -0.3, 0.3) };
+    gradcheck("batch_norm_relu train", bn_relu_fn, in, 3, &ctx, 1e-5);
+    bn_ctx ev = { .training = false, .rm = dg_uniform(DG_SHAPE(2), -1, 1, DG_F64), .rv = dg_uniform(DG_SHAPE(2), 0.5, 2, DG_F64) };
+    gradcheck("batch_norm_relu eval", bn_relu_fn, in, 3, &ev, 1e-6);
+    dg_scope_end(s);
+}
+
+Test(batch_norm_relu, bad_input_names_the_op) {
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *x = dg_zeros(DG_SHAPE(2, 3, 4), DG_F32), *w = dg_ones(DG_SHAPE(4), DG_F32);
+    dg_batch_norm_params p = dg_batch_norm_default_params();
+    p.training = true;
+    cr_expect_null(dg_batch_norm_relu(x, NULL, NULL, w, NULL, p));
+    expect_error_contains("bn_relu weight", "batch_norm_relu: weight must be [3]", "[2, 3, 4]");
+    dg_scope_end(s);
+}

@@ -158,5 +158,7 @@ const dg_backend dg_cpu_backend = {
     .max_pool2d_indices_backward = dg_cpu_max_pool2d_indices_backward_any,
     .batch_norm = dg_cpu_batch_norm_any,
     .batch_norm_backward = dg_cpu_batch_norm_backward_any,
+    .batch_norm_relu = dg_cpu_batch_norm_relu_any,
+    .batch_norm_relu_backward = dg_cpu_batch_norm_relu_backward_any,
     .fused_update = dg_cpu_fused_update,
 };

@@ -37,6 +37,10 @@ int dg_cpu_batch_norm(const dg_backend *be, const dg_kview *, const dg_kview *, 
                       bool, double, int64_t, int64_t, int64_t);
 int dg_cpu_batch_norm_backward(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,
                                const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_batch_norm_relu(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
+                           bool, double, int64_t, int64_t, int64_t);
+int dg_cpu_batch_norm_relu_backward(const dg_backend *be, const dg_kview *x, const dg_kview *y, const dg_kview *gy, const dg_kview *,
+                                    const dg_kview *, const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
 
 int dg_cpu_fused_update(const dg_backend *be, const dg_update_params *, dg_dtype, const dg_update_tensor *, int);
 int dg_cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y);   /* any strides, casts between any dtypes */
@@ -67,6 +71,10 @@ int dg_cpu_batch_norm_any(const dg_backend *be, const dg_kview *, const dg_kview
                       bool, double, int64_t, int64_t, int64_t);
 int dg_cpu_batch_norm_backward_any(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,
                                const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+int dg_cpu_batch_norm_relu_any(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
+                               bool, double, int64_t, int64_t, int64_t);
+int dg_cpu_batch_norm_relu_backward_any(const dg_backend *be, const dg_kview *x, const dg_kview *y, const dg_kview *gy, const dg_kview *,
+                                        const dg_kview *, const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
 
 /* oneDNN's convolutions (conv_dnnl.c): 1 when done, 0 when the caller should fall back; they
  * take f32 operands, or bf16 ones (all of them) natively */

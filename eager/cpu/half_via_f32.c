@@ -223,21 +223,35 @@ int dg_cpu_max_pool2d_indices_backward_any(const dg_backend *be, const dg_pool2d
 
 /* ---- batch norm: x may be half while weight, bias and the statistics are f32 (normalisation
  * layers keep f32 parameters under O2), and the statistics are always accumulated in f32 ---- */
+/* Batch norm runs on half activations natively (cpu/batchnorm.c); only per-channel tensors that
+ * are half themselves (a norm layer cast to half, which O2 normally avoids) are widened here,
+ * c values each. */
+static int bn_forward_any(const dg_backend *be, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y, dg_kview *mean,
+                          dg_kview *invstd, bool training, bool relu, double eps, int64_t n, int64_t c, int64_t inner) {
+    scratch s = { .n = 0 };
+    dg_kview *wf = IN(w), *bf = IN(b), *mf = INOUT(mean), *sf = INOUT(invstd);
+    RUN(relu ? dg_cpu_batch_norm_relu(be, x, wf, bf, y, mf, sf, training, eps, n, c, inner)
+             : dg_cpu_batch_norm(be, x, wf, bf, y, mf, sf, training, eps, n, c, inner));
+}
 int dg_cpu_batch_norm_any(const dg_backend *be, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y,
                           dg_kview *mean, dg_kview *invstd, bool training, double eps, int64_t n, int64_t c, int64_t inner) {
-    if (!ANY_HALF(x, w, b, y, mean, invstd)) return dg_cpu_batch_norm(be, x, w, b, y, mean, invstd, training, eps, n, c, inner);
-    scratch s = { .n = 0 };
-    dg_kview *xf = IN(x), *wf = IN(w), *bf = IN(b), *yf = OUT(y), *mf = INOUT(mean), *sf = INOUT(invstd);
-    RUN(dg_cpu_batch_norm(be, xf, wf, bf, yf, mf, sf, training, eps, n, c, inner));
+    return bn_forward_any(be, x, w, b, y, mean, invstd, training, false, eps, n, c, inner);
+}
+int dg_cpu_batch_norm_relu_any(const dg_backend *be, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y,
+                               dg_kview *mean, dg_kview *invstd, bool training, double eps, int64_t n, int64_t c, int64_t inner) {
+    return bn_forward_any(be, x, w, b, y, mean, invstd, training, true, eps, n, c, inner);
 }
 
+int dg_cpu_batch_norm_relu_backward_any(const dg_backend *be, const dg_kview *x, const dg_kview *y, const dg_kview *gy,
+                                        const dg_kview *w, const dg_kview *mean, const dg_kview *invstd, bool training,
+                                        dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner) {
+    scratch s = { .n = 0 };
+    dg_kview *wf = IN(w), *mf = IN(mean), *sf = IN(invstd), *gwf = OUT(gw), *gbf = OUT(gb);
+    RUN(y ? dg_cpu_batch_norm_relu_backward(be, x, y, gy, wf, mf, sf, training, gx, gwf, gbf, n, c, inner)
+          : dg_cpu_batch_norm_backward(be, x, gy, wf, mf, sf, training, gx, gwf, gbf, n, c, inner));
+}
 int dg_cpu_batch_norm_backward_any(const dg_backend *be, const dg_kview *x, const dg_kview *gy, const dg_kview *w, const dg_kview *mean,
                                    const dg_kview *invstd, bool training, dg_kview *gx, dg_kview *gw, dg_kview *gb,
                                    int64_t n, int64_t c, int64_t inner) {
-    if (!ANY_HALF(x, gy, w, mean, invstd, gx, gw, gb))
-        return dg_cpu_batch_norm_backward(be, x, gy, w, mean, invstd, training, gx, gw, gb, n, c, inner);
-    scratch s = { .n = 0 };
-    dg_kview *xf = IN(x), *gyf = IN(gy), *wf = IN(w), *mf = IN(mean), *sf = IN(invstd);
-    dg_kview *gxf = OUT(gx), *gwf = OUT(gw), *gbf = OUT(gb);
-    RUN(dg_cpu_batch_norm_backward(be, xf, gyf, wf, mf, sf, training, gxf, gwf, gbf, n, c, inner));
+    return dg_cpu_batch_norm_relu_backward_any(be, x, NULL, gy, w, mean, invstd, training, gx, gw, gb, n, c, inner);
 }

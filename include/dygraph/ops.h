@@ -305,6 +305,10 @@ DG_API dg_batch_norm_params dg_batch_norm_default_params(void);
  * may be NULL in training mode. */
 DG_API dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
                          const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p);
+/* relu(batch_norm(...)) in one pass over the data, forward and backward (ResNet's conv -> bn ->
+ * relu); values and gradients are bit-identical to the two ops. */
+DG_API dg_tensor *dg_batch_norm_relu(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
+                                     const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p);
 
 /* Inverted dropout: kept values scaled by 1/(1-p) in training; identity in eval. Mask from
  * the calling thread's generator (the default one unless dg_generator_use picked another). */

@@ -82,6 +82,15 @@ static dg_tensor *f_bn_train_nostats(dg_tensor *const *in) {
     bnp3.training = true;
     return dg_batch_norm(in[0], NULL, NULL, in[1], in[2], bnp3);
 }
+/* the fused op: the CUDA backend has no fused entry, so this checks the op's own composition */
+static dg_tensor *f_bn_relu_train(dg_tensor *const *in) {
+    dg_batch_norm_params bnp = dg_batch_norm_default_params();
+    bnp.training = true;
+    return with_stats(dg_batch_norm_relu(in[0], in[3], in[4], in[1], in[2], bnp), in[3], in[4]);
+}
+static dg_tensor *f_bn_relu_eval(dg_tensor *const *in) {
+    return dg_batch_norm_relu(in[0], in[3], in[4], in[1], in[2], dg_batch_norm_default_params());
+}
 static dg_tensor *f_bn_eval(dg_tensor *const *in) {
     return dg_batch_norm(in[0], in[3], in[4], in[1], in[2], dg_batch_norm_default_params());   /* eval */
 }
@@ -122,6 +131,8 @@ static const gt_op_case cases[] = {
     { "batch_norm train no running stats", f_bn_train_nostats, 3, BN_IN(3, 2, 3, 4, 4), GT_RED, GT_RED_LOOSE },
     { "batch_norm eval [N,C,H,W]", f_bn_eval, 5, BN_IN(3, 2, 3, 4, 5), GT_EW, GT_RED },
     { "batch_norm eval [N,C]", f_bn_eval, 5, BN_IN(6, 8, 6), GT_EW, GT_RED },
+    { "batch_norm_relu train [N,C,H,W]", f_bn_relu_train, 5, BN_IN(3, 2, 3, 4, 5), GT_RED, GT_RED_LOOSE },
+    { "batch_norm_relu eval [N,C,H,W]", f_bn_relu_eval, 5, BN_IN(3, 2, 3, 4, 5), GT_EW, GT_RED },
 };
 
 GT_TABLE_TESTS(gpu_conv, cases, gt_expect_op_matches_cpu, 5000)
