@@ -33,6 +33,12 @@ int dg_cpu_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *, 
 int dg_cpu_max_pool2d_with_indices(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *, dg_kview *);
 int dg_cpu_adaptive_max_pool2d(const dg_backend *be, const dg_kview *, dg_kview *, dg_kview *);
 int dg_cpu_max_pool2d_indices_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
+/* The pooling kernels also take float16 / bfloat16 (loaded to f32, rounded once on store).
+ * Backward passes that sum into gx sum a half plane in an f32 stack buffer of this many
+ * elements; half_via_f32.c widens larger planes instead (the predicates say which). */
+#define DG_CPU_POOL_HALF_PLANE_MAX 16384
+bool dg_cpu_pool_half_plane_fits(int64_t hw);
+bool dg_cpu_max_pool2d_half_bwd_fits(const dg_pool2d_geom *g);
 int dg_cpu_batch_norm(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
                       bool, double, int64_t, int64_t, int64_t);
 int dg_cpu_batch_norm_backward(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,

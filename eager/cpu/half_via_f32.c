@@ -1,10 +1,10 @@
 /* eager/cpu/half_via_f32.c — float16 / bfloat16 for the CPU entries that have no 2-byte kernel
  * of their own: each half operand is widened into a float32 scratch buffer, the f32 kernel runs,
- * and the outputs are rounded back (round-to-nearest-even). So every reduction, softmax, loss,
- * pooling window and batch-norm statistic accumulates in f32, and every op works on half
- * tensors on the CPU with one kernel per entry. The table in cpu_backend.c points at these
- * wrappers; a call with no half operand goes straight to the kernel. The fast bf16 paths
- * (oneDNN convolutions and GEMM, the elementwise kernels) live with their kernels. */
+ * and the outputs are rounded back (round-to-nearest-even). So every reduction, softmax, loss
+ * and batch-norm statistic accumulates in f32, and every op works on half tensors on the CPU
+ * with one kernel per entry. The table in cpu_backend.c points at these wrappers; a call with
+ * no half operand goes straight to the kernel. The fast half paths (oneDNN convolutions and
+ * GEMM, the elementwise kernels, pooling with one half dtype) live with their kernels. */
 #include "../backend.h"
 #include "cpu_kernels.h"
 
@@ -157,65 +157,80 @@ int dg_cpu_conv2d_backward_filter_any(const dg_backend *be, const dg_conv2d_geom
     RUN(dg_cpu_conv2d_backward_filter(be, g, gyf, xf, gwf, gbf));
 }
 
-/* ---- pooling ---- */
+/* ---- pooling: the kernels (pool.c, pool_indices.c) take f16/bf16 themselves, loading to f32
+ * and rounding once, so operands of one half dtype go straight to them. Widened here still:
+ * mixed dtypes (e.g. an f32 gradient for a half input), and backward passes whose gradient
+ * plane is over the kernels' f32 stack accumulator (DG_CPU_POOL_HALF_PLANE_MAX elements). ---- */
+#define ALL_HALF_AS(x, ...) all_half_as((x), (const dg_kview *[]){ __VA_ARGS__ }, sizeof((const dg_kview *[]){ __VA_ARGS__ }) / sizeof(dg_kview *))
+static bool all_half_as(const dg_kview *x, const dg_kview *const *v, size_t n) {
+    if (!is_half(x)) return false;
+    for (size_t i = 0; i < n; i++) if (v[i]->dtype != x->dtype) return false;
+    return true;
+}
+static int64_t plane_of(const dg_kview *v) { return v->shape[2] * v->shape[3]; }
+
 int dg_cpu_max_pool2d_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
-    if (!ANY_HALF(x, y)) return dg_cpu_max_pool2d(be, g, x, y);
+    if (!ANY_HALF(x, y) || ALL_HALF_AS(x, y)) return dg_cpu_max_pool2d(be, g, x, y);
     scratch s = { .n = 0 };
     dg_kview *xf = IN(x), *yf = OUT(y);
     RUN(dg_cpu_max_pool2d(be, g, xf, yf));
 }
 
 int dg_cpu_max_pool2d_backward_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, const dg_kview *y, const dg_kview *gy, dg_kview *gx) {
-    if (!ANY_HALF(x, y, gy, gx)) return dg_cpu_max_pool2d_backward(be, g, x, y, gy, gx);
+    if (!ANY_HALF(x, y, gy, gx) || (ALL_HALF_AS(x, y, gy, gx) && dg_cpu_max_pool2d_half_bwd_fits(g)))
+        return dg_cpu_max_pool2d_backward(be, g, x, y, gy, gx);
     scratch s = { .n = 0 };
     dg_kview *xf = IN(x), *yf = IN(y), *gyf = IN(gy), *gxf = OUT(gx);
     RUN(dg_cpu_max_pool2d_backward(be, g, xf, yf, gyf, gxf));
 }
 
 int dg_cpu_avg_pool2d_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y) {
-    if (!ANY_HALF(x, y)) return dg_cpu_avg_pool2d(be, g, x, y);
+    if (!ANY_HALF(x, y) || ALL_HALF_AS(x, y)) return dg_cpu_avg_pool2d(be, g, x, y);
     scratch s = { .n = 0 };
     dg_kview *xf = IN(x), *yf = OUT(y);
     RUN(dg_cpu_avg_pool2d(be, g, xf, yf));
 }
 
 int dg_cpu_avg_pool2d_backward_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx) {
-    if (!ANY_HALF(gy, gx)) return dg_cpu_avg_pool2d_backward(be, g, gy, gx);
+    if (!ANY_HALF(gy, gx) || (ALL_HALF_AS(gy, gx) && dg_cpu_pool_half_plane_fits(g->h * g->w)))
+        return dg_cpu_avg_pool2d_backward(be, g, gy, gx);
     scratch s = { .n = 0 };
     dg_kview *gyf = IN(gy), *gxf = OUT(gx);
     RUN(dg_cpu_avg_pool2d_backward(be, g, gyf, gxf));
 }
 
 int dg_cpu_adaptive_avg_pool2d_any(const dg_backend *be, const dg_kview *x, dg_kview *y) {
-    if (!ANY_HALF(x, y)) return dg_cpu_adaptive_avg_pool2d(be, x, y);
+    if (!ANY_HALF(x, y) || ALL_HALF_AS(x, y)) return dg_cpu_adaptive_avg_pool2d(be, x, y);
     scratch s = { .n = 0 };
     dg_kview *xf = IN(x), *yf = OUT(y);
     RUN(dg_cpu_adaptive_avg_pool2d(be, xf, yf));
 }
 
 int dg_cpu_adaptive_avg_pool2d_backward_any(const dg_backend *be, const dg_kview *gy, dg_kview *gx) {
-    if (!ANY_HALF(gy, gx)) return dg_cpu_adaptive_avg_pool2d_backward(be, gy, gx);
+    if (!ANY_HALF(gy, gx) || (ALL_HALF_AS(gy, gx) && dg_cpu_pool_half_plane_fits(plane_of(gx))))
+        return dg_cpu_adaptive_avg_pool2d_backward(be, gy, gx);
     scratch s = { .n = 0 };
     dg_kview *gyf = IN(gy), *gxf = OUT(gx);
     RUN(dg_cpu_adaptive_avg_pool2d_backward(be, gyf, gxf));
 }
 
 int dg_cpu_max_pool2d_with_indices_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y, dg_kview *idx) {
-    if (!ANY_HALF(x, y)) return dg_cpu_max_pool2d_with_indices(be, g, x, y, idx);
+    if (!ANY_HALF(x, y) || ALL_HALF_AS(x, y)) return dg_cpu_max_pool2d_with_indices(be, g, x, y, idx);
     scratch s = { .n = 0 };
     dg_kview *xf = IN(x), *yf = OUT(y);
     RUN(dg_cpu_max_pool2d_with_indices(be, g, xf, yf, idx));
 }
 
 int dg_cpu_adaptive_max_pool2d_any(const dg_backend *be, const dg_kview *x, dg_kview *y, dg_kview *idx) {
-    if (!ANY_HALF(x, y)) return dg_cpu_adaptive_max_pool2d(be, x, y, idx);
+    if (!ANY_HALF(x, y) || ALL_HALF_AS(x, y)) return dg_cpu_adaptive_max_pool2d(be, x, y, idx);
     scratch s = { .n = 0 };
     dg_kview *xf = IN(x), *yf = OUT(y);
     RUN(dg_cpu_adaptive_max_pool2d(be, xf, yf, idx));
 }
 
 int dg_cpu_max_pool2d_indices_backward_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *idx, const dg_kview *gy, dg_kview *gx) {
-    if (!ANY_HALF(gy, gx)) return dg_cpu_max_pool2d_indices_backward(be, g, idx, gy, gx);
+    if (!ANY_HALF(gy, gx) || (ALL_HALF_AS(gy, gx) && dg_cpu_pool_half_plane_fits(plane_of(gx))))
+        return dg_cpu_max_pool2d_indices_backward(be, g, idx, gy, gx);
     scratch s = { .n = 0 };
     dg_kview *gyf = IN(gy), *gxf = OUT(gx);
     RUN(dg_cpu_max_pool2d_indices_backward(be, g, idx, gyf, gxf));
