@@ -114,18 +114,20 @@ static void max2x2_row_##SUF(const T *restrict r0, const T *restrict r1, A *rest
     for (int64_t i = 0; i < 2 * ow; i++) t[i] = nmax_##SUF(LD(r0[i]), LD(r1[i]));                 \
     for (int64_t ox = 0; ox < ow; ox++) y[ox] = ST(nmax_##SUF(t[2 * ox], t[2 * ox + 1]));          \
 }                                                                                                  \
-static void max2x2_row_bwd_##SUF(const T *restrict r0, const T *restrict r1, const T *restrict gy, A *restrict t, \
+/* Per window: the winner by select chains only (a branch-free form GCC vectorises for f32 and  \
+ * for half storage alike); the gradient is moved as stored bits (a half gradient is not        \
+ * converted at all: the winner gets gy's own value, every other input +0). */                   \
+static void max2x2_row_bwd_##SUF(const T *restrict r0, const T *restrict r1, const T *restrict gy,  \
                                  T *restrict g0, T *restrict g1, int64_t ow) {                     \
-    for (int64_t i = 0; i < 2 * ow; i++) t[i] = nmax_##SUF(LD(r0[i]), LD(r1[i]));                 \
     for (int64_t ox = 0; ox < ow; ox++) {                                                          \
-        A a = LD(r0[2 * ox]), b = LD(r0[2 * ox + 1]), c = LD(r1[2 * ox]);  /* the fourth wins when these do not */ \
-        A m = nmax_##SUF(t[2 * ox], t[2 * ox + 1]), v = LD(gy[ox]);                                \
-        int e0 = (a == m) | (a != a);                                                              \
-        int e1 = (!e0) & ((b == m) | (b != b));                                                    \
-        int e2 = (!(e0 | e1)) & ((c == m) | (c != c));                                             \
-        int e3 = !(e0 | e1 | e2);                                                                  \
-        g0[2 * ox] = ST(e0 ? v : (A)0); g0[2 * ox + 1] = ST(e1 ? v : (A)0);                        \
-        g1[2 * ox] = ST(e2 ? v : (A)0); g1[2 * ox + 1] = ST(e3 ? v : (A)0);                        \
+        A a = LD(r0[2 * ox]), b = LD(r0[2 * ox + 1]), c = LD(r1[2 * ox]), d = LD(r1[2 * ox + 1]);  \
+        A m = nmax_##SUF(nmax_##SUF(a, b), nmax_##SUF(c, d));                                      \
+        T v = gy[ox], z = 0;                                                                       \
+        int ha = (a == m) | (a != a), hb = (b == m) | (b != b), hc = (c == m) | (c != c);          \
+        T ga = ha ? v : z, rest = ha ? z : v;          /* rest: the gradient still unassigned */  \
+        T gb = hb ? rest : z; rest = hb ? z : rest;                                                \
+        T gc = hc ? rest : z; rest = hc ? z : rest;                                                \
+        g0[2 * ox] = ga; g0[2 * ox + 1] = gb; g1[2 * ox] = gc; g1[2 * ox + 1] = rest;              \
     }                                                                                              \
 }                                                                                                  \
 static void max2x2_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                          \
@@ -142,12 +144,11 @@ static void max2x2_bwd_##SUF(const dg_pool2d_geom *g, const T *x, const T *gy, T
     int64_t planes = g->n * g->c, H = g->h, W = g->w, OH = g->oh, OW = g->ow;                      \
     _Pragma("omp parallel for if(planes * H * W >= DG_PAR_MIN) schedule(static)")                  \
     for (int64_t p = 0; p < planes; p++) {                                                         \
-        A t[2 * OW];                                                                               \
         const T *xp = x + p * H * W, *gp = gy + p * OH * OW; T *gxp = gx + p * H * W;              \
         /* rows/columns no window covers (odd sizes) get zero (all-zero bits: +0 in every type) */ \
         if (2 * OH < H || 2 * OW < W) memset(gxp, 0, sizeof(T) * (size_t)(H * W));                  \
         for (int64_t oy = 0; oy < OH; oy++)                                                        \
-            max2x2_row_bwd_##SUF(xp + 2 * oy * W, xp + (2 * oy + 1) * W, gp + oy * OW, t,           \
+            max2x2_row_bwd_##SUF(xp + 2 * oy * W, xp + (2 * oy + 1) * W, gp + oy * OW,              \
                                  gxp + 2 * oy * W, gxp + (2 * oy + 1) * W, OW);                    \
     }                                                                                              \
 }                                                                                                  \
