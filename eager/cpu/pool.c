@@ -17,6 +17,7 @@
 #include "cpu_kernels.h"
 #include "iter.h"
 #include <math.h>
+#include <string.h>
 
 /* Clipped window [*s, *e) of output index o along one axis of size n. */
 static inline void window(int64_t o, int stride, int pad, int k, int64_t n, int64_t *s, int64_t *e) {
@@ -114,20 +115,29 @@ static void max2x2_row_##SUF(const T *restrict r0, const T *restrict r1, A *rest
     for (int64_t i = 0; i < 2 * ow; i++) t[i] = nmax_##SUF(LD(r0[i]), LD(r1[i]));                 \
     for (int64_t ox = 0; ox < ow; ox++) y[ox] = ST(nmax_##SUF(t[2 * ox], t[2 * ox + 1]));          \
 }                                                                                                  \
-/* Per window: the winner by select chains only (a branch-free form GCC vectorises for f32 and  \
- * for half storage alike); the gradient is moved as stored bits (a half gradient is not        \
- * converted at all: the winner gets gy's own value, every other input +0). */                   \
+/* v where c, else +0, on the stored bits: the scalar tail of a short row (ResNet's and MyNet's  \
+ * 7x7 and 15x15 planes are all tail for AVX-512) stays branch-free, where a select on floats  \
+ * became a mispredicted branch */                                                               \
+static inline T keep_if_##SUF(int c, T v) {                                                        \
+    if (sizeof(T) == 2) { uint16_t u; memcpy(&u, &v, 2); u &= (uint16_t)-c; memcpy(&v, &u, 2); }   \
+    else if (sizeof(T) == 4) { uint32_t u; memcpy(&u, &v, 4); u &= (uint32_t)-c; memcpy(&v, &u, 4); } \
+    else { uint64_t u; memcpy(&u, &v, 8); u &= (uint64_t)-c; memcpy(&v, &u, 8); }                  \
+    return v;                                                                                      \
+}                                                                                                  \
+/* Per window: the first input equal to the maximum (or the first NaN) gets gy's value as stored \
+ * (a half gradient is not converted at all), every other input +0. */                           \
 static void max2x2_row_bwd_##SUF(const T *restrict r0, const T *restrict r1, const T *restrict gy,  \
                                  T *restrict g0, T *restrict g1, int64_t ow) {                     \
     for (int64_t ox = 0; ox < ow; ox++) {                                                          \
         A a = LD(r0[2 * ox]), b = LD(r0[2 * ox + 1]), c = LD(r1[2 * ox]), d = LD(r1[2 * ox + 1]);  \
         A m = nmax_##SUF(nmax_##SUF(a, b), nmax_##SUF(c, d));                                      \
-        T v = gy[ox], z = 0;                                                                       \
         int ha = (a == m) | (a != a), hb = (b == m) | (b != b), hc = (c == m) | (c != c);          \
-        T ga = ha ? v : z, rest = ha ? z : v;          /* rest: the gradient still unassigned */  \
-        T gb = hb ? rest : z; rest = hb ? z : rest;                                                \
-        T gc = hc ? rest : z; rest = hc ? z : rest;                                                \
-        g0[2 * ox] = ga; g0[2 * ox + 1] = gb; g1[2 * ox] = gc; g1[2 * ox + 1] = rest;              \
+        int na = !ha, nb = !hb;                                                                    \
+        T v = gy[ox];                                                                              \
+        g0[2 * ox] = keep_if_##SUF(ha, v);                                                         \
+        g0[2 * ox + 1] = keep_if_##SUF(na & hb, v);                                                \
+        g1[2 * ox] = keep_if_##SUF(na & nb & hc, v);                                               \
+        g1[2 * ox + 1] = keep_if_##SUF(na & nb & !hc, v);                                          \
     }                                                                                              \
 }                                                                                                  \
 static void max2x2_fwd_##SUF(const dg_pool2d_geom *g, const T *x, T *y) {                          \
