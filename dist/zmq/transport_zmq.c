@@ -9,9 +9,12 @@
  * bound to the endpoint's own address (never 0.0.0.0: a server is reachable only where the job
  * said it is), answering one request at a time on the calling thread.
  *
- * Wire: worker -> server [seq (8 bytes)][payload]; the ROUTER adds the peer's identity in front,
- * and the reply goes back as [identity][seq][reply]. ZMQ_MAXMSGSIZE bounds what either side
- * accepts, so a peer cannot make the other allocate without limit (zmq drops its connection). */
+ * Wire: worker -> server [seq (8 bytes)][job token][payload]; the ROUTER adds the peer's identity
+ * in front, and the reply goes back as [identity][seq][status (1 byte)][reply]. The job token
+ * (DG_JOB_TOKEN, as the rendezvous store checks it) keeps a worker of another job that reached
+ * this port from touching our tables: its request is answered with status REFUSED and never
+ * reaches the handler. ZMQ_MAXMSGSIZE bounds what either side accepts, so a peer cannot make
+ * the other allocate without limit (zmq drops its connection). */
 #include <dygraph.h>
 #include <dygraph/extension.h>
 #include <dygraph/module.h>
@@ -27,6 +30,8 @@
 
 #define ENDPOINT_MAX 256
 #define POLL_MS 100        /* the server looks at *stop at least this often (ps_internal.h) */
+#define TOKEN_MAX 128      /* the store's DG_STORE_MAX_TOKEN */
+enum { REPLY_OK = 0, REPLY_REFUSED = 1 };
 
 typedef struct zmq_peer {
     void *sock;
@@ -42,6 +47,8 @@ typedef struct zmq_impl {
     int n_peers;
     void *server;          /* the ROUTER, after bind */
     char bound[ENDPOINT_MAX];
+    char token[TOKEN_MAX + 1];
+    size_t token_len;
 } zmq_impl;
 
 /* "ip:port" -> "tcp://ip:port"; the ip must be given (a server binds to its own address). */
@@ -151,6 +158,23 @@ static int await_reply(zmq_impl *z, zmq_peer *p, uint64_t seq, void **reply, siz
         if (ok) memcpy(&got, zmq_msg_data(&head), sizeof got);
         zmq_msg_close(&head);
         if (!ok || got != seq) { drain(p->sock); continue; }
+        zmq_msg_t status;
+        zmq_msg_init(&status);
+        if (zmq_msg_recv(&status, p->sock, ZMQ_DONTWAIT) < 0) {   /* the parts of a message arrive together */
+            zmq_msg_close(&status);
+            return zmq_fail("receiving the reply status of server", p->endpoint);
+        }
+        int st = zmq_msg_size(&status) == 1 && has_more(p->sock) ? *(unsigned char *)zmq_msg_data(&status) : -1;
+        zmq_msg_close(&status);
+        if (st != REPLY_OK) {
+            drain(p->sock);
+            if (st == REPLY_REFUSED) {
+                DG_RAISE(DG_ECOMM, "zmq: server %s refused the request: it belongs to another job (its DG_JOB_TOKEN differs "
+                         "from this process's)", p->endpoint);
+                return DG_ECOMM;
+            }
+            continue;   /* not a reply of ours */
+        }
         zmq_msg_init(&body);
         if (zmq_msg_recv(&body, p->sock, ZMQ_DONTWAIT) < 0) {   /* the parts of a message arrive together */
             zmq_msg_close(&body);
@@ -191,6 +215,7 @@ static int zt_request(dg_ps_transport *t, int server, const void *msg, size_t le
     /* a DEALER with a pipe to the server queues the message even before the connection is up,
      * so send does not block; the timeout is the reply's */
     if (zmq_send(p->sock, &seq, sizeof seq, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(p->sock, z->token, z->token_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
         zmq_send(p->sock, msg, len, ZMQ_DONTWAIT) < 0)
         rc = zmq_errno() == EAGAIN ? (DG_RAISE(DG_ETIMEOUT, "zmq: server %s is not taking requests (its queue is full)",
                                                p->endpoint), DG_ETIMEOUT)
@@ -218,9 +243,10 @@ static int zt_bind(dg_ps_transport *t, const char *endpoint) {
     return rc;
 }
 
-/* One request: [identity][seq][payload]. Anything else is not from our workers and is dropped. */
+/* One request: [identity][seq][token][payload]. Anything else is not from a worker of ours and is
+ * dropped; a wrong token is answered REFUSED, so that worker fails at once naming the reason. */
 static int serve_one(zmq_impl *z, dg_ps_handler handler, void *ctx) {
-    zmq_msg_t part[3];
+    zmq_msg_t part[4];
     int n = 0;
     bool ok = true;
     for (;;) {
@@ -233,15 +259,17 @@ static int serve_one(zmq_impl *z, dg_ps_handler handler, void *ctx) {
             if (e == EAGAIN || e == EINTR) return 0;
             return zmq_fail("receiving a request on", z->bound);
         }
-        if (n < 3) part[n++] = m;
+        if (n < 4) part[n++] = m;
         else { zmq_msg_close(&m); ok = false; }
         if (!has_more(z->server)) break;
     }
     int rc = 0;
-    if (ok && n == 3 && zmq_msg_size(&part[1]) == sizeof(uint64_t)) {
+    if (ok && n == 4 && zmq_msg_size(&part[1]) == sizeof(uint64_t)) {
         void *reply = NULL;
         size_t reply_len = 0;
-        rc = handler(ctx, zmq_msg_data(&part[2]), zmq_msg_size(&part[2]), &reply, &reply_len);
+        unsigned char st = zmq_msg_size(&part[2]) == z->token_len && !memcmp(zmq_msg_data(&part[2]), z->token, z->token_len)
+                               ? REPLY_OK : REPLY_REFUSED;
+        if (st == REPLY_OK) rc = handler(ctx, zmq_msg_data(&part[3]), zmq_msg_size(&part[3]), &reply, &reply_len);
         if (!rc) {
             zmq_msg_t out;
             /* the reply's buffer goes to zmq, which frees it once sent; a vanished worker's
@@ -250,7 +278,8 @@ static int serve_one(zmq_impl *z, dg_ps_handler handler, void *ctx) {
                 free(reply);
                 rc = zmq_fail("wrapping a reply on", z->bound);
             } else if (zmq_msg_send(&part[0], z->server, ZMQ_SNDMORE) < 0 ||
-                       zmq_msg_send(&part[1], z->server, ZMQ_SNDMORE) < 0 || zmq_msg_send(&out, z->server, 0) < 0) {
+                       zmq_msg_send(&part[1], z->server, ZMQ_SNDMORE) < 0 || zmq_send(z->server, &st, 1, ZMQ_SNDMORE) < 0 ||
+                       zmq_msg_send(&out, z->server, 0) < 0) {
                 zmq_msg_close(&out);
                 /* EHOSTUNREACH never comes without ROUTER_MANDATORY; anything else is ours */
                 rc = zmq_fail("sending a reply on", z->bound);
@@ -302,10 +331,17 @@ static const dg_ps_transport_ops zmq_ops = {
     .destroy = zt_destroy,
 };
 
-/* The module's entry: a transport whose sockets accept messages up to max_msg_bytes (> 0). */
-DG_MODULE_EXPORT dg_ps_transport *dg_ps_zmq_new(int64_t max_msg_bytes) {
+/* The module's entry: a transport whose sockets accept messages up to max_msg_bytes (> 0), for
+ * the job job_token names (DG_JOB_TOKEN as dg_dist_job_token read it; NULL = "", no token):
+ * a server answers only requests carrying the same token. */
+DG_MODULE_EXPORT dg_ps_transport *dg_ps_zmq_new(int64_t max_msg_bytes, const char *job_token) {
     if (max_msg_bytes <= 0) {
         DG_RAISE(DG_EINVAL, "zmq: the message size limit %lld is not positive", (long long)max_msg_bytes);
+        return NULL;
+    }
+    if (!job_token) job_token = "";
+    if (strlen(job_token) > TOKEN_MAX) {
+        DG_RAISE(DG_EINVAL, "zmq: the job token has %zu characters; at most %d", strlen(job_token), TOKEN_MAX);
         return NULL;
     }
     dg_ps_transport *t = calloc(1, sizeof *t);
@@ -319,6 +355,8 @@ DG_MODULE_EXPORT dg_ps_transport *dg_ps_zmq_new(int64_t max_msg_bytes) {
     t->ops = &zmq_ops;
     t->impl = z;
     z->max_msg = max_msg_bytes;
+    z->token_len = strlen(job_token);
+    memcpy(z->token, job_token, z->token_len + 1);
     z->ctx = zmq_ctx_new();
     /* one I/O thread: a worker talks to a handful of servers, a server to its workers; the
      * handler's work runs on the caller's thread anyway */

@@ -3,7 +3,9 @@
  * on tcp://127.0.0.1:<free port> and a client sending 1,000 requests of 0..1 MB, every reply
  * checked byte for byte; a request to an endpoint nobody serves times out naming it; an oversized
  * message is refused by the sender and, from a sender that does not know the limit, dropped by
- * the server without reaching the handler while the server keeps serving; a bind to an address
+ * the server without reaching the handler while the server keeps serving; a late reply to a
+ * request that timed out is not taken for the next one's; a worker of another
+ * job (another token) is refused at once without reaching the handler; a bind to an address
  * that is not this machine's fails naming it. Exit 0 when every check passes. */
 #include <dygraph.h>
 #include <dygraph/module.h>
@@ -19,7 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef dg_ps_transport *(*zmq_new_fn)(int64_t max_msg_bytes);
+typedef dg_ps_transport *(*zmq_new_fn)(int64_t max_msg_bytes, const char *job_token);
+#define TOKEN "ps-zmq-test-job"
 
 #define LIMIT (2 << 20)         /* the server's message limit in this test */
 #define MAX_SIZE (1 << 20)
@@ -45,6 +48,7 @@ static volatile int handled;   /* requests that reached the handler */
 /* every byte XOR 0x5a, then the request's length as 8 bytes: a reply that depends on all of it */
 static int echo(void *ctx, const void *msg, size_t len, void **reply, size_t *reply_len) {
     (void)ctx;
+    if (len == 5 && !memcmp(msg, "sleep", 5)) usleep(300 * 1000);   /* a slow answer, for the stale-reply check */
     unsigned char *r = malloc(len + 8);
     if (!r) return DG_ENOMEM;
     for (size_t i = 0; i < len; i++) r[i] = ((const unsigned char *)msg)[i] ^ 0x5a;
@@ -73,13 +77,13 @@ int main(void) {
 
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "127.0.0.1:%d", free_port());
-    server_arg srv = {.t = zmq_new(LIMIT)};
+    server_arg srv = {.t = zmq_new(LIMIT, TOKEN)};
     if (!srv.t || srv.t->ops->bind(srv.t, endpoint) != 0) { printf("FAIL: bind %s: %s\n", endpoint, dg_last_error()); return 1; }
     pthread_t th;
     pthread_create(&th, NULL, server_main, &srv);
 
     /* 1,000 requests, sizes spread over 0..1 MB with both ends included */
-    dg_ps_transport *c = zmq_new(LIMIT);
+    dg_ps_transport *c = zmq_new(LIMIT, TOKEN);
     const char *eps[1] = {endpoint};
     CHECK(c && c->ops->connect(c, 1, eps) == 0, "connect: %s", dg_last_error());
     unsigned char *msg = malloc(MAX_SIZE);
@@ -112,7 +116,7 @@ int main(void) {
     /* a request to an endpoint nobody serves: a timeout naming it */
     char dead[64];
     snprintf(dead, sizeof dead, "127.0.0.1:%d", free_port());
-    dg_ps_transport *d = zmq_new(LIMIT);
+    dg_ps_transport *d = zmq_new(LIMIT, TOKEN);
     const char *deps[1] = {dead};
     CHECK(d && d->ops->connect(d, 1, deps) == 0, "connect to %s: %s", dead, dg_last_error());
     void *reply = NULL;
@@ -131,7 +135,7 @@ int main(void) {
     printf("ps_zmq_test: oversized (sender): %s\n", dg_last_error());
     /* ... and a sender with a larger limit gets its connection dropped by the server: the
      * handler never sees it, the request times out, and the server goes on serving */
-    dg_ps_transport *g = zmq_new(64 << 20);
+    dg_ps_transport *g = zmq_new(64 << 20, TOKEN);
     CHECK(g && g->ops->connect(g, 1, eps) == 0, "connect: %s", dg_last_error());
     int before = __atomic_load_n(&handled, __ATOMIC_SEQ_CST);
     rc = g->ops->request(g, 0, big, LIMIT + 1, &reply, &rlen, 1.0);
@@ -144,8 +148,27 @@ int main(void) {
     free(reply);
     free(big);
 
+    /* a reply that comes after its request timed out is not taken for the next request's */
+    rc = c->ops->request(c, 0, "sleep", 5, &reply, &rlen, 0.1);
+    CHECK(rc == DG_ETIMEOUT, "slow request: rc %d, want a timeout", rc);
+    rc = c->ops->request(c, 0, "ab", 2, &reply, &rlen, 5.0);
+    CHECK(rc == 0 && rlen == 10 && ((unsigned char *)reply)[0] == ('a' ^ 0x5a), "the request after a timed-out one got "
+          "%zu bytes (the stale reply has 13): rc %d", rlen, rc);
+    free(reply);
+
+    /* a worker of another job: refused with a message saying so, the handler untouched */
+    dg_ps_transport *o = zmq_new(LIMIT, "another-job");
+    CHECK(o && o->ops->connect(o, 1, eps) == 0, "connect: %s", dg_last_error());
+    before = __atomic_load_n(&handled, __ATOMIC_SEQ_CST);
+    rc = o->ops->request(o, 0, msg, 10, &reply, &rlen, 5.0);
+    CHECK(rc == DG_ECOMM && strstr(dg_last_error(), "another job") && strstr(dg_last_error(), endpoint),
+          "another job's request: rc %d, '%s'", rc, dg_last_error());
+    CHECK(__atomic_load_n(&handled, __ATOMIC_SEQ_CST) == before, "the handler saw another job's request");
+    printf("ps_zmq_test: another job's worker: %s\n", dg_last_error());
+    o->ops->destroy(o);
+
     /* the server binds to the endpoint's own address: one not on this machine is an error naming it */
-    dg_ps_transport *b = zmq_new(LIMIT);
+    dg_ps_transport *b = zmq_new(LIMIT, TOKEN);
     rc = b->ops->bind(b, "192.0.2.1:7000");   /* TEST-NET-1: never a local address */
     CHECK(rc != 0 && strstr(dg_last_error(), "192.0.2.1:7000"), "bind to a foreign address: rc %d, '%s'", rc, dg_last_error());
     printf("ps_zmq_test: foreign bind: %s\n", dg_last_error());
