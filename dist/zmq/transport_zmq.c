@@ -18,7 +18,7 @@
 #include <dygraph.h>
 #include <dygraph/extension.h>
 #include <dygraph/module.h>
-#include "../ps/ps_internal.h"
+#include "../ps/transport.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -367,3 +367,5 @@ DG_MODULE_EXPORT dg_ps_transport *dg_ps_zmq_new(int64_t max_msg_bytes, const cha
     }
     return t;
 }
+/* the entry's type is the one dist/ps/transport.c calls it by */
+_Static_assert(__builtin_types_compatible_p(__typeof__(&dg_ps_zmq_new), dg_ps_zmq_new_fn), "dg_ps_zmq_new's type");
