@@ -81,7 +81,7 @@ typedef struct {
     bool has_children;       /* any process left below us: with a subreaper, "no descendants" */
     /* parameter-server mode (ps.c): kids[0, ps_servers) are servers, the rest workers */
     int ps_servers;
-    long long ps_grace_ms;         /* a server still running this long after the last worker ended is stopped */
+    long long ps_grace_ms;         /* a server still running this long after the last worker ended is stopped; -1 = never */
     long long ps_grace_deadline;   /* 0 = not all workers are done yet */
     bool ps_servers_terminated;    /* ... which happened: their statuses do not count */
 } supervisor;

@@ -232,7 +232,10 @@ int run_ps_mode(const options *o, const ps_layout *P) {
     for (int i = 0; i < P->nservers; i++) n += P->server_here[i];
     S.ps_servers = n;
     for (int i = 0; i < P->nworkers; i++) n += P->worker_here[i];
-    S.ps_grace_ms = o->server_grace_s * 1000LL;
+    bool all_workers_here = true;
+    for (int i = 0; i < P->nworkers; i++) all_workers_here &= P->worker_here[i];
+    /* with workers on other nodes, ours finishing says nothing about whether the servers are done */
+    S.ps_grace_ms = all_workers_here ? o->server_grace_s * 1000LL : -1;
     S.kids = xmalloc(sizeof(child) * (size_t)n);
     int *log_fd = xmalloc(sizeof(int) * (size_t)n), *index = xmalloc(sizeof(int) * (size_t)n);
     /* every file first: a failure here must not leave some processes already running */

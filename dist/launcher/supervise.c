@@ -124,7 +124,8 @@ void handle_signals(supervisor *S) {
  * workers tell them). When every local worker has ended well and a server is still running after
  * the grace period, it is stopped and named. Returns ms until the deadline, -1 = not waiting. */
 static int ps_grace(supervisor *S) {
-    if (S->ps_servers >= S->nkids) return -1;   /* no worker here: the servers end with the job elsewhere */
+    /* no worker here, or some elsewhere: the servers end with the job's other nodes, not by ours */
+    if (S->ps_servers >= S->nkids || S->ps_grace_ms < 0) return -1;
     bool server_left = false;
     for (int i = 0; i < S->nkids; i++) {
         if (i >= S->ps_servers && (!S->kids[i].reaped || !status_ok(S->kids[i].status))) return -1;

@@ -9,7 +9,7 @@ set -euo pipefail
 
 BIN=$(cd "${1:-build/bin}" && pwd)
 DGRUN=$BIN/dgrun
-for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker stall_worker flood_worker; do
+for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker stall_worker flood_worker ps_env_check; do
     [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is not built" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (install openmpi-bin)" >&2; exit 1; }
@@ -575,3 +575,20 @@ done
 grep -q "cannot be combined" <(run_dgrun --server_num 2 --nproc_per_node 2 "$BIN/env_worker"; cat "$TMP/err") \
     || fail "PS mode with --nproc_per_node: the message does not say why"
 pass "14e. PS mode's usage errors (collective flags, counts, lists, grace) exit 2 with the usage text"
+
+# what dgrun exports is what dist/ps/env.c reads: every process knows its role and index
+run_dgrun --server_num 3 --worker_num 2 --log_dir "$TMP/log14f" "$BIN/ps_env_check"
+[[ $RC -eq 0 ]] || fail "PS mode ps_env_check: dgrun exited $RC"$'\n'"$(cat "$TMP/err")"$'\n'"$(cat "$TMP"/log14f/*log.*)"
+for s in 0 1 2; do
+    f=$TMP/log14f/serverlog.$s
+    [[ $(field "$f" role) == server && $(field "$f" server_index) == "$s" && $(field "$f" servers) == 3 ]] \
+        || fail "PS mode: server $s read its environment as:"$'\n'"$(cat "$f")"
+    [[ $(field "$f" current) == $(field "$f" server$s) ]] || fail "PS mode: server $s: its endpoint is not entry $s"
+done
+for w in 0 1; do
+    f=$TMP/log14f/workerlog.$w
+    [[ $(field "$f" role) == worker && $(field "$f" worker_id) == "$w" && $(field "$f" workers) == 2 ]] \
+        || fail "PS mode: worker $w read its environment as:"$'\n'"$(cat "$f")"
+done
+no_orphans "PS mode ps_env_check"
+pass "14f. dist/ps/env.c reads what dgrun exports: servers 0-2 at their list positions, workers 0-1 of 2"
