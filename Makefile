@@ -27,9 +27,10 @@ $(LIB_OBJ): CFLAGS += -fvisibility=hidden
 # Where an installed core looks for its modules (eager/module.c; it also looks beside itself).
 $(BUILD)/obj/eager/module.o: CFLAGS += -DDG_MODULE_DIR='"$(PREFIX)/lib"'
 
-# Modules (eager/module.h): the CUDA backend, the NCCL and the MPI transports, each a shared
-# object of its own that the core opens on first use, so neither libdygraph.so nor a program
-# linked with libdygraph.a depends on CUDA, cuDNN, NCCL or MPI.
+# Modules (eager/module.h): the CUDA backend, the NCCL and the MPI transports and the parameter
+# server's ZeroMQ transport, each a shared object of its own that the core opens on first use, so
+# neither libdygraph.so nor a program linked with libdygraph.a depends on CUDA, cuDNN, NCCL, MPI
+# or ZeroMQ.
 MODULES  :=
 SHIM_OBJ := $(BUILD)/obj/eager/module_shim.o
 MODULE_LINK = $(CC) -shared -Wl,-soname,$(notdir $@) -Wl,--no-undefined

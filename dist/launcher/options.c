@@ -51,6 +51,7 @@ void parse_options(options *o, int argc, char **argv) {
     o->log_dir = "log";
     o->mpirun = "mpirun";
     o->server_grace_s = 10;
+    bool grace_given = false;
     const char *ips = "127.0.0.1";
     int i = 1;
     for (; i < argc; i++) {
@@ -81,6 +82,7 @@ void parse_options(options *o, int argc, char **argv) {
             o->ps = true;
         } else if ((v = option_value(argc, argv, &i, "--server_grace"))) {
             o->server_grace_s = parse_int(v, 0, 86400);
+            grace_given = true;
             if (o->server_grace_s < 0) usage_error("--server_grace '%s' is not a number of seconds from 0 to 86400", v);
         } else if ((v = option_value(argc, argv, &i, "--gpus")) || (v = option_value(argc, argv, &i, "--selected_gpus")))
             parse_gpus(o, v);
@@ -107,6 +109,7 @@ void parse_options(options *o, int argc, char **argv) {
     o->prog = argv + i;
     o->nprog = argc - i;
     if (o->ps) { check_ps_options(o); return; }
+    if (grace_given) usage_error("--server_grace is for parameter-server jobs (--server_num, --servers)");
     parse_ips(o, ips);
     if (o->gpus && o->nproc && o->nproc != o->ngpus)
         usage_error("--nproc_per_node %ld does not match the %d GPUs of --gpus %s", o->nproc, o->ngpus, o->gpus_text);

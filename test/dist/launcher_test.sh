@@ -566,7 +566,8 @@ pass "14d. --servers ip:port,... --workers ip,...: this node's server 0 and work
 for args in "--server_num 2 --nproc_per_node 2" "--worker_num 1 --gpus 0" "--server_num 0 --worker_num 1" \
             "--server_num 1" "--worker_num 1" "--server_num 2 --servers 127.0.0.1:7001 --worker_num 1" \
             "--servers 127.0.0.1 --worker_num 1" "--servers 127.0.0.1:7001,127.0.0.1:7001 --worker_num 1" \
-            "--server_num 1 --worker_num 1 --server_grace x" "--server_num=1 --worker_num=1 --bogus"; do
+            "--server_num 1 --worker_num 1 --server_grace x" "--server_num=1 --worker_num=1 --bogus" \
+            "--nproc_per_node 1 --server_grace 3"; do
     # shellcheck disable=SC2086
     run_dgrun $args "$BIN/env_worker"
     [[ $RC -eq 2 ]] || fail "PS mode usage '$args': exit $RC, not 2"
