@@ -19,7 +19,7 @@ LDLIBS  := -ldnnl -lz -ljpeg -lpng -lm -lpthread -ldl
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
 # The core library: everything but the modules below. The module shims are built into modules only.
-LIB_SRC  := $(filter-out %/module_shim.c,$(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c dist/*.c))
+LIB_SRC  := $(filter-out %/module_shim.c,$(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c dist/*.c dist/ps/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 # The library exports only what include/ marks DG_API (tools/check_exports.py); programs and
 # tests are built without it (Criterion finds a test program's main by its symbol).
@@ -27,9 +27,10 @@ $(LIB_OBJ): CFLAGS += -fvisibility=hidden
 # Where an installed core looks for its modules (eager/module.c; it also looks beside itself).
 $(BUILD)/obj/eager/module.o: CFLAGS += -DDG_MODULE_DIR='"$(PREFIX)/lib"'
 
-# Modules (eager/module.h): the CUDA backend, the NCCL and the MPI transports, each a shared
-# object of its own that the core opens on first use, so neither libdygraph.so nor a program
-# linked with libdygraph.a depends on CUDA, cuDNN, NCCL or MPI.
+# Modules (eager/module.h): the CUDA backend, the NCCL and the MPI transports and the parameter
+# server's ZeroMQ transport, each a shared object of its own that the core opens on first use, so
+# neither libdygraph.so nor a program linked with libdygraph.a depends on CUDA, cuDNN, NCCL, MPI
+# or ZeroMQ.
 MODULES  :=
 SHIM_OBJ := $(BUILD)/obj/eager/module_shim.o
 MODULE_LINK = $(CC) -shared -Wl,-soname,$(notdir $@) -Wl,--no-undefined
@@ -37,7 +38,7 @@ MODULE_LINK = $(CC) -shared -Wl,-soname,$(notdir $@) -Wl,--no-undefined
 # shims is declared without the export mark there.
 MODULE_CFLAGS := -DDG_API=
 $(BUILD)/obj/eager/module_shim.o $(BUILD)/obj/dist/module_shim.o $(BUILD)/obj/dist/mpi/%.o $(BUILD)/obj/dist/nccl/%.o \
-  $(BUILD)/obj/eager/cuda/%.o: CFLAGS += $(MODULE_CFLAGS) -fvisibility=hidden
+  $(BUILD)/obj/dist/zmq/%.o $(BUILD)/obj/eager/cuda/%.o: CFLAGS += $(MODULE_CFLAGS) -fvisibility=hidden
 $(BUILD)/obj/eager/cuda/%.cu.o: NVCCFLAGS += $(MODULE_CFLAGS)
 
 # MPI transport (CPU data parallelism): MPI=auto (default) builds it whenever Open MPI's mpicc
@@ -52,6 +53,19 @@ ifeq ($(MPI_ON),1)
   MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
   MPI_MODULE := $(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR)
   MODULES += $(MPI_MODULE)
+endif
+
+# ZeroMQ transport (the parameter server's, dist/zmq/): ZMQ=auto (default) builds it whenever
+# zmq.h is found (`make deps` installs libzmq3-dev), ZMQ=0 never, ZMQ=1 always.
+ZMQ         ?= auto
+ifeq ($(ZMQ),auto)
+  ZMQ_ON := $(if $(wildcard /usr/include/zmq.h),1,0)
+else
+  ZMQ_ON := $(ZMQ)
+endif
+ifeq ($(ZMQ_ON),1)
+  ZMQ_MODULE := $(BUILD)/lib/libdygraph-zmq.so.$(SOMAJOR)
+  MODULES += $(ZMQ_MODULE)
 endif
 
 # what every build links (the modules add their own libraries)
@@ -106,6 +120,10 @@ $(BUILD)/obj/dist/mpi/comm_mpi.o: dist/mpi/comm_mpi.c $(wildcard include/dygraph
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
+$(BUILD)/obj/dist/zmq/%.o: dist/zmq/%.c $(wildcard include/dygraph/*.h dist/ps/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
 $(BUILD)/obj/dist/nccl/%.o: dist/nccl/%.c $(wildcard include/dygraph/*.h eager/*.h dist/*.h eager/cuda/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CUDA_INC) -c $< -o $@
@@ -133,6 +151,9 @@ $(SHARED): $(LIB_OBJ)
 $(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR): $(BUILD)/obj/dist/mpi/comm_mpi.o $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ $(shell mpicc --showme:link 2>/dev/null)
+$(BUILD)/lib/libdygraph-zmq.so.$(SOMAJOR): $(BUILD)/obj/dist/zmq/transport_zmq.o $(SHIM_OBJ)
+	@mkdir -p $(dir $@)
+	$(MODULE_LINK) -o $@ $^ -lzmq -lpthread
 $(BUILD)/lib/libdygraph-cuda.so.$(SOMAJOR): $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) \
                                             $(BUILD)/obj/eager/device_pool.o $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
@@ -200,8 +221,10 @@ build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 # Multi-process data parallelism on this machine's CPUs: the launcher's own checks, then
 # Paddle's dynamic-graph distributed quick start's LinearNet and Paddle's multi-GPU MNIST tutorial's MNIST CNN trained 20 steps by 2 ranks (batch B each, dgrun
 # over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on;
-# dynamic loss scaling with inf injected on one of 2 ranks (test/dist/amp_scaler.sh).
-test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet
+# dynamic loss scaling with inf injected on one of 2 ranks (test/dist/amp_scaler.sh). First the
+# parameter server's ZeroMQ transport (test/dist/ps_zmq_test.c) when its module is built.
+test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(ZMQ_MODULE)
+	$(if $(ZMQ_MODULE),$(BUILD)/bin/ps_zmq_test,@echo "test-dist: the ZeroMQ transport is not built (no zmq.h): ps_zmq_test skipped")
 	bash test/dist/launcher_test.sh $(BUILD)/bin
 	sh test/dist/equivalence.sh $(BUILD)/bin
 	sh test/dist/amp_scaler.sh $(BUILD)/bin

@@ -13,6 +13,9 @@
  * PADDLE_* ones, runs the program as its child with the rank's log as its stdout and stderr (so
  * the program's output never passes through mpirun's forwarding) and reports how it ended.
  *
+ * Parameter-server jobs (--server_num / --servers) are ps.c's: servers and workers forked here,
+ * with the role environment of dist/ps/env.c.
+ *
  * Plain POSIX + libc, plus Linux's prctl (parent-death signal, child subreaper) and /proc (to find
  * adopted orphans, and to reopen the terminal non-blocking); no dygraph library calls. */
 #include "dgrun.h"
@@ -239,6 +242,19 @@ int main(int argc, char **argv) {
 
     options o;
     parse_options(&o, argc, argv);
+    if (o.ps) {
+        ps_layout P;
+        make_ps_layout(&o, &P);
+        mkdir_p(o.log_dir);
+        print_ps_tables(&o, &P);
+        install_signals();
+        term_open();
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) die(1, "prctl(PR_SET_CHILD_SUBREAPER): %s", strerror(errno));
+        int rc = run_ps_mode(&o, &P);
+        fflush(stdout);
+        free_ps_layout(&P);
+        return rc;
+    }
     choose_node(&o);
     if (!o.gpus) check_cpu_mode(&o);
     layout L;

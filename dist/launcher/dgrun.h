@@ -79,6 +79,11 @@ typedef struct {
     int stop_signal;         /* the signal that stopped the supervisor itself, 0 = none */
     int failed;              /* index of the first failed child, -1 = none */
     bool has_children;       /* any process left below us: with a subreaper, "no descendants" */
+    /* parameter-server mode (ps.c): kids[0, ps_servers) are servers, the rest workers */
+    int ps_servers;
+    long long ps_grace_ms;         /* a server still running this long after the last worker ended is stopped; -1 = never */
+    long long ps_grace_deadline;   /* 0 = not all workers are done yet */
+    bool ps_servers_terminated;    /* ... which happened: their statuses do not count */
 } supervisor;
 typedef struct {
     const char *name;
@@ -100,7 +105,24 @@ typedef struct {
     const char *mpirun;
     char **prog;             /* program and its args, NULL-terminated (it is argv's tail) */
     int nprog;
+    /* parameter-server mode (ps.c): any of --server_num, --worker_num, --servers, --workers */
+    bool ps;
+    long server_num, worker_num;          /* 0 = absent */
+    const char *servers_text, *workers_text;
+    long server_grace_s;
+    const char *collective_flag;          /* the first collective-only flag given (a usage error in PS mode) */
 } options;
+/* a parameter-server job: every server's endpoint, every worker's address, which run here */
+typedef struct {
+    int nservers, nworkers;
+    char **server_ip, **worker_ip;
+    int *server_port;
+    char *list;              /* PADDLE_PSERVERS_IP_PORT_LIST */
+    char *ips;               /* PADDLE_PSERVER_IPS, when every server has one port (shared_port) */
+    int shared_port;         /* 0 = the ports differ */
+    bool *server_here, *worker_here;
+    char token[TOKEN_MAX + 1];
+} ps_layout;
 typedef struct {
     int nlocal, world, first_rank;
     int *ports;          /* per local index */
@@ -179,5 +201,11 @@ void check_cpu_mode(const options *o);
 int run_cpu_mode(const options *o, const layout *L);
 int env_index(const char *name, long max);
 int run_shim(int argc, char **argv);
+/* ps.c: parameter-server mode */
+void check_ps_options(const options *o);
+void make_ps_layout(const options *o, ps_layout *P);
+void print_ps_tables(const options *o, const ps_layout *P);
+int run_ps_mode(const options *o, const ps_layout *P);
+void free_ps_layout(ps_layout *P);
 
 #endif

@@ -50,6 +50,8 @@ void parse_options(options *o, int argc, char **argv) {
     memset(o, 0, sizeof *o);
     o->log_dir = "log";
     o->mpirun = "mpirun";
+    o->server_grace_s = 10;
+    bool grace_given = false;
     const char *ips = "127.0.0.1";
     int i = 1;
     for (; i < argc; i++) {
@@ -57,7 +59,32 @@ void parse_options(options *o, int argc, char **argv) {
         if (!strcmp(a, "--")) { i++; break; }
         if (a[0] != '-' || !a[1]) break; /* the program: everything after it is its own */
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); exit(0); }
-        if ((v = option_value(argc, argv, &i, "--gpus")) || (v = option_value(argc, argv, &i, "--selected_gpus")))
+        /* flags of collective jobs only, remembered so that PS mode can refuse them by name */
+        static const char *const collective[] = {"--gpus", "--selected_gpus", "--nproc_per_node", "--ips",
+                                                 "--cluster_node_ips", "--node_ip", "--started_port", "--mpirun"};
+        for (size_t c = 0; c < sizeof collective / sizeof *collective && !o->collective_flag; c++) {
+            size_t n = strlen(collective[c]);
+            if (!strncmp(a, collective[c], n) && (a[n] == 0 || a[n] == '=')) o->collective_flag = collective[c];
+        }
+        if ((v = option_value(argc, argv, &i, "--server_num"))) {
+            o->server_num = parse_int(v, 1, MAX_LOCAL);
+            if (o->server_num < 1) usage_error("--server_num '%s' is not a server count from 1 to %d", v, MAX_LOCAL);
+            o->ps = true;
+        } else if ((v = option_value(argc, argv, &i, "--worker_num"))) {
+            o->worker_num = parse_int(v, 1, MAX_LOCAL);
+            if (o->worker_num < 1) usage_error("--worker_num '%s' is not a worker count from 1 to %d", v, MAX_LOCAL);
+            o->ps = true;
+        } else if ((v = option_value(argc, argv, &i, "--servers"))) {
+            o->servers_text = v;
+            o->ps = true;
+        } else if ((v = option_value(argc, argv, &i, "--workers"))) {
+            o->workers_text = v;
+            o->ps = true;
+        } else if ((v = option_value(argc, argv, &i, "--server_grace"))) {
+            o->server_grace_s = parse_int(v, 0, 86400);
+            grace_given = true;
+            if (o->server_grace_s < 0) usage_error("--server_grace '%s' is not a number of seconds from 0 to 86400", v);
+        } else if ((v = option_value(argc, argv, &i, "--gpus")) || (v = option_value(argc, argv, &i, "--selected_gpus")))
             parse_gpus(o, v);
         else if ((v = option_value(argc, argv, &i, "--nproc_per_node"))) {
             o->nproc = parse_int(v, 1, MAX_LOCAL);
@@ -81,6 +108,8 @@ void parse_options(options *o, int argc, char **argv) {
     if (i >= argc) usage_error("no program to run");
     o->prog = argv + i;
     o->nprog = argc - i;
+    if (o->ps) { check_ps_options(o); return; }
+    if (grace_given) usage_error("--server_grace is for parameter-server jobs (--server_num, --servers)");
     parse_ips(o, ips);
     if (o->gpus && o->nproc && o->nproc != o->ngpus)
         usage_error("--nproc_per_node %ld does not match the %d GPUs of --gpus %s", o->nproc, o->ngpus, o->gpus_text);

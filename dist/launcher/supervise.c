@@ -120,6 +120,29 @@ void handle_signals(supervisor *S) {
     reap(S);
 }
 
+/* Parameter-server mode: servers normally end on their own once every worker is gone (the
+ * workers tell them). When every local worker has ended well and a server is still running after
+ * the grace period, it is stopped and named. Returns ms until the deadline, -1 = not waiting. */
+static int ps_grace(supervisor *S) {
+    /* no worker here, or some elsewhere: the servers end with the job's other nodes, not by ours */
+    if (S->ps_servers >= S->nkids || S->ps_grace_ms < 0) return -1;
+    bool server_left = false;
+    for (int i = 0; i < S->nkids; i++) {
+        if (i >= S->ps_servers && (!S->kids[i].reaped || !status_ok(S->kids[i].status))) return -1;
+        if (i < S->ps_servers && !S->kids[i].reaped) server_left = true;
+    }
+    if (!server_left) return -1;
+    long long now = now_ms();
+    if (!S->ps_grace_deadline) S->ps_grace_deadline = now + S->ps_grace_ms;
+    if (now < S->ps_grace_deadline) return (int)(S->ps_grace_deadline - now);
+    for (int i = 0; i < S->ps_servers; i++)
+        if (!S->kids[i].reaped)
+            say("%s has not ended %.1f s after every worker finished; stopping it", S->kids[i].label, S->ps_grace_ms / 1000.0);
+    S->ps_servers_terminated = true;
+    begin_stop(S);
+    return -1;
+}
+
 bool leaders_alive(const supervisor *S) {
     for (int i = 0; i < S->nkids; i++)
         if (!S->kids[i].reaped) return true;
@@ -144,6 +167,10 @@ int supervise(supervisor *S) {
         if (S->stopping && !S->killed) timeout = (int)(S->deadline > now ? S->deadline - now : 0);
         if (S->stopping) timeout = timeout < 0 || timeout > 100 ? 100 : timeout; /* orphans send no SIGCHLD yet */
         if (S->watch_ppid) timeout = timeout < 0 || timeout > 1000 ? 1000 : timeout;
+        if (S->ps_servers && !S->stopping) {
+            int t = ps_grace(S);
+            if (t >= 0 && (timeout < 0 || t < timeout)) timeout = t;
+        }
         /* a regular file has no readiness to wait for: the log is looked at every FOLLOW_MS */
         if (S->follow && S->follow->fd >= 0) {
             if (follow_pump(S->follow)) timeout = 0;
@@ -179,7 +206,7 @@ int supervise(supervisor *S) {
     for (int i = 0; i < 2; i++)
         if (S->relays[i].fd >= 0) relay_pump(&S->relays[i]);
     if (S->stop_signal) return 128 + S->stop_signal;
-    for (int i = 0; i < S->nkids; i++)
+    for (int i = S->ps_servers_terminated ? S->ps_servers : 0; i < S->nkids; i++)
         if (!status_ok(S->kids[i].status)) return 1;
     return 0;
 }

@@ -1,7 +1,8 @@
 /* dygraph/module.h — the contract between the library and the modules it opens on first use:
- * the CUDA backend (libdygraph-cuda.so.0), the NCCL transport (libdygraph-nccl.so.0) and the MPI
- * transport (libdygraph-mpi.so.0), or a module of an embedder's own. A CPU-only program never
- * maps CUDA, cuDNN, NCCL or MPI; a program that asks for a GPU or a transport gets the module,
+ * the CUDA backend (libdygraph-cuda.so.0), the NCCL transport (libdygraph-nccl.so.0), the MPI
+ * transport (libdygraph-mpi.so.0) and the parameter server's ZeroMQ transport
+ * (libdygraph-zmq.so.0), or a module of an embedder's own. A CPU-only program never maps CUDA,
+ * cuDNN, NCCL, MPI or ZeroMQ; a program that asks for a GPU or a transport gets the module,
  * or an error naming the file and the folders searched.
  *
  * A module links nothing of the library. At init the library hands it `host_symbol`, which
@@ -42,7 +43,7 @@ typedef int (*dg_module_init_fn)(const dg_module_host *host, char *err, size_t e
 #define DG_MODULE_EXPORT
 #endif
 
-/* The entry `symbol` of module `name` ("cuda", "nccl", "mpi"), opening and initialising the
+/* The entry `symbol` of module `name` ("cuda", "nccl", "mpi", "zmq"), opening and initialising the
  * module on first use; NULL with a message saying where it was looked for and why it failed. A
  * failure is remembered: later calls report it again without searching. Thread-safe. */
 DG_API void *dg_module_symbol(const char *name, const char *symbol);

@@ -9,7 +9,7 @@ set -euo pipefail
 
 BIN=$(cd "${1:-build/bin}" && pwd)
 DGRUN=$BIN/dgrun
-for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker stall_worker flood_worker; do
+for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker stall_worker flood_worker ps_env_check; do
     [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is not built" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (install openmpi-bin)" >&2; exit 1; }
@@ -484,3 +484,112 @@ ctrl_c_blocked "CPU mode (--nproc_per_node 2)" 4000 --nproc_per_node 2
 ctrl_c_blocked "GPU mode (--gpus 0,1)" 4000 --gpus 0,1
 ctrl_c_blocked "CPU mode, a worker ignoring SIGTERM" 5000 --nproc_per_node 2 ignore-term
 ctrl_c_blocked "GPU mode, a worker ignoring SIGTERM" 5000 --gpus 0,1 ignore-term
+
+# --- 14. parameter-server mode (dist/launcher/ps.c) ----------------------------------------------
+# the variables each role gets (both naming schemes), the logs' names, the tables
+run_dgrun --server_num 2 --worker_num 3 --log_dir "$TMP/log14" "$BIN/env_worker" "$TMP/ps"
+[[ $RC -eq 0 ]] || fail "PS mode env_worker: dgrun exited $RC"$'\n'"$(cat "$TMP/err")"
+L=$TMP/log14
+[[ $(cd "$L" && ls | sort | paste -sd' ') == "endpoints.log serverlog.0 serverlog.1 workerlog.0 workerlog.1 workerlog.2" ]] \
+    || fail "PS mode: logs are $(ls "$L")"
+list=$(field "$L/serverlog.0" PADDLE_PSERVERS_IP_PORT_LIST)
+[[ $list =~ ^127\.0\.0\.1:[0-9]+,127\.0\.0\.1:[0-9]+$ ]] || fail "PS mode: server list '$list'"
+tok=$(field "$L/serverlog.0" DG_JOB_TOKEN)
+[[ $tok =~ ^[0-9a-f]{32}$ ]] || fail "PS mode: DG_JOB_TOKEN '$tok'"
+for s in 0 1; do
+    f=$L/serverlog.$s
+    [[ $(field "$f" TRAINING_ROLE) == PSERVER && $(field "$f" PADDLE_TRAINING_ROLE) == PSERVER ]] || fail "PS mode: server $s role"
+    [[ $(field "$f" PADDLE_PSERVERS_IP_PORT_LIST) == "$list" ]] || fail "PS mode: server $s has another list"
+    [[ $(field "$f" PADDLE_TRAINERS_NUM) == 3 && $(field "$f" PADDLE_TRAINERS) == 3 ]] || fail "PS mode: server $s: trainers"
+    [[ $(field "$f" POD_IP) == 127.0.0.1 && $(field "$f" PADDLE_CURRENT_IP) == 127.0.0.1 ]] || fail "PS mode: server $s ip"
+    ep=$(echo "$list" | cut -d, -f$((s + 1)))
+    [[ $(field "$f" PADDLE_PORT) == "${ep#*:}" ]] || fail "PS mode: server $s: PADDLE_PORT is not its port ${ep#*:}"
+    [[ $(field "$f" PADDLE_TRAINER_ID) == "<unset>" ]] || fail "PS mode: server $s has a PADDLE_TRAINER_ID"
+    # two ports: the tutorial's one-port form cannot describe them
+    [[ $(field "$f" PADDLE_PSERVER_IPS) == "<unset>" && $(field "$f" PADDLE_PSERVER_PORT) == "<unset>" ]] \
+        || fail "PS mode: server $s got PADDLE_PSERVER_IPS/PORT although the ports differ"
+    [[ $(field "$f" DG_JOB_TOKEN) == "$tok" ]] || fail "PS mode: server $s has another token"
+done
+for w in 0 1 2; do
+    f=$L/workerlog.$w
+    [[ $(field "$f" TRAINING_ROLE) == TRAINER && $(field "$f" PADDLE_TRAINING_ROLE) == TRAINER ]] || fail "PS mode: worker $w role"
+    [[ $(field "$f" PADDLE_TRAINER_ID) == "$w" ]] || fail "PS mode: worker $w: PADDLE_TRAINER_ID"
+    [[ $(field "$f" PADDLE_PSERVERS_IP_PORT_LIST) == "$list" ]] || fail "PS mode: worker $w has another list"
+    [[ $(field "$f" PADDLE_TRAINERS_NUM) == 3 && $(field "$f" PADDLE_TRAINERS) == 3 ]] || fail "PS mode: worker $w: trainers"
+    [[ $(field "$f" PADDLE_PORT) == "<unset>" ]] || fail "PS mode: worker $w has PADDLE_PORT"
+    [[ $(field "$f" DG_JOB_TOKEN) == "$tok" ]] || fail "PS mode: worker $w has another token"
+done
+[[ $(tail -n +2 "$L/endpoints.log" | paste -sd,) == "$list" ]] || fail "PS mode: endpoints.log does not list $list"
+grep -q "|                             Server Envs                      Value                    |" "$TMP/out" || fail "PS mode: no Server Envs table"
+grep -q "|                             Worker Envs" "$TMP/out" || fail "PS mode: no Worker Envs table"
+grep -qx "server_num: 2" "$TMP/out" && grep -qx "worker_num: 3" "$TMP/out" || fail "PS mode: configuration block"
+bad_width=$(grep -E '^    [|+]' "$TMP/out" | awk 'length($0) != 93' | head -1)
+[[ -z $bad_width ]] || fail "PS mode: a table is not 89 wide: '$bad_width'"
+! grep -q "^    |.*DG_JOB_TOKEN" "$TMP/out" || fail "PS mode: the job token is printed in a table"
+no_orphans "PS mode env_worker"
+pass "14. --server_num 2 --worker_num 3: both schemes' variables per role, serverlog.0-1 workerlog.0-2, one token, the tables"
+
+# a failing server is reported by role and index, and the job ends non-zero
+run_dgrun --server_num 2 --worker_num 2 --log_dir "$TMP/log14b" "$BIN/env_worker" fail-server 1 "$TMP/ps"
+[[ $RC -eq 1 ]] || fail "PS mode failing server: dgrun exited $RC, not 1"
+grep -q "server 1 (127.0.0.1:[0-9]*, pid [0-9]*) exited with status 3" "$TMP/err" || fail "PS mode: the failing server is not named:"$'\n'"$(cat "$TMP/err")"
+grep -q "$TMP/log14b/serverlog.1" "$TMP/err" || fail "PS mode: the failing server's log is not named"
+no_orphans "PS mode failing server"
+pass "14b. a server exiting 3: 'server 1 (127.0.0.1:port, pid) exited with status 3', dgrun exits 1"
+
+# a server that outlives every worker by the grace period is stopped and reported; the job succeeded
+run_dgrun --server_num 1 --worker_num 2 --server_grace 1 --log_dir "$TMP/log14c" "$BIN/env_worker" hang-server "$TMP/ps"
+[[ $RC -eq 0 ]] || fail "PS mode hanging server: dgrun exited $RC, not 0"$'\n'"$(cat "$TMP/err")"
+grep -q "server 0 (127.0.0.1:[0-9]*, pid [0-9]*) has not ended 1.0 s after every worker finished; stopping it" "$TMP/err" \
+    || fail "PS mode: the lingering server is not reported:"$'\n'"$(cat "$TMP/err")"
+[[ $ELAPSED -lt 6000 ]] || fail "PS mode: stopping a lingering server took $ELAPSED ms"
+no_orphans "PS mode hanging server"
+pass "14c. a server still running 1 s after the workers: stopped and named, dgrun exits 0 (${ELAPSED} ms)"
+
+# several nodes: explicit --servers/--workers with one shared port; only this machine's processes start here
+DG_JOB_TOKEN=ps-test-token run_dgrun --servers 127.0.0.1:7164,127.0.0.2:7164 --workers 127.0.0.1,127.0.0.3 \
+    --log_dir "$TMP/log14d" "$BIN/env_worker" "$TMP/ps"
+[[ $RC -eq 0 ]] || fail "PS mode --servers: dgrun exited $RC"$'\n'"$(cat "$TMP/err")"
+[[ $(cd "$TMP/log14d" && ls | sort | paste -sd' ') == "endpoints.log serverlog.0 workerlog.0" ]] \
+    || fail "PS mode --servers: started here: $(ls "$TMP/log14d")"
+f=$TMP/log14d/serverlog.0
+[[ $(field "$f" PADDLE_PSERVER_IPS) == "127.0.0.1,127.0.0.2" && $(field "$f" PADDLE_PSERVER_PORT) == 7164 ]] \
+    || fail "PS mode --servers: a shared port must give PADDLE_PSERVER_IPS + PADDLE_PSERVER_PORT"
+[[ $(field "$f" DG_JOB_TOKEN) == ps-test-token ]] || fail "PS mode --servers: the given token is not used"
+[[ $(field "$TMP/log14d/workerlog.0" PADDLE_TRAINERS_NUM) == 2 ]] || fail "PS mode --workers: 2 workers in all"
+run_dgrun --servers 127.0.0.1:7164,127.0.0.2:7164 --worker_num 1 --log_dir "$TMP/log14e" "$BIN/env_worker"
+[[ $RC -eq 2 ]] && grep -q "needs one job token" "$TMP/err" || fail "PS mode on several nodes without DG_JOB_TOKEN: exit $RC"
+no_orphans "PS mode --servers"
+pass "14d. --servers ip:port,... --workers ip,...: this node's server 0 and worker 0, PADDLE_PSERVER_IPS + PORT, the given token; none: exit 2"
+
+# usage errors: exit 2 with the usage text
+for args in "--server_num 2 --nproc_per_node 2" "--worker_num 1 --gpus 0" "--server_num 0 --worker_num 1" \
+            "--server_num 1" "--worker_num 1" "--server_num 2 --servers 127.0.0.1:7001 --worker_num 1" \
+            "--servers 127.0.0.1 --worker_num 1" "--servers 127.0.0.1:7001,127.0.0.1:7001 --worker_num 1" \
+            "--server_num 1 --worker_num 1 --server_grace x" "--server_num=1 --worker_num=1 --bogus" \
+            "--nproc_per_node 1 --server_grace 3"; do
+    # shellcheck disable=SC2086
+    run_dgrun $args "$BIN/env_worker"
+    [[ $RC -eq 2 ]] || fail "PS mode usage '$args': exit $RC, not 2"
+    grep -q "^usage: dgrun" "$TMP/err" || fail "PS mode usage '$args': no usage line"
+done
+grep -q "cannot be combined" <(run_dgrun --server_num 2 --nproc_per_node 2 "$BIN/env_worker"; cat "$TMP/err") \
+    || fail "PS mode with --nproc_per_node: the message does not say why"
+pass "14e. PS mode's usage errors (collective flags, counts, lists, grace) exit 2 with the usage text"
+
+# what dgrun exports is what dist/ps/env.c reads: every process knows its role and index
+run_dgrun --server_num 3 --worker_num 2 --log_dir "$TMP/log14f" "$BIN/ps_env_check"
+[[ $RC -eq 0 ]] || fail "PS mode ps_env_check: dgrun exited $RC"$'\n'"$(cat "$TMP/err")"$'\n'"$(cat "$TMP"/log14f/*log.*)"
+for s in 0 1 2; do
+    f=$TMP/log14f/serverlog.$s
+    [[ $(field "$f" role) == server && $(field "$f" server_index) == "$s" && $(field "$f" servers) == 3 ]] \
+        || fail "PS mode: server $s read its environment as:"$'\n'"$(cat "$f")"
+    [[ $(field "$f" current) == $(field "$f" server$s) ]] || fail "PS mode: server $s: its endpoint is not entry $s"
+done
+for w in 0 1; do
+    f=$TMP/log14f/workerlog.$w
+    [[ $(field "$f" role) == worker && $(field "$f" worker_id) == "$w" && $(field "$f" workers) == 2 ]] \
+        || fail "PS mode: worker $w read its environment as:"$'\n'"$(cat "$f")"
+done
+no_orphans "PS mode ps_env_check"
+pass "14f. dist/ps/env.c reads what dgrun exports: servers 0-2 at their list positions, workers 0-1 of 2"

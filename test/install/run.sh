@@ -30,10 +30,10 @@ export PATH="$WORK/bin:$PATH" PKG_CONFIG_PATH="$LIBDIR/pkgconfig" PKG_CONFIG_LIB
 
 # 1. the shared library itself
 python3 "$ROOT/tools/check_exports.py" "$LIBDIR/libdygraph.so.0" "$STAGE$PREFIX/include" || fail "exports"
-FOREIGN='libcuda|libcudart|libcudnn|libcublas|libnccl|libmpi|libopen-pal|libopen-rte'
+FOREIGN='libcuda|libcudart|libcudnn|libcublas|libnccl|libmpi|libopen-pal|libopen-rte|libzmq'
 if ldd "$LIBDIR/libdygraph.so.0" | grep -E "$FOREIGN"; then fail "libdygraph.so needs the libraries above"; fi
 if readelf -d "$LIBDIR/libdygraph.so.0" | grep -E "RPATH|RUNPATH"; then fail "libdygraph.so carries a run path"; fi
-pass "libdygraph.so: exports = include/, no CUDA/cuDNN/NCCL/MPI dependency, no run path"
+pass "libdygraph.so: exports = include/, no CUDA/cuDNN/NCCL/MPI/ZeroMQ dependency, no run path"
 
 # 2. README's programs by README's link lines
 python3 "$ROOT/test/install/readme_programs.py" "$ROOT/README.md" "$WORK/readme" || fail "README programs"
