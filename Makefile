@@ -193,6 +193,12 @@ $(DGRUN): $(wildcard dist/launcher/*.c dist/launcher/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -o $@ $(wildcard dist/launcher/*.c)
 
+# replays a DG_CUDA_ALLOC_TRACE file against the device caching allocator (tools/pool_replay.c)
+all: $(BUILD)/bin/pool_replay
+$(BUILD)/bin/pool_replay: tools/pool_replay.c eager/device_pool.c eager/device_pool.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude -o $@ tools/pool_replay.c eager/device_pool.c
+
 deps:
 	@sh scripts/deps.sh
 

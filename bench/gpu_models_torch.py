@@ -2,6 +2,7 @@
 cuda:0, for bench/run_gpu.sh to compare against:
     resnet18_b32_96    torchvision resnet18 (1000 classes), batch 32 at 96x96, SGD momentum, cross-entropy
     resnet18_b128_224  the same at batch 128, 224x224
+    resnet18_b16_224   the same at batch 16
     mnist_cnn_b100     Paddle's multi-GPU MNIST tutorial's MNIST CNN, batch 100, SGD momentum, cross-entropy
     linearnet          Paddle's dynamic-graph distributed quick start's LinearNet, Linear(10,10) -> Linear(10,1), MSE, Adam 1e-3, fresh batch each step
 Usage: python3 bench/gpu_models_torch.py [workload ...]   (no workload: all four)
@@ -41,6 +42,7 @@ SECONDS = float(os.environ.get("BENCH_SECONDS", "3")) or 3.0
 WORKLOADS = {  # name: (batch, side, warm-up steps); batch 0 is LinearNet
     "resnet18_b32_96": (32, 96, 5),
     "resnet18_b128_224": (128, 224, 5),
+    "resnet18_b16_224": (16, 224, 5),
     "mnist_cnn_b100": (100, 28, 20),
     "linearnet": (0, 0, 50),
 }

@@ -22,6 +22,7 @@
 
 static dg_device g_device = { DG_CPU, 0 };
 static bool g_allow_tf32 = false;
+static bool g_exact_gpu_conv = false;
 uint32_t dg_session = 1;
 bool dg_shut_down = false;
 
@@ -177,6 +178,7 @@ void dg_shutdown(void) {
     dg_autocast_reset();
     g_device = dg_cpu();
     g_allow_tf32 = false;
+    g_exact_gpu_conv = false;
     dg_cpu_bf16_reset();
     dg_checked_mode = -1;
     dg_session++;
@@ -250,4 +252,6 @@ void dg_pinned_free(void *q, void *user) {
 
 void dg_set_allow_tf32(bool allow) { g_allow_tf32 = allow; }
 bool dg_get_allow_tf32(void) { return g_allow_tf32; }
+void dg_set_exact_gpu_conv(bool exact) { g_exact_gpu_conv = exact; }
+bool dg_get_exact_gpu_conv(void) { return g_exact_gpu_conv; }
 

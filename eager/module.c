@@ -51,6 +51,7 @@ static void *host_symbol(const char *name) {
         { "dg_tensor_ptr", (void *)dg_tensor_ptr },
         { "dg_shape_fmt", (void *)dg_shape_fmt },
         { "dg_get_allow_tf32", (void *)dg_get_allow_tf32 },
+        { "dg_get_exact_gpu_conv", (void *)dg_get_exact_gpu_conv },
         { "dg_get_device", (void *)dg_get_device },
     };
     for (size_t i = 0; i < sizeof core / sizeof core[0]; i++)

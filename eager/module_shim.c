@@ -55,4 +55,5 @@ char *dg_shape_fmt(const int64_t *shape, int ndim, char *buf, size_t len) {
     return buf;
 }
 bool dg_get_allow_tf32(void) { DG_MODULE_FN(bool (*)(void), "dg_get_allow_tf32"); return fn && fn(); }
+bool dg_get_exact_gpu_conv(void) { DG_MODULE_FN(bool (*)(void), "dg_get_exact_gpu_conv"); return fn && fn(); }
 dg_device dg_get_device(void) { DG_MODULE_FN(dg_device (*)(void), "dg_get_device"); return fn ? fn() : (dg_device){ DG_CPU, 0 }; }

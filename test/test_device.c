@@ -63,6 +63,14 @@ Test(device, tf32_switch_defaults_off) {
     dg_set_allow_tf32(false);
 }
 
+Test(device, exact_gpu_conv_switch_defaults_off_and_resets) {
+    cr_assert_not(dg_get_exact_gpu_conv());
+    dg_set_exact_gpu_conv(true);
+    cr_assert(dg_get_exact_gpu_conv());
+    dg_shutdown();
+    cr_assert_not(dg_get_exact_gpu_conv(), "dg_shutdown puts the switch back to its default");
+}
+
 Test(device, thread_counts_are_clamped) {
     dg_set_num_threads(100000);   /* libgomp crashed making this many */
     int n = dg_get_num_threads();

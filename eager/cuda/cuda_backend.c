@@ -6,7 +6,11 @@
  * this one. */
 #include "cuda_internal.h"
 #include "../device_pool.h"
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ---- errors ---- */
 DG_MODULE_EXPORT int dg_cuda_check(cudaError_t e, const char *what, const char *file, int line) {
@@ -101,6 +105,21 @@ static void *segment_alloc(size_t n, void *user) {
 /* cudaFree waits for the device, so queued kernels that used the segment have finished */
 static void segment_free(void *p, void *user) { cudaFree(p); }
 
+/* DG_CUDA_ALLOC_TRACE=FILE writes every request and release the pools see ("a <bytes> <ptr>",
+ * "f <ptr>", "t" where fully free segments go back to the device), so that a real GPU run's allocation pattern can be replayed against the pool on
+ * any machine (tools/pool_replay.c). Written under g_lock, which orders the lines. */
+static FILE *g_trace;
+static bool g_trace_checked;
+static FILE *alloc_trace(void) {
+    if (!g_trace_checked) {
+        g_trace_checked = true;
+        const char *path = getenv("DG_CUDA_ALLOC_TRACE");
+        if (path && *path && !(g_trace = fopen(path, "w")))
+            fprintf(stderr, "dygraph: DG_CUDA_ALLOC_TRACE=%s: cannot open: %s\n", path, strerror(errno));
+    }
+    return g_trace;
+}
+
 /* From the pool of the current device (the caller entered it). */
 DG_MODULE_EXPORT void *dg_cuda_alloc(size_t n) {
     dg_cuda_ctx *c = dg_cuda_ctx_current();
@@ -121,6 +140,7 @@ DG_MODULE_EXPORT void *dg_cuda_alloc(size_t n) {
                    cudaGetErrorString(e), (int)e);
         return NULL;
     }
+    if (alloc_trace()) fprintf(g_trace, "a %zu %p\n", n, p);
     pthread_mutex_unlock(&g_lock);
     return p;
 }
@@ -128,11 +148,20 @@ DG_MODULE_EXPORT void *dg_cuda_alloc(size_t n) {
 static void pool_free(dg_cuda_ctx *c, void *p) {
     if (!p) return;
     pthread_mutex_lock(&g_lock);
+    if (alloc_trace()) fprintf(g_trace, "f %p\n", p);
     if (c->pool) dg_device_pool_free(c->pool, p);
     pthread_mutex_unlock(&g_lock);
 }
 /* Back to the pool of the current device (workspaces, the NCCL module's buffers). */
 DG_MODULE_EXPORT void dg_cuda_free(void *p) { pool_free(dg_cuda_ctx_current(), p); }
+
+void dg_cuda_pool_trim(void) {
+    dg_cuda_ctx *c = dg_cuda_ctx_current();
+    pthread_mutex_lock(&g_lock);
+    if (alloc_trace()) fprintf(g_trace, "t\n");
+    if (c->pool) dg_device_pool_release_free(c->pool);
+    pthread_mutex_unlock(&g_lock);
+}
 
 static void *cuda_alloc_entry(const dg_backend *be, size_t n) {
     if (dg_cuda_enter(be)) return NULL;

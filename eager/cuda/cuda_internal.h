@@ -69,6 +69,10 @@ int dg_cuda_compute_wait_comm(void);
 /* The caching allocator (device memory for tensors and library workspaces). */
 void *dg_cuda_alloc(size_t nbytes);
 void dg_cuda_free(void *p);
+/* Gives the current device's fully free segments back (cudaFree, which waits for the device):
+ * for one-off blocks such as an algorithm search's workspace, which would otherwise stay
+ * reserved beside the steady loop's segments. */
+void dg_cuda_pool_trim(void);
 /* Turn a CUDA/cuBLAS status into a dg error naming what failed; returns 0 or DG_EDEVICE. */
 int dg_cuda_check(cudaError_t e, const char *what, const char *file, int line);
 int dg_cuda_check_blas(cublasStatus_t s, const char *what, const char *file, int line);

@@ -1,12 +1,12 @@
 /* eager/cuda/cudnn_conv.c — 2-D convolution on the CUDA backend through cuDNN's legacy API
  * (the GPU twin of eager/cpu/conv.c): forward with the bias added by cudnnAddTensor, backward
- * data, backward filter with the bias gradient from cudnnConvolutionBackwardBias; f32, f64,
- * f16 and bf16,
+ * data, backward filter with the bias gradient from cudnnConvolutionBackwardBias (f32, f64) or
+ * our channel sum (f16, bf16, which cuDNN 9 refuses there); f32, f64, f16 and bf16,
  * groups and dilation; contiguous NCHW as backend.h promises.
  *
  * Algorithms are chosen by benchmarking (cudnnFind*AlgorithmEx, like
  * torch.backends.cudnn.benchmark) once per key = (geometry with the batch of one cuDNN call,
- * dtype, TF32 flag, pointer alignment) and kept, with that key's descriptors, in a table of
+ * dtype, TF32 flag, exact flag, pointer alignment) and kept, with that key's descriptors, in a table of
  * CONV_SLOTS slots. Alignment is in the key because some kernels need 16-byte aligned
  * operands, and a tensor that is a view into a larger storage may not be. When the table is
  * full the least recently used slot is re-keyed: its descriptors are set again, never
@@ -16,8 +16,9 @@
  * best not driven from two threads at once anyway.
  *
  * Math: f32 runs with CUDNN_FMA_MATH unless dg_set_allow_tf32(true) asked for TF32 (then
- * CUDNN_DEFAULT_MATH, which lets cuDNN use TF32 tensor cores), so by default products round as
- * on the CPU and only the summation order differs. f64 uses CUDNN_DEFAULT_MATH (there is no
+ * CUDNN_DEFAULT_MATH, which lets cuDNN use TF32 tensor cores), so products round as on the CPU;
+ * with dg_set_exact_gpu_conv(true) only the summation order differs, since FFT and Winograd
+ * algorithms are then left out (see transformed_algo). f64 uses CUDNN_DEFAULT_MATH (there is no
  * reduced-precision path for doubles). float16 / bfloat16 tensors (all operands of one half
  * type; half_via_f32.c widens anything else) use HALF / BFLOAT16 descriptors with a FLOAT
  * compute type in the convolution descriptor, so the sums accumulate in f32 and each output is
@@ -26,7 +27,7 @@
  *
  * Workspaces come from the caching allocator: the search gets the largest any algorithm asks
  * for, capped at FIND_WS_CAP (smaller when memory is short; cuDNN then skips the algorithms
- * that need more), and returns it right after; each call gets the chosen algorithm's size and
+ * that need more), and returns it right after, segment and all (dg_cuda_pool_trim); each call gets the chosen algorithm's size and
  * returns it right after the call is queued. The allocator hands blocks out again in stream
  * order, and every kernel runs on the one compute stream, so no later work can overwrite a
  * workspace that a queued call still uses.
@@ -36,6 +37,9 @@
 #include "cuda_internal.h"
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define CONV_SLOTS 64
 #define FIND_WS_CAP ((size_t)256 << 20)
@@ -44,7 +48,7 @@ enum { K_FWD, K_BWD_DATA, K_BWD_FILTER, K_COUNT };
 
 typedef struct conv_key {
     int64_t n, c, h, w, oc, kh, kw, oh, ow;
-    int32_t sh, sw, ph, pw, dh, dw, groups, dtype, tf32, align;
+    int32_t sh, sw, ph, pw, dh, dw, groups, dtype, tf32, exact, align;
     int32_t device;               /* algorithms are chosen per GPU */
 } conv_key;                       /* memset before filling: compared with memcmp */
 
@@ -152,6 +156,28 @@ static bool math_ok(const conv_key *k, cudnnMathType_t m) {
     return !(k->dtype == DG_F32 && !k->tf32 && m == CUDNN_TENSOR_OP_MATH);
 }
 
+/* Algorithms that transform the operands (FFT, Winograd) round differently from a direct sum of
+ * products: on an H200 they put f32 outputs of the MNIST CNN ~3e-4 of the largest one off the
+ * CPU's, enough to move a ReLU or a max-pool decision and with it whole gradients. They are
+ * also the fastest for many 3x3 layers (ResNet18 training 1.5x faster with them), so they run
+ * by default; dg_set_exact_gpu_conv(true) keeps f32 to the direct ones (the key carries the
+ * setting, so a slot searched under one never serves the other). */
+static bool transformed_algo(int kind, int a) {
+    if (kind == K_FWD)
+        return a == CUDNN_CONVOLUTION_FWD_ALGO_FFT || a == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+               a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+    if (kind == K_BWD_DATA)
+        return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING ||
+               a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD || a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED;
+    return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING ||
+           a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED;
+}
+static int env_flag(const char *name, const char *value) {
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+static bool algo_allowed(const conv_key *k, int kind, int a) { return !k->exact || !transformed_algo(kind, a); }
+
 /* ---- the table ---- */
 
 static int slot_make(conv_slot *s, const conv_ctx *cx) {
@@ -235,6 +261,7 @@ static void make_key(conv_key *k, const dg_conv2d_geom *g, int64_t images, dg_dt
     k->groups = g->groups;
     k->dtype = dt;
     k->tf32 = dt == DG_F32 && dg_get_allow_tf32();
+    k->exact = dt == DG_F32 && !k->tf32 && dg_get_exact_gpu_conv();
     k->align = align;
     k->device = dg_cuda_device();
 }
@@ -309,6 +336,12 @@ static int find_algo(conv_slot *s, int kind, void *x, void *w, void *y, const co
         rc = DNN(cudnnFindConvolutionBackwardFilterAlgorithmEx, h, s->xd, x, s->yd, y, s->cd, s->wd, w,
                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, pw, ws, wsz);
     dg_cuda_free(ws);
+    /* The search's workspace (up to FIND_WS_CAP, far above what the chosen algorithm needs) is
+     * a one-off: kept cached, its segment was later split by the steady loop's blocks and
+     * ResNet18 held 1.38x-1.51x its live peak on an H200 (replays of the real allocation
+     * traces, tools/pool_replay.c: 0.94x-1.07x with this). Searches happen in the first steps
+     * only, so the steady loop never pays for the cudaFree. */
+    if (ws) dg_cuda_pool_trim();
     if (rc) return rc;
 
     /* the results come sorted by time, but pick the minimum explicitly rather than rely on it */
@@ -318,8 +351,25 @@ static int find_algo(conv_slot *s, int kind, void *x, void *w, void *y, const co
         cudnnStatus_t st = kind == K_FWD ? pf[i].status : kind == K_BWD_DATA ? pd[i].status : pw[i].status;
         cudnnMathType_t m = kind == K_FWD ? pf[i].mathType : kind == K_BWD_DATA ? pd[i].mathType : pw[i].mathType;
         float t = kind == K_FWD ? pf[i].time : kind == K_BWD_DATA ? pd[i].time : pw[i].time;
-        if (st != CUDNN_STATUS_SUCCESS || !math_ok(k, m)) continue;
+        int al = kind == K_FWD ? (int)pf[i].algo : kind == K_BWD_DATA ? (int)pd[i].algo : (int)pw[i].algo;
+        if (st != CUDNN_STATUS_SUCCESS || !math_ok(k, m) || !algo_allowed(k, kind, al)) continue;
         if (best < 0 || t < best_t) { best = i; best_t = t; }
+    }
+    if (env_flag("DG_CUDNN_LOG", "1")) {
+        /* one line per search: what ran, how fast, and the pick (stderr, for people) */
+        static const char *kinds[] = { "fwd", "bwd_data", "bwd_filter" };
+        char geo[320];
+        geom_str(cx, geo, sizeof geo);
+        fprintf(stderr, "dygraph cudnn: %s %s [%s]:", cx->op, kinds[kind], geo);
+        for (int i = 0; i < got; i++) {
+            cudnnStatus_t st = kind == K_FWD ? pf[i].status : kind == K_BWD_DATA ? pd[i].status : pw[i].status;
+            if (st != CUDNN_STATUS_SUCCESS) continue;
+            int al = kind == K_FWD ? (int)pf[i].algo : kind == K_BWD_DATA ? (int)pd[i].algo : (int)pw[i].algo;
+            float t = kind == K_FWD ? pf[i].time : kind == K_BWD_DATA ? pd[i].time : pw[i].time;
+            int m = kind == K_FWD ? (int)pf[i].mathType : kind == K_BWD_DATA ? (int)pd[i].mathType : (int)pw[i].mathType;
+            fprintf(stderr, " %s%d/m%d %.3fms", i == best ? "*" : "", al, m, t);
+        }
+        fprintf(stderr, "\n");
     }
     if (best < 0) {
         char geo[320];
@@ -488,10 +538,13 @@ int dg_cuda_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *g
             }
             if (!rc) rc = run_algo(s, K_BWD_FILTER, xc, gwp, gyc, n0 > 0, cx);
         }
-        if (!rc && gb)
+        if (!rc && gb && !dg_dtype_is_half(dt))
             rc = DNN(cudnnConvolutionBackwardBias, dg_cuda_cudnn(), scal(dt, true), s->yd, gyc, scal(dt, n0 > 0), s->bd, gbp);
     }
     pthread_mutex_unlock(&g_conv_lock);
     dg_cuda_free(scratch);
+    /* cuDNN 9 answers NOT_SUPPORTED to cudnnConvolutionBackwardBias on bfloat16 (seen on an H200),
+     * so the half types sum the bias gradient themselves, in one pass over the whole batch */
+    if (!rc && gb && dg_dtype_is_half(dt)) rc = dg_cuda_channel_sum_raw(gyp, gbp, dt, g->n, g->oc, g->oh * g->ow);
     return rc;
 }

@@ -331,9 +331,9 @@ __global__ void channel_sum_kernel(const T *x, T *out, int64_t n, int64_t c, int
     const int64_t m = n * inner;
     for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
         double s = 0;
-        for (int64_t j = threadIdx.x; j < m; j += blockDim.x) s += (double)x[ch_off(j, ch, c, inner)];
+        for (int64_t j = threadIdx.x; j < m; j += blockDim.x) s += dgk_to_double(x[ch_off(j, ch, c, inner)]);
         s = block_sum2(s, 0).x;
-        if (threadIdx.x == 0) out[ch] = (T)s;
+        if (threadIdx.x == 0) out[ch] = dgk_from_double<T>(s);
     }
 }
 
@@ -551,8 +551,16 @@ extern "C" int dg_cuda_bias_fill_raw(void *y, const void *b, dg_dtype dt, int64_
 }
 
 extern "C" int dg_cuda_channel_sum_raw(const void *x, void *out, dg_dtype dt, int64_t n, int64_t c, int64_t inner) {
-    if (!float_dtype(dt)) return bad_raw("channel sum", dt);
     if (c <= 0) return 0;
+    /* the 2-byte floats sum in double like the others and round once on the store */
+    if (dt == DG_F16 || dt == DG_BF16) {
+        if (dt == DG_F16)
+            DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, dg_cuda_stream(), channel_sum_kernel<dgk_f16>)((const dgk_f16 *)x, (dgk_f16 *)out, n, c, inner);
+        else
+            DGK_LAUNCH(ch_blocks(c), CH_THREADS, 0, dg_cuda_stream(), channel_sum_kernel<dgk_bf16>)((const dgk_bf16 *)x, (dgk_bf16 *)out, n, c, inner);
+        return launched();
+    }
+    if (!float_dtype(dt)) return bad_raw("channel sum", dt);
     LAUNCH_FLOAT(dt, ch_blocks(c), CH_THREADS, channel_sum_kernel, (const T *)x, (T *)out, n, c, inner);
     return launched();
 }

@@ -24,6 +24,10 @@ void gt_gpu_begin(void) {
     /* main() only starts the workers when gpu:0 answered, so a failure here is a real error */
     cr_assert_eq(dg_set_device(gt_dut_name()), 0, "%s not usable in the test worker: %s", gt_dut_name(), dg_last_error());
     cr_assert(!dg_get_allow_tf32(), "TF32 must be off by default: GPU f32 math must round like the CPU's");
+    /* the suite's tolerances are for sums in another order; FFT and Winograd convolutions, the
+     * default's fastest picks, round in a transformed domain (test_gpu_edges checks them) */
+    cr_assert(!dg_get_exact_gpu_conv(), "exact GPU convolutions must be off by default");
+    dg_set_exact_gpu_conv(true);
     gt_use("cpu");
 }
 
