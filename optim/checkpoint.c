@@ -31,9 +31,13 @@ static const char *check_entry(const dg_optimizer *opt, const char *name, const 
         return why;
     }
     if (g >= 0) return dg_numel(t) == 1 ? NULL : "a group's lr must hold one value";
-    if (opt->entry[e].kind != DG_ENT_BUF) {
+    if (e != DG_OPT_ENT_MASTER && opt->entry[e].kind != DG_ENT_BUF) {
         snprintf(why, cap, "%s must hold one value", opt->entry[e].name);
         return dg_numel(t) == 1 ? NULL : why;
+    }
+    if (e == DG_OPT_ENT_MASTER && !dg_dtype_is_float(dg_dtype_of(t))) {
+        snprintf(why, cap, "master weights must be a float tensor, not %s", dg_dtype_name(dg_dtype_of(t)));
+        return why;
     }
     dg_tensor *p = dg_optimizer_param(opt, i);
     bool same = dg_ndim(p) == dg_ndim(t);
@@ -61,6 +65,14 @@ int dg_optimizer_load_dict(dg_optimizer *opt, const dg_tensor_dict *d) {
         int rc = dg_optimizer_load_state(opt, dg_tensor_dict_name(d, i), dg_tensor_dict_tensor(d, i));
         if (rc) return rc;
     }
+    /* a set without a half parameter's master weights (saved before it stepped, or by an older
+     * version) leaves none: the next step makes them from the parameter as loaded, never from
+     * the values of before the load */
+    for (int i = 0; i < opt->n; i++)
+        if (opt->state[i].master && !dg_tensor_dict_get(d, opt->state[i].master_name)) {
+            dg_tensor_free(opt->state[i].master);
+            opt->state[i].master = NULL;
+        }
     return 0;
 }
 

@@ -38,6 +38,7 @@ typedef struct dg_opt_state {
                                      rule updates (made at the first step from the parameter; the
                                      buffers are float32 too) */
     char name[DG_OPT_MAX_ENTRIES][40];   /* "<i>.<entry>", in the order of o->entry */
+    char master_name[40];                /* "<i>.master_weight" */
 } dg_opt_state;
 
 typedef struct dg_optimizer dg_optimizer;
@@ -110,8 +111,10 @@ int dg_opt_check_betas(const char *nm, double beta1, double beta2, double eps);
 int dg_opt_ensure_state(dg_optimizer *o, int i);
 /* A caller-owned 0-d CPU tensor. */
 dg_tensor *dg_opt_cpu_scalar(double v, dg_dtype dt);
-/* state.c: a state name as a group's lr (*group >= 0) or parameter *param's entry o->entry[*ent];
- * DG_EINVAL with a message naming what does not fit. */
+/* state.c: a state name as a group's lr (*group >= 0), parameter *param's entry o->entry[*ent],
+ * or (*ent == DG_OPT_ENT_MASTER) a half parameter's master weights; DG_EINVAL with a message
+ * naming what does not fit. */
+#define DG_OPT_ENT_MASTER (-2)
 int dg_opt_parse_state_name(const dg_optimizer *o, const char *name, int *group, int *param, int *ent);
 /* The lr of group g that the next step uses, set by a scheduler or a checkpoint: unlike
  * dg_optimizer_set_group_lr, the group's base lr stays. lr >= 0 and finite. */

@@ -93,6 +93,7 @@ static int add_group(dg_optimizer *o, dg_tensor *const *params, int n, double lr
         memset(&o->state[k], 0, sizeof o->state[k]);
         for (int e = 0; e < o->n_entries; e++)
             snprintf(o->state[k].name[e], sizeof o->state[k].name[e], "%d.%s", k, o->entry[e].name);
+        snprintf(o->state[k].master_name, sizeof o->state[k].master_name, "%d.master_weight", k);
     }
     o->n_groups++;
     o->n += n;

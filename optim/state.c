@@ -6,7 +6,8 @@
 #include <math.h>
 
 /* Entry k of the list: each group's lr first ("lr" is group 0's), then each parameter's entries
- * (o->entry: buffers, step, mu_product), in parameter order. *group >= 0 for an lr. */
+ * (o->entry: buffers, step, mu_product), in parameter order, then the master weights of the half
+ * parameters that have them (*ent = DG_OPT_ENT_MASTER). *group >= 0 for an lr. */
 static bool locate(const dg_optimizer *o, int k, int *group, int *param, int *ent) {
     *group = *param = -1;
     *ent = 0;
@@ -17,13 +18,18 @@ static bool locate(const dg_optimizer *o, int k, int *group, int *param, int *en
         if (k < o->n_entries) { *param = i; *ent = k; return true; }
         k -= o->n_entries;
     }
+    for (int i = 0; i < o->n; i++) {
+        if (!o->state[i].master) continue;
+        if (k == 0) { *param = i; *ent = DG_OPT_ENT_MASTER; return true; }
+        k--;
+    }
     return false;
 }
 
 int dg_optimizer_state_count(const dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_state_count: optimizer is NULL");
     int c = o->n_groups;
-    for (int i = 0; i < o->n; i++) c += o->state[i].has ? o->n_entries : 0;
+    for (int i = 0; i < o->n; i++) c += (o->state[i].has ? o->n_entries : 0) + (o->state[i].master ? 1 : 0);
     return c;
 }
 
@@ -32,7 +38,7 @@ const char *dg_optimizer_state_name(const dg_optimizer *o, int k) {
     int g, i, e;
     DG_CHECK(k >= 0 && locate(o, k, &g, &i, &e), "%s: state index %d out of range [0, %d)", o->info->name, k,
              dg_optimizer_state_count(o));
-    return g >= 0 ? o->groups[g].lr_name : o->state[i].name[e];
+    return g >= 0 ? o->groups[g].lr_name : e == DG_OPT_ENT_MASTER ? o->state[i].master_name : o->state[i].name[e];
 }
 
 dg_tensor *dg_optimizer_state_tensor(const dg_optimizer *o, int k) {
@@ -41,6 +47,7 @@ dg_tensor *dg_optimizer_state_tensor(const dg_optimizer *o, int k) {
     DG_CHECK(k >= 0 && locate(o, k, &g, &i, &e), "%s: state index %d out of range [0, %d)", o->info->name, k,
              dg_optimizer_state_count(o));
     if (g >= 0) return o->groups[g].lr_t;
+    if (e == DG_OPT_ENT_MASTER) return o->state[i].master;
     const dg_opt_entry *en = &o->entry[e];
     return en->kind == DG_ENT_BUF ? o->state[i].buf[en->slot] : en->kind == DG_ENT_STEP ? o->state[i].step_t : o->state[i].mu_t;
 }
@@ -65,6 +72,14 @@ int dg_opt_parse_state_name(const dg_optimizer *o, const char *name, int *group,
                  "%s: load_state: unknown state name '%s'", nm, name);
     DG_CHECK_INT(i >= 0 && i < o->n, "%s: load_state: '%s' names parameter %ld; the optimizer has %d", nm, name, i, o->n);
     const char *sl = end + 1;
+    if (strcmp(sl, "master_weight") == 0) {
+        dg_dtype pd = dg_dtype_of(o->params[i]);
+        DG_CHECK_INT(pd == DG_F16 || pd == DG_BF16, "%s: load_state: '%s': parameter %ld is %s; only float16/bfloat16 "
+                     "parameters keep float32 master weights", nm, name, i, dg_dtype_name(pd));
+        *param = (int)i;
+        *ent = DG_OPT_ENT_MASTER;
+        return 0;
+    }
     for (int e = 0; e < o->n_entries; e++)
         if (strcmp(sl, o->entry[e].name) == 0) { *param = (int)i; *ent = e; return 0; }
     for (int k = 0; k < o->info->n_slots; k++)
@@ -85,6 +100,36 @@ static int scalar_of(const dg_optimizer *o, const char *name, const dg_tensor *v
     return 0;
 }
 
+/* "<i>.master_weight": the value, in float32 on the parameter's device, becomes the copy the
+ * rule updates (made here when the parameter has taken no step yet). */
+static int load_master(dg_optimizer *o, int i, const char *name, const dg_tensor *value) {
+    const char *nm = o->info->name;
+    const dg_tensor *p = o->params[i];
+    char a[96], b[96];
+    dg_shape_str(value, a, sizeof a);
+    dg_shape_str(p, b, sizeof b);
+    DG_CHECK_INT(strcmp(a, b) == 0, "%s: load_state: '%s' has shape %s; parameter %d is %s", nm, name, a, i, b);
+    DG_CHECK_INT(dg_dtype_is_float(dg_dtype_of(value)), "%s: load_state: '%s' is %s; expects a float tensor", nm, name,
+                 dg_dtype_name(dg_dtype_of(value)));
+    dg_scope *sc = dg_scope_begin();
+    dg_no_grad_begin();   /* the copy is the optimizer's, outside any graph (as the step makes it) */
+    dg_tensor *m = o->state[i].master;
+    bool made = false;
+    if (!m) {
+        m = dg_keep(dg_cast(p, DG_F32));
+        made = m != NULL;
+    }
+    dg_device dv = dg_device_of(value), dd = m ? dg_device_of(m) : dv;
+    const dg_tensor *src = value;
+    if (m && (dv.type != dd.type || dv.index != dd.index)) src = dg_to_device(value, dd);
+    int rc = m && src ? dg_copy_(m, src) : (dg_last_status() ? dg_last_status() : DG_ENOMEM);
+    dg_no_grad_end();
+    dg_scope_end(sc);
+    if (rc && made) dg_tensor_free(m);
+    else if (!rc) o->state[i].master = m;
+    return rc;
+}
+
 int dg_optimizer_load_state(dg_optimizer *o, const char *name, const dg_tensor *value) {
     DG_CHECK_HANDLE_INT(o, "optimizer_load_state: optimizer is NULL");
     const char *nm = o->info->name;
@@ -100,6 +145,7 @@ int dg_optimizer_load_state(dg_optimizer *o, const char *name, const dg_tensor *
         if ((rc = scalar_of(o, name, value, &x))) return rc;
         return dg_opt_set_current_lr(o, g, x);
     }
+    if (e == DG_OPT_ENT_MASTER) return load_master(o, i, name, value);
     const dg_opt_entry *en = &o->entry[e];
     if (en->kind == DG_ENT_STEP) {
         if ((rc = scalar_of(o, name, value, &x))) return rc;

@@ -199,8 +199,12 @@ DG_API double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm
  * "sum", "step" (adagrad); "exp_avg", "exp_avg_sq", ("max_exp_avg_sq" with amsgrad), "step"
  * (adam, adamw); "square_avg", ("momentum_buffer" with momentum > 0), ("grad_avg" centered),
  * "step" (rmsprop); "exp_avg", "exp_inf", "step" (adamax); "exp_avg", "exp_avg_sq", "step",
- * "mu_product" (nadam). Buffers have the parameter's shape, dtype and device; "step" is an i64
- * 0-d CPU tensor, "mu_product" an f32 one. Tensors are borrowed and live until the optimizer is
+ * "mu_product" (nadam). Buffers have the parameter's shape and device and its dtype (float32
+ * for a float16/bfloat16 parameter); "step" is an i64 0-d CPU tensor, "mu_product" an f32 one.
+ * Last, "<i>.master_weight" for every float16/bfloat16 parameter i that has its float32 master
+ * copy (made at its first step: the value the rule updates, of which the parameter is the
+ * rounding); loading a set without it drops the copy, which the next step makes again from the
+ * parameter. Tensors are borrowed and live until the optimizer is
  * freed; the list grows when a parameter first gets state. Loading a group's lr sets the lr its
  * next step uses, not its base lr. dg_optimizer_save / dg_optimizer_load (checkpoint.h) write and
  * read this list.
