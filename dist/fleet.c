@@ -1,7 +1,9 @@
-/* dist/fleet.c — the fleet facade (paddle.distributed.fleet, collective mode): one world
+/* dist/fleet.c — the fleet facade (paddle.distributed.fleet): collective mode's one world
  * communicator per process made by dg_fleet_init, the worker queries, distributed_model /
- * distributed_optimizer, and saving on the first worker only (Paddle's collective FleetAPI guide). */
+ * distributed_optimizer, and saving on the first worker only (Paddle's collective FleetAPI guide);
+ * parameter-server mode (is_collective false) lives in ps/fleet_ps.c. */
 #include "dist_internal.h"
+#include "ps/fleet_ps.h"
 
 static dg_comm *g_comm;
 static dg_fleet_strategy g_strategy;
@@ -11,14 +13,19 @@ static dg_amp_scaler *g_scaler;   /* strategy.amp: made by distributed_optimizer
 dg_fleet_strategy dg_fleet_default_strategy(void) {
     return (dg_fleet_strategy){ .fuse_grad_size_in_MB = 25, .first_bucket_mb = 1, .overlap = false,
                                 .find_unused_parameters = false, .timeout_s = DG_FROM_ENV, .amp = false,
-                                .amp_configs = dg_amp_default_params() };
+                                .amp_configs = dg_amp_default_params(), .sync_mode = true };
 }
 
 int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
-    DG_CHECK_INT(is_collective, "fleet_init: only collective mode (is_collective=true) is supported; "
-                 "parameter-server mode is not");
     if (g_comm) return 0;   /* idempotent, like fleet.init */
     dg_fleet_strategy st = strategy ? *strategy : dg_fleet_default_strategy();
+    if (!is_collective) {
+        DG_CHECK_INT((st.timeout_s > 0 && isfinite(st.timeout_s)) || st.timeout_s == DG_FROM_ENV,
+                     "fleet_init: strategy timeout_s must be > 0 or DG_FROM_ENV, got %g", st.timeout_s);
+        DG_CHECK_INT(!st.amp, "fleet_init: strategy.amp is for collective mode; parameter servers keep float32 tables");
+        g_strategy = st;
+        return dg_fleet_ps_init(&st);
+    }
     DG_CHECK_INT(st.fuse_grad_size_in_MB > 0 && isfinite(st.fuse_grad_size_in_MB),
                  "fleet_init: strategy fuse_grad_size_in_MB must be > 0, got %g", st.fuse_grad_size_in_MB);
     DG_CHECK_INT(st.first_bucket_mb > 0 && isfinite(st.first_bucket_mb),
@@ -46,13 +53,14 @@ int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
     return 0;
 }
 
-int dg_fleet_worker_index(void) { return g_comm ? g_comm->rank : 0; }
-int dg_fleet_worker_num(void) { return g_comm ? g_comm->size : 1; }
+int dg_fleet_worker_index(void) { return dg_fleet_ps_on() ? dg_fleet_ps_worker_index() : g_comm ? g_comm->rank : 0; }
+int dg_fleet_worker_num(void) { return dg_fleet_ps_on() ? dg_fleet_ps_worker_num() : g_comm ? g_comm->size : 1; }
 const char *dg_fleet_worker_endpoints(void) { return g_endpoints ? g_endpoints : ""; }
 bool dg_fleet_is_first_worker(void) { return dg_fleet_worker_index() == 0; }
 dg_comm *dg_fleet_comm(void) { return g_comm; }
 
 dg_layer *dg_fleet_distributed_model(dg_layer *net) {
+    if (dg_fleet_ps_on()) return net;   /* the servers hold the parameters: no gradient all-reduce */
     if (!g_comm) { dg_layer_free(net); DG_ERR(DG_ESTATE, "fleet_distributed_model: call dg_fleet_init first"); return NULL; }
     dg_dp_params p = dg_dp_default_params();
     p.bucket_mb = g_strategy.fuse_grad_size_in_MB;
@@ -64,6 +72,7 @@ dg_layer *dg_fleet_distributed_model(dg_layer *net) {
 
 dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt) {
     DG_CHECK_HANDLE(opt, "fleet_distributed_optimizer: optimizer is NULL");
+    if (dg_fleet_ps_on()) return dg_fleet_ps_distributed_optimizer(opt) ? NULL : opt;
     DG_CHECK(g_comm, "fleet_distributed_optimizer: call dg_fleet_init first");
     if (g_strategy.amp) {
         dg_amp_scaler *sc = dg_amp_decorate(opt, g_strategy.amp_configs);
@@ -85,6 +94,7 @@ int dg_fleet_save(const dg_layer *net, const char *path) {
 }
 
 void dg_fleet_shutdown(void) {
+    dg_fleet_ps_shutdown();
     dg_amp_scaler_free(g_scaler);
     g_scaler = NULL;
     dg_comm_free(g_comm);

@@ -92,6 +92,10 @@ struct dg_optimizer {
     double momentum_decay;                  /* nadam */
     double lr_decay;                        /* adagrad */
     double init_acc;                        /* initial value of new buffers (adagrad's initial_accumulator_value) */
+    /* set by fleet in parameter-server mode (dist/ps/client.c): the step pushes the gradients to
+     * the servers, which run this optimizer's rule, and pulls the new values */
+    int (*remote_step)(void *ctx);
+    void *remote_ctx;
 };
 
 /* The lr of the group parameter i belongs to (prepare's lr). */

@@ -235,6 +235,7 @@ static bool same_device(dg_device a, dg_device b) { return a.type == b.type && a
 
 int dg_optimizer_step(dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_step: optimizer is NULL");
+    if (o->remote_step) return o->remote_step(o->remote_ctx);
     const char *nm = o->info->name;
     for (int i = 0; i < o->n; i++)
         if (dg_tensor_check(nm, "parameter", o->params[i]) != 0) {

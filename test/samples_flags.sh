@@ -10,12 +10,12 @@ expect() {   # status program args...
     "$@" >/dev/null 2>&1; got=$?
     if [ "$got" -ne "$want" ]; then echo "FAIL: $* exited $got, want $want"; fail=1; fi
 }
-for p in cifar10 face_keypoints mnist mnist_fleet eval_offline linear_single linear_fleet langid; do
+for p in cifar10 face_keypoints mnist mnist_fleet eval_offline linear_single linear_fleet langid housing_ps; do
     expect 0 "$BIN/$p" --help
     expect 2 "$BIN/$p" --no-such-flag 1
     expect 2 "$BIN/$p" stray
 done
-for p in cifar10 face_keypoints mnist mnist_fleet langid; do
+for p in cifar10 face_keypoints mnist mnist_fleet langid housing_ps; do
     expect 2 "$BIN/$p" --epochs
     expect 2 "$BIN/$p" --epochs two
     expect 2 "$BIN/$p" --lr 1e-3x
@@ -27,5 +27,7 @@ for p in cifar10 face_keypoints mnist mnist_fleet; do
 done
 expect 2 "$BIN/langid" --optimizer lbfgs
 expect 2 "$BIN/langid" --per-lang 2.5
+expect 2 "$BIN/housing_ps" --batch-size 0
+expect 1 "$BIN/housing_ps" --data /nonexistent/housing.data
 [ $fail -eq 0 ] && echo "samples_flags: --help, unknown flags, missing values and bad numbers handled as argparse does"
 exit $fail

@@ -140,12 +140,36 @@ typedef struct dg_fleet_strategy {
                                      $DG_DIST_TIMEOUT, else 300 */
     bool amp;                     /* dynamic loss scaling (dygraph/amp.h); default false */
     dg_amp_params amp_configs;    /* its settings; default dg_amp_default_params() */
+    bool sync_mode;               /* parameter-server mode: true (default): every step waits for the
+                                     servers to have applied the mean of all workers' gradients;
+                                     false: async, each push applied as it arrives */
 } dg_fleet_strategy;
 DG_API dg_fleet_strategy dg_fleet_default_strategy(void);
 /* fleet.init(is_collective=True[, strategy]): reads the environment, makes the world
  * communicator (rendezvous with a timeout; errors name the endpoint). strategy NULL means
- * dg_fleet_default_strategy(); a bad strategy is an error naming the field. */
+ * dg_fleet_default_strategy(); a bad strategy is an error naming the field.
+ * is_collective false: a parameter-server job (Paddle's launch_ps, dgrun --server_num): the role
+ * and the servers come from the environment in either of Paddle's naming schemes (an
+ * inconsistent one is an error naming the variable); then, on a server,
+ *   dg_fleet_init_server(NULL); dg_fleet_run_server();      (returns when every worker stopped)
+ * and on a worker
+ *   dg_fleet_init_worker(); opt = dg_fleet_distributed_optimizer(opt);
+ *   loop { forward; dg_backward(loss); dg_optimizer_step(opt); dg_optimizer_clear_grad(opt); }
+ *   dg_fleet_stop_worker();                                   (the tutorial's exe.close())
+ * where the optimizer's float32 parameters become one table split evenly over the servers, each
+ * server runs the optimizer's rule (SGD, Momentum, Adagrad, Adam) on its part, and
+ * dg_optimizer_step pushes the gradients and pulls the new values (strategy.sync_mode). */
 DG_API int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy);
+DG_API bool dg_fleet_is_server(void);
+DG_API bool dg_fleet_is_worker(void);      /* true in collective mode */
+DG_API int dg_fleet_server_index(void);    /* -1 on a worker */
+DG_API int dg_fleet_server_num(void);      /* 0 in collective mode */
+DG_API const char *dg_fleet_server_endpoint(int i);   /* "ip:port" of server i, or NULL */
+/* dirname must be NULL for now: servers start empty and take the first worker's values. */
+DG_API int dg_fleet_init_server(const char *dirname);
+DG_API int dg_fleet_run_server(void);
+DG_API int dg_fleet_init_worker(void);
+DG_API int dg_fleet_stop_worker(void);
 DG_API int dg_fleet_worker_index(void);
 DG_API int dg_fleet_worker_num(void);
 DG_API const char *dg_fleet_worker_endpoints(void);          /* "ip:port,..." or "" */

@@ -1,0 +1,29 @@
+/* dist/ps/client.h — a worker's dense table on the parameter servers (client.c). */
+#ifndef DG_DIST_PS_CLIENT_H
+#define DG_DIST_PS_CLIENT_H
+
+#include <dygraph.h>
+#include "ps_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dg_ps_dense dg_ps_dense;
+
+/* opt's parameters as table `table` over n_servers servers of tr: INITs every shard with this
+ * worker's values (with opt's kind and settings for the servers to run) and pulls them back into
+ * the parameters. NULL with the error set (a server's refusal is quoted). */
+dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, bool sync,
+                             double timeout_s, dg_optimizer *opt);
+/* Pushes the parameters' gradients (none: zeros), then pulls the values the servers hold after
+ * the step (sync: after the step of every worker's push of this version). */
+int dg_ps_dense_step(dg_ps_dense *d);
+void dg_ps_dense_free(dg_ps_dense *d);
+/* Tells every server this worker is done (Paddle's exe.close()); the first failure is returned. */
+int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double timeout_s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

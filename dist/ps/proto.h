@@ -1,0 +1,86 @@
+/* dist/ps/proto.h — the parameter server's wire format: one request or reply per transport
+ * message, a fixed little-endian header and a payload whose length the header states exactly.
+ *
+ *   request: magic 'DGPS' u32 | version u16 | op u16 | table u32 | worker u32 | arg u64 | payload
+ *   reply:   magic 'DGPS' u32 | version u16 | status u16 | table version u64 | payload
+ *
+ * op INIT:  payload = dg_ps_init_msg, then `len` f32 initial values of this server's shard; the
+ *           first INIT of a table makes it (later ones of the same geometry change nothing)
+ * op PULL:  arg = the table version the worker needs; reply NOT_YET below it, else the f32 values
+ * op PUSH:  arg = the table version the gradient was computed at; payload = `len` f32 gradients
+ * op STOP:  the worker is done (its last request); the server ends once every worker stopped
+ * An ERROR reply carries a message (text, not terminated). Every length and index is checked
+ * before anything is read, so a foreign or truncated message is an ERROR reply, never a crash. */
+#ifndef DG_DIST_PS_PROTO_H
+#define DG_DIST_PS_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define DG_PS_MAGIC 0x53504744u   /* "DGPS" little-endian */
+#define DG_PS_VERSION 1
+#define DG_PS_REQ_HEADER 28
+#define DG_PS_REPLY_HEADER 16
+#define DG_PS_MAX_TABLES 64
+#define DG_PS_MAX_WORKERS 4096
+
+enum { DG_PS_OP_INIT = 1, DG_PS_OP_PULL = 2, DG_PS_OP_PUSH = 3, DG_PS_OP_STOP = 4 };
+enum { DG_PS_OK = 0, DG_PS_NOT_YET = 1, DG_PS_ERROR = 2 };
+
+/* The table's geometry and the optimizer the server runs on it (the worker's, field by field). */
+typedef struct dg_ps_init_msg {
+    uint64_t total;      /* elements of the whole table (over every server) */
+    uint64_t offset;     /* this shard's first element */
+    uint64_t len;        /* this shard's elements */
+    uint32_t n_workers;
+    uint32_t sync;       /* 1: average the workers' gradients of a version, then step once */
+    uint32_t kind;       /* dg_opt_kind */
+    uint32_t nesterov, amsgrad, pad;
+    double lr, weight_decay, momentum, dampening, beta1, beta2, eps, init_acc, lr_decay;
+} dg_ps_init_msg;
+
+typedef struct dg_ps_req {
+    uint16_t op;
+    uint32_t table, worker;
+    uint64_t arg;
+    const unsigned char *payload;
+    size_t payload_len;
+} dg_ps_req;
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the parameter server's f32 payloads are little-endian"
+#endif
+
+#define DG_PS_INIT_BYTES 120   /* dg_ps_init_msg on the wire: 3 u64, 6 u32, 9 f64 */
+/* dg_ps_init_msg <-> its 120 bytes (proto.c) */
+void dg_ps_init_encode(const dg_ps_init_msg *m, unsigned char *out);
+void dg_ps_init_decode(const unsigned char *in, dg_ps_init_msg *m);
+
+static inline void dg_ps_put16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
+static inline void dg_ps_put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static inline void dg_ps_put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
+static inline uint16_t dg_ps_get16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t dg_ps_get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+static inline uint64_t dg_ps_get64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+/* Writes a request header into buf (DG_PS_REQ_HEADER bytes). */
+static inline void dg_ps_req_header(unsigned char *buf, uint16_t op, uint32_t table, uint32_t worker, uint64_t arg) {
+    dg_ps_put32(buf, DG_PS_MAGIC);
+    dg_ps_put16(buf + 4, DG_PS_VERSION);
+    dg_ps_put16(buf + 6, op);
+    dg_ps_put32(buf + 8, table);
+    dg_ps_put32(buf + 12, worker);
+    dg_ps_put64(buf + 16, arg);
+    dg_ps_put32(buf + 24, 0);
+}
+
+#endif

@@ -1,0 +1,240 @@
+/* dist/ps/server.c — a parameter server's tables and its request handler (ps_internal.h's
+ * dg_ps_handler): a pure function of (the server's state, the request bytes) -> reply bytes.
+ *
+ * A dense table shard is one float32 leaf tensor with an optimizer of the worker's kind and
+ * settings over it (optim/), so the server's step is the same fused update, element for element,
+ * as a local dg_optimizer_step: sharding a table changes nothing but where each element lives.
+ * Sync mode: the gradients the n workers push for version v are summed in arrival order, scaled
+ * by 1/n and stepped once, and the table becomes version v + 1 (a worker pulls with "at least
+ * v + 1", and is told NOT_YET until then). Async mode: each push is stepped at once. */
+#include "../dist_internal.h"
+#include "../../optim/optim_internal.h"
+#include "proto.h"
+#include <stdarg.h>
+#include "server.h"
+
+typedef struct ps_table {
+    bool made;
+    dg_ps_init_msg geo;
+    dg_tensor *value;          /* [len] f32 leaf */
+    dg_optimizer *opt;
+    uint64_t version;          /* steps applied */
+    float *acc;                /* sync: the sum of this version's pushes so far */
+    unsigned char *pushed;     /* sync: which workers pushed for this version */
+    uint32_t n_pushed;
+} ps_table;
+
+struct dg_ps_server {
+    ps_table t[DG_PS_MAX_TABLES];
+    int n_workers;             /* from the environment; every INIT must agree */
+    unsigned char stopped[DG_PS_MAX_WORKERS];
+    int n_stopped;
+};
+
+dg_ps_server *dg_ps_server_new(int n_workers) {
+    DG_CHECK(n_workers >= 1 && n_workers <= DG_PS_MAX_WORKERS, "ps server: %d workers (1..%d)", n_workers, DG_PS_MAX_WORKERS);
+    dg_ps_server *s = calloc(1, sizeof *s);
+    if (!s) { DG_ERR(DG_ENOMEM, "ps server: out of memory"); return NULL; }
+    s->n_workers = n_workers;
+    return s;
+}
+
+static void table_clear(ps_table *t) {
+    dg_optimizer_free(t->opt);
+    dg_tensor_free(t->value);
+    free(t->acc);
+    free(t->pushed);
+    memset(t, 0, sizeof *t);
+}
+
+void dg_ps_server_free(dg_ps_server *s) {
+    if (!s) return;
+    for (int i = 0; i < DG_PS_MAX_TABLES; i++) table_clear(&s->t[i]);
+    free(s);
+}
+
+bool dg_ps_server_done(const dg_ps_server *s) { return s && s->n_stopped >= s->n_workers; }
+
+/* ---- replies ---- */
+
+static int reply_make(int status, uint64_t version, const void *payload, size_t n, void **out, size_t *out_len) {
+    unsigned char *r = malloc(DG_PS_REPLY_HEADER + n);
+    if (!r) return DG_ENOMEM;
+    dg_ps_put32(r, DG_PS_MAGIC);
+    dg_ps_put16(r + 4, DG_PS_VERSION);
+    dg_ps_put16(r + 6, (uint16_t)status);
+    dg_ps_put64(r + 8, version);
+    if (n) memcpy(r + DG_PS_REPLY_HEADER, payload, n);
+    *out = r;
+    *out_len = DG_PS_REPLY_HEADER + n;
+    return 0;
+}
+
+static int reply_error(void **out, size_t *out_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int reply_error(void **out, size_t *out_len, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return reply_make(DG_PS_ERROR, 0, msg, strlen(msg), out, out_len);
+}
+
+/* ---- the optimizer a table runs: the worker's, rebuilt from its settings ---- */
+
+static dg_optimizer *make_opt(dg_tensor *v, const dg_ps_init_msg *m) {
+    switch (m->kind) {
+    case DG_OPT_SGD: {
+        dg_sgd_params p = dg_sgd_default_params();
+        p.lr = m->lr, p.weight_decay = m->weight_decay;
+        return dg_sgd(&v, 1, p);
+    }
+    case DG_OPT_MOMENTUM: {
+        dg_momentum_params p = dg_momentum_default_params();
+        p.lr = m->lr, p.weight_decay = m->weight_decay, p.momentum = m->momentum, p.dampening = m->dampening;
+        p.nesterov = m->nesterov != 0;
+        return dg_momentum(&v, 1, p);
+    }
+    case DG_OPT_ADAGRAD: {
+        dg_adagrad_params p = dg_adagrad_default_params();
+        p.lr = m->lr, p.weight_decay = m->weight_decay, p.eps = m->eps, p.initial_accumulator_value = m->init_acc;
+        p.lr_decay = m->lr_decay;
+        return dg_adagrad(&v, 1, p);
+    }
+    case DG_OPT_ADAM: {
+        dg_adam_params p = dg_adam_default_params();
+        p.lr = m->lr, p.weight_decay = m->weight_decay, p.beta1 = m->beta1, p.beta2 = m->beta2, p.eps = m->eps;
+        p.amsgrad = m->amsgrad != 0;
+        return dg_adam(&v, 1, p);
+    }
+    default:
+        DG_ERR(DG_EUNSUPPORTED, "optimizer kind %u is not run on parameter servers (SGD, Momentum, Adagrad, Adam are)", m->kind);
+        return NULL;
+    }
+}
+
+static int op_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
+    if (q->payload_len < DG_PS_INIT_BYTES)
+        return reply_error(out, out_len, "INIT: payload of %zu bytes, the settings alone are %d", q->payload_len, DG_PS_INIT_BYTES);
+    dg_ps_init_msg m;
+    dg_ps_init_decode(q->payload, &m);
+    size_t rest = q->payload_len - DG_PS_INIT_BYTES;
+    if (m.len == 0 || m.len > ((uint64_t)1 << 40) / 4 || rest != m.len * 4 || m.offset > m.total || m.len > m.total - m.offset)
+        return reply_error(out, out_len, "INIT: table %u: shard [%llu, +%llu) of %llu elements with %zu value bytes", q->table,
+                           (unsigned long long)m.offset, (unsigned long long)m.len, (unsigned long long)m.total, rest);
+    if (m.n_workers != (uint32_t)s->n_workers)
+        return reply_error(out, out_len, "INIT: table %u: the worker counts %u workers, this server %d", q->table, m.n_workers, s->n_workers);
+    ps_table *t = &s->t[q->table];
+    if (t->made) {   /* another worker's INIT: the same geometry, or a mismatch to report */
+        if (t->geo.total != m.total || t->geo.offset != m.offset || t->geo.len != m.len || t->geo.sync != m.sync ||
+            t->geo.kind != m.kind || t->geo.lr != m.lr)
+            return reply_error(out, out_len, "INIT: table %u exists with another geometry or optimizer (%llu elements at %llu)",
+                               q->table, (unsigned long long)t->geo.len, (unsigned long long)t->geo.offset);
+        return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
+    }
+    if (dg_get_device().type != DG_CPU)
+        return reply_error(out, out_len, "INIT: table %u: a parameter server keeps its tables on the CPU (its device is not)", q->table);
+    t->value = dg_from_data(DG_SHAPE((int64_t)m.len), DG_F32, q->payload + DG_PS_INIT_BYTES);
+    if (t->value) dg_set_requires_grad(t->value, true);
+    t->opt = t->value ? make_opt(t->value, &m) : NULL;
+    if (m.sync && t->opt) {
+        t->acc = calloc(m.len, sizeof(float));
+        t->pushed = calloc((size_t)s->n_workers, 1);
+    }
+    if (!t->opt || (m.sync && (!t->acc || !t->pushed))) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "%s", dg_last_error());
+        table_clear(t);
+        return reply_error(out, out_len, "INIT: table %u: %s", q->table, msg);
+    }
+    t->geo = m;
+    t->made = true;
+    return reply_make(DG_PS_OK, 0, NULL, 0, out, out_len);
+}
+
+/* One optimizer step of table t with gradient g (len floats). */
+static int step(ps_table *t, const float *g, char *why, size_t cap) {
+    dg_scope *sc = dg_scope_begin();
+    dg_tensor *gt = dg_from_data(DG_SHAPE((int64_t)t->geo.len), DG_F32, g);
+    int rc = gt ? dg_set_grad(t->value, gt) : DG_ENOMEM;
+    if (!rc) rc = dg_optimizer_step(t->opt);
+    if (rc) snprintf(why, cap, "%s", dg_last_error());
+    dg_clear_grad(t->value);
+    dg_scope_end(sc);
+    if (!rc) t->version++;
+    return rc;
+}
+
+static int op_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
+    ps_table *t = &s->t[q->table];
+    if (!t->made) return reply_error(out, out_len, "PUSH: table %u was never initialised", q->table);
+    if (q->payload_len != t->geo.len * 4)
+        return reply_error(out, out_len, "PUSH: table %u: %zu gradient bytes for a shard of %llu elements", q->table,
+                           q->payload_len, (unsigned long long)t->geo.len);
+    float *g = malloc(t->geo.len * sizeof(float));
+    if (!g) return DG_ENOMEM;
+    memcpy(g, q->payload, t->geo.len * sizeof(float));
+    char why[400] = "";
+    int rc = 0;
+    if (!t->geo.sync) {
+        rc = step(t, g, why, sizeof why);
+    } else {
+        if (q->arg != t->version) {
+            free(g);
+            return reply_error(out, out_len, "PUSH: table %u: worker %u pushed for version %llu; the table is at %llu", q->table,
+                               q->worker, (unsigned long long)q->arg, (unsigned long long)t->version);
+        }
+        if (t->pushed[q->worker]) {
+            free(g);
+            return reply_error(out, out_len, "PUSH: table %u: worker %u pushed twice for version %llu", q->table, q->worker,
+                               (unsigned long long)t->version);
+        }
+        for (uint64_t i = 0; i < t->geo.len; i++) t->acc[i] += g[i];
+        t->pushed[q->worker] = 1;
+        if (++t->n_pushed == (uint32_t)s->n_workers) {
+            /* the mean of the workers' mean gradients = the gradient of the mean loss over their
+             * concatenated batches (equal batch sizes) */
+            float inv = 1.0f / (float)s->n_workers;
+            for (uint64_t i = 0; i < t->geo.len; i++) g[i] = t->acc[i] * inv;
+            rc = step(t, g, why, sizeof why);
+            memset(t->acc, 0, t->geo.len * sizeof(float));
+            memset(t->pushed, 0, (size_t)s->n_workers);
+            t->n_pushed = 0;
+        }
+    }
+    free(g);
+    if (rc) return reply_error(out, out_len, "PUSH: table %u: the step failed: %s", q->table, why);
+    return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
+}
+
+static int op_pull(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
+    ps_table *t = &s->t[q->table];
+    if (!t->made) return reply_make(DG_PS_NOT_YET, 0, NULL, 0, out, out_len);   /* its INIT may be on its way */
+    if (t->version < q->arg) return reply_make(DG_PS_NOT_YET, t->version, NULL, 0, out, out_len);
+    return reply_make(DG_PS_OK, t->version, dg_tensor_ptr(t->value), t->geo.len * sizeof(float), out, out_len);
+}
+
+int dg_ps_server_handle(void *ctx, const void *msg, size_t len, void **reply, size_t *reply_len) {
+    dg_ps_server *s = ctx;
+    const unsigned char *b = msg;
+    if (len < DG_PS_REQ_HEADER) return reply_error(reply, reply_len, "request of %zu bytes: shorter than the header", len);
+    if (dg_ps_get32(b) != DG_PS_MAGIC) return reply_error(reply, reply_len, "not a parameter-server request (magic %08x)", dg_ps_get32(b));
+    if (dg_ps_get16(b + 4) != DG_PS_VERSION)
+        return reply_error(reply, reply_len, "protocol version %u; this server speaks %d", dg_ps_get16(b + 4), DG_PS_VERSION);
+    dg_ps_req q = { dg_ps_get16(b + 6), dg_ps_get32(b + 8), dg_ps_get32(b + 12), dg_ps_get64(b + 16), b + DG_PS_REQ_HEADER,
+                    len - DG_PS_REQ_HEADER };
+    if (dg_ps_get32(b + 24) != 0) return reply_error(reply, reply_len, "reserved header bytes are not zero");
+    if (q.worker >= (uint32_t)s->n_workers)
+        return reply_error(reply, reply_len, "worker %u: this job has %d workers", q.worker, s->n_workers);
+    if (q.op != DG_PS_OP_STOP && q.table >= DG_PS_MAX_TABLES)
+        return reply_error(reply, reply_len, "table %u: at most %d tables", q.table, DG_PS_MAX_TABLES);
+    switch (q.op) {
+    case DG_PS_OP_INIT: return op_init(s, &q, reply, reply_len);
+    case DG_PS_OP_PULL: return op_pull(s, &q, reply, reply_len);
+    case DG_PS_OP_PUSH: return op_push(s, &q, reply, reply_len);
+    case DG_PS_OP_STOP:
+        if (!s->stopped[q.worker]) { s->stopped[q.worker] = 1; s->n_stopped++; }
+        return reply_make(DG_PS_OK, 0, NULL, 0, reply, reply_len);
+    default: return reply_error(reply, reply_len, "unknown operation %u", q.op);
+    }
+}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# test/dist/ps_housing.sh — the parameter-server tutorial's housing regression as a real job:
+# dgrun --server_num 2 --worker_num 2 over the ZeroMQ transport.
+#  1. sync mode, 20 steps: the parameters equal one process trained on the two workers'
+#     concatenated batches (batch 16) within 1e-5 relative, and differ from one worker's batches
+#     alone (so the comparison can fail);
+#  2. sync and async, the tutorial's 30 epochs: the last epoch's mean training loss is below a
+#     quarter of the first's, and every server reports that every worker stopped.
+# Usage: sh test/dist/ps_housing.sh build/bin
+set -eu
+BIN=$1
+DIR=$(mktemp -d)
+trap 'rm -rf "$DIR"' EXIT
+fail() { echo "FAIL: $*"; for f in "$DIR"/log/*; do [ -f "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done; exit 1; }
+compare() {   # compare A B TOL: the largest relative difference of two safetensors files' f32 entries
+    /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]; h = json.loads(b[8:8 + n]); out = {}
+    for k, v in h.items():
+        if k != '__metadata__':
+            s, e = v['data_offsets']; out[k] = struct.unpack('<%df' % ((e - s) // 4), b[8 + n + s:8 + n + e])
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+worst = max(abs(x - y) / max(abs(y), 1e-6) for k in a for x, y in zip(a[k], b[k]))
+print("%.3g" % worst)
+sys.exit(0 if worst <= float(sys.argv[3]) else 1)
+PY
+}
+job() {   # job NAME ARGS...: a 2 servers x 2 workers run
+    name=$1; shift
+    rm -rf "$DIR/log"
+    "$BIN/dgrun" --server_num 2 --worker_num 2 --log_dir "$DIR/log" "$BIN/housing_ps" "$@" > "$DIR/$name.out" 2>&1 ||
+        fail "$name: dgrun exited $?"
+    for i in 0 1; do grep -q "server $i: every worker stopped" "$DIR/log/serverlog.$i" || fail "$name: server $i did not see every worker stop"; done
+}
+
+job sync20 --max-steps 20 --save-params "$DIR/ps.safetensors"
+"$BIN/housing_ps" --batch-size 16 --max-steps 20 --save-params "$DIR/one.safetensors" > /dev/null 2>&1 || fail "one process, batch 16"
+"$BIN/housing_ps" --batch-size 8 --max-steps 20 --save-params "$DIR/half.safetensors" > /dev/null 2>&1 || fail "one process, batch 8"
+d=$(compare "$DIR/ps.safetensors" "$DIR/one.safetensors" 1e-5) || fail "sync 2x2 differs from one process on the concatenated batches by $d (relative)"
+echo "PASS: sync, 2 servers x 2 workers, 20 steps = one process on the concatenated batches (worst relative difference $d)"
+d=$(compare "$DIR/ps.safetensors" "$DIR/half.safetensors" 1e-3) && fail "sync 2x2 equals one worker's batches alone ($d): the comparison cannot fail"
+echo "PASS: ... and differs from one worker's batches alone ($d)"
+
+for mode in sync async; do
+    job "$mode" $([ "$mode" = async ] && echo --async)
+    for w in 0 1; do
+        line=$(grep "^train loss:" "$DIR/log/workerlog.$w") || fail "$mode: worker $w printed no loss summary"
+        first=$(echo "$line" | sed 's/.*first epoch \([0-9.]*\),.*/\1/')
+        last=$(echo "$line" | sed 's/.*last epoch \([0-9.]*\);.*/\1/')
+        awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a / 4) }' || fail "$mode: worker $w's loss went $first -> $last"
+        echo "PASS: $mode, worker $w: mean training loss $first (first epoch) -> $last (epoch 30); $(echo "$line" | sed 's/.*; //')"
+    done
+done
