@@ -143,21 +143,95 @@ Test(ps_server, a_confused_worker_is_told_what_is_wrong) {
     dg_ps_server_free(s);
 }
 
+static reply sparse_init(dg_ps_server *s, uint32_t table, uint32_t worker, bool sync) {
+    unsigned char msg[DG_PS_REQ_HEADER + DG_PS_SPARSE_BYTES];
+    dg_ps_req_header(msg, DG_PS_OP_SPARSE_INIT, table, worker, 0);
+    dg_ps_sparse_msg m = { .dim = 3, .kind = DG_PS_SPARSE_SGD, .n_workers = 2, .sync = sync, .seed = 5, .lr = 0.5, .init_range = 1 };
+    dg_ps_sparse_encode(&m, msg + DG_PS_REQ_HEADER);
+    return ask(s, msg, sizeof msg);
+}
+static reply sparse_pull(dg_ps_server *s, uint32_t table, uint64_t want, const int64_t *ids, int n) {
+    unsigned char msg[DG_PS_REQ_HEADER + 8 * 16];
+    dg_ps_req_header(msg, DG_PS_OP_SPARSE_PULL, table, 0, want);
+    for (int i = 0; i < n; i++) dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 * i, (uint64_t)ids[i]);
+    return ask(s, msg, DG_PS_REQ_HEADER + 8 * (size_t)n);
+}
+static reply sparse_push(dg_ps_server *s, uint32_t table, uint32_t worker, uint64_t version, const int64_t *ids, const float *g, int n) {
+    unsigned char msg[DG_PS_REQ_HEADER + 8 + 16 * (8 + 3 * 4)];
+    dg_ps_req_header(msg, DG_PS_OP_SPARSE_PUSH, table, worker, version);
+    dg_ps_put64(msg + DG_PS_REQ_HEADER, (uint64_t)n);
+    for (int i = 0; i < n; i++) dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 + 8 * i, (uint64_t)ids[i]);
+    memcpy(msg + DG_PS_REQ_HEADER + 8 + 8 * (size_t)n, g, sizeof(float) * 3 * (size_t)n);
+    return ask(s, msg, DG_PS_REQ_HEADER + 8 + (size_t)n * (8 + 12));
+}
+
+/* Rows come from (seed, id) alone, on whichever server; sync mode steps each row once with the
+ * mean of the workers' gradients for it (an id one worker did not push counts as zero there). */
+Test(ps_server, sparse_rows_are_seeded_by_id_and_stepped_with_the_mean) {
+    dg_ps_server *a = dg_ps_server_new(2), *b = dg_ps_server_new(2);
+    free(sparse_init(a, 1, 0, true).raw);
+    free(sparse_init(b, 1, 1, true).raw);
+    const int64_t ids[3] = { 42, 7, 1000000007 };
+    reply ra = sparse_pull(a, 1, 0, ids, 3), rb = sparse_pull(b, 1, 0, ids + 2, 1);
+    cr_assert_eq(ra.status, DG_PS_OK);
+    cr_assert_eq(ra.len, 3 * 3 * sizeof(float));
+    float want[9];
+    for (int i = 0; i < 3; i++) dg_fleet_sparse_initial_row(5, 1, ids[i], 3, want + 3 * i);
+    cr_expect(memcmp(ra.payload, want, sizeof want) == 0, "rows are dg_fleet_sparse_initial_row's");
+    cr_expect(memcmp(rb.payload, want + 6, 12) == 0, "id 1000000007 has the same row on another server");
+    for (int i = 0; i < 9; i++) cr_expect(want[i] >= -1 && want[i] < 1 && want[i] != 0);
+    free(ra.raw);
+    free(rb.raw);
+    const float g0[6] = { 1, 1, 1, 2, 2, 2 }, g1[3] = { 3, 3, 3 };
+    reply r = sparse_push(a, 1, 0, 0, ids, g0, 2);   /* worker 0: ids 42 and 7 */
+    cr_assert_eq(r.status, DG_PS_OK);
+    free(r.raw);
+    r = sparse_pull(a, 1, 1, ids, 1);
+    cr_expect_eq(r.status, DG_PS_NOT_YET);
+    free(r.raw);
+    r = sparse_push(a, 1, 1, 0, ids, g1, 1);   /* worker 1: id 42 only */
+    cr_assert_eq(r.status, DG_PS_OK);
+    cr_expect_eq(r.version, 1);
+    free(r.raw);
+    r = sparse_pull(a, 1, 1, ids, 2);
+    cr_assert_eq(r.status, DG_PS_OK);
+    float got[6];
+    memcpy(got, r.payload, sizeof got);
+    for (int j = 0; j < 3; j++) {
+        cr_expect(got[j] == want[j] + -0.5f * ((1 + 3) * 0.5f), "id 42: %g", got[j]);
+        cr_expect(got[3 + j] == want[3 + j] + -0.5f * ((2 + 0) * 0.5f), "id 7: %g", got[3 + j]);
+    }
+    free(r.raw);
+    unsigned char m[DG_PS_REQ_HEADER];
+    dg_ps_req_header(m, DG_PS_OP_PULL, 1, 0, 0);
+    r = ask(a, m, sizeof m);
+    cr_expect(says(&r, "table 1 is sparse"), "%.*s", (int)r.len, r.payload);
+    free(r.raw);
+    dg_ps_server_free(a);
+    dg_ps_server_free(b);
+}
+
 /* Random bytes, and every prefix and single-byte change of valid requests: always a reply (an
  * error one where the bytes make no sense), never a crash or a table changed by garbage. */
 Test(ps_server, hostile_bytes_get_an_error_reply) {
     dg_ps_server *s = dg_ps_server_new(2);
     const float v[4] = { 1, 2, 3, 4 };
     free(init(s, 0, 2, false, v, 4, 0.1).raw);
+    free(sparse_init(s, 1, 0, false).raw);
     uint64_t x = 0x2545F4914F6CDD1Dull;
     unsigned char buf[512];
     for (int it = 0; it < 20000; it++) {
         size_t n = 0;
         if (it % 2) {   /* a valid request, cut or with one byte changed */
-            int op = 1 + it % 4;
-            dg_ps_req_header(buf, (uint16_t)(op == 4 ? DG_PS_OP_PULL : op), 0, (uint32_t)(it % 2), 0);
-            n = DG_PS_REQ_HEADER + (op == DG_PS_OP_PUSH ? sizeof v : op == DG_PS_OP_INIT ? DG_PS_INIT_BYTES + sizeof v : 0);
+            int op = 1 + (it / 2) % 7;
+            if (op == DG_PS_OP_STOP) op = DG_PS_OP_PULL;
+            bool sparse = op >= DG_PS_OP_SPARSE_INIT;
+            dg_ps_req_header(buf, (uint16_t)op, sparse ? 1 : 0, (uint32_t)(it % 2), 0);
+            n = DG_PS_REQ_HEADER + (op == DG_PS_OP_PUSH ? sizeof v : op == DG_PS_OP_INIT ? DG_PS_INIT_BYTES + sizeof v
+                                    : op == DG_PS_OP_SPARSE_INIT ? DG_PS_SPARSE_BYTES : op == DG_PS_OP_SPARSE_PULL ? 16
+                                    : op == DG_PS_OP_SPARSE_PUSH ? 8 + 8 + 12 : 0);
             memset(buf + DG_PS_REQ_HEADER, 0, n - DG_PS_REQ_HEADER);
+            if (op == DG_PS_OP_SPARSE_PUSH) dg_ps_put64(buf + DG_PS_REQ_HEADER, 1);
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             if (x % 3 == 0) n = x % (n + 1);
             else buf[x % n] ^= (unsigned char)(1u << (x % 8));

@@ -236,3 +236,214 @@ int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double tim
     }
     return rc;
 }
+
+/* ---- sparse tables: rows keyed by int64 id, server id % S ---- */
+
+typedef struct pending_lookup { int64_t *ids; int64_t n; dg_tensor *rows; } pending_lookup;
+
+struct dg_ps_sparse {
+    dg_ps_transport *tr;
+    int n_servers, worker;
+    uint32_t table;
+    bool sync;
+    double timeout_s;
+    int64_t dim;
+    uint64_t version;              /* sync: steps this table has taken */
+    pending_lookup *pend;          /* the lookups since the last push */
+    int n_pend, cap_pend;
+};
+
+static int sparse_ask(dg_ps_sparse *sp, int s, const unsigned char *msg, size_t len, const char *what, int *status, uint64_t *ver,
+                      unsigned char **payload, size_t *plen) {
+    dg_ps_dense d = { .tr = sp->tr, .timeout_s = sp->timeout_s };
+    return ask(&d, s, msg, len, what, status, ver, payload, plen);
+}
+
+dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, bool sync,
+                               double timeout_s, const dg_ps_sparse_msg *settings) {
+    dg_ps_sparse *sp = calloc(1, sizeof *sp);
+    if (!sp) { DG_ERR(DG_ENOMEM, "sparse table: out of memory"); return NULL; }
+    *sp = (dg_ps_sparse){ tr, n_servers, worker, table, sync, timeout_s, settings->dim, 0, NULL, 0, 0 };
+    dg_ps_sparse_msg m = *settings;
+    m.n_workers = (uint32_t)n_workers;
+    m.sync = sync;
+    unsigned char msg[DG_PS_REQ_HEADER + DG_PS_SPARSE_BYTES];
+    dg_ps_req_header(msg, DG_PS_OP_SPARSE_INIT, table, (uint32_t)worker, 0);
+    dg_ps_sparse_encode(&m, msg + DG_PS_REQ_HEADER);
+    for (int s = 0; s < n_servers; s++) {
+        int status;
+        uint64_t ver;
+        if (sparse_ask(sp, s, msg, sizeof msg, "sparse init", &status, &ver, NULL, NULL)) {
+            free(sp);
+            return NULL;
+        }
+    }
+    return sp;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
+    DG_CHECK(dg_dtype_of(ids) == DG_I64 || dg_dtype_of(ids) == DG_I32, "sparse_embedding: ids are %s; expects int64 or int32",
+             dg_dtype_name(dg_dtype_of(ids)));
+    int64_t n = dg_numel(ids);
+    int64_t *all = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)), *uniq = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    int64_t *inv = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    float *rows = NULL;
+    dg_tensor *out = NULL, *rt = NULL;
+    int rc = all && uniq && inv ? 0 : DG_ENOMEM;
+    if (!rc) {
+        dg_scope *sc = dg_scope_begin();
+        const dg_tensor *h = dg_dtype_of(ids) == DG_I64 ? ids : dg_cast(ids, DG_I64);
+        rc = h ? dg_to_host(h, all, (size_t)n * sizeof(int64_t)) : DG_ENOMEM;
+        dg_scope_end(sc);
+    }
+    for (int64_t i = 0; !rc && i < n; i++)
+        if (all[i] < 0) {
+            DG_ERR(DG_EINVAL, "sparse_embedding: id %lld at position %lld is negative", (long long)all[i], (long long)i);
+            rc = DG_EINVAL;
+        }
+    int64_t u = 0;
+    if (!rc && n) {
+        memcpy(uniq, all, (size_t)n * sizeof(int64_t));
+        qsort(uniq, (size_t)n, sizeof(int64_t), cmp_i64);
+        for (int64_t i = 0; i < n; i++) if (i == 0 || uniq[i] != uniq[u - 1]) uniq[u++] = uniq[i];
+        for (int64_t i = 0; i < n; i++) inv[i] = (int64_t *)bsearch(&all[i], uniq, (size_t)u, sizeof(int64_t), cmp_i64) - uniq;
+    }
+    if (!rc && !(rows = malloc((size_t)(u ? u : 1) * (size_t)sp->dim * sizeof(float)))) rc = DG_ENOMEM;
+    /* each server's ids, pulled at this table's version (sync: after every worker's last push) */
+    int64_t *mine = rc ? NULL : malloc(sizeof(int64_t) * (size_t)(u ? u : 1));
+    if (!rc && !mine) rc = DG_ENOMEM;
+    for (int s = 0; !rc && s < sp->n_servers; s++) {
+        int64_t k = 0;
+        for (int64_t i = 0; i < u; i++) if (uniq[i] % sp->n_servers == s) mine[k++] = i;
+        if (!k) continue;
+        size_t len = DG_PS_REQ_HEADER + (size_t)k * 8;
+        unsigned char *msg = malloc(len);
+        if (!msg) { rc = DG_ENOMEM; break; }
+        dg_ps_req_header(msg, DG_PS_OP_SPARSE_PULL, sp->table, (uint32_t)sp->worker, sp->sync ? sp->version : 0);
+        for (int64_t i = 0; i < k; i++) dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 * i, (uint64_t)uniq[mine[i]]);
+        dg_peer_wait w = dg_peer_wait_begin();
+        for (;;) {
+            int status;
+            uint64_t ver;
+            unsigned char *r = NULL;
+            size_t rl = 0;
+            rc = sparse_ask(sp, s, msg, len, "sparse pull", &status, &ver, &r, &rl);
+            if (rc) break;
+            if (status == DG_PS_OK) {
+                if (rl != (size_t)k * (size_t)sp->dim * sizeof(float)) {
+                    DG_ERR(DG_ECOMM, "sparse pull: server %d sent %zu bytes for %lld rows of %lld", s, rl, (long long)k, (long long)sp->dim);
+                    rc = DG_ECOMM;
+                } else {
+                    for (int64_t i = 0; i < k; i++)
+                        memcpy(rows + mine[i] * sp->dim, r + DG_PS_REPLY_HEADER + (size_t)i * (size_t)sp->dim * sizeof(float),
+                               (size_t)sp->dim * sizeof(float));
+                }
+                free(r);
+                break;
+            }
+            free(r);
+            if (!dg_peer_wait_pause(&w, sp->timeout_s)) {
+                DG_ERR(DG_ETIMEOUT, "sparse pull: server %d has table %u at version %llu, worker %d needs %llu; waited %.0f s "
+                       "(DG_DIST_TIMEOUT)", s, sp->table, (unsigned long long)ver, sp->worker, (unsigned long long)sp->version,
+                       sp->timeout_s);
+                rc = DG_ETIMEOUT;
+                break;
+            }
+        }
+        free(msg);
+    }
+    free(mine);
+    /* rows [u, dim] as a leaf whose gradient is what this lookup pushes; out = rows[inverse] */
+    if (!rc) {
+        rt = dg_keep(dg_from_data(DG_SHAPE(u, sp->dim), DG_F32, rows));
+        if (rt) dg_set_requires_grad(rt, true);
+        dg_tensor *it = rt ? dg_from_data(DG_SHAPE(n), DG_I64, inv) : NULL;
+        dg_tensor *sel = it ? dg_index_select(rt, it, 0) : NULL;
+        dg_shape shp = dg_shape_of(ids);
+        if (sel && shp.ndim < DG_MAX_DIMS) {
+            shp.d[shp.ndim++] = sp->dim;
+            out = dg_reshape(sel, shp);
+        }
+        if (!out) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    }
+    if (!rc && sp->n_pend == sp->cap_pend) {
+        int nc = sp->cap_pend ? sp->cap_pend * 2 : 8;
+        pending_lookup *p = realloc(sp->pend, sizeof *p * (size_t)nc);
+        if (!p) rc = DG_ENOMEM;
+        else sp->pend = p, sp->cap_pend = nc;
+    }
+    if (!rc) {
+        sp->pend[sp->n_pend++] = (pending_lookup){ uniq, u, rt };
+        uniq = NULL;
+        rt = NULL;
+    }
+    dg_tensor_free(rt);
+    free(all);
+    free(uniq);
+    free(inv);
+    free(rows);
+    return rc ? NULL : out;
+}
+
+int dg_ps_sparse_push(dg_ps_sparse *sp) {
+    int rc = 0;
+    /* every lookup's ids with their row gradients, per server (a lookup whose rows got no
+     * gradient pushes zeros: in sync mode each worker's push counts) */
+    for (int s = 0; s < sp->n_servers && !rc; s++) {
+        int64_t k = 0;
+        for (int p = 0; p < sp->n_pend; p++)
+            for (int64_t i = 0; i < sp->pend[p].n; i++) k += sp->pend[p].ids[i] % sp->n_servers == s;
+        size_t len = DG_PS_REQ_HEADER + 8 + (size_t)k * 8 + (size_t)k * (size_t)sp->dim * sizeof(float);
+        unsigned char *msg = malloc(len);
+        float *g = malloc(sizeof(float) * (size_t)sp->dim);
+        if (!msg || !g) { free(msg); free(g); return DG_ENOMEM; }
+        dg_ps_req_header(msg, DG_PS_OP_SPARSE_PUSH, sp->table, (uint32_t)sp->worker, sp->version);
+        dg_ps_put64(msg + DG_PS_REQ_HEADER, (uint64_t)k);
+        unsigned char *idp = msg + DG_PS_REQ_HEADER + 8, *gp = idp + (size_t)k * 8;
+        int64_t at = 0;
+        for (int p = 0; p < sp->n_pend && !rc; p++) {
+            const dg_tensor *gr = dg_grad(sp->pend[p].rows);
+            float *host = NULL;
+            if (gr) {
+                host = malloc(sizeof(float) * (size_t)(sp->pend[p].n * sp->dim + 1));
+                if (!host || dg_to_host(gr, host, sizeof(float) * (size_t)(sp->pend[p].n * sp->dim))) { free(host); rc = DG_ENOMEM; break; }
+            }
+            for (int64_t i = 0; i < sp->pend[p].n; i++) {
+                if (sp->pend[p].ids[i] % sp->n_servers != s) continue;
+                dg_ps_put64(idp + 8 * at, (uint64_t)sp->pend[p].ids[i]);
+                if (host) memcpy(g, host + i * sp->dim, sizeof(float) * (size_t)sp->dim);
+                else memset(g, 0, sizeof(float) * (size_t)sp->dim);
+                memcpy(gp + (size_t)at * (size_t)sp->dim * sizeof(float), g, sizeof(float) * (size_t)sp->dim);
+                at++;
+            }
+            free(host);
+        }
+        int status;
+        uint64_t ver;
+        if (!rc) rc = sparse_ask(sp, s, msg, len, "sparse push", &status, &ver, NULL, NULL);
+        free(msg);
+        free(g);
+    }
+    for (int p = 0; p < sp->n_pend; p++) {
+        free(sp->pend[p].ids);
+        dg_tensor_free(sp->pend[p].rows);
+    }
+    sp->n_pend = 0;
+    if (!rc) sp->version++;
+    return rc;
+}
+
+void dg_ps_sparse_free(dg_ps_sparse *sp) {
+    if (!sp) return;
+    for (int p = 0; p < sp->n_pend; p++) {
+        free(sp->pend[p].ids);
+        dg_tensor_free(sp->pend[p].rows);
+    }
+    free(sp->pend);
+    free(sp);
+}

@@ -4,6 +4,7 @@
 
 #include <dygraph.h>
 #include "ps_internal.h"
+#include "proto.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,6 +21,17 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
  * the step (sync: after the step of every worker's push of this version). */
 int dg_ps_dense_step(dg_ps_dense *d);
 void dg_ps_dense_free(dg_ps_dense *d);
+/* A sparse table (proto.h's dg_ps_sparse_msg: dim, rule, lr, ..., seed, init_range) over the
+ * servers, row id on server id % n_servers. lookup: rows of ids (any shape, int64/int32, >= 0) as
+ * ids.shape + [dim], pulled at this table's version; its gradient is kept for push, which sends
+ * every lookup's row gradients since the last push (sync: once per step, even with none). */
+typedef struct dg_ps_sparse dg_ps_sparse;
+dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, bool sync,
+                               double timeout_s, const dg_ps_sparse_msg *settings);
+dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids);
+int dg_ps_sparse_push(dg_ps_sparse *sp);
+void dg_ps_sparse_free(dg_ps_sparse *sp);
+
 /* Tells every server this worker is done (Paddle's exe.close()); the first failure is returned. */
 int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double timeout_s);
 

@@ -23,7 +23,18 @@ static struct {
     dg_ps_server *server;
     dg_ps_dense *dense;
     bool stopped;
+    /* the sparse embedding layers made on this worker, in order (table i + 1), and their tables
+     * once dg_fleet_distributed_optimizer made them */
+    struct sparse_layer **sparse;
+    int n_sparse;
 } g_ps;
+
+typedef struct sparse_layer {
+    int64_t dim;
+    dg_fleet_sparse_params p;
+    dg_ps_sparse *table;     /* NULL until distributed_optimizer; NULL again after shutdown */
+    int index;
+} sparse_layer;
 
 int dg_fleet_ps_init(const dg_fleet_strategy *st) {
     if (g_ps.on) return 0;
@@ -97,11 +108,74 @@ int dg_fleet_init_worker(void) {
     return 0;
 }
 
-static int remote_step(void *ctx) { return dg_ps_dense_step(ctx); }
+/* the step: every sparse table's row gradients, then the dense push and pull */
+static int remote_step(void *ctx) {
+    for (int i = 0; i < g_ps.n_sparse; i++) {
+        int rc = g_ps.sparse[i]->table ? dg_ps_sparse_push(g_ps.sparse[i]->table) : 0;
+        if (rc) return rc;
+    }
+    return dg_ps_dense_step(ctx);
+}
+
+static const dg_layer_class sparse_embedding_class = { .name = "SparseEmbedding" };
+
+static dg_tensor *sparse_forward(dg_layer *self, const dg_tensor *ids) {
+    sparse_layer *s = dg_layer_user(self);
+    if (!s->table)
+        return DG_LAYER_ERROR(self, "its table is made on the servers by dg_fleet_distributed_optimizer: call that first");
+    return dg_ps_sparse_lookup(s->table, ids);
+}
+
+static void sparse_free(void *user) {
+    sparse_layer *s = user;
+    for (int i = 0; i < g_ps.n_sparse; i++)
+        if (g_ps.sparse[i] == s) g_ps.sparse[i] = NULL;
+    dg_ps_sparse_free(s->table);
+    free(s);
+}
+
+dg_fleet_sparse_params dg_fleet_sparse_default_params(void) {
+    return (dg_fleet_sparse_params){ .seed = 0, .init_range = 0.05 };
+}
+
+dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p) {
+    DG_CHECK(g_ps.on && g_ps.env.role == DG_PS_WORKER, "fleet_sparse_embedding: a table on parameter servers needs a worker of "
+             "a parameter-server job (dg_fleet_init(false, ...) with the role TRAINER)");
+    DG_CHECK(dim >= 1 && dim <= 65536, "fleet_sparse_embedding: dim %lld (1..65536)", (long long)dim);
+    DG_CHECK(p.init_range >= 0 && isfinite(p.init_range), "fleet_sparse_embedding: init_range %g must be >= 0", p.init_range);
+    DG_CHECK(!g_ps.dense, "fleet_sparse_embedding: make the sparse layers before dg_fleet_distributed_optimizer");
+    DG_CHECK(g_ps.n_sparse < DG_PS_MAX_TABLES - 1, "fleet_sparse_embedding: at most %d sparse tables", DG_PS_MAX_TABLES - 1);
+    sparse_layer *s = calloc(1, sizeof *s);
+    struct sparse_layer **list = realloc(g_ps.sparse, sizeof *list * (size_t)(g_ps.n_sparse + 1));
+    if (!s || !list) { free(s); if (list) g_ps.sparse = list; DG_ERR(DG_ENOMEM, "fleet_sparse_embedding: out of memory"); return NULL; }
+    g_ps.sparse = list;
+    *s = (sparse_layer){ dim, p, NULL, g_ps.n_sparse };
+    dg_layer *l = dg_layer_new(&sparse_embedding_class, sparse_forward, s, sparse_free);
+    if (!l) { free(s); return NULL; }
+    g_ps.sparse[g_ps.n_sparse++] = s;
+    return l;
+}
+
+void dg_fleet_sparse_initial_row(uint64_t seed, double init_range, int64_t id, int64_t dim, float *out) {
+    dg_ps_sparse_init_row(seed, init_range, id, dim, out);
+}
 
 int dg_fleet_ps_distributed_optimizer(dg_optimizer *opt) {
     DG_CHECK_INT(g_ps.tr, "fleet_distributed_optimizer: call dg_fleet_init_worker first (parameter-server mode)");
     DG_CHECK_INT(!g_ps.dense, "fleet_distributed_optimizer: this worker already has its dense table (one optimizer per job)");
+    /* the sparse tables take the optimizer's rule (SGD or Adagrad) and lr for their rows */
+    DG_CHECK_INT(!g_ps.n_sparse || opt->kind == DG_OPT_SGD || opt->kind == DG_OPT_ADAGRAD,
+                 "fleet_distributed_optimizer: %s cannot step sparse rows on the servers (SGD and Adagrad can)", opt->info->name);
+    for (int i = 0; i < g_ps.n_sparse; i++) {
+        sparse_layer *s = g_ps.sparse[i];
+        if (!s || s->table) continue;
+        dg_ps_sparse_msg m = { .dim = (uint32_t)s->dim, .kind = opt->kind == DG_OPT_ADAGRAD ? DG_PS_SPARSE_ADAGRAD : DG_PS_SPARSE_SGD,
+                               .seed = s->p.seed, .lr = opt->groups[0].lr, .eps = opt->eps, .init_acc = opt->init_acc,
+                               .init_range = s->p.init_range };
+        s->table = dg_ps_sparse_new(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.env.n_workers, (uint32_t)(i + 1),
+                                    g_ps.sync, g_ps.timeout_s, &m);
+        if (!s->table) return dg_last_status() ? dg_last_status() : DG_ECOMM;
+    }
     dg_ps_dense *d = dg_ps_dense_new(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.env.n_workers, 0, g_ps.sync,
                                      g_ps.timeout_s, opt);
     if (!d) return dg_last_status() ? dg_last_status() : DG_ECOMM;
@@ -119,6 +193,12 @@ int dg_fleet_stop_worker(void) {
 }
 
 void dg_fleet_ps_shutdown(void) {
+    for (int i = 0; i < g_ps.n_sparse; i++)   /* the layers may outlive fleet: their tables do not */
+        if (g_ps.sparse[i]) {
+            dg_ps_sparse_free(g_ps.sparse[i]->table);
+            g_ps.sparse[i]->table = NULL;
+        }
+    free(g_ps.sparse);
     dg_ps_dense_free(g_ps.dense);
     if (g_ps.tr) g_ps.tr->ops->destroy(g_ps.tr);
     dg_ps_server_free(g_ps.server);

@@ -9,6 +9,12 @@
  * op PULL:  arg = the table version the worker needs; reply NOT_YET below it, else the f32 values
  * op PUSH:  arg = the table version the gradient was computed at; payload = `len` f32 gradients
  * op STOP:  the worker is done (its last request); the server ends once every worker stopped
+ * op SPARSE_INIT: payload = dg_ps_sparse_msg: a table of rows keyed by int64 id (this server holds
+ *           the ids with id % S == its index), made by the first SPARSE_INIT
+ * op SPARSE_PULL: arg = the version needed; payload = n int64 ids; reply n rows of dim f32, each
+ *           made on its first pull from (seed, id) alone (dg_ps_sparse_init_row)
+ * op SPARSE_PUSH: arg = the version the gradient was computed at; payload = u64 n, n int64 ids,
+ *           n rows of dim f32 gradients (sync: every worker pushes once per version, n may be 0)
  * An ERROR reply carries a message (text, not terminated). Every length and index is checked
  * before anything is read, so a foreign or truncated message is an ERROR reply, never a crash. */
 #ifndef DG_DIST_PS_PROTO_H
@@ -25,7 +31,8 @@
 #define DG_PS_MAX_TABLES 64
 #define DG_PS_MAX_WORKERS 4096
 
-enum { DG_PS_OP_INIT = 1, DG_PS_OP_PULL = 2, DG_PS_OP_PUSH = 3, DG_PS_OP_STOP = 4 };
+enum { DG_PS_OP_INIT = 1, DG_PS_OP_PULL = 2, DG_PS_OP_PUSH = 3, DG_PS_OP_STOP = 4, DG_PS_OP_SPARSE_INIT = 5,
+       DG_PS_OP_SPARSE_PULL = 6, DG_PS_OP_SPARSE_PUSH = 7 };
 enum { DG_PS_OK = 0, DG_PS_NOT_YET = 1, DG_PS_ERROR = 2 };
 
 /* The table's geometry and the optimizer the server runs on it (the worker's, field by field). */
@@ -39,6 +46,21 @@ typedef struct dg_ps_init_msg {
     uint32_t nesterov, amsgrad, pad;
     double lr, weight_decay, momentum, dampening, beta1, beta2, eps, init_acc, lr_decay;
 } dg_ps_init_msg;
+
+/* A sparse table: its rows' width, the optimizer run on each row (SGD or Adagrad) and the
+ * initializer (uniform in [-init_range, init_range) from (seed, id)). */
+typedef struct dg_ps_sparse_msg {
+    uint32_t dim, kind, n_workers, sync;
+    uint64_t seed;
+    double lr, eps, init_acc, init_range;
+} dg_ps_sparse_msg;
+#define DG_PS_SPARSE_BYTES 56
+enum { DG_PS_SPARSE_SGD = 0, DG_PS_SPARSE_ADAGRAD = 1 };
+/* A sparse row's first values: uniform in [-init_range, init_range) from Philox(seed, id) alone
+ * (table_sparse.c); public as dg_fleet_sparse_initial_row. */
+void dg_ps_sparse_init_row(uint64_t seed, double init_range, int64_t id, int64_t dim, float *out);
+void dg_ps_sparse_encode(const dg_ps_sparse_msg *m, unsigned char *out);
+void dg_ps_sparse_decode(const unsigned char *in, dg_ps_sparse_msg *m);
 
 typedef struct dg_ps_req {
     uint16_t op;

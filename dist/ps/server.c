@@ -12,9 +12,13 @@
 #include "proto.h"
 #include <stdarg.h>
 #include "server.h"
+#include "table_sparse.h"
 
 typedef struct ps_table {
     bool made;
+    /* a sparse table (SPARSE_INIT) instead of a dense one: its rows, and in sync mode the sum of
+     * this version's pushes so far as rows of a second table that starts at zero */
+    dg_ps_sparse_table *sparse, *pending;
     dg_ps_init_msg geo;
     dg_tensor *value;          /* [len] f32 leaf */
     dg_optimizer *opt;
@@ -40,6 +44,8 @@ dg_ps_server *dg_ps_server_new(int n_workers) {
 }
 
 static void table_clear(ps_table *t) {
+    dg_ps_sparse_table_free(t->sparse);
+    dg_ps_sparse_table_free(t->pending);
     dg_optimizer_free(t->opt);
     dg_tensor_free(t->value);
     free(t->acc);
@@ -125,6 +131,7 @@ static int op_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
     if (m.n_workers != (uint32_t)s->n_workers)
         return reply_error(out, out_len, "INIT: table %u: the worker counts %u workers, this server %d", q->table, m.n_workers, s->n_workers);
     ps_table *t = &s->t[q->table];
+    if (t->made && t->sparse) return reply_error(out, out_len, "INIT: table %u is sparse", q->table);
     if (t->made) {   /* another worker's INIT: the same geometry, or a mismatch to report */
         if (t->geo.total != m.total || t->geo.offset != m.offset || t->geo.len != m.len || t->geo.sync != m.sync ||
             t->geo.kind != m.kind || t->geo.lr != m.lr)
@@ -168,6 +175,7 @@ static int step(ps_table *t, const float *g, char *why, size_t cap) {
 static int op_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
     ps_table *t = &s->t[q->table];
     if (!t->made) return reply_error(out, out_len, "PUSH: table %u was never initialised", q->table);
+    if (t->sparse) return reply_error(out, out_len, "PUSH: table %u is sparse", q->table);
     if (q->payload_len != t->geo.len * 4)
         return reply_error(out, out_len, "PUSH: table %u: %zu gradient bytes for a shard of %llu elements", q->table,
                            q->payload_len, (unsigned long long)t->geo.len);
@@ -210,8 +218,125 @@ static int op_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
 static int op_pull(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
     ps_table *t = &s->t[q->table];
     if (!t->made) return reply_make(DG_PS_NOT_YET, 0, NULL, 0, out, out_len);   /* its INIT may be on its way */
+    if (t->sparse) return reply_error(out, out_len, "PULL: table %u is sparse", q->table);
     if (t->version < q->arg) return reply_make(DG_PS_NOT_YET, t->version, NULL, 0, out, out_len);
     return reply_make(DG_PS_OK, t->version, dg_tensor_ptr(t->value), t->geo.len * sizeof(float), out, out_len);
+}
+
+/* ---- sparse tables ---- */
+
+static dg_ps_sparse_table *pending_new(const dg_ps_sparse_msg *m) {
+    dg_ps_sparse_msg z = *m;
+    z.init_range = 0;   /* rows start at zero: sums of gradients */
+    return dg_ps_sparse_table_new(&z);
+}
+
+static int op_sparse_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
+    if (q->payload_len != DG_PS_SPARSE_BYTES)
+        return reply_error(out, out_len, "SPARSE_INIT: payload of %zu bytes, want %d", q->payload_len, DG_PS_SPARSE_BYTES);
+    dg_ps_sparse_msg m;
+    dg_ps_sparse_decode(q->payload, &m);
+    if (m.dim == 0 || m.dim > 65536 || m.kind > DG_PS_SPARSE_ADAGRAD || !(m.lr >= 0) || !(m.init_range >= 0) || !(m.eps >= 0))
+        return reply_error(out, out_len, "SPARSE_INIT: table %u: dim %u, rule %u, lr %g, init_range %g are not a table", q->table,
+                           m.dim, m.kind, m.lr, m.init_range);
+    if (m.n_workers != (uint32_t)s->n_workers)
+        return reply_error(out, out_len, "SPARSE_INIT: table %u: the worker counts %u workers, this server %d", q->table, m.n_workers,
+                           s->n_workers);
+    ps_table *t = &s->t[q->table];
+    if (t->made) {
+        const dg_ps_sparse_msg *h = t->sparse ? dg_ps_sparse_table_settings(t->sparse) : NULL;
+        if (!h || memcmp(h, &m, sizeof m) != 0)
+            return reply_error(out, out_len, "SPARSE_INIT: table %u exists with other settings%s", q->table, h ? "" : " (it is dense)");
+        return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
+    }
+    t->sparse = dg_ps_sparse_table_new(&m);
+    if (m.sync) t->pending = pending_new(&m);
+    t->pushed = calloc((size_t)s->n_workers, 1);
+    if (!t->sparse || (m.sync && !t->pending) || !t->pushed) {
+        table_clear(t);
+        return DG_ENOMEM;
+    }
+    t->geo.sync = m.sync;
+    t->made = true;
+    return reply_make(DG_PS_OK, 0, NULL, 0, out, out_len);
+}
+
+static int op_sparse_pull(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
+    ps_table *t = &s->t[q->table];
+    if (!t->made) return reply_make(DG_PS_NOT_YET, 0, NULL, 0, out, out_len);
+    if (!t->sparse) return reply_error(out, out_len, "SPARSE_PULL: table %u is dense", q->table);
+    if (t->version < q->arg) return reply_make(DG_PS_NOT_YET, t->version, NULL, 0, out, out_len);
+    if (q->payload_len % 8) return reply_error(out, out_len, "SPARSE_PULL: %zu id bytes are not whole int64s", q->payload_len);
+    size_t n = q->payload_len / 8, dim = dg_ps_sparse_table_settings(t->sparse)->dim;
+    if (n > ((size_t)1 << 28) / dim) return reply_error(out, out_len, "SPARSE_PULL: %zu ids of %zu floats: too many", n, dim);
+    float *rows = malloc(n * dim * sizeof(float) + 1);
+    if (!rows) return DG_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        int64_t id = (int64_t)dg_ps_get64(q->payload + 8 * i);
+        float *r = dg_ps_sparse_table_row(t->sparse, id);
+        if (!r) { free(rows); return DG_ENOMEM; }
+        memcpy(rows + i * dim, r, dim * sizeof(float));
+    }
+    int rc = reply_make(DG_PS_OK, t->version, rows, n * dim * sizeof(float), out, out_len);
+    free(rows);
+    return rc;
+}
+
+static int op_sparse_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
+    ps_table *t = &s->t[q->table];
+    if (!t->made || !t->sparse) return reply_error(out, out_len, "SPARSE_PUSH: table %u is %s", q->table, t->made ? "dense" : "not made");
+    size_t dim = dg_ps_sparse_table_settings(t->sparse)->dim;
+    if (q->payload_len < 8) return reply_error(out, out_len, "SPARSE_PUSH: no id count");
+    uint64_t n = dg_ps_get64(q->payload);
+    if (n > ((uint64_t)1 << 28) / dim || q->payload_len != 8 + n * 8 + n * dim * sizeof(float))
+        return reply_error(out, out_len, "SPARSE_PUSH: table %u: %llu ids of %zu floats do not fill %zu bytes", q->table,
+                           (unsigned long long)n, dim, q->payload_len);
+    bool sync = t->pending != NULL;
+    if (sync && q->arg != t->version)
+        return reply_error(out, out_len, "SPARSE_PUSH: table %u: worker %u pushed for version %llu; the table is at %llu", q->table,
+                           q->worker, (unsigned long long)q->arg, (unsigned long long)t->version);
+    if (sync && t->pushed[q->worker])
+        return reply_error(out, out_len, "SPARSE_PUSH: table %u: worker %u pushed twice for version %llu", q->table, q->worker,
+                           (unsigned long long)t->version);
+    float *g = malloc(dim * sizeof(float));
+    if (!g) return DG_ENOMEM;
+    const unsigned char *ids = q->payload + 8, *grads = ids + n * 8;
+    int rc = 0;
+    for (uint64_t i = 0; i < n && !rc; i++) {
+        int64_t id = (int64_t)dg_ps_get64(ids + 8 * i);
+        memcpy(g, grads + i * dim * sizeof(float), dim * sizeof(float));
+        if (sync) {
+            float *acc = dg_ps_sparse_table_row(t->pending, id);
+            if (!acc) rc = DG_ENOMEM;
+            else for (size_t j = 0; j < dim; j++) acc[j] += g[j];
+        } else {
+            rc = dg_ps_sparse_table_step(t->sparse, id, g);
+        }
+    }
+    if (!rc && !sync) t->version++;
+    if (!rc && sync) {
+        t->pushed[q->worker] = 1;
+        if (++t->n_pushed == (uint32_t)s->n_workers) {
+            float inv = 1.0f / (float)s->n_workers;
+            for (int64_t k = 0; k < dg_ps_sparse_table_rows(t->pending) && !rc; k++) {
+                const float *sum = dg_ps_sparse_table_row_at(t->pending, k);
+                for (size_t j = 0; j < dim; j++) g[j] = sum[j] * inv;
+                rc = dg_ps_sparse_table_step(t->sparse, dg_ps_sparse_table_id(t->pending, k), g);
+            }
+            dg_ps_sparse_table *fresh = rc ? NULL : pending_new(dg_ps_sparse_table_settings(t->sparse));
+            if (!rc && !fresh) rc = DG_ENOMEM;
+            if (!rc) {
+                dg_ps_sparse_table_free(t->pending);
+                t->pending = fresh;
+                memset(t->pushed, 0, (size_t)s->n_workers);
+                t->n_pushed = 0;
+                t->version++;
+            }
+        }
+    }
+    free(g);
+    if (rc) return rc;
+    return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
 }
 
 int dg_ps_server_handle(void *ctx, const void *msg, size_t len, void **reply, size_t *reply_len) {
@@ -232,6 +357,9 @@ int dg_ps_server_handle(void *ctx, const void *msg, size_t len, void **reply, si
     case DG_PS_OP_INIT: return op_init(s, &q, reply, reply_len);
     case DG_PS_OP_PULL: return op_pull(s, &q, reply, reply_len);
     case DG_PS_OP_PUSH: return op_push(s, &q, reply, reply_len);
+    case DG_PS_OP_SPARSE_INIT: return op_sparse_init(s, &q, reply, reply_len);
+    case DG_PS_OP_SPARSE_PULL: return op_sparse_pull(s, &q, reply, reply_len);
+    case DG_PS_OP_SPARSE_PUSH: return op_sparse_push(s, &q, reply, reply_len);
     case DG_PS_OP_STOP:
         if (!s->stopped[q.worker]) { s->stopped[q.worker] = 1; s->n_stopped++; }
         return reply_make(DG_PS_OK, 0, NULL, 0, reply, reply_len);

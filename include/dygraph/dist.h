@@ -170,6 +170,22 @@ DG_API int dg_fleet_init_server(const char *dirname);
 DG_API int dg_fleet_run_server(void);
 DG_API int dg_fleet_init_worker(void);
 DG_API int dg_fleet_stop_worker(void);
+/* An embedding whose table lives on the parameter servers (Paddle's is_distributed sparse
+ * table): rows of `dim` floats keyed by any int64 id >= 0 (row id on server id % S), each made
+ * on its first lookup from (seed, id) alone, uniform in [-init_range, init_range) — the same row
+ * whatever the number of servers (dg_fleet_sparse_initial_row gives it). forward(ids) pulls the
+ * batch's unique ids and returns ids.shape + [dim]; dg_optimizer_step of the distributed
+ * optimizer pushes the rows' gradients, and the servers step each row with that optimizer's
+ * rule (SGD or Adagrad) and lr (sync mode: the mean over the workers, as for dense tables).
+ * Make these layers on a worker after dg_fleet_init_worker and before
+ * dg_fleet_distributed_optimizer (which makes their tables). */
+typedef struct dg_fleet_sparse_params {
+    uint64_t seed;          /* default 0 */
+    double init_range;      /* >= 0; default 0.05 */
+} dg_fleet_sparse_params;
+DG_API dg_fleet_sparse_params dg_fleet_sparse_default_params(void);
+DG_API dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p);
+DG_API void dg_fleet_sparse_initial_row(uint64_t seed, double init_range, int64_t id, int64_t dim, float *out);
 DG_API int dg_fleet_worker_index(void);
 DG_API int dg_fleet_worker_num(void);
 DG_API const char *dg_fleet_worker_endpoints(void);          /* "ip:port,..." or "" */

@@ -1,12 +1,17 @@
 #!/bin/sh
-# test/dist/ps_housing.sh — the parameter-server tutorial's housing regression as a real job:
-# dgrun --server_num 2 --worker_num 2 over the ZeroMQ transport.
-#  1. sync mode, 20 steps: the parameters equal one process trained on the two workers'
-#     concatenated batches (batch 16) within 1e-5 relative, and differ from one worker's batches
-#     alone (so the comparison can fail);
-#  2. sync and async, the tutorial's 30 epochs: the last epoch's mean training loss is below a
-#     quarter of the first's, and every server reports that every worker stopped.
-# Usage: sh test/dist/ps_housing.sh build/bin
+# test/dist/ps_jobs.sh — parameter-server jobs for real: dgrun --server_num S --worker_num 2 over
+# the ZeroMQ transport.
+#  1. the tutorial's housing regression, sync mode, 20 steps: the parameters equal one process
+#     trained on the two workers' concatenated batches (batch 16) within 1e-5, and differ from one
+#     worker's batches alone (so the comparison can fail);
+#  2. a small CTR model (test/dist/ps_ctr_check.c: a sparse embedding table on the servers, dense
+#     layers), sync, 20 steps, SGD over 2 servers and Adagrad over 3: equal to one process with a
+#     local embedding whose rows start as the servers' do;
+#  3. housing, sync and async, the tutorial's 30 epochs: the last epoch's mean training loss is
+#     below a quarter of the first's, and every server reports that every worker stopped.
+# "Within 1e-5": |a - b| <= 1e-5 * the largest |b| of that tensor (Adagrad's normalised steps
+# make a near-zero element's own relative error meaningless).
+# Usage: sh test/dist/ps_jobs.sh build/bin
 set -eu
 BIN=$1
 DIR=$(mktemp -d)
@@ -23,25 +28,40 @@ def load(p):
     return out
 a, b = load(sys.argv[1]), load(sys.argv[2])
 assert sorted(a) == sorted(b), (sorted(a), sorted(b))
-worst = max(abs(x - y) / max(abs(y), 1e-6) for k in a for x, y in zip(a[k], b[k]))
+worst = max(max(abs(x - y) for x, y in zip(a[k], b[k])) / max(max(abs(y) for y in b[k]), 1e-30) for k in a)
 print("%.3g" % worst)
 sys.exit(0 if worst <= float(sys.argv[3]) else 1)
 PY
 }
-job() {   # job NAME ARGS...: a 2 servers x 2 workers run
+job() {   # job NAME ARGS...: a 2 servers x 2 workers run of housing_ps
     name=$1; shift
     rm -rf "$DIR/log"
     "$BIN/dgrun" --server_num 2 --worker_num 2 --log_dir "$DIR/log" "$BIN/housing_ps" "$@" > "$DIR/$name.out" 2>&1 ||
         fail "$name: dgrun exited $?"
     for i in 0 1; do grep -q "server $i: every worker stopped" "$DIR/log/serverlog.$i" || fail "$name: server $i did not see every worker stop"; done
 }
+ctr() {   # ctr SERVERS [adagrad]: S servers x 2 workers (batch 8) against one process (batch 16), 20 steps
+    rm -rf "$DIR/log"
+    "$BIN/dgrun" --server_num "$1" --worker_num 2 --log_dir "$DIR/log" "$BIN/ps_ctr_check" "$DIR/ctr_ps.st" 20 8 ${2:-} \
+        > "$DIR/ctr.out" 2>&1 || fail "ctr $*: dgrun exited $?"
+    "$BIN/ps_ctr_check" "$DIR/ctr_one.st" 20 16 ${2:-} > /dev/null 2>&1 || fail "ctr $*: one process"
+    d=$(compare "$DIR/ctr_ps.st" "$DIR/ctr_one.st" 1e-5) || fail "ctr $*: $1 servers x 2 workers differ from one process by $d"
+    echo "PASS: small CTR model (sparse table + dense layers), ${2:-sgd}, sync, $1 servers x 2 workers, 20 steps = one process (worst $d of the largest)"
+}
 
 job sync20 --max-steps 20 --save-params "$DIR/ps.safetensors"
 "$BIN/housing_ps" --batch-size 16 --max-steps 20 --save-params "$DIR/one.safetensors" > /dev/null 2>&1 || fail "one process, batch 16"
 "$BIN/housing_ps" --batch-size 8 --max-steps 20 --save-params "$DIR/half.safetensors" > /dev/null 2>&1 || fail "one process, batch 8"
 d=$(compare "$DIR/ps.safetensors" "$DIR/one.safetensors" 1e-5) || fail "sync 2x2 differs from one process on the concatenated batches by $d (relative)"
-echo "PASS: sync, 2 servers x 2 workers, 20 steps = one process on the concatenated batches (worst relative difference $d)"
+echo "PASS: sync, 2 servers x 2 workers, 20 steps = one process on the concatenated batches (worst $d of the largest)"
 d=$(compare "$DIR/ps.safetensors" "$DIR/half.safetensors" 1e-3) && fail "sync 2x2 equals one worker's batches alone ($d): the comparison cannot fail"
+echo "PASS: ... and differs from one worker's batches alone ($d)"
+
+ctr 2
+ctr 3 adagrad
+"$BIN/ps_ctr_check" "$DIR/ctr_half.st" 20 8 > /dev/null 2>&1 || fail "ctr: one process, batch 8"
+ctr 2
+d=$(compare "$DIR/ctr_ps.st" "$DIR/ctr_half.st" 1e-3) && fail "the CTR job equals one worker's batches alone ($d): the comparison cannot fail"
 echo "PASS: ... and differs from one worker's batches alone ($d)"
 
 for mode in sync async; do
