@@ -1,13 +1,13 @@
 /* dist/ps/table_sparse.c — a server's shard of a sparse table (table_sparse.h). Rows live in one
  * growing array, found through an open-addressing map id -> row; Adagrad's accumulators sit in a
  * second array beside them. A row's first values depend only on (seed, id), so the same id gets
- * the same row however many servers share the table. The step is the local optimizer's rule for
- * one element (eager/update_rule.h), so a row on a server moves exactly as the same row of a
- * local embedding stepped by that optimizer. */
+ * the same row however many servers share the table. The step is the optimizers' fused update
+ * (dg_fused_update, the rule of eager/update_rule.h), so a row on a server moves exactly as the
+ * same row of a local embedding stepped by that optimizer. */
 #include "../dist_internal.h"
-#include "../../eager/update_rule.h"
 #include "table_sparse.h"
 #include <dygraph/custom_op.h>
+#include <dygraph/extension.h>
 
 struct dg_ps_sparse_table {
     dg_ps_sparse_msg m;
@@ -122,10 +122,7 @@ int dg_ps_sparse_table_step(dg_ps_sparse_table *t, int64_t id, const float *g) {
     float *row = dg_ps_sparse_table_row(t, id);
     if (!row) return DG_ENOMEM;
     float *acc = t->acc + (row - t->values);
-    float neg = (float)-t->m.lr, eps = (float)t->m.eps;
-    for (uint32_t j = 0; j < t->m.dim; j++) {
-        if (t->m.kind == DG_PS_SPARSE_ADAGRAD) dg_upd_adagrad_float(row, g, acc, j, 0.0f, eps, neg);
-        else dg_upd_sgd_float(row, g, j, 0.0f, neg);
-    }
-    return 0;
+    dg_update_params u = { .kind = t->m.kind == DG_PS_SPARSE_ADAGRAD ? DG_UPD_ADAGRAD : DG_UPD_SGD, .lr = t->m.lr, .eps = t->m.eps };
+    dg_update_tensor ut = { .p = row, .g = g, .s0 = t->m.kind == DG_PS_SPARSE_ADAGRAD ? acc : NULL, .n = t->m.dim, .step_size = t->m.lr };
+    return dg_fused_update(dg_cpu(), DG_F32, &u, &ut, 1);
 }
