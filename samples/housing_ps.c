@@ -81,6 +81,29 @@ static void synthetic_housing(float *rows, int n) {
     }
 }
 
+/* the mean squared error of the model on rows [n_train, n) */
+static double held_out_loss(dg_layer *fc, const float *rows, int n, int n_train) {
+    int nt = n - n_train;
+    if (nt <= 0) return 0;
+    dg_scope *s = dg_scope_begin();
+    float *x = malloc(sizeof(float) * (size_t)nt * FEATURES), *y = malloc(sizeof(float) * (size_t)nt);
+    double v = NAN;
+    if (x && y) {
+        for (int i = 0; i < nt; i++) {
+            memcpy(x + (size_t)i * FEATURES, rows + (size_t)(n_train + i) * (FEATURES + 1), sizeof(float) * FEATURES);
+            y[i] = rows[(size_t)(n_train + i) * (FEATURES + 1) + FEATURES];
+        }
+        dg_no_grad_begin();
+        dg_tensor *l = dg_mse_loss(dg_forward(fc, dg_from_data(DG_SHAPE(nt, FEATURES), DG_F32, x)), dg_from_data(DG_SHAPE(nt, 1), DG_F32, y));
+        dg_no_grad_end();
+        if (l) v = dg_item(l);
+    }
+    free(x);
+    free(y);
+    dg_scope_end(s);
+    return v;
+}
+
 int main(int argc, char **argv) {
     su_args(argc, argv, FLAGS);
     const char *data = su_flag(argc, argv, "--data", NULL), *save = su_flag(argc, argv, "--save-params", NULL);
@@ -143,6 +166,7 @@ int main(int argc, char **argv) {
     dg_optimizer *opt = dg_sgd(params, np, sp);
     free(params);
     if (!fc || !opt) return su_die("model");
+    double test_before = held_out_loss(fc, rows, n, n_train);   /* the initial weights (async: others may be ahead) */
     if (ps && !(opt = dg_fleet_distributed_optimizer(opt))) return su_die("distributed_optimizer");
 
     int64_t group = batch * workers, step = 0;
@@ -183,28 +207,11 @@ int main(int argc, char **argv) {
         if (first_epoch_loss < 0) first_epoch_loss = epoch_loss;
     }
     free(order);
-    /* this worker's batches' mean loss in the first and the last epoch, and the squared error of
-     * the trained model on the held-out 20% */
-    double test_loss = 0;
-    {
-        dg_scope *s = dg_scope_begin();
-        int nt = n - n_train;
-        float *x = malloc(sizeof(float) * (size_t)(nt > 0 ? nt : 1) * FEATURES), *y = malloc(sizeof(float) * (size_t)(nt > 0 ? nt : 1));
-        for (int i = 0; i < nt; i++) {
-            memcpy(x + (size_t)i * FEATURES, rows + (size_t)(n_train + i) * (FEATURES + 1), sizeof(float) * FEATURES);
-            y[i] = rows[(size_t)(n_train + i) * (FEATURES + 1) + FEATURES];
-        }
-        dg_no_grad_begin();
-        dg_tensor *l = nt > 0 ? dg_mse_loss(dg_forward(fc, dg_from_data(DG_SHAPE(nt, FEATURES), DG_F32, x)),
-                                            dg_from_data(DG_SHAPE(nt, 1), DG_F32, y)) : NULL;
-        dg_no_grad_end();
-        test_loss = l ? dg_item(l) : 0;
-        free(x);
-        free(y);
-        dg_scope_end(s);
-    }
-    printf("train loss: first epoch %.4f, last epoch %.4f; test loss %.4f (%d held-out rows)\n", first_epoch_loss, epoch_loss,
-           test_loss, n - n_train);
+    /* this worker's batches' mean loss in the first and the last epoch, and the squared error on
+     * the held-out 20% before and after training */
+    double test_loss = held_out_loss(fc, rows, n, n_train);
+    printf("train loss: first epoch %.4f, last epoch %.4f; test loss %.4f before training, %.4f after (%d held-out rows)\n",
+           first_epoch_loss, epoch_loss, test_before, test_loss, n - n_train);
     /* the final parameters (each process holds the servers' values after its last step) */
     if (save && (!ps || worker == 0) && dg_layer_save(fc, save) != 0) return su_die("save");
     if (ps && dg_fleet_stop_worker() != 0) return su_die("stop_worker");

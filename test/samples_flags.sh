@@ -10,12 +10,12 @@ expect() {   # status program args...
     "$@" >/dev/null 2>&1; got=$?
     if [ "$got" -ne "$want" ]; then echo "FAIL: $* exited $got, want $want"; fail=1; fi
 }
-for p in cifar10 face_keypoints mnist mnist_fleet eval_offline linear_single linear_fleet langid housing_ps; do
+for p in cifar10 face_keypoints mnist mnist_fleet eval_offline linear_single linear_fleet langid housing_ps ctr_dnn; do
     expect 0 "$BIN/$p" --help
     expect 2 "$BIN/$p" --no-such-flag 1
     expect 2 "$BIN/$p" stray
 done
-for p in cifar10 face_keypoints mnist mnist_fleet langid housing_ps; do
+for p in cifar10 face_keypoints mnist mnist_fleet langid housing_ps ctr_dnn; do
     expect 2 "$BIN/$p" --epochs
     expect 2 "$BIN/$p" --epochs two
     expect 2 "$BIN/$p" --lr 1e-3x
@@ -29,5 +29,25 @@ expect 2 "$BIN/langid" --optimizer lbfgs
 expect 2 "$BIN/langid" --per-lang 2.5
 expect 2 "$BIN/housing_ps" --batch-size 0
 expect 1 "$BIN/housing_ps" --data /nonexistent/housing.data
+expect 2 "$BIN/ctr_dnn" --optimizer adam
+expect 2 "$BIN/ctr_dnn" --train x.txt
+# a Criteo-format file is read (labels, integers, hashed categoricals, missing fields), and a
+# malformed line is an error naming the file and line
+T=$(mktemp -d)
+i=0
+while [ $i -lt 40 ]; do
+    printf '%d	%d		3	4	5	6	7	8	9	10	11	12	13' $((i % 2)) $i >> "$T/train.txt"
+    k=0; while [ $k -lt 26 ]; do printf '	%08x' $((i * 7 + k)) >> "$T/train.txt"; k=$((k + 1)); done
+    printf '
+' >> "$T/train.txt"
+    i=$((i + 1))
+done
+cp "$T/train.txt" "$T/test.txt"
+expect 0 "$BIN/ctr_dnn" --train "$T/train.txt" --test "$T/test.txt" --batch-size 10 --epochs 1 --sparse-feature-dim 1000 --threads 1
+printf '1	2
+' >> "$T/test.txt"
+"$BIN/ctr_dnn" --train "$T/train.txt" --test "$T/test.txt" --sparse-feature-dim 1000 2>&1 | grep -q "test.txt:41: 2 fields" ||
+    { echo "FAIL: ctr_dnn does not name the malformed line"; fail=1; }
+rm -rf "$T"
 [ $fail -eq 0 ] && echo "samples_flags: --help, unknown flags, missing values and bad numbers handled as argparse does"
 exit $fail
