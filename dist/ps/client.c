@@ -10,6 +10,7 @@
 #include "../../optim/optim_internal.h"
 #include "client.h"
 #include "proto.h"
+#include "server.h"
 
 struct dg_ps_dense {
     dg_ps_transport *tr;
@@ -223,6 +224,26 @@ void dg_ps_dense_free(dg_ps_dense *d) {
     free(d);
 }
 
+int dg_ps_save(dg_ps_transport *tr, int n_servers, int worker, double timeout_s, const char *dir) {
+    size_t n = strlen(dir);
+    DG_CHECK_INT(n >= 1 && n <= 4000, "fleet_save_persistables: directory name of %zu bytes", n);
+    unsigned char *msg = malloc(DG_PS_REQ_HEADER + 8 + n);
+    if (!msg) return DG_ENOMEM;
+    int rc = 0;
+    for (int s = 0; s < n_servers && !rc; s++) {
+        dg_ps_req_header(msg, DG_PS_OP_SAVE, 0, (uint32_t)worker, 0);
+        dg_ps_put32(msg + DG_PS_REQ_HEADER, (uint32_t)s);
+        dg_ps_put32(msg + DG_PS_REQ_HEADER + 4, (uint32_t)n_servers);
+        memcpy(msg + DG_PS_REQ_HEADER + 8, dir, n);
+        int status;
+        uint64_t ver;
+        dg_ps_dense d = { .tr = tr, .timeout_s = timeout_s };
+        rc = ask(&d, s, msg, DG_PS_REQ_HEADER + 8 + n, "save", &status, &ver, NULL, NULL);
+    }
+    free(msg);
+    return rc ? rc : dg_ps_write_manifest(dir, n_servers);
+}
+
 int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double timeout_s) {
     unsigned char h[DG_PS_REQ_HEADER];
     dg_ps_req_header(h, DG_PS_OP_STOP, 0, (uint32_t)worker, 0);
@@ -277,6 +298,7 @@ dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, i
             free(sp);
             return NULL;
         }
+        if (s == 0 || ver < sp->version) sp->version = ver;   /* a table loaded from a save goes on from its version */
     }
     return sp;
 }

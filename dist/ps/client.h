@@ -32,6 +32,8 @@ dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids);
 int dg_ps_sparse_push(dg_ps_sparse *sp);
 void dg_ps_sparse_free(dg_ps_sparse *sp);
 
+/* Every server writes its tables to dir, then the manifest is written (server_io.c). */
+int dg_ps_save(dg_ps_transport *tr, int n_servers, int worker, double timeout_s, const char *dir);
 /* Tells every server this worker is done (Paddle's exe.close()); the first failure is returned. */
 int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double timeout_s);
 

@@ -13,6 +13,8 @@
 #include "fleet_ps.h"
 #include "server.h"
 #include "transport.h"
+#include <errno.h>
+#include <sys/stat.h>
 
 static struct {
     bool on;
@@ -63,11 +65,15 @@ const char *dg_fleet_server_endpoint(int i) {
 int dg_fleet_init_server(const char *dirname) {
     DG_CHECK_INT(dg_fleet_is_server(), "fleet_init_server: this process is not a server (call dg_fleet_init(false, ...) "
                  "in a process whose TRAINING_ROLE / PADDLE_TRAINING_ROLE is PSERVER)");
-    DG_CHECK_INT(!dirname, "fleet_init_server: loading tables from '%s' is not supported yet: servers start empty and take "
-                 "the first worker's values", dirname);
     if (g_ps.server) return 0;
     g_ps.server = dg_ps_server_new(g_ps.env.n_workers);
-    return g_ps.server ? 0 : (dg_last_status() ? dg_last_status() : DG_ENOMEM);
+    if (!g_ps.server) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    int rc = dirname ? dg_ps_server_load(g_ps.server, dirname, g_ps.env.server_index, g_ps.env.n_servers) : 0;
+    if (rc) {
+        dg_ps_server_free(g_ps.server);
+        g_ps.server = NULL;
+    }
+    return rc;
 }
 
 /* The serve loop's stop flag: polled by the transport at least every 100 ms; set once every
@@ -183,6 +189,17 @@ int dg_fleet_ps_distributed_optimizer(dg_optimizer *opt) {
     opt->remote_step = remote_step;
     opt->remote_ctx = d;
     return 0;
+}
+
+int dg_fleet_save_persistables(const char *dirname) {
+    DG_CHECK_INT(dirname && *dirname, "fleet_save_persistables: no directory");
+    DG_CHECK_INT(g_ps.tr, "fleet_save_persistables: call dg_fleet_init_worker first");
+    if (g_ps.env.worker_id != 0) return 0;   /* the first worker asks, as Paddle's fleet does */
+    if (mkdir(dirname, 0777) != 0 && errno != EEXIST) {
+        DG_ERR(DG_EIO, "fleet_save_persistables: mkdir %s: %s", dirname, strerror(errno));
+        return DG_EIO;
+    }
+    return dg_ps_save(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.timeout_s, dirname);
 }
 
 int dg_fleet_stop_worker(void) {

@@ -15,6 +15,8 @@
  *           made on its first pull from (seed, id) alone (dg_ps_sparse_init_row)
  * op SPARSE_PUSH: arg = the version the gradient was computed at; payload = u64 n, n int64 ids,
  *           n rows of dim f32 gradients (sync: every worker pushes once per version, n may be 0)
+ * op SAVE:  payload = u32 this server's index, u32 the server count, the directory (no NUL):
+ *           the server writes its tables there (server_io.c)
  * An ERROR reply carries a message (text, not terminated). Every length and index is checked
  * before anything is read, so a foreign or truncated message is an ERROR reply, never a crash. */
 #ifndef DG_DIST_PS_PROTO_H
@@ -32,7 +34,7 @@
 #define DG_PS_MAX_WORKERS 4096
 
 enum { DG_PS_OP_INIT = 1, DG_PS_OP_PULL = 2, DG_PS_OP_PUSH = 3, DG_PS_OP_STOP = 4, DG_PS_OP_SPARSE_INIT = 5,
-       DG_PS_OP_SPARSE_PULL = 6, DG_PS_OP_SPARSE_PUSH = 7 };
+       DG_PS_OP_SPARSE_PULL = 6, DG_PS_OP_SPARSE_PUSH = 7, DG_PS_OP_SAVE = 8 };
 enum { DG_PS_OK = 0, DG_PS_NOT_YET = 1, DG_PS_ERROR = 2 };
 
 /* The table's geometry and the optimizer the server runs on it (the worker's, field by field). */

@@ -11,29 +11,15 @@
 #include "../../optim/optim_internal.h"
 #include "proto.h"
 #include <stdarg.h>
-#include "server.h"
-#include "table_sparse.h"
+#include "env.h"
+#include "server_internal.h"
 
-typedef struct ps_table {
-    bool made;
-    /* a sparse table (SPARSE_INIT) instead of a dense one: its rows, and in sync mode the sum of
-     * this version's pushes so far as rows of a second table that starts at zero */
-    dg_ps_sparse_table *sparse, *pending;
-    dg_ps_init_msg geo;
-    dg_tensor *value;          /* [len] f32 leaf */
-    dg_optimizer *opt;
-    uint64_t version;          /* steps applied */
-    float *acc;                /* sync: the sum of this version's pushes so far */
-    unsigned char *pushed;     /* sync: which workers pushed for this version */
-    uint32_t n_pushed;
-} ps_table;
-
-struct dg_ps_server {
-    ps_table t[DG_PS_MAX_TABLES];
-    int n_workers;             /* from the environment; every INIT must agree */
-    unsigned char stopped[DG_PS_MAX_WORKERS];
-    int n_stopped;
-};
+int dg_ps_table_sync_buffers(ps_table *t, int n_workers) {
+    if (!t->geo.sync) return 0;
+    t->acc = calloc(t->geo.len, sizeof(float));
+    t->pushed = calloc((size_t)n_workers, 1);
+    return t->acc && t->pushed ? 0 : DG_ENOMEM;
+}
 
 dg_ps_server *dg_ps_server_new(int n_workers) {
     DG_CHECK(n_workers >= 1 && n_workers <= DG_PS_MAX_WORKERS, "ps server: %d workers (1..%d)", n_workers, DG_PS_MAX_WORKERS);
@@ -43,7 +29,7 @@ dg_ps_server *dg_ps_server_new(int n_workers) {
     return s;
 }
 
-static void table_clear(ps_table *t) {
+void dg_ps_table_clear(ps_table *t) {
     dg_ps_sparse_table_free(t->sparse);
     dg_ps_sparse_table_free(t->pending);
     dg_optimizer_free(t->opt);
@@ -55,7 +41,7 @@ static void table_clear(ps_table *t) {
 
 void dg_ps_server_free(dg_ps_server *s) {
     if (!s) return;
-    for (int i = 0; i < DG_PS_MAX_TABLES; i++) table_clear(&s->t[i]);
+    for (int i = 0; i < DG_PS_MAX_TABLES; i++) dg_ps_table_clear(&s->t[i]);
     free(s);
 }
 
@@ -88,7 +74,7 @@ static int reply_error(void **out, size_t *out_len, const char *fmt, ...) {
 
 /* ---- the optimizer a table runs: the worker's, rebuilt from its settings ---- */
 
-static dg_optimizer *make_opt(dg_tensor *v, const dg_ps_init_msg *m) {
+dg_optimizer *dg_ps_make_opt(dg_tensor *v, const dg_ps_init_msg *m) {
     switch (m->kind) {
     case DG_OPT_SGD: {
         dg_sgd_params p = dg_sgd_default_params();
@@ -143,18 +129,14 @@ static int op_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
         return reply_error(out, out_len, "INIT: table %u: a parameter server keeps its tables on the CPU (its device is not)", q->table);
     t->value = dg_from_data(DG_SHAPE((int64_t)m.len), DG_F32, q->payload + DG_PS_INIT_BYTES);
     if (t->value) dg_set_requires_grad(t->value, true);
-    t->opt = t->value ? make_opt(t->value, &m) : NULL;
-    if (m.sync && t->opt) {
-        t->acc = calloc(m.len, sizeof(float));
-        t->pushed = calloc((size_t)s->n_workers, 1);
-    }
-    if (!t->opt || (m.sync && (!t->acc || !t->pushed))) {
+    t->opt = t->value ? dg_ps_make_opt(t->value, &m) : NULL;
+    t->geo = m;
+    if (!t->opt || dg_ps_table_sync_buffers(t, s->n_workers)) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s", dg_last_error());
-        table_clear(t);
+        dg_ps_table_clear(t);
         return reply_error(out, out_len, "INIT: table %u: %s", q->table, msg);
     }
-    t->geo = m;
     t->made = true;
     return reply_make(DG_PS_OK, 0, NULL, 0, out, out_len);
 }
@@ -253,7 +235,7 @@ static int op_sparse_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_
     if (m.sync) t->pending = pending_new(&m);
     t->pushed = calloc((size_t)s->n_workers, 1);
     if (!t->sparse || (m.sync && !t->pending) || !t->pushed) {
-        table_clear(t);
+        dg_ps_table_clear(t);
         return DG_ENOMEM;
     }
     t->geo.sync = m.sync;
@@ -360,6 +342,20 @@ int dg_ps_server_handle(void *ctx, const void *msg, size_t len, void **reply, si
     case DG_PS_OP_SPARSE_INIT: return op_sparse_init(s, &q, reply, reply_len);
     case DG_PS_OP_SPARSE_PULL: return op_sparse_pull(s, &q, reply, reply_len);
     case DG_PS_OP_SPARSE_PUSH: return op_sparse_push(s, &q, reply, reply_len);
+    case DG_PS_OP_SAVE: {
+        /* payload: u32 this server's index, u32 the server count, the directory */
+        if (q.payload_len < 9 || q.payload_len > 8 + 4000)
+            return reply_error(reply, reply_len, "SAVE: payload of %zu bytes", q.payload_len);
+        char dir[4001];
+        memcpy(dir, q.payload + 8, q.payload_len - 8);
+        dir[q.payload_len - 8] = 0;
+        if (strlen(dir) != q.payload_len - 8) return reply_error(reply, reply_len, "SAVE: the directory name holds a NUL byte");
+        int idx = (int)dg_ps_get32(q.payload), cnt = (int)dg_ps_get32(q.payload + 4);
+        if (idx < 0 || cnt < 1 || idx >= cnt || cnt > DG_PS_MAX_SERVERS)
+            return reply_error(reply, reply_len, "SAVE: server %d of %d", idx, cnt);
+        if (dg_ps_server_save(s, dir, idx, cnt) != 0) return reply_error(reply, reply_len, "SAVE: %s", dg_last_error());
+        return reply_make(DG_PS_OK, 0, NULL, 0, reply, reply_len);
+    }
     case DG_PS_OP_STOP:
         if (!s->stopped[q.worker]) { s->stopped[q.worker] = 1; s->n_stopped++; }
         return reply_make(DG_PS_OK, 0, NULL, 0, reply, reply_len);

@@ -46,6 +46,7 @@ const dg_ps_sparse_msg *dg_ps_sparse_table_settings(const dg_ps_sparse_table *t)
 int64_t dg_ps_sparse_table_rows(const dg_ps_sparse_table *t) { return t->n; }
 int64_t dg_ps_sparse_table_id(const dg_ps_sparse_table *t, int64_t k) { return t->ids[k]; }
 float *dg_ps_sparse_table_row_at(dg_ps_sparse_table *t, int64_t k) { return t->values + k * t->m.dim; }
+float *dg_ps_sparse_table_acc_at(dg_ps_sparse_table *t, int64_t k) { return t->acc + k * t->m.dim; }
 
 static size_t slot_of(const dg_ps_sparse_table *t, int64_t id) {
     uint64_t h = (uint64_t)id * 0x9E3779B97F4A7C15ull;
@@ -116,6 +117,11 @@ float *dg_ps_sparse_table_row(dg_ps_sparse_table *t, int64_t id) {
     t->ids[t->n] = id;
     t->idx[s] = t->n++;
     return row;
+}
+
+float *dg_ps_sparse_table_acc(dg_ps_sparse_table *t, int64_t id) {
+    float *row = dg_ps_sparse_table_row(t, id);
+    return row ? t->acc + (row - t->values) : NULL;
 }
 
 int dg_ps_sparse_table_step(dg_ps_sparse_table *t, int64_t id, const float *g) {

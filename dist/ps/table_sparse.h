@@ -17,7 +17,10 @@ float *dg_ps_sparse_table_row(dg_ps_sparse_table *t, int64_t id);
 /* One step of the table's rule on id's row with gradient g (dim floats). */
 int dg_ps_sparse_table_step(dg_ps_sparse_table *t, int64_t id, const float *g);
 int64_t dg_ps_sparse_table_rows(const dg_ps_sparse_table *t);
-/* Row k (in the order rows were made) and its id. */
+/* id's Adagrad accumulators (its row made now if new), NULL when out of memory. */
+float *dg_ps_sparse_table_acc(dg_ps_sparse_table *t, int64_t id);
+/* Row k (in the order rows were made), its accumulators and its id. */
+float *dg_ps_sparse_table_acc_at(dg_ps_sparse_table *t, int64_t k);
 int64_t dg_ps_sparse_table_id(const dg_ps_sparse_table *t, int64_t k);
 float *dg_ps_sparse_table_row_at(dg_ps_sparse_table *t, int64_t k);
 

@@ -165,8 +165,13 @@ DG_API bool dg_fleet_is_worker(void);      /* true in collective mode */
 DG_API int dg_fleet_server_index(void);    /* -1 on a worker */
 DG_API int dg_fleet_server_num(void);      /* 0 in collective mode */
 DG_API const char *dg_fleet_server_endpoint(int i);   /* "ip:port" of server i, or NULL */
-/* dirname must be NULL for now: servers start empty and take the first worker's values. */
+/* dirname NULL: the tables start empty and take the first worker's values; else they are read
+ * from a dg_fleet_save_persistables directory (any number of servers then: the tables are
+ * re-sharded; the same number restores them bit for bit). */
 DG_API int dg_fleet_init_server(const char *dirname);
+/* Worker 0 has every server write its tables (values and optimizer state) into dirname (made if
+ * missing), each file atomically, then a manifest; other workers return 0 at once. */
+DG_API int dg_fleet_save_persistables(const char *dirname);
 DG_API int dg_fleet_run_server(void);
 DG_API int dg_fleet_init_worker(void);
 DG_API int dg_fleet_stop_worker(void);

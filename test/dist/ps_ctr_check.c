@@ -8,11 +8,17 @@
  * Model: 3 slots of 2 ids each in [0, 200), embedding 4, sum-pooled per slot, with 2 dense
  * features -> Linear 14->8 -> ReLU -> Linear 8->2 -> cross-entropy; SGD lr 0.1 (or Adagrad).
  * Data: a fixed function of (step, example). Usage: ps_ctr_check OUT.safetensors STEPS BATCH
- * [adagrad]. Writes fc1/fc2 weight and bias and "emb" = the rows of ids 0..199 after training. */
+ * [adagrad]. Writes fc1/fc2 weight and bias and "emb" = the rows of ids 0..199 after training.
+ * In a job, PS_CHECK_SAVE=DIR saves the servers' tables there after training
+ * (dg_fleet_save_persistables), and PS_CHECK_LOAD=DIR starts the servers from such a save
+ * (dg_fleet_init_server(DIR)); STEPS may then be 0. PS_CHECK_FIRST_STEP=K numbers the steps from
+ * K (the data of a resumed run goes on where the saved one stopped). PS_CHECK_STALL=1 makes every
+ * worker wait (2 minutes) after its last step, for a test to kill the job there. */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define VOCAB 200
 #define DIM 4
@@ -50,7 +56,7 @@ int main(int argc, char **argv) {
     const char *out = argv[1];
     int64_t steps = atoll(argv[2]), batch = atoll(argv[3]);
     bool adagrad = argc == 5 && strcmp(argv[4], "adagrad") == 0;
-    if (steps < 1 || batch < 1 || batch > 256 || (argc == 5 && !adagrad)) {
+    if (steps < 0 || batch < 1 || batch > 256 || (argc == 5 && !adagrad)) {
         fprintf(stderr, "usage: %s OUT.safetensors STEPS BATCH(1..256) [adagrad]\n", argv[0]);
         return 2;
     }
@@ -64,7 +70,7 @@ int main(int argc, char **argv) {
     if (ps) {
         if (dg_fleet_init(false, NULL) != 0) return die("fleet init");
         if (dg_fleet_is_server()) {
-            if (dg_fleet_init_server(NULL) != 0 || dg_fleet_run_server() != 0) return die("server");
+            if (dg_fleet_init_server(getenv("PS_CHECK_LOAD")) != 0 || dg_fleet_run_server() != 0) return die("server");
             dg_fleet_shutdown();
             dg_shutdown();
             return 0;
@@ -113,7 +119,8 @@ int main(int argc, char **argv) {
     if (!opt) return die("optimizer");
     if (ps && !(opt = dg_fleet_distributed_optimizer(opt))) return die("distributed_optimizer");
 
-    for (int64_t s = 0; s < steps; s++) {
+    int64_t first = getenv("PS_CHECK_FIRST_STEP") ? atoll(getenv("PS_CHECK_FIRST_STEP")) : 0;
+    for (int64_t s = first; s < first + steps; s++) {
         int64_t ids[256 * SLOTS * PER_SLOT], labels[256];
         float dense[256 * 2];
         for (int64_t i = 0; i < batch; i++)
@@ -126,10 +133,11 @@ int main(int argc, char **argv) {
         dg_tensor *loss = logits ? dg_cross_entropy(logits, dg_from_data(DG_SHAPE(batch), DG_I64, labels)) : NULL;
         if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return die("step");
         dg_optimizer_clear_grad(opt);
-        if (s == 0 || s == steps - 1) printf("worker %d of %d step %lld loss %.6f\n", worker, workers, (long long)s, dg_item(loss));
+        if (s == first || s == first + steps - 1) printf("worker %d of %d step %lld loss %.6f\n", worker, workers, (long long)s, dg_item(loss));
         dg_scope_end(sc);
     }
 
+    if (ps && getenv("PS_CHECK_SAVE") && dg_fleet_save_persistables(getenv("PS_CHECK_SAVE")) != 0) return die("save_persistables");
     /* the parameters: worker 0 writes them (rows of every id: pulled from the servers, or the
      * local table) */
     if (worker == 0) {
@@ -152,6 +160,10 @@ int main(int argc, char **argv) {
         dg_tensor_dict_free(d);
         dg_scope_end(sc);
         if (rc) return die("save");
+    }
+    if (getenv("PS_CHECK_STALL")) {
+        fflush(stdout);
+        sleep(120);
     }
     if (ps && dg_fleet_stop_worker() != 0) return die("stop_worker");
     dg_optimizer_free(opt);

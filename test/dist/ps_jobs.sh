@@ -10,7 +10,11 @@
 #  3. housing, sync and async, the tutorial's 30 epochs: the held-out squared error falls below a
 #     quarter of the untrained model's, and every server reports that every worker stopped;
 #  4. the CTR-DNN sample, async, 2 servers x 2 workers on its SYNTHETIC Criteo-like data: the
-#     held-out AUC within 0.02 of the planted model's own.
+#     held-out AUC within 0.02 of the planted model's own;
+#  5. tables saved and restored (the small CTR model, Adagrad, sync): 10 steps, save, then a
+#     worker killed with SIGKILL -> dgrun ends the job non-zero naming it; a new job loading the
+#     save has the same tables bit for bit with 2 servers and with 3 (re-sharded), and 10 more
+#     steps from the save over 3 servers end bit for bit where 20 uninterrupted steps over 2 do.
 # "Within 1e-5": |a - b| <= 1e-5 * the largest |b| of that tensor (Adagrad's normalised steps
 # make a near-zero element's own relative error meaningless).
 # Usage: sh test/dist/ps_jobs.sh build/bin
@@ -87,3 +91,40 @@ for w in 0 1; do
     awk -v a="$auc" -v p="$planted" 'BEGIN { exit !(a > p - 0.02) }' || fail "ctr_dnn async: worker $w's test AUC $auc, the planted model's $planted"
     echo "PASS: CTR-DNN, async, 2 servers x 2 workers, worker $w: test AUC $auc, the planted model's $planted"
 done
+
+# 5. save -> kill -> restore
+rm -rf "$DIR/log" "$DIR/save"
+PS_CHECK_SAVE="$DIR/save" PS_CHECK_STALL=1 "$BIN/dgrun" --server_num 2 --worker_num 2 --log_dir "$DIR/log" \
+    "$BIN/ps_ctr_check" "$DIR/a10.st" 10 8 adagrad > "$DIR/kill.out" 2>&1 &
+dg=$!
+n=0
+until [ -f "$DIR/save/manifest" ] && [ -f "$DIR/a10.st" ] && grep -q "step 9 " "$DIR/log/workerlog.1" 2>/dev/null; do
+    n=$((n + 1)); [ $n -gt 300 ] && { kill $dg; fail "save: no manifest after 30 s"; }
+    sleep 0.1
+done
+victim=
+for p in $(pgrep -f "ps_ctr_check $DIR/a10.st"); do   # a worker, not a server: its role is in its environment
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "TRAINING_ROLE=TRAINER" && { victim=$p; break; }
+done
+[ -n "$victim" ] || { kill $dg; fail "save: no worker process found to kill"; }
+kill -9 "$victim"
+rc=0; wait $dg || rc=$?
+[ $rc -ne 0 ] || fail "dgrun exited 0 after a worker was killed"
+grep -q "killed by signal 9" "$DIR/kill.out" || fail "dgrun did not name the killed process: $(tail -3 "$DIR/kill.out")"
+echo "PASS: tables saved after 10 steps; a worker killed (SIGKILL): dgrun ended the job with exit $rc naming it"
+load() {   # load S STEPS FIRST OUT
+    rm -rf "$DIR/log"
+    PS_CHECK_LOAD="$DIR/save" PS_CHECK_FIRST_STEP=$3 "$BIN/dgrun" --server_num "$1" --worker_num 2 --log_dir "$DIR/log" \
+        "$BIN/ps_ctr_check" "$4" "$2" 8 adagrad > "$DIR/load.out" 2>&1 || fail "load into $1 servers: dgrun exited $?"
+}
+load 2 0 0 "$DIR/l2.st"
+cmp -s "$DIR/a10.st" "$DIR/l2.st" || fail "the tables loaded into 2 servers differ from the saved job's"
+load 3 0 0 "$DIR/l3.st"
+cmp -s "$DIR/a10.st" "$DIR/l3.st" || fail "the tables loaded into 3 servers differ from the saved job's"
+echo "PASS: a new job loading the save: tables bit-identical with 2 servers and re-sharded over 3"
+load 3 10 10 "$DIR/r20.st"
+rm -rf "$DIR/log"
+"$BIN/dgrun" --server_num 2 --worker_num 2 --log_dir "$DIR/log" "$BIN/ps_ctr_check" "$DIR/c20.st" 20 8 adagrad > /dev/null 2>&1 ||
+    fail "20 uninterrupted steps"
+cmp -s "$DIR/c20.st" "$DIR/r20.st" || fail "10 steps resumed over 3 servers differ from 20 uninterrupted over 2"
+echo "PASS: 10 steps resumed from the save over 3 servers = 20 uninterrupted steps over 2, bit for bit (Adagrad state restored)"
