@@ -100,17 +100,24 @@ static int scalar_of(const dg_optimizer *o, const char *name, const dg_tensor *v
     return 0;
 }
 
-/* "<i>.master_weight": the value, in float32 on the parameter's device, becomes the copy the
- * rule updates (made here when the parameter has taken no step yet). */
-static int load_master(dg_optimizer *o, int i, const char *name, const dg_tensor *value) {
+/* A buffer-like entry for parameter i: the parameter's shape, a float dtype. */
+static int check_like_param(const dg_optimizer *o, int i, const char *name, const dg_tensor *value) {
     const char *nm = o->info->name;
-    const dg_tensor *p = o->params[i];
     char a[96], b[96];
     dg_shape_str(value, a, sizeof a);
-    dg_shape_str(p, b, sizeof b);
+    dg_shape_str(o->params[i], b, sizeof b);
     DG_CHECK_INT(strcmp(a, b) == 0, "%s: load_state: '%s' has shape %s; parameter %d is %s", nm, name, a, i, b);
     DG_CHECK_INT(dg_dtype_is_float(dg_dtype_of(value)), "%s: load_state: '%s' is %s; expects a float tensor", nm, name,
                  dg_dtype_name(dg_dtype_of(value)));
+    return 0;
+}
+
+/* "<i>.master_weight": the value, in float32 on the parameter's device, becomes the copy the
+ * rule updates (made here when the parameter has taken no step yet). */
+static int load_master(dg_optimizer *o, int i, const char *name, const dg_tensor *value) {
+    const dg_tensor *p = o->params[i];
+    int bad = check_like_param(o, i, name, value);
+    if (bad) return bad;
     dg_scope *sc = dg_scope_begin();
     dg_no_grad_begin();   /* the copy is the optimizer's, outside any graph (as the step makes it) */
     dg_tensor *m = o->state[i].master;
@@ -163,13 +170,7 @@ int dg_optimizer_load_state(dg_optimizer *o, const char *name, const dg_tensor *
         o->state[i].mu_product = (float)x;
         return dg_fill_(o->state[i].mu_t, o->state[i].mu_product);
     }
-    const dg_tensor *p = o->params[i];
-    char a[96], b[96];
-    dg_shape_str(value, a, sizeof a);
-    dg_shape_str(p, b, sizeof b);
-    DG_CHECK_INT(strcmp(a, b) == 0, "%s: load_state: '%s' has shape %s; parameter %d is %s", nm, name, a, i, b);
-    DG_CHECK_INT(dg_dtype_is_float(dg_dtype_of(value)), "%s: load_state: '%s' is %s; expects a float tensor", nm, name,
-                 dg_dtype_name(dg_dtype_of(value)));
+    if ((rc = check_like_param(o, i, name, value))) return rc;
     if ((rc = dg_opt_ensure_state(o, i))) return rc;
     dg_tensor *dst = o->state[i].buf[en->slot];
     dg_device dv = dg_device_of(value), dd = dg_device_of(dst);

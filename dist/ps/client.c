@@ -28,11 +28,11 @@ struct dg_ps_dense {
 static int64_t shard_off(int64_t total, int s, int n) { return (int64_t)((__int128)total * s / n); }
 
 /* One request to server s; the reply's status, version and payload (malloc'd, caller frees). */
-static int ask(dg_ps_dense *d, int s, const unsigned char *msg, size_t len, const char *what, int *status, uint64_t *version,
-               unsigned char **payload, size_t *plen) {
+static int ask(dg_ps_transport *tr, double timeout_s, int s, const unsigned char *msg, size_t len, const char *what, int *status,
+               uint64_t *version, unsigned char **payload, size_t *plen) {
     void *r = NULL;
     size_t rl = 0;
-    int rc = d->tr->ops->request(d->tr, s, msg, len, &r, &rl, d->timeout_s);
+    int rc = tr->ops->request(tr, s, msg, len, &r, &rl, timeout_s);
     if (rc) return rc;   /* the transport named the server and what happened */
     const unsigned char *b = r;
     if (rl < DG_PS_REPLY_HEADER || dg_ps_get32(b) != DG_PS_MAGIC || dg_ps_get16(b + 4) != DG_PS_VERSION) {
@@ -54,6 +54,27 @@ static int ask(dg_ps_dense *d, int s, const unsigned char *msg, size_t len, cons
         free(r);
     }
     return 0;
+}
+
+/* A pull from server s that may have to wait for the table's version `want`: asked again, with
+ * the peer backoff, while the server answers NOT_YET, until the timeout. The OK reply's payload
+ * is the caller's (it reads from DG_PS_REPLY_HEADER on). */
+static int ask_when_ready(dg_ps_transport *tr, double timeout_s, int s, const unsigned char *msg, size_t len, const char *what,
+                          uint32_t table, int worker, uint64_t want, uint64_t *version, unsigned char **payload, size_t *plen) {
+    dg_peer_wait w = dg_peer_wait_begin();
+    for (;;) {
+        int status;
+        int rc = ask(tr, timeout_s, s, msg, len, what, &status, version, payload, plen);
+        if (rc || status == DG_PS_OK) return rc;
+        free(*payload);
+        *payload = NULL;
+        if (!dg_peer_wait_pause(&w, timeout_s)) {
+            DG_ERR(DG_ETIMEOUT, "ps %s: server %d has table %u at version %llu, worker %d needs %llu; waited %.0f s "
+                   "(DG_DIST_TIMEOUT): a worker stopped pushing?", what, s, table, (unsigned long long)*version, worker,
+                   (unsigned long long)want, timeout_s);
+            return DG_ETIMEOUT;
+        }
+    }
 }
 
 /* The optimizer's parameters, flattened into d->flat (values or gradients). */
@@ -101,33 +122,19 @@ static int pull_all(dg_ps_dense *d, uint64_t want) {
     dg_ps_req_header(h, DG_PS_OP_PULL, d->table, (uint32_t)d->worker, want);
     uint64_t got_version = 0;
     for (int s = 0; s < d->n_servers; s++) {
-        dg_peer_wait w = dg_peer_wait_begin();
-        for (;;) {
-            int status;
-            uint64_t ver;
-            unsigned char *r = NULL;
-            size_t rl = 0;
-            int rc = ask(d, s, h, sizeof h, "pull", &status, &ver, &r, &rl);
-            if (rc) return rc;
-            if (status == DG_PS_OK) {
-                bool fits = rl == (size_t)d->len[s] * sizeof(float);
-                if (fits) memcpy(d->flat + d->off[s], r + DG_PS_REPLY_HEADER, rl);
-                free(r);
-                if (!fits) {
-                    DG_ERR(DG_ECOMM, "ps pull: server %d sent %zu bytes for a shard of %lld floats", s, rl, (long long)d->len[s]);
-                    return DG_ECOMM;
-                }
-                if (s == 0 || ver < got_version) got_version = ver;
-                break;
-            }
-            free(r);
-            if (!dg_peer_wait_pause(&w, d->timeout_s)) {
-                DG_ERR(DG_ETIMEOUT, "ps pull: server %d has table %u at version %llu, worker %d needs %llu; waited %.0f s "
-                       "(DG_DIST_TIMEOUT): a worker stopped pushing?", s, d->table, (unsigned long long)ver, d->worker,
-                       (unsigned long long)want, d->timeout_s);
-                return DG_ETIMEOUT;
-            }
+        uint64_t ver;
+        unsigned char *r = NULL;
+        size_t rl = 0;
+        int rc = ask_when_ready(d->tr, d->timeout_s, s, h, sizeof h, "pull", d->table, d->worker, want, &ver, &r, &rl);
+        if (rc) return rc;
+        bool fits = rl == (size_t)d->len[s] * sizeof(float);
+        if (fits) memcpy(d->flat + d->off[s], r + DG_PS_REPLY_HEADER, rl);
+        free(r);
+        if (!fits) {
+            DG_ERR(DG_ECOMM, "ps pull: server %d sent %zu bytes for a shard of %lld floats", s, rl, (long long)d->len[s]);
+            return DG_ECOMM;
         }
+        if (s == 0 || ver < got_version) got_version = ver;
     }
     d->version = got_version;
     return 0;
@@ -184,7 +191,7 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
         memcpy(msg + DG_PS_REQ_HEADER + DG_PS_INIT_BYTES, d->flat + d->off[s], (size_t)d->len[s] * sizeof(float));
         int status;
         uint64_t ver;
-        rc = ask(d, s, msg, n, "init", &status, &ver, NULL, NULL);
+        rc = ask(d->tr, d->timeout_s, s, msg, n, "init", &status, &ver, NULL, NULL);
         free(msg);
     }
     if (!rc) rc = pull_all(d, 0);
@@ -207,7 +214,7 @@ int dg_ps_dense_step(dg_ps_dense *d) {
         memcpy(msg + DG_PS_REQ_HEADER, d->flat + d->off[s], (size_t)d->len[s] * sizeof(float));
         int status;
         uint64_t ver;
-        rc = ask(d, s, msg, n, "push", &status, &ver, NULL, NULL);
+        rc = ask(d->tr, d->timeout_s, s, msg, n, "push", &status, &ver, NULL, NULL);
         free(msg);
     }
     /* sync: the step every worker pushed for; async: whatever the servers hold now */
@@ -237,8 +244,7 @@ int dg_ps_save(dg_ps_transport *tr, int n_servers, int worker, double timeout_s,
         memcpy(msg + DG_PS_REQ_HEADER + 8, dir, n);
         int status;
         uint64_t ver;
-        dg_ps_dense d = { .tr = tr, .timeout_s = timeout_s };
-        rc = ask(&d, s, msg, DG_PS_REQ_HEADER + 8 + n, "save", &status, &ver, NULL, NULL);
+        rc = ask(tr, timeout_s, s, msg, DG_PS_REQ_HEADER + 8 + n, "save", &status, &ver, NULL, NULL);
     }
     free(msg);
     return rc ? rc : dg_ps_write_manifest(dir, n_servers);
@@ -274,12 +280,6 @@ struct dg_ps_sparse {
     int n_pend, cap_pend;
 };
 
-static int sparse_ask(dg_ps_sparse *sp, int s, const unsigned char *msg, size_t len, const char *what, int *status, uint64_t *ver,
-                      unsigned char **payload, size_t *plen) {
-    dg_ps_dense d = { .tr = sp->tr, .timeout_s = sp->timeout_s };
-    return ask(&d, s, msg, len, what, status, ver, payload, plen);
-}
-
 dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, bool sync,
                                double timeout_s, const dg_ps_sparse_msg *settings) {
     dg_ps_sparse *sp = calloc(1, sizeof *sp);
@@ -294,7 +294,7 @@ dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, i
     for (int s = 0; s < n_servers; s++) {
         int status;
         uint64_t ver;
-        if (sparse_ask(sp, s, msg, sizeof msg, "sparse init", &status, &ver, NULL, NULL)) {
+        if (ask(sp->tr, sp->timeout_s, s, msg, sizeof msg, "sparse init", &status, &ver, NULL, NULL)) {
             free(sp);
             return NULL;
         }
@@ -348,35 +348,18 @@ dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
         if (!msg) { rc = DG_ENOMEM; break; }
         dg_ps_req_header(msg, DG_PS_OP_SPARSE_PULL, sp->table, (uint32_t)sp->worker, sp->sync ? sp->version : 0);
         for (int64_t i = 0; i < k; i++) dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 * i, (uint64_t)uniq[mine[i]]);
-        dg_peer_wait w = dg_peer_wait_begin();
-        for (;;) {
-            int status;
-            uint64_t ver;
-            unsigned char *r = NULL;
-            size_t rl = 0;
-            rc = sparse_ask(sp, s, msg, len, "sparse pull", &status, &ver, &r, &rl);
-            if (rc) break;
-            if (status == DG_PS_OK) {
-                if (rl != (size_t)k * (size_t)sp->dim * sizeof(float)) {
-                    DG_ERR(DG_ECOMM, "sparse pull: server %d sent %zu bytes for %lld rows of %lld", s, rl, (long long)k, (long long)sp->dim);
-                    rc = DG_ECOMM;
-                } else {
-                    for (int64_t i = 0; i < k; i++)
-                        memcpy(rows + mine[i] * sp->dim, r + DG_PS_REPLY_HEADER + (size_t)i * (size_t)sp->dim * sizeof(float),
-                               (size_t)sp->dim * sizeof(float));
-                }
-                free(r);
-                break;
-            }
-            free(r);
-            if (!dg_peer_wait_pause(&w, sp->timeout_s)) {
-                DG_ERR(DG_ETIMEOUT, "sparse pull: server %d has table %u at version %llu, worker %d needs %llu; waited %.0f s "
-                       "(DG_DIST_TIMEOUT)", s, sp->table, (unsigned long long)ver, sp->worker, (unsigned long long)sp->version,
-                       sp->timeout_s);
-                rc = DG_ETIMEOUT;
-                break;
-            }
+        uint64_t ver, want = sp->sync ? sp->version : 0;
+        unsigned char *r = NULL;
+        size_t rl = 0;
+        rc = ask_when_ready(sp->tr, sp->timeout_s, s, msg, len, "sparse pull", sp->table, sp->worker, want, &ver, &r, &rl);
+        if (!rc && rl != (size_t)k * (size_t)sp->dim * sizeof(float)) {
+            DG_ERR(DG_ECOMM, "sparse pull: server %d sent %zu bytes for %lld rows of %lld", s, rl, (long long)k, (long long)sp->dim);
+            rc = DG_ECOMM;
         }
+        for (int64_t i = 0; !rc && i < k; i++)
+            memcpy(rows + mine[i] * sp->dim, r + DG_PS_REPLY_HEADER + (size_t)i * (size_t)sp->dim * sizeof(float),
+                   (size_t)sp->dim * sizeof(float));
+        free(r);
         free(msg);
     }
     free(mine);
@@ -447,7 +430,7 @@ int dg_ps_sparse_push(dg_ps_sparse *sp) {
         }
         int status;
         uint64_t ver;
-        if (!rc) rc = sparse_ask(sp, s, msg, len, "sparse push", &status, &ver, NULL, NULL);
+        if (!rc) rc = ask(sp->tr, sp->timeout_s, s, msg, len, "sparse push", &status, &ver, NULL, NULL);
         free(msg);
         free(g);
     }

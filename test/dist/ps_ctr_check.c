@@ -3,7 +3,7 @@
  * the servers through dg_fleet_sparse_embedding) or in one process (a local sparse Embedding
  * whose rows start as the servers' rows do, dg_fleet_sparse_initial_row). Every step of the
  * one-process run takes the W workers' batches together, so the two must end with the same
- * parameters (test/dist/ps_housing.sh compares them).
+ * parameters: test/dist/ps_jobs.sh runs both and compares the files (the assertions live there).
  *
  * Model: 3 slots of 2 ids each in [0, 200), embedding 4, sum-pooled per slot, with 2 dense
  * features -> Linear 14->8 -> ReLU -> Linear 8->2 -> cross-entropy; SGD lr 0.1 (or Adagrad).
