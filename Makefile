@@ -108,7 +108,7 @@ SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
 .PHONY: test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
-        fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list test-gpu test-gpu-memcheck bench-gpu
+        fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list fuzz-ps-server test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED) $(MODULES)
 
@@ -330,6 +330,8 @@ fuzz-json: build/fuzz/fuzz_json
 	$(call fuzz_run,json)
 fuzz-image-list: build/fuzz/fuzz_image_list
 	$(call fuzz_run,image_list)
+fuzz-ps-server: build/fuzz/fuzz_ps_server
+	$(call fuzz_run,ps_server)
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/include/dygraph $(DESTDIR)$(PREFIX)/lib/pkgconfig

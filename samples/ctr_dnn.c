@@ -4,7 +4,7 @@
  * 400-400-400 with ReLU, a 2-way softmax, cross-entropy, and Paddle's AUC (4096 thresholds:
  * batch and global). Run as a parameter-server job:
  *
- *   dgrun --server_num 2 --worker_num 2 build/bin/ctr_dnn [--async]
+ *   dgrun --server_num 2 --worker_num 2 build/bin/ctr_dnn [--async | --k-steps K (geo)]
  *
  * or alone (no role in the environment) with the table in this process.
  *
@@ -26,7 +26,7 @@
 #define MAX_ROWS 2000000
 
 static const char *const FLAGS[] = { "--train", "--test", "--synthetic-rows", "--epochs", "--batch-size", "--lr", "--optimizer",
-                                     "--embedding-size", "--sparse-feature-dim", "--max-steps", "--seed", "--async!", "--threads",
+                                     "--embedding-size", "--sparse-feature-dim", "--max-steps", "--seed", "--async!", "--k-steps", "--threads",
                                      NULL };
 
 /* PaddleRec's criteo reader's tables */
@@ -224,7 +224,8 @@ int main(int argc, char **argv) {
     bool ps = getenv("TRAINING_ROLE") || getenv("PADDLE_TRAINING_ROLE");
     if (ps) {
         dg_fleet_strategy st = dg_fleet_default_strategy();
-        st.sync_mode = !su_has(argc, argv, "--async");
+        st.k_steps = (int)su_flag_count(argc, argv, "--k-steps", 0);
+        st.sync_mode = !su_has(argc, argv, "--async") && st.k_steps == 0;
         if (dg_fleet_init(false, &st) != 0) return su_die("fleet init");
         if (dg_fleet_is_server()) {
             if (dg_fleet_init_server(NULL) != 0 || dg_fleet_run_server() != 0) return su_die("server");
@@ -246,7 +247,7 @@ int main(int argc, char **argv) {
     }
     printf("%s Criteo data: %d train / %d test examples; worker %d of %d, batch %lld, %s, %s lr %g\n",
            train_path ? train_path : "SYNTHETIC", tr.n, te.n, worker, workers, (long long)batch,
-           ps ? (su_has(argc, argv, "--async") ? "async" : "sync") : "one process", optname, lr);
+           ps ? (su_flag_count(argc, argv, "--k-steps", 0) > 0 ? "geo" : su_has(argc, argv, "--async") ? "async" : "sync") : "one process", optname, lr);
 
     ctr_net m = { .esize = esize };
     dg_fleet_sparse_params sp = dg_fleet_sparse_default_params();

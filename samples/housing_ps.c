@@ -20,7 +20,7 @@
 #define FEATURES 13
 #define MAX_ROWS 100000
 
-static const char *const FLAGS[] = { "--data", "--epochs", "--batch-size", "--lr", "--max-steps", "--seed", "--async!",
+static const char *const FLAGS[] = { "--data", "--epochs", "--batch-size", "--lr", "--max-steps", "--seed", "--async!", "--k-steps",
                                      "--save-params", "--threads", NULL };
 
 /* housing.data: 14 numbers a row; a row of another length or a non-number is an error naming
@@ -120,7 +120,8 @@ int main(int argc, char **argv) {
     bool ps = getenv("TRAINING_ROLE") || getenv("PADDLE_TRAINING_ROLE");
     if (ps) {
         dg_fleet_strategy st = dg_fleet_default_strategy();
-        st.sync_mode = !su_has(argc, argv, "--async");
+        st.k_steps = (int)su_flag_count(argc, argv, "--k-steps", 0);
+        st.sync_mode = !su_has(argc, argv, "--async") && st.k_steps == 0;
         if (dg_fleet_init(false, &st) != 0) return su_die("fleet init");
         if (dg_fleet_is_server()) {
             printf("server %d of %d at %s\n", dg_fleet_server_index(), dg_fleet_server_num(),
@@ -155,7 +156,7 @@ int main(int argc, char **argv) {
     }
     int n_train = n * 8 / 10;
     printf("%s housing data: %d rows, %d train; worker %d of %d, batch %lld, %s\n", data ? data : "SYNTHETIC", n, n_train,
-           worker, workers, (long long)batch, ps ? (su_has(argc, argv, "--async") ? "async" : "sync") : "one process");
+           worker, workers, (long long)batch, ps ? (su_flag_count(argc, argv, "--k-steps", 0) > 0 ? "geo" : su_has(argc, argv, "--async") ? "async" : "sync") : "one process");
 
     dg_manual_seed((uint64_t)seed);   /* the same initial weights in every process */
     dg_layer *fc = dg_nn_linear(FEATURES, 1);

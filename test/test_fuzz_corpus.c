@@ -62,6 +62,9 @@ Test(fuzz_corpus, safetensors) {
 #define FUZZ_ENTRY fuzz_image_list_one
 #include "fuzz/fuzz_image_list.c"
 #undef FUZZ_ENTRY
+#define FUZZ_ENTRY fuzz_ps_server_one
+#include "fuzz/fuzz_ps_server.c"
+#undef FUZZ_ENTRY
 
 typedef int (*fuzz_entry)(const unsigned char *, size_t);
 static void fuzz_one(const unsigned char *buf, size_t len, const char *path, void *ctx) {
@@ -77,4 +80,8 @@ Test(fuzz_corpus, json) { int n = replay_bytes("test/fuzz/corpus/json", fuzz_jso
 Test(fuzz_corpus, image_list) {
     int n = replay_bytes("test/fuzz/corpus/image_list", fuzz_image_list_one);
     cr_assert(n >= 10, "only %d corpus files", n);
+}
+Test(fuzz_corpus, ps_server) {
+    int n = replay_bytes("test/fuzz/corpus/ps_server", fuzz_ps_server_one);
+    cr_assert(n >= 15, "only %d corpus files", n);
 }

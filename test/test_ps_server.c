@@ -17,10 +17,10 @@ static reply ask(dg_ps_server *s, const void *msg, size_t len) {
     return (reply){ dg_ps_get16(b + 6), dg_ps_get64(b + 8), (unsigned char *)r + DG_PS_REPLY_HEADER, rl - DG_PS_REPLY_HEADER, r };
 }
 
-static reply init(dg_ps_server *s, uint32_t worker, uint32_t workers, bool sync, const float *v, int n, double lr) {
+static reply init(dg_ps_server *s, uint32_t worker, uint32_t workers, int mode, const float *v, int n, double lr) {
     unsigned char msg[DG_PS_REQ_HEADER + DG_PS_INIT_BYTES + 64 * sizeof(float)];
     dg_ps_req_header(msg, DG_PS_OP_INIT, 0, worker, 0);
-    dg_ps_init_msg m = { .total = (uint64_t)n, .offset = 0, .len = (uint64_t)n, .n_workers = workers, .sync = sync,
+    dg_ps_init_msg m = { .total = (uint64_t)n, .offset = 0, .len = (uint64_t)n, .n_workers = workers, .mode = (uint32_t)mode,
                          .kind = 0 /* SGD */, .lr = lr };
     dg_ps_init_encode(&m, msg + DG_PS_REQ_HEADER);
     memcpy(msg + DG_PS_REQ_HEADER + DG_PS_INIT_BYTES, v, (size_t)n * sizeof(float));
@@ -44,10 +44,10 @@ static bool says(const reply *r, const char *what) {
 Test(ps_server, sync_steps_once_with_the_mean_of_every_workers_push) {
     dg_ps_server *s = dg_ps_server_new(2);
     const float v[3] = { 1, 2, 3 }, g0[3] = { 1, 0, -4 }, g1[3] = { 3, 2, 0 };
-    reply r = init(s, 1, 2, true, v, 3, 0.5);
+    reply r = init(s, 1, 2, DG_PS_MODE_SYNC, v, 3, 0.5);
     cr_assert_eq(r.status, DG_PS_OK);
     free(r.raw);
-    r = init(s, 0, 2, true, (float[3]){ 9, 9, 9 }, 3, 0.5);   /* the second INIT changes nothing */
+    r = init(s, 0, 2, DG_PS_MODE_SYNC, (float[3]){ 9, 9, 9 }, 3, 0.5);   /* the second INIT changes nothing */
     cr_assert_eq(r.status, DG_PS_OK);
     free(r.raw);
     r = pull(s, 0, 0);
@@ -93,7 +93,7 @@ Test(ps_server, sync_steps_once_with_the_mean_of_every_workers_push) {
 Test(ps_server, async_steps_at_each_push) {
     dg_ps_server *s = dg_ps_server_new(2);
     const float v[2] = { 1, 1 }, g[2] = { 2, 4 };
-    free(init(s, 0, 2, false, v, 2, 0.25).raw);
+    free(init(s, 0, 2, DG_PS_MODE_ASYNC, v, 2, 0.25).raw);
     for (int k = 1; k <= 3; k++) {
         reply r = push(s, (uint32_t)(k % 2), 0, g, 2);
         cr_assert_eq(r.status, DG_PS_OK);
@@ -111,7 +111,7 @@ Test(ps_server, async_steps_at_each_push) {
 Test(ps_server, a_confused_worker_is_told_what_is_wrong) {
     dg_ps_server *s = dg_ps_server_new(2);
     const float v[2] = { 1, 1 };
-    reply r = init(s, 0, 3, true, v, 2, 0.1);
+    reply r = init(s, 0, 3, DG_PS_MODE_SYNC, v, 2, 0.1);
     cr_expect(says(&r, "the worker counts 3 workers, this server 2"), "%.*s", (int)r.len, r.payload);
     free(r.raw);
     r = push(s, 0, 0, v, 2);
@@ -120,8 +120,8 @@ Test(ps_server, a_confused_worker_is_told_what_is_wrong) {
     r = pull(s, 0, 0);
     cr_expect_eq(r.status, DG_PS_NOT_YET, "a table whose INIT has not come yet");
     free(r.raw);
-    free(init(s, 0, 2, true, v, 2, 0.1).raw);
-    r = init(s, 1, 2, true, v, 2, 0.2);
+    free(init(s, 0, 2, DG_PS_MODE_SYNC, v, 2, 0.1).raw);
+    r = init(s, 1, 2, DG_PS_MODE_SYNC, v, 2, 0.2);
     cr_expect(says(&r, "another geometry or optimizer"), "%.*s", (int)r.len, r.payload);
     free(r.raw);
     r = push(s, 0, 0, v, 1);
@@ -143,10 +143,10 @@ Test(ps_server, a_confused_worker_is_told_what_is_wrong) {
     dg_ps_server_free(s);
 }
 
-static reply sparse_init(dg_ps_server *s, uint32_t table, uint32_t worker, bool sync) {
+static reply sparse_init(dg_ps_server *s, uint32_t table, uint32_t worker, int mode) {
     unsigned char msg[DG_PS_REQ_HEADER + DG_PS_SPARSE_BYTES];
     dg_ps_req_header(msg, DG_PS_OP_SPARSE_INIT, table, worker, 0);
-    dg_ps_sparse_msg m = { .dim = 3, .kind = DG_PS_SPARSE_SGD, .n_workers = 2, .sync = sync, .seed = 5, .lr = 0.5, .init_range = 1 };
+    dg_ps_sparse_msg m = { .dim = 3, .kind = DG_PS_SPARSE_SGD, .n_workers = 2, .mode = (uint32_t)mode, .seed = 5, .lr = 0.5, .init_range = 1 };
     dg_ps_sparse_encode(&m, msg + DG_PS_REQ_HEADER);
     return ask(s, msg, sizeof msg);
 }
@@ -156,13 +156,17 @@ static reply sparse_pull(dg_ps_server *s, uint32_t table, uint64_t want, const i
     for (int i = 0; i < n; i++) dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 * i, (uint64_t)ids[i]);
     return ask(s, msg, DG_PS_REQ_HEADER + 8 * (size_t)n);
 }
-static reply sparse_push(dg_ps_server *s, uint32_t table, uint32_t worker, uint64_t version, const int64_t *ids, const float *g, int n) {
+static reply sparse_send(dg_ps_server *s, uint16_t op, uint32_t table, uint32_t worker, uint64_t version, const int64_t *ids,
+                         const float *g, int n) {
     unsigned char msg[DG_PS_REQ_HEADER + 8 + 16 * (8 + 3 * 4)];
-    dg_ps_req_header(msg, DG_PS_OP_SPARSE_PUSH, table, worker, version);
+    dg_ps_req_header(msg, op, table, worker, version);
     dg_ps_put64(msg + DG_PS_REQ_HEADER, (uint64_t)n);
     for (int i = 0; i < n; i++) dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 + 8 * i, (uint64_t)ids[i]);
     memcpy(msg + DG_PS_REQ_HEADER + 8 + 8 * (size_t)n, g, sizeof(float) * 3 * (size_t)n);
     return ask(s, msg, DG_PS_REQ_HEADER + 8 + (size_t)n * (8 + 12));
+}
+static reply sparse_push(dg_ps_server *s, uint32_t table, uint32_t worker, uint64_t version, const int64_t *ids, const float *g, int n) {
+    return sparse_send(s, DG_PS_OP_SPARSE_PUSH, table, worker, version, ids, g, n);
 }
 
 /* Rows come from (seed, id) alone, on whichever server; sync mode steps each row once with the
@@ -216,8 +220,8 @@ Test(ps_server, sparse_rows_are_seeded_by_id_and_stepped_with_the_mean) {
 Test(ps_server, hostile_bytes_get_an_error_reply) {
     dg_ps_server *s = dg_ps_server_new(2);
     const float v[4] = { 1, 2, 3, 4 };
-    free(init(s, 0, 2, false, v, 4, 0.1).raw);
-    free(sparse_init(s, 1, 0, false).raw);
+    free(init(s, 0, 2, DG_PS_MODE_ASYNC, v, 4, 0.1).raw);
+    free(sparse_init(s, 1, 0, DG_PS_MODE_ASYNC).raw);
     uint64_t x = 0x2545F4914F6CDD1Dull;
     unsigned char buf[512];
     for (int it = 0; it < 20000; it++) {
@@ -248,4 +252,55 @@ Test(ps_server, hostile_bytes_get_an_error_reply) {
         free(r);
     }
     dg_ps_server_free(s);
+}
+
+/* Geo tables take what the workers' parameters moved and add it; gradients are refused there, and
+ * deltas anywhere else. */
+Test(ps_server, geo_tables_add_the_workers_deltas) {
+    dg_ps_server *s = dg_ps_server_new(2);
+    const float v[3] = { 1, 2, 3 };
+    free(init(s, 0, 2, DG_PS_MODE_GEO, v, 3, 0.5).raw);
+    unsigned char msg[DG_PS_REQ_HEADER + 3 * sizeof(float)];
+    const float d0[3] = { 0.5f, 0, -1 }, d1[3] = { 0.25f, 1, 0 };
+    for (int w = 0; w < 2; w++) {
+        dg_ps_req_header(msg, DG_PS_OP_GEO_PUSH, 0, (uint32_t)w, 0);
+        memcpy(msg + DG_PS_REQ_HEADER, w ? d1 : d0, sizeof d0);
+        reply r = ask(s, msg, sizeof msg);
+        cr_assert_eq(r.status, DG_PS_OK, "%.*s", (int)r.len, r.payload);
+        cr_expect_eq(r.version, (uint64_t)(w + 1));
+        free(r.raw);
+    }
+    reply r = pull(s, 1, 0);
+    float got[3];
+    memcpy(got, r.payload, sizeof got);
+    cr_expect(got[0] == 1.75f && got[1] == 3 && got[2] == 2, "%g %g %g", got[0], got[1], got[2]);
+    free(r.raw);
+    r = push(s, 0, 2, d0, 3);
+    cr_expect(says(&r, "geo table"), "%.*s", (int)r.len, r.payload);
+    free(r.raw);
+    r = ask(s, msg, sizeof msg - 4);
+    cr_expect(says(&r, "delta bytes"), "%.*s", (int)r.len, r.payload);
+    free(r.raw);
+
+    free(sparse_init(s, 1, 0, DG_PS_MODE_GEO).raw);
+    const int64_t ids[2] = { 4, 9 };
+    r = sparse_pull(s, 1, 0, ids, 2);
+    float rows[6];
+    memcpy(rows, r.payload, sizeof rows);
+    free(r.raw);
+    const float g[6] = { 1, 2, 3, -1, -2, -3 };
+    r = sparse_send(s, DG_PS_OP_SPARSE_GEO_PUSH, 1, 1, 0, ids, g, 2);
+    cr_assert_eq(r.status, DG_PS_OK, "%.*s", (int)r.len, r.payload);
+    free(r.raw);
+    r = sparse_pull(s, 1, 0, ids, 2);
+    for (int i = 0; i < 6; i++) cr_expect_float_eq(((float *)r.payload)[i], rows[i] + g[i], 1e-6, "element %d", i);
+    free(r.raw);
+    r = sparse_push(s, 1, 0, 0, ids, g, 2);
+    cr_expect(says(&r, "geo table"), "%.*s", (int)r.len, r.payload);
+    free(r.raw);
+    r = sparse_send(s, DG_PS_OP_SPARSE_GEO_PUSH, 0, 0, 0, ids, g, 2);   /* table 0 is dense */
+    cr_expect(says(&r, "dense"), "%.*s", (int)r.len, r.payload);
+    free(r.raw);
+    dg_ps_server_free(s);
+    cr_expect_eq(dg_live_tensors(), 0);
 }

@@ -5,24 +5,30 @@
  * The worker's optimizer is not run here: its kind and settings travel in INIT and each server
  * runs it on its shard (server.c). dg_optimizer_step of an optimizer given to
  * dg_fleet_distributed_optimizer in this mode therefore pushes the gradients and, in sync mode,
- * waits for the servers to have stepped with every worker's, then pulls the new values. */
+ * waits for the servers to have stepped with every worker's, then pulls the new values. In geo
+ * mode the optimizer does run here, on the worker's own copy, and every k_steps steps the change
+ * since the last exchange (over the number of workers) is added on the servers and the sums pulled
+ * back. */
 #include "../dist_internal.h"
 #include "../../optim/optim_internal.h"
 #include "client.h"
 #include "proto.h"
+#include "table_sparse.h"
 #include "server.h"
 
 struct dg_ps_dense {
     dg_ps_transport *tr;
     int n_servers, worker;
     uint32_t table;
-    bool sync;
+    int mode, k_steps, n_workers;
     double timeout_s;
     dg_optimizer *opt;            /* borrowed: its parameters are the table */
     int64_t total;
     int64_t *off, *len;           /* per server */
     float *flat;                  /* total floats: gradients out, values in */
     uint64_t version;             /* the table version this worker's parameters hold */
+    float *base;                  /* geo: the values last pulled, which deltas are measured from */
+    int64_t steps;                /* geo: local steps taken */
 };
 
 static int64_t shard_off(int64_t total, int s, int n) { return (int64_t)((__int128)total * s / n); }
@@ -140,7 +146,7 @@ static int pull_all(dg_ps_dense *d, uint64_t want) {
     return 0;
 }
 
-dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, bool sync,
+dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, dg_ps_mode mode,
                              double timeout_s, dg_optimizer *opt) {
     DG_CHECK(opt->kind == DG_OPT_SGD || opt->kind == DG_OPT_MOMENTUM || opt->kind == DG_OPT_ADAGRAD || opt->kind == DG_OPT_ADAM,
              "fleet_distributed_optimizer: %s does not run on parameter servers (SGD, Momentum, Adagrad and Adam do)",
@@ -161,13 +167,16 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
         d->off = calloc((size_t)n_servers, sizeof *d->off);
         d->len = calloc((size_t)n_servers, sizeof *d->len);
         d->flat = malloc((size_t)total * sizeof(float));
+        if (mode.mode == DG_PS_MODE_GEO) d->base = malloc((size_t)total * sizeof(float));
     }
-    if (!d || !d->off || !d->len || !d->flat) {
+    if (!d || !d->off || !d->len || !d->flat || (mode.mode == DG_PS_MODE_GEO && !d->base)) {
         dg_ps_dense_free(d);
         DG_ERR(DG_ENOMEM, "fleet_distributed_optimizer: out of memory");
         return NULL;
     }
-    *d = (dg_ps_dense){ tr, n_servers, worker, table, sync, timeout_s, opt, total, d->off, d->len, d->flat, 0 };
+    *d = (dg_ps_dense){ .tr = tr, .n_servers = n_servers, .worker = worker, .table = table, .mode = mode.mode,
+                        .k_steps = mode.k_steps, .n_workers = n_workers, .timeout_s = timeout_s, .opt = opt, .total = total,
+                        .off = d->off, .len = d->len, .flat = d->flat, .base = d->base };
     for (int s = 0; s < n_servers; s++) {
         d->off[s] = shard_off(total, s, n_servers);
         d->len[s] = shard_off(total, s + 1, n_servers) - d->off[s];
@@ -175,7 +184,7 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
     int rc = gather(d, false);
     /* INIT every shard with this worker's values (the first INIT a server gets makes the shard),
      * then pull: every worker starts from the same parameters */
-    dg_ps_init_msg m = { .total = (uint64_t)total, .n_workers = (uint32_t)n_workers, .sync = sync, .kind = (uint32_t)opt->kind,
+    dg_ps_init_msg m = { .total = (uint64_t)total, .n_workers = (uint32_t)n_workers, .mode = (uint32_t)mode.mode, .kind = (uint32_t)opt->kind,
                          .nesterov = opt->nesterov, .amsgrad = opt->amsgrad, .lr = opt->groups[0].lr,
                          .weight_decay = opt->groups[0].weight_decay, .momentum = opt->momentum, .dampening = opt->dampening,
                          .beta1 = opt->beta1, .beta2 = opt->beta2, .eps = opt->eps, .init_acc = opt->init_acc,
@@ -196,6 +205,7 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
     }
     if (!rc) rc = pull_all(d, 0);
     if (!rc) rc = scatter(d);
+    if (!rc && d->base) memcpy(d->base, d->flat, (size_t)total * sizeof(float));
     if (rc) {
         dg_ps_dense_free(d);
         return NULL;
@@ -203,7 +213,40 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
     return d;
 }
 
+/* Geo: adds (values - base) / n_workers on every server, pulls the sums and starts over from them. */
+int dg_ps_dense_geo_exchange(dg_ps_dense *d) {
+    if (d->mode != DG_PS_MODE_GEO) return 0;
+    int rc = gather(d, false);
+    float inv = 1.0f / (float)d->n_workers;
+    for (int s = 0; s < d->n_servers && !rc; s++) {
+        size_t n = DG_PS_REQ_HEADER + (size_t)d->len[s] * sizeof(float);
+        unsigned char *msg = malloc(n);
+        if (!msg) return DG_ENOMEM;
+        dg_ps_req_header(msg, DG_PS_OP_GEO_PUSH, d->table, (uint32_t)d->worker, 0);
+        for (int64_t i = 0; i < d->len[s]; i++) {
+            float delta = (d->flat[d->off[s] + i] - d->base[d->off[s] + i]) * inv;
+            memcpy(msg + DG_PS_REQ_HEADER + 4 * (size_t)i, &delta, 4);
+        }
+        int status;
+        uint64_t ver;
+        rc = ask(d->tr, d->timeout_s, s, msg, n, "geo push", &status, &ver, NULL, NULL);
+        free(msg);
+    }
+    if (!rc) rc = pull_all(d, 0);
+    if (!rc) rc = scatter(d);
+    if (!rc) memcpy(d->base, d->flat, (size_t)d->total * sizeof(float));
+    return rc;
+}
+
 int dg_ps_dense_step(dg_ps_dense *d) {
+    if (d->mode == DG_PS_MODE_GEO) {   /* the worker's own optimizer step, then every k_steps an exchange */
+        int (*remote)(void *) = d->opt->remote_step;
+        d->opt->remote_step = NULL;
+        int rc = dg_optimizer_step(d->opt);
+        d->opt->remote_step = remote;
+        if (!rc && ++d->steps % d->k_steps == 0) rc = dg_ps_dense_geo_exchange(d);
+        return rc;
+    }
     int rc = gather(d, true);
     uint64_t at = d->version;
     for (int s = 0; s < d->n_servers && !rc; s++) {
@@ -218,7 +261,7 @@ int dg_ps_dense_step(dg_ps_dense *d) {
         free(msg);
     }
     /* sync: the step every worker pushed for; async: whatever the servers hold now */
-    if (!rc) rc = pull_all(d, d->sync ? at + 1 : 0);
+    if (!rc) rc = pull_all(d, d->mode == DG_PS_MODE_SYNC ? at + 1 : 0);
     if (!rc) rc = scatter(d);
     return rc;
 }
@@ -228,6 +271,7 @@ void dg_ps_dense_free(dg_ps_dense *d) {
     free(d->off);
     free(d->len);
     free(d->flat);
+    free(d->base);
     free(d);
 }
 
@@ -272,22 +316,32 @@ struct dg_ps_sparse {
     dg_ps_transport *tr;
     int n_servers, worker;
     uint32_t table;
-    bool sync;
+    int mode, k_steps, n_workers;
     double timeout_s;
     int64_t dim;
     uint64_t version;              /* sync: steps this table has taken */
     pending_lookup *pend;          /* the lookups since the last push */
     int n_pend, cap_pend;
+    /* geo: the worker's rows, stepped here by the table's rule, and the values they had when
+     * last pulled (an id is in base while its row is fresh: until the next exchange) */
+    dg_ps_sparse_table *local, *base;
+    int64_t steps;
 };
 
-dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, bool sync,
+dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, dg_ps_mode mode,
                                double timeout_s, const dg_ps_sparse_msg *settings) {
     dg_ps_sparse *sp = calloc(1, sizeof *sp);
     if (!sp) { DG_ERR(DG_ENOMEM, "sparse table: out of memory"); return NULL; }
-    *sp = (dg_ps_sparse){ tr, n_servers, worker, table, sync, timeout_s, settings->dim, 0, NULL, 0, 0 };
+    *sp = (dg_ps_sparse){ .tr = tr, .n_servers = n_servers, .worker = worker, .table = table, .mode = mode.mode,
+                          .k_steps = mode.k_steps, .n_workers = n_workers, .timeout_s = timeout_s, .dim = settings->dim };
     dg_ps_sparse_msg m = *settings;
     m.n_workers = (uint32_t)n_workers;
-    m.sync = sync;
+    m.mode = (uint32_t)mode.mode;
+    if (mode.mode == DG_PS_MODE_GEO && (!(sp->local = dg_ps_sparse_table_new(&m)) || !(sp->base = dg_ps_sparse_table_new(&m)))) {
+        dg_ps_sparse_free(sp);
+        DG_ERR(DG_ENOMEM, "sparse table: out of memory");
+        return NULL;
+    }
     unsigned char msg[DG_PS_REQ_HEADER + DG_PS_SPARSE_BYTES];
     dg_ps_req_header(msg, DG_PS_OP_SPARSE_INIT, table, (uint32_t)worker, 0);
     dg_ps_sparse_encode(&m, msg + DG_PS_REQ_HEADER);
@@ -295,7 +349,7 @@ dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, i
         int status;
         uint64_t ver;
         if (ask(sp->tr, sp->timeout_s, s, msg, sizeof msg, "sparse init", &status, &ver, NULL, NULL)) {
-            free(sp);
+            dg_ps_sparse_free(sp);
             return NULL;
         }
         if (s == 0 || ver < sp->version) sp->version = ver;   /* a table loaded from a save goes on from its version */
@@ -306,6 +360,60 @@ dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, i
 static int cmp_i64(const void *a, const void *b) {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? -1 : x > y;
+}
+
+/* The rows of the u ids (distinct) from their servers into rows (u x dim), at this table's version
+ * (sync: after every worker's last push). */
+static int pull_rows(dg_ps_sparse *sp, const int64_t *ids, int64_t u, float *rows) {
+    int64_t *mine = malloc(sizeof(int64_t) * (size_t)(u ? u : 1));
+    int rc = mine ? 0 : DG_ENOMEM;
+    for (int s = 0; !rc && s < sp->n_servers; s++) {
+        int64_t k = 0;
+        for (int64_t i = 0; i < u; i++) if (ids[i] % sp->n_servers == s) mine[k++] = i;
+        if (!k) continue;
+        size_t len = DG_PS_REQ_HEADER + (size_t)k * 8;
+        unsigned char *msg = malloc(len);
+        if (!msg) { rc = DG_ENOMEM; break; }
+        uint64_t ver, want = sp->mode == DG_PS_MODE_SYNC ? sp->version : 0;
+        dg_ps_req_header(msg, DG_PS_OP_SPARSE_PULL, sp->table, (uint32_t)sp->worker, want);
+        for (int64_t i = 0; i < k; i++) dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 * i, (uint64_t)ids[mine[i]]);
+        unsigned char *r = NULL;
+        size_t rl = 0;
+        rc = ask_when_ready(sp->tr, sp->timeout_s, s, msg, len, "sparse pull", sp->table, sp->worker, want, &ver, &r, &rl);
+        if (!rc && rl != (size_t)k * (size_t)sp->dim * sizeof(float)) {
+            DG_ERR(DG_ECOMM, "sparse pull: server %d sent %zu bytes for %lld rows of %lld", s, rl, (long long)k, (long long)sp->dim);
+            rc = DG_ECOMM;
+        }
+        for (int64_t i = 0; !rc && i < k; i++)
+            memcpy(rows + mine[i] * sp->dim, r + DG_PS_REPLY_HEADER + (size_t)i * (size_t)sp->dim * sizeof(float),
+                   (size_t)sp->dim * sizeof(float));
+        free(r);
+        free(msg);
+    }
+    free(mine);
+    return rc;
+}
+
+/* Geo mode: the worker's own copy of the rows. An id not pulled since the last exchange is pulled
+ * now (its local row and its base, the value the next delta is measured from, become the
+ * server's); the rows returned are the local ones, which the worker's steps move. */
+static int geo_rows(dg_ps_sparse *sp, const int64_t *ids, int64_t u, float *rows) {
+    int64_t *missing = malloc(sizeof(int64_t) * (size_t)(u ? u : 1)), m = 0;
+    if (!missing) return DG_ENOMEM;
+    for (int64_t i = 0; i < u; i++) if (!dg_ps_sparse_table_find(sp->base, ids[i])) missing[m++] = ids[i];
+    float *got = malloc((size_t)(m ? m : 1) * (size_t)sp->dim * sizeof(float));
+    int rc = got ? pull_rows(sp, missing, m, got) : DG_ENOMEM;
+    size_t row_bytes = (size_t)sp->dim * sizeof(float);
+    for (int64_t i = 0; !rc && i < m; i++) {
+        float *l = dg_ps_sparse_table_row(sp->local, missing[i]), *b = dg_ps_sparse_table_row(sp->base, missing[i]);
+        if (!l || !b) { rc = DG_ENOMEM; break; }
+        memcpy(l, got + i * sp->dim, row_bytes);
+        memcpy(b, got + i * sp->dim, row_bytes);
+    }
+    for (int64_t i = 0; !rc && i < u; i++) memcpy(rows + i * sp->dim, dg_ps_sparse_table_find(sp->local, ids[i]), row_bytes);
+    free(missing);
+    free(got);
+    return rc;
 }
 
 dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
@@ -336,33 +444,7 @@ dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
         for (int64_t i = 0; i < n; i++) inv[i] = (int64_t *)bsearch(&all[i], uniq, (size_t)u, sizeof(int64_t), cmp_i64) - uniq;
     }
     if (!rc && !(rows = malloc((size_t)(u ? u : 1) * (size_t)sp->dim * sizeof(float)))) rc = DG_ENOMEM;
-    /* each server's ids, pulled at this table's version (sync: after every worker's last push) */
-    int64_t *mine = rc ? NULL : malloc(sizeof(int64_t) * (size_t)(u ? u : 1));
-    if (!rc && !mine) rc = DG_ENOMEM;
-    for (int s = 0; !rc && s < sp->n_servers; s++) {
-        int64_t k = 0;
-        for (int64_t i = 0; i < u; i++) if (uniq[i] % sp->n_servers == s) mine[k++] = i;
-        if (!k) continue;
-        size_t len = DG_PS_REQ_HEADER + (size_t)k * 8;
-        unsigned char *msg = malloc(len);
-        if (!msg) { rc = DG_ENOMEM; break; }
-        dg_ps_req_header(msg, DG_PS_OP_SPARSE_PULL, sp->table, (uint32_t)sp->worker, sp->sync ? sp->version : 0);
-        for (int64_t i = 0; i < k; i++) dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 * i, (uint64_t)uniq[mine[i]]);
-        uint64_t ver, want = sp->sync ? sp->version : 0;
-        unsigned char *r = NULL;
-        size_t rl = 0;
-        rc = ask_when_ready(sp->tr, sp->timeout_s, s, msg, len, "sparse pull", sp->table, sp->worker, want, &ver, &r, &rl);
-        if (!rc && rl != (size_t)k * (size_t)sp->dim * sizeof(float)) {
-            DG_ERR(DG_ECOMM, "sparse pull: server %d sent %zu bytes for %lld rows of %lld", s, rl, (long long)k, (long long)sp->dim);
-            rc = DG_ECOMM;
-        }
-        for (int64_t i = 0; !rc && i < k; i++)
-            memcpy(rows + mine[i] * sp->dim, r + DG_PS_REPLY_HEADER + (size_t)i * (size_t)sp->dim * sizeof(float),
-                   (size_t)sp->dim * sizeof(float));
-        free(r);
-        free(msg);
-    }
-    free(mine);
+    if (!rc) rc = sp->mode == DG_PS_MODE_GEO ? geo_rows(sp, uniq, u, rows) : pull_rows(sp, uniq, u, rows);
     /* rows [u, dim] as a leaf whose gradient is what this lookup pushes; out = rows[inverse] */
     if (!rc) {
         rt = dg_keep(dg_from_data(DG_SHAPE(u, sp->dim), DG_F32, rows));
@@ -395,7 +477,77 @@ dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
     return rc ? NULL : out;
 }
 
+/* Geo: sends every fresh row's change since it was pulled, divided by the number of workers
+ * (rows that did not move are left out), then forgets which rows are fresh: the next lookups pull
+ * the servers' sums of every worker's changes. */
+int dg_ps_sparse_geo_exchange(dg_ps_sparse *sp) {
+    if (sp->mode != DG_PS_MODE_GEO) return 0;
+    int64_t n = dg_ps_sparse_table_rows(sp->base);
+    size_t row_bytes = (size_t)sp->dim * sizeof(float);
+    float inv = 1.0f / (float)sp->n_workers;
+    int rc = 0;
+    for (int s = 0; s < sp->n_servers && !rc; s++) {
+        size_t cap = DG_PS_REQ_HEADER + 8 + (size_t)n * (8 + row_bytes);
+        unsigned char *msg = malloc(cap);
+        if (!msg) return DG_ENOMEM;
+        int64_t k = 0;
+        for (int64_t r = 0; r < n; r++) {   /* ids first, then the deltas: count them in one pass */
+            int64_t id = dg_ps_sparse_table_id(sp->base, r);
+            if (id % sp->n_servers != s) continue;
+            const float *b = dg_ps_sparse_table_row_at(sp->base, r), *l = dg_ps_sparse_table_find(sp->local, id);
+            if (memcmp(b, l, row_bytes) == 0) continue;
+            dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 + 8 * (size_t)k, (uint64_t)id);
+            k++;
+        }
+        unsigned char *dp = msg + DG_PS_REQ_HEADER + 8 + 8 * (size_t)k;
+        for (int64_t i = 0; i < k; i++) {
+            int64_t id = (int64_t)dg_ps_get64(msg + DG_PS_REQ_HEADER + 8 + 8 * (size_t)i);
+            const float *b = dg_ps_sparse_table_find(sp->base, id), *l = dg_ps_sparse_table_find(sp->local, id);
+            for (int64_t j = 0; j < sp->dim; j++) {
+                float d = (l[j] - b[j]) * inv;
+                memcpy(dp + ((size_t)i * (size_t)sp->dim + (size_t)j) * 4, &d, 4);
+            }
+        }
+        dg_ps_req_header(msg, DG_PS_OP_SPARSE_GEO_PUSH, sp->table, (uint32_t)sp->worker, 0);
+        dg_ps_put64(msg + DG_PS_REQ_HEADER, (uint64_t)k);
+        int status;
+        uint64_t ver;
+        if (k) rc = ask(sp->tr, sp->timeout_s, s, msg, DG_PS_REQ_HEADER + 8 + (size_t)k * (8 + row_bytes), "sparse geo push",
+                        &status, &ver, NULL, NULL);
+        free(msg);
+    }
+    if (!rc) {
+        dg_ps_sparse_table *fresh = dg_ps_sparse_table_new(dg_ps_sparse_table_settings(sp->base));
+        if (!fresh) return DG_ENOMEM;
+        dg_ps_sparse_table_free(sp->base);
+        sp->base = fresh;
+    }
+    return rc;
+}
+
+/* Geo: each lookup's row gradients step the worker's own rows with the table's rule; every
+ * k_steps steps the changes go to the servers. */
+static int geo_step(dg_ps_sparse *sp) {
+    int rc = 0;
+    for (int p = 0; p < sp->n_pend && !rc; p++) {
+        const dg_tensor *gr = dg_grad(sp->pend[p].rows);
+        if (!gr) continue;
+        float *host = malloc(sizeof(float) * (size_t)(sp->pend[p].n * sp->dim + 1));
+        if (!host || dg_to_host(gr, host, sizeof(float) * (size_t)(sp->pend[p].n * sp->dim))) { free(host); rc = DG_ENOMEM; break; }
+        for (int64_t i = 0; i < sp->pend[p].n && !rc; i++) rc = dg_ps_sparse_table_step(sp->local, sp->pend[p].ids[i], host + i * sp->dim);
+        free(host);
+    }
+    for (int p = 0; p < sp->n_pend; p++) {
+        free(sp->pend[p].ids);
+        dg_tensor_free(sp->pend[p].rows);
+    }
+    sp->n_pend = 0;
+    if (!rc && ++sp->steps % sp->k_steps == 0) rc = dg_ps_sparse_geo_exchange(sp);
+    return rc;
+}
+
 int dg_ps_sparse_push(dg_ps_sparse *sp) {
+    if (sp->mode == DG_PS_MODE_GEO) return geo_step(sp);
     int rc = 0;
     /* every lookup's ids with their row gradients, per server (a lookup whose rows got no
      * gradient pushes zeros: in sync mode each worker's push counts) */
@@ -450,5 +602,7 @@ void dg_ps_sparse_free(dg_ps_sparse *sp) {
         dg_tensor_free(sp->pend[p].rows);
     }
     free(sp->pend);
+    dg_ps_sparse_table_free(sp->local);
+    dg_ps_sparse_table_free(sp->base);
     free(sp);
 }

@@ -12,24 +12,33 @@ extern "C" {
 
 typedef struct dg_ps_dense dg_ps_dense;
 
+/* How a worker's tables are kept: DG_PS_MODE_SYNC / ASYNC / GEO (proto.h), and for geo the local
+ * steps between exchanges. */
+typedef struct dg_ps_mode { int mode, k_steps; } dg_ps_mode;
+
 /* opt's parameters as table `table` over n_servers servers of tr: INITs every shard with this
  * worker's values (with opt's kind and settings for the servers to run) and pulls them back into
  * the parameters. NULL with the error set (a server's refusal is quoted). */
-dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, bool sync,
+dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, dg_ps_mode mode,
                              double timeout_s, dg_optimizer *opt);
 /* Pushes the parameters' gradients (none: zeros), then pulls the values the servers hold after
  * the step (sync: after the step of every worker's push of this version). */
 int dg_ps_dense_step(dg_ps_dense *d);
+/* Geo mode: sends what the parameters moved since the last exchange and pulls the servers' sums
+ * now (what dg_ps_dense_step does every k_steps steps; stop and save call it so no step is lost);
+ * 0 at once in the other modes. The sparse tables' counterpart likewise. */
+int dg_ps_dense_geo_exchange(dg_ps_dense *d);
 void dg_ps_dense_free(dg_ps_dense *d);
 /* A sparse table (proto.h's dg_ps_sparse_msg: dim, rule, lr, ..., seed, init_range) over the
  * servers, row id on server id % n_servers. lookup: rows of ids (any shape, int64/int32, >= 0) as
  * ids.shape + [dim], pulled at this table's version; its gradient is kept for push, which sends
  * every lookup's row gradients since the last push (sync: once per step, even with none). */
 typedef struct dg_ps_sparse dg_ps_sparse;
-dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, bool sync,
+dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, dg_ps_mode mode,
                                double timeout_s, const dg_ps_sparse_msg *settings);
 dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids);
 int dg_ps_sparse_push(dg_ps_sparse *sp);
+int dg_ps_sparse_geo_exchange(dg_ps_sparse *sp);
 void dg_ps_sparse_free(dg_ps_sparse *sp);
 
 /* Every server writes its tables to dir, then the manifest is written (server_io.c). */

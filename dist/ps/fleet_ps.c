@@ -19,7 +19,7 @@
 static struct {
     bool on;
     dg_ps_env env;
-    bool sync;
+    dg_ps_mode mode;
     double timeout_s;
     dg_ps_transport *tr;       /* a worker's (connected) or a server's (bound in run_server) */
     dg_ps_server *server;
@@ -44,7 +44,10 @@ int dg_fleet_ps_init(const dg_fleet_strategy *st) {
     int rc = dg_ps_env_read(&e);
     if (rc) return rc;
     g_ps.env = e;
-    g_ps.sync = st->sync_mode;
+    DG_CHECK_INT(st->k_steps >= 0, "fleet_init: strategy k_steps must be >= 0, got %d", st->k_steps);
+    DG_CHECK_INT(!(st->sync_mode && st->k_steps > 0), "fleet_init: strategy k_steps %d (geo mode) needs sync_mode false "
+                 "(Paddle's a_sync = True with a_sync_configs k_steps)", st->k_steps);
+    g_ps.mode = (dg_ps_mode){ st->sync_mode ? DG_PS_MODE_SYNC : st->k_steps > 0 ? DG_PS_MODE_GEO : DG_PS_MODE_ASYNC, st->k_steps };
     g_ps.timeout_s = dg_dist_timeout(st->timeout_s);
     g_ps.on = true;
     return 0;
@@ -179,10 +182,10 @@ int dg_fleet_ps_distributed_optimizer(dg_optimizer *opt) {
                                .seed = s->p.seed, .lr = opt->groups[0].lr, .eps = opt->eps, .init_acc = opt->init_acc,
                                .init_range = s->p.init_range };
         s->table = dg_ps_sparse_new(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.env.n_workers, (uint32_t)(i + 1),
-                                    g_ps.sync, g_ps.timeout_s, &m);
+                                    g_ps.mode, g_ps.timeout_s, &m);
         if (!s->table) return dg_last_status() ? dg_last_status() : DG_ECOMM;
     }
-    dg_ps_dense *d = dg_ps_dense_new(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.env.n_workers, 0, g_ps.sync,
+    dg_ps_dense *d = dg_ps_dense_new(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.env.n_workers, 0, g_ps.mode,
                                      g_ps.timeout_s, opt);
     if (!d) return dg_last_status() ? dg_last_status() : DG_ECOMM;
     g_ps.dense = d;
@@ -191,9 +194,19 @@ int dg_fleet_ps_distributed_optimizer(dg_optimizer *opt) {
     return 0;
 }
 
+/* Geo mode: every table's changes since the last exchange go to the servers now. */
+static int geo_flush(void) {
+    int rc = 0;
+    for (int i = 0; i < g_ps.n_sparse && !rc; i++)
+        if (g_ps.sparse[i] && g_ps.sparse[i]->table) rc = dg_ps_sparse_geo_exchange(g_ps.sparse[i]->table);
+    return rc || !g_ps.dense ? rc : dg_ps_dense_geo_exchange(g_ps.dense);
+}
+
 int dg_fleet_save_persistables(const char *dirname) {
     DG_CHECK_INT(dirname && *dirname, "fleet_save_persistables: no directory");
     DG_CHECK_INT(g_ps.tr, "fleet_save_persistables: call dg_fleet_init_worker first");
+    int rc = geo_flush();
+    if (rc) return rc;
     if (g_ps.env.worker_id != 0) return 0;   /* the first worker asks, as Paddle's fleet does */
     if (mkdir(dirname, 0777) != 0 && errno != EEXIST) {
         DG_ERR(DG_EIO, "fleet_save_persistables: mkdir %s: %s", dirname, strerror(errno));
@@ -206,6 +219,8 @@ int dg_fleet_stop_worker(void) {
     DG_CHECK_INT(g_ps.tr, "fleet_stop_worker: call dg_fleet_init_worker first");
     if (g_ps.stopped) return 0;
     g_ps.stopped = true;
+    int rc = geo_flush();
+    if (rc) return rc;
     return dg_ps_stop_worker(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.timeout_s);
 }
 

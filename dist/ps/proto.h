@@ -17,6 +17,8 @@
  *           n rows of dim f32 gradients (sync: every worker pushes once per version, n may be 0)
  * op SAVE:  payload = u32 this server's index, u32 the server count, the directory (no NUL):
  *           the server writes its tables there (server_io.c)
+ * op GEO_PUSH: payload = `len` f32 deltas added to a geo table's values (the worker stepped locally)
+ * op SPARSE_GEO_PUSH: payload as SPARSE_PUSH's, the rows being deltas added to the table's rows
  * An ERROR reply carries a message (text, not terminated). Every length and index is checked
  * before anything is read, so a foreign or truncated message is an ERROR reply, never a crash. */
 #ifndef DG_DIST_PS_PROTO_H
@@ -34,8 +36,12 @@
 #define DG_PS_MAX_WORKERS 4096
 
 enum { DG_PS_OP_INIT = 1, DG_PS_OP_PULL = 2, DG_PS_OP_PUSH = 3, DG_PS_OP_STOP = 4, DG_PS_OP_SPARSE_INIT = 5,
-       DG_PS_OP_SPARSE_PULL = 6, DG_PS_OP_SPARSE_PUSH = 7, DG_PS_OP_SAVE = 8 };
+       DG_PS_OP_SPARSE_PULL = 6, DG_PS_OP_SPARSE_PUSH = 7, DG_PS_OP_SAVE = 8, DG_PS_OP_GEO_PUSH = 9,
+       DG_PS_OP_SPARSE_GEO_PUSH = 10 };
 enum { DG_PS_OK = 0, DG_PS_NOT_YET = 1, DG_PS_ERROR = 2 };
+/* How a table's pushes are applied: async as they come, sync once per version with the mean of
+ * every worker's gradient, geo as parameter deltas added to the values (the workers step locally). */
+enum { DG_PS_MODE_ASYNC = 0, DG_PS_MODE_SYNC = 1, DG_PS_MODE_GEO = 2 };
 
 /* The table's geometry and the optimizer the server runs on it (the worker's, field by field). */
 typedef struct dg_ps_init_msg {
@@ -43,7 +49,7 @@ typedef struct dg_ps_init_msg {
     uint64_t offset;     /* this shard's first element */
     uint64_t len;        /* this shard's elements */
     uint32_t n_workers;
-    uint32_t sync;       /* 1: average the workers' gradients of a version, then step once */
+    uint32_t mode;       /* DG_PS_MODE_*: sync averages the workers' gradients of a version, then steps once */
     uint32_t kind;       /* dg_opt_kind */
     uint32_t nesterov, amsgrad, pad;
     double lr, weight_decay, momentum, dampening, beta1, beta2, eps, init_acc, lr_decay;
@@ -52,7 +58,7 @@ typedef struct dg_ps_init_msg {
 /* A sparse table: its rows' width, the optimizer run on each row (SGD or Adagrad) and the
  * initializer (uniform in [-init_range, init_range) from (seed, id)). */
 typedef struct dg_ps_sparse_msg {
-    uint32_t dim, kind, n_workers, sync;
+    uint32_t dim, kind, n_workers, mode;
     uint64_t seed;
     double lr, eps, init_acc, init_range;
 } dg_ps_sparse_msg;

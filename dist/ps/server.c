@@ -15,8 +15,8 @@
 #include "server_internal.h"
 
 int dg_ps_table_sync_buffers(ps_table *t, int n_workers) {
-    if (!t->geo.sync) return 0;
-    t->acc = calloc(t->geo.len, sizeof(float));
+    if (t->init.mode != DG_PS_MODE_SYNC) return 0;
+    t->acc = calloc(t->init.len, sizeof(float));
     t->pushed = calloc((size_t)n_workers, 1);
     return t->acc && t->pushed ? 0 : DG_ENOMEM;
 }
@@ -114,15 +114,16 @@ static int op_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
     if (m.len == 0 || m.len > ((uint64_t)1 << 40) / 4 || rest != m.len * 4 || m.offset > m.total || m.len > m.total - m.offset)
         return reply_error(out, out_len, "INIT: table %u: shard [%llu, +%llu) of %llu elements with %zu value bytes", q->table,
                            (unsigned long long)m.offset, (unsigned long long)m.len, (unsigned long long)m.total, rest);
+    if (m.mode > DG_PS_MODE_GEO) return reply_error(out, out_len, "INIT: table %u: mode %u", q->table, m.mode);
     if (m.n_workers != (uint32_t)s->n_workers)
         return reply_error(out, out_len, "INIT: table %u: the worker counts %u workers, this server %d", q->table, m.n_workers, s->n_workers);
     ps_table *t = &s->t[q->table];
     if (t->made && t->sparse) return reply_error(out, out_len, "INIT: table %u is sparse", q->table);
     if (t->made) {   /* another worker's INIT: the same geometry, or a mismatch to report */
-        if (t->geo.total != m.total || t->geo.offset != m.offset || t->geo.len != m.len || t->geo.sync != m.sync ||
-            t->geo.kind != m.kind || t->geo.lr != m.lr)
+        if (t->init.total != m.total || t->init.offset != m.offset || t->init.len != m.len || t->init.mode != m.mode ||
+            t->init.kind != m.kind || t->init.lr != m.lr)
             return reply_error(out, out_len, "INIT: table %u exists with another geometry or optimizer (%llu elements at %llu)",
-                               q->table, (unsigned long long)t->geo.len, (unsigned long long)t->geo.offset);
+                               q->table, (unsigned long long)t->init.len, (unsigned long long)t->init.offset);
         return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
     }
     if (dg_get_device().type != DG_CPU)
@@ -130,7 +131,7 @@ static int op_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
     t->value = dg_from_data(DG_SHAPE((int64_t)m.len), DG_F32, q->payload + DG_PS_INIT_BYTES);
     if (t->value) dg_set_requires_grad(t->value, true);
     t->opt = t->value ? dg_ps_make_opt(t->value, &m) : NULL;
-    t->geo = m;
+    t->init = m;
     if (!t->opt || dg_ps_table_sync_buffers(t, s->n_workers)) {
         char msg[400];
         snprintf(msg, sizeof msg, "%s", dg_last_error());
@@ -144,7 +145,7 @@ static int op_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
 /* One optimizer step of table t with gradient g (len floats). */
 static int step(ps_table *t, const float *g, char *why, size_t cap) {
     dg_scope *sc = dg_scope_begin();
-    dg_tensor *gt = dg_from_data(DG_SHAPE((int64_t)t->geo.len), DG_F32, g);
+    dg_tensor *gt = dg_from_data(DG_SHAPE((int64_t)t->init.len), DG_F32, g);
     int rc = gt ? dg_set_grad(t->value, gt) : DG_ENOMEM;
     if (!rc) rc = dg_optimizer_step(t->opt);
     if (rc) snprintf(why, cap, "%s", dg_last_error());
@@ -158,15 +159,18 @@ static int op_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
     ps_table *t = &s->t[q->table];
     if (!t->made) return reply_error(out, out_len, "PUSH: table %u was never initialised", q->table);
     if (t->sparse) return reply_error(out, out_len, "PUSH: table %u is sparse", q->table);
-    if (q->payload_len != t->geo.len * 4)
+    if (q->payload_len != t->init.len * 4)
         return reply_error(out, out_len, "PUSH: table %u: %zu gradient bytes for a shard of %llu elements", q->table,
-                           q->payload_len, (unsigned long long)t->geo.len);
-    float *g = malloc(t->geo.len * sizeof(float));
+                           q->payload_len, (unsigned long long)t->init.len);
+    float *g = malloc(t->init.len * sizeof(float));
     if (!g) return DG_ENOMEM;
-    memcpy(g, q->payload, t->geo.len * sizeof(float));
+    memcpy(g, q->payload, t->init.len * sizeof(float));
     char why[400] = "";
     int rc = 0;
-    if (!t->geo.sync) {
+    if (t->init.mode == DG_PS_MODE_GEO) {
+        free(g);
+        return reply_error(out, out_len, "PUSH: table %u is a geo table: it takes parameter deltas (GEO_PUSH)", q->table);
+    } else if (t->init.mode == DG_PS_MODE_ASYNC) {
         rc = step(t, g, why, sizeof why);
     } else {
         if (q->arg != t->version) {
@@ -179,15 +183,15 @@ static int op_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
             return reply_error(out, out_len, "PUSH: table %u: worker %u pushed twice for version %llu", q->table, q->worker,
                                (unsigned long long)t->version);
         }
-        for (uint64_t i = 0; i < t->geo.len; i++) t->acc[i] += g[i];
+        for (uint64_t i = 0; i < t->init.len; i++) t->acc[i] += g[i];
         t->pushed[q->worker] = 1;
         if (++t->n_pushed == (uint32_t)s->n_workers) {
             /* the mean of the workers' mean gradients = the gradient of the mean loss over their
              * concatenated batches (equal batch sizes) */
             float inv = 1.0f / (float)s->n_workers;
-            for (uint64_t i = 0; i < t->geo.len; i++) g[i] = t->acc[i] * inv;
+            for (uint64_t i = 0; i < t->init.len; i++) g[i] = t->acc[i] * inv;
             rc = step(t, g, why, sizeof why);
-            memset(t->acc, 0, t->geo.len * sizeof(float));
+            memset(t->acc, 0, t->init.len * sizeof(float));
             memset(t->pushed, 0, (size_t)s->n_workers);
             t->n_pushed = 0;
         }
@@ -202,7 +206,7 @@ static int op_pull(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
     if (!t->made) return reply_make(DG_PS_NOT_YET, 0, NULL, 0, out, out_len);   /* its INIT may be on its way */
     if (t->sparse) return reply_error(out, out_len, "PULL: table %u is sparse", q->table);
     if (t->version < q->arg) return reply_make(DG_PS_NOT_YET, t->version, NULL, 0, out, out_len);
-    return reply_make(DG_PS_OK, t->version, dg_tensor_ptr(t->value), t->geo.len * sizeof(float), out, out_len);
+    return reply_make(DG_PS_OK, t->version, dg_tensor_ptr(t->value), t->init.len * sizeof(float), out, out_len);
 }
 
 /* ---- sparse tables ---- */
@@ -218,9 +222,9 @@ static int op_sparse_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_
         return reply_error(out, out_len, "SPARSE_INIT: payload of %zu bytes, want %d", q->payload_len, DG_PS_SPARSE_BYTES);
     dg_ps_sparse_msg m;
     dg_ps_sparse_decode(q->payload, &m);
-    if (m.dim == 0 || m.dim > 65536 || m.kind > DG_PS_SPARSE_ADAGRAD || !(m.lr >= 0) || !(m.init_range >= 0) || !(m.eps >= 0))
-        return reply_error(out, out_len, "SPARSE_INIT: table %u: dim %u, rule %u, lr %g, init_range %g are not a table", q->table,
-                           m.dim, m.kind, m.lr, m.init_range);
+    if (m.dim == 0 || m.dim > 65536 || m.kind > DG_PS_SPARSE_ADAGRAD || m.mode > DG_PS_MODE_GEO || !(m.lr >= 0) || !(m.init_range >= 0) || !(m.eps >= 0))
+        return reply_error(out, out_len, "SPARSE_INIT: table %u: dim %u, rule %u, mode %u, lr %g, init_range %g are not a table",
+                           q->table, m.dim, m.kind, m.mode, m.lr, m.init_range);
     if (m.n_workers != (uint32_t)s->n_workers)
         return reply_error(out, out_len, "SPARSE_INIT: table %u: the worker counts %u workers, this server %d", q->table, m.n_workers,
                            s->n_workers);
@@ -232,13 +236,13 @@ static int op_sparse_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_
         return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
     }
     t->sparse = dg_ps_sparse_table_new(&m);
-    if (m.sync) t->pending = pending_new(&m);
+    if (m.mode == DG_PS_MODE_SYNC) t->pending = pending_new(&m);
     t->pushed = calloc((size_t)s->n_workers, 1);
-    if (!t->sparse || (m.sync && !t->pending) || !t->pushed) {
+    if (!t->sparse || (m.mode == DG_PS_MODE_SYNC && !t->pending) || !t->pushed) {
         dg_ps_table_clear(t);
         return DG_ENOMEM;
     }
-    t->geo.sync = m.sync;
+    t->init.mode = m.mode;
     t->made = true;
     return reply_make(DG_PS_OK, 0, NULL, 0, out, out_len);
 }
@@ -273,6 +277,8 @@ static int op_sparse_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_
     if (n > ((uint64_t)1 << 28) / dim || q->payload_len != 8 + n * 8 + n * dim * sizeof(float))
         return reply_error(out, out_len, "SPARSE_PUSH: table %u: %llu ids of %zu floats do not fill %zu bytes", q->table,
                            (unsigned long long)n, dim, q->payload_len);
+    if (t->init.mode == DG_PS_MODE_GEO)
+        return reply_error(out, out_len, "SPARSE_PUSH: table %u is a geo table: it takes row deltas (SPARSE_GEO_PUSH)", q->table);
     bool sync = t->pending != NULL;
     if (sync && q->arg != t->version)
         return reply_error(out, out_len, "SPARSE_PUSH: table %u: worker %u pushed for version %llu; the table is at %llu", q->table,
@@ -321,6 +327,55 @@ static int op_sparse_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_
     return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
 }
 
+/* ---- geo mode: the workers step locally and send what their parameters moved ---- */
+
+/* GEO_PUSH: payload = `len` f32 deltas, added to the shard's values (a worker sends its local
+ * change since its last exchange, already divided by the number of workers, as Paddle's geo
+ * communicator does). */
+static int op_geo_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
+    ps_table *t = &s->t[q->table];
+    if (!t->made || t->sparse || t->init.mode != DG_PS_MODE_GEO)
+        return reply_error(out, out_len, "GEO_PUSH: table %u is %s", q->table,
+                           !t->made ? "not made" : t->sparse ? "sparse" : "not a geo table");
+    if (q->payload_len != t->init.len * 4)
+        return reply_error(out, out_len, "GEO_PUSH: table %u: %zu delta bytes for a shard of %llu elements", q->table,
+                           q->payload_len, (unsigned long long)t->init.len);
+    float *v = dg_tensor_ptr(t->value);
+    for (uint64_t i = 0; i < t->init.len; i++) {
+        float d;
+        memcpy(&d, q->payload + 4 * i, 4);
+        v[i] += d;
+    }
+    t->version++;
+    return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
+}
+
+/* SPARSE_GEO_PUSH: payload as SPARSE_PUSH's (u64 n, n ids, n rows), the rows being deltas. */
+static int op_sparse_geo_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
+    ps_table *t = &s->t[q->table];
+    if (!t->made || !t->sparse || t->init.mode != DG_PS_MODE_GEO)
+        return reply_error(out, out_len, "SPARSE_GEO_PUSH: table %u is %s", q->table,
+                           !t->made ? "not made" : !t->sparse ? "dense" : "not a geo table");
+    size_t dim = dg_ps_sparse_table_settings(t->sparse)->dim;
+    if (q->payload_len < 8) return reply_error(out, out_len, "SPARSE_GEO_PUSH: no id count");
+    uint64_t n = dg_ps_get64(q->payload);
+    if (n > ((uint64_t)1 << 28) / dim || q->payload_len != 8 + n * 8 + n * dim * sizeof(float))
+        return reply_error(out, out_len, "SPARSE_GEO_PUSH: table %u: %llu ids of %zu floats do not fill %zu bytes", q->table,
+                           (unsigned long long)n, dim, q->payload_len);
+    const unsigned char *ids = q->payload + 8, *deltas = ids + n * 8;
+    for (uint64_t i = 0; i < n; i++) {
+        float *row = dg_ps_sparse_table_row(t->sparse, (int64_t)dg_ps_get64(ids + 8 * i));
+        if (!row) return DG_ENOMEM;
+        for (size_t j = 0; j < dim; j++) {
+            float d;
+            memcpy(&d, deltas + (i * dim + j) * sizeof(float), 4);
+            row[j] += d;
+        }
+    }
+    t->version++;
+    return reply_make(DG_PS_OK, t->version, NULL, 0, out, out_len);
+}
+
 int dg_ps_server_handle(void *ctx, const void *msg, size_t len, void **reply, size_t *reply_len) {
     dg_ps_server *s = ctx;
     const unsigned char *b = msg;
@@ -342,6 +397,8 @@ int dg_ps_server_handle(void *ctx, const void *msg, size_t len, void **reply, si
     case DG_PS_OP_SPARSE_INIT: return op_sparse_init(s, &q, reply, reply_len);
     case DG_PS_OP_SPARSE_PULL: return op_sparse_pull(s, &q, reply, reply_len);
     case DG_PS_OP_SPARSE_PUSH: return op_sparse_push(s, &q, reply, reply_len);
+    case DG_PS_OP_GEO_PUSH: return op_geo_push(s, &q, reply, reply_len);
+    case DG_PS_OP_SPARSE_GEO_PUSH: return op_sparse_geo_push(s, &q, reply, reply_len);
     case DG_PS_OP_SAVE: {
         /* payload: u32 this server's index, u32 the server count, the directory */
         if (q.payload_len < 9 || q.payload_len > 8 + 4000)

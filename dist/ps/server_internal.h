@@ -13,7 +13,7 @@ typedef struct ps_table {
     /* a sparse table (SPARSE_INIT) instead of a dense one: its rows, and in sync mode the sum of
      * this version's pushes so far as rows of a second table that starts at zero */
     dg_ps_sparse_table *sparse, *pending;
-    dg_ps_init_msg geo;
+    dg_ps_init_msg init;      /* the INIT it was made with: geometry, mode, optimizer */
     dg_tensor *value;          /* [len] f32 leaf */
     dg_optimizer *opt;
     uint64_t version;          /* steps applied */

@@ -3,7 +3,7 @@
  * Save (worker 0's dg_fleet_save_persistables, a SAVE request to every server): server i of S
  * writes DIR/server.<i>-of-<S>.safetensors — atomically, as every checkpoint (dg_save_safetensors
  * writes a temporary, fsyncs and renames) — holding per table k: "t<k>.version" and for a dense
- * shard "t<k>.geo" (total, offset, len, n_workers, sync, kind, nesterov, amsgrad), "t<k>.hyper"
+ * shard "t<k>.geo" (total, offset, len, n_workers, mode, kind, nesterov, amsgrad), "t<k>.hyper"
  * (lr, weight_decay, momentum, dampening, beta1, beta2, eps, init_acc, lr_decay), "t<k>.value"
  * and the optimizer's state as "t<k>.opt.<its state names>"; for a sparse shard "t<k>.sparse"
  * (its settings), "t<k>.ids", "t<k>.rows" and "t<k>.acc". Worker 0 then writes DIR/manifest
@@ -44,7 +44,7 @@ int dg_ps_server_save(dg_ps_server *s, const char *dir, int index, int count) {
         rc = put(d, name, dg_from_data(DG_SHAPE(1), DG_I64, &ver));
         if (!rc && t->sparse) {
             const dg_ps_sparse_msg *m = dg_ps_sparse_table_settings(t->sparse);
-            double set[9] = { m->dim, m->kind, m->n_workers, m->sync, (double)(m->seed >> 32), (double)(m->seed & 0xffffffffu),
+            double set[9] = { m->dim, m->kind, m->n_workers, m->mode, (double)(m->seed >> 32), (double)(m->seed & 0xffffffffu),
                               m->lr, m->eps, m->init_acc };
             double range = m->init_range;
             snprintf(name, sizeof name, "t%d.sparse", k);
@@ -63,8 +63,8 @@ int dg_ps_server_save(dg_ps_server *s, const char *dir, int index, int count) {
             snprintf(name, sizeof name, "t%d.acc", k);
             if (!rc) rc = put(d, name, dg_from_data(DG_SHAPE(n, m->dim), DG_F32, n ? dg_ps_sparse_table_acc_at(t->sparse, 0) : NULL));
         } else if (!rc) {
-            const dg_ps_init_msg *g = &t->geo;
-            int64_t geo[8] = { (int64_t)g->total, (int64_t)g->offset, (int64_t)g->len, g->n_workers, g->sync, g->kind, g->nesterov, g->amsgrad };
+            const dg_ps_init_msg *g = &t->init;
+            int64_t geo[8] = { (int64_t)g->total, (int64_t)g->offset, (int64_t)g->len, g->n_workers, g->mode, g->kind, g->nesterov, g->amsgrad };
             double hyper[9] = { g->lr, g->weight_decay, g->momentum, g->dampening, g->beta1, g->beta2, g->eps, g->init_acc, g->lr_decay };
             snprintf(name, sizeof name, "t%d.geo", k);
             rc = put(d, name, dg_from_data(DG_SHAPE(8), DG_I64, geo));
@@ -155,7 +155,7 @@ int dg_ps_server_load(dg_ps_server *s, const char *dir, int index, int count) {
             snprintf(name, sizeof name, "t%d.range", k);
             dg_tensor *rt = st ? need(f[0], names[0], name, DG_F64, 1) : NULL;
             rc = rt && !dg_to_host(st, set, sizeof set) && !dg_to_host(rt, &range, sizeof range) ? 0 : DG_EFORMAT;
-            dg_ps_sparse_msg m = { .dim = (uint32_t)set[0], .kind = (uint32_t)set[1], .n_workers = (uint32_t)set[2], .sync = (uint32_t)set[3],
+            dg_ps_sparse_msg m = { .dim = (uint32_t)set[0], .kind = (uint32_t)set[1], .n_workers = (uint32_t)set[2], .mode = (uint32_t)set[3],
                                    .seed = (uint64_t)set[4] << 32 | (uint64_t)set[5], .lr = set[6], .eps = set[7], .init_acc = set[8],
                                    .init_range = range };
             if (!rc && (m.dim < 1 || m.dim > 65536 || m.n_workers != (uint32_t)s->n_workers)) {
@@ -163,7 +163,7 @@ int dg_ps_server_load(dg_ps_server *s, const char *dir, int index, int count) {
                        m.n_workers, s->n_workers);
                 rc = DG_EFORMAT;
             }
-            if (!rc && (!(t->sparse = dg_ps_sparse_table_new(&m)) || (m.sync && !(t->pending = dg_ps_sparse_table_new(&(dg_ps_sparse_msg){ .dim = m.dim, .kind = m.kind, .n_workers = m.n_workers, .sync = m.sync }))) ||
+            if (!rc && (!(t->sparse = dg_ps_sparse_table_new(&m)) || (m.mode == DG_PS_MODE_SYNC && !(t->pending = dg_ps_sparse_table_new(&(dg_ps_sparse_msg){ .dim = m.dim, .kind = m.kind, .n_workers = m.n_workers, .mode = m.mode }))) ||
                         !(t->pushed = calloc((size_t)s->n_workers, 1))))
                 rc = DG_ENOMEM;
             for (int i = 0; i < old && !rc; i++) {   /* every old shard's rows that are ours now */
@@ -206,7 +206,7 @@ int dg_ps_server_load(dg_ps_server *s, const char *dir, int index, int count) {
         }
         int64_t lo = (int64_t)((__int128)total * index / count), hi = (int64_t)((__int128)total * (index + 1) / count);
         dg_ps_init_msg m = { .total = (uint64_t)total, .offset = (uint64_t)lo, .len = (uint64_t)(hi - lo), .n_workers = (uint32_t)geo[3],
-                             .sync = (uint32_t)geo[4], .kind = (uint32_t)geo[5], .nesterov = (uint32_t)geo[6], .amsgrad = (uint32_t)geo[7],
+                             .mode = (uint32_t)geo[4], .kind = (uint32_t)geo[5], .nesterov = (uint32_t)geo[6], .amsgrad = (uint32_t)geo[7],
                              .lr = hyper[0], .weight_decay = hyper[1], .momentum = hyper[2], .dampening = hyper[3], .beta1 = hyper[4],
                              .beta2 = hyper[5], .eps = hyper[6], .init_acc = hyper[7], .lr_decay = hyper[8] };
         /* the new slice of the value and of each per-element state entry, from the old shards */
@@ -259,7 +259,7 @@ int dg_ps_server_load(dg_ps_server *s, const char *dir, int index, int count) {
             t->value = dg_keep(dg_from_data(DG_SHAPE(hi - lo), DG_F32, val));
             if (t->value) dg_set_requires_grad(t->value, true);
             t->opt = t->value ? dg_ps_make_opt(t->value, &m) : NULL;
-            t->geo = m;
+            t->init = m;
             if (!t->opt || dg_ps_table_sync_buffers(t, s->n_workers)) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
         }
         /* the optimizer's state: the local names are "0.<slot>" (one parameter) */

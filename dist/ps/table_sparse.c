@@ -90,6 +90,11 @@ void dg_ps_sparse_init_row(uint64_t seed, double init_range, int64_t id, int64_t
     }
 }
 
+float *dg_ps_sparse_table_find(const dg_ps_sparse_table *t, int64_t id) {
+    size_t s = slot_of(t, id);
+    return t->idx[s] >= 0 ? t->values + t->idx[s] * t->m.dim : NULL;
+}
+
 float *dg_ps_sparse_table_row(dg_ps_sparse_table *t, int64_t id) {
     size_t s = slot_of(t, id);
     if (t->idx[s] >= 0) return t->values + t->idx[s] * t->m.dim;

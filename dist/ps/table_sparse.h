@@ -14,6 +14,8 @@ void dg_ps_sparse_table_free(dg_ps_sparse_table *t);
 const dg_ps_sparse_msg *dg_ps_sparse_table_settings(const dg_ps_sparse_table *t);
 /* The row of id (made now if new), or NULL when out of memory. */
 float *dg_ps_sparse_table_row(dg_ps_sparse_table *t, int64_t id);
+/* The row of id if it was made, else NULL. */
+float *dg_ps_sparse_table_find(const dg_ps_sparse_table *t, int64_t id);
 /* One step of the table's rule on id's row with gradient g (dim floats). */
 int dg_ps_sparse_table_step(dg_ps_sparse_table *t, int64_t id, const float *g);
 int64_t dg_ps_sparse_table_rows(const dg_ps_sparse_table *t);

@@ -143,6 +143,10 @@ typedef struct dg_fleet_strategy {
     bool sync_mode;               /* parameter-server mode: true (default): every step waits for the
                                      servers to have applied the mean of all workers' gradients;
                                      false: async, each push applied as it arrives */
+    int k_steps;                  /* with sync_mode false, > 0 is geo mode (Paddle's a_sync_configs
+                                     k_steps): each worker steps its own copy with its optimizer and
+                                     every k_steps steps adds its change / worker count on the
+                                     servers and pulls the sums back; default 0 */
 } dg_fleet_strategy;
 DG_API dg_fleet_strategy dg_fleet_default_strategy(void);
 /* fleet.init(is_collective=True[, strategy]): reads the environment, makes the world

@@ -13,7 +13,8 @@
  * (dg_fleet_save_persistables), and PS_CHECK_LOAD=DIR starts the servers from such a save
  * (dg_fleet_init_server(DIR)); STEPS may then be 0. PS_CHECK_FIRST_STEP=K numbers the steps from
  * K (the data of a resumed run goes on where the saved one stopped). PS_CHECK_STALL=1 makes every
- * worker wait (2 minutes) after its last step, for a test to kill the job there. */
+ * worker wait (2 minutes) after its last step, for a test to kill the job there. PS_CHECK_GEO=K
+ * runs the job in geo mode with k_steps K (with one worker it must then equal one process too). */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +69,12 @@ int main(int argc, char **argv) {
     sp.seed = 7;
     sp.init_range = 0.5;
     if (ps) {
-        if (dg_fleet_init(false, NULL) != 0) return die("fleet init");
+        dg_fleet_strategy st = dg_fleet_default_strategy();
+        if (getenv("PS_CHECK_GEO")) {   /* geo mode, k_steps = its value */
+            st.sync_mode = false;
+            st.k_steps = atoi(getenv("PS_CHECK_GEO"));
+        }
+        if (dg_fleet_init(false, &st) != 0) return die("fleet init");
         if (dg_fleet_is_server()) {
             if (dg_fleet_init_server(getenv("PS_CHECK_LOAD")) != 0 || dg_fleet_run_server() != 0) return die("server");
             dg_fleet_shutdown();

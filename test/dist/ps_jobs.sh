@@ -7,14 +7,17 @@
 #  2. a small CTR model (test/dist/ps_ctr_check.c: a sparse embedding table on the servers, dense
 #     layers), sync, 20 steps, SGD over 2 servers and Adagrad over 3: equal to one process with a
 #     local embedding whose rows start as the servers' do;
-#  3. housing, sync and async, the tutorial's 30 epochs: the held-out squared error falls below a
+#  3. housing, sync, async and geo (k_steps 4), the tutorial's 30 epochs: the held-out squared error falls below a
 #     quarter of the untrained model's, and every server reports that every worker stopped;
-#  4. the CTR-DNN sample, async, 2 servers x 2 workers on its SYNTHETIC Criteo-like data: the
-#     held-out AUC within 0.02 of the planted model's own;
+#  4. the CTR-DNN sample, async and geo, 2 servers x 2 workers on its SYNTHETIC Criteo-like data:
+#     the held-out AUC within 0.02 of the planted model's own; geo with one worker equals one
+#     process (its local steps and exchanges lose nothing);
 #  5. tables saved and restored (the small CTR model, Adagrad, sync): 10 steps, save, then a
 #     worker killed with SIGKILL -> dgrun ends the job non-zero naming it; a new job loading the
 #     save has the same tables bit for bit with 2 servers and with 3 (re-sharded), and 10 more
-#     steps from the save over 3 servers end bit for bit where 20 uninterrupted steps over 2 do.
+#     steps from the save over 3 servers end bit for bit where 20 uninterrupted steps over 2 do;
+#  6. a server killed mid-run: every worker fails within DG_DIST_TIMEOUT naming its endpoint, and
+#     under dgrun the job ends non-zero naming the server.
 # "Within 1e-5": |a - b| <= 1e-5 * the largest |b| of that tensor (Adagrad's normalised steps
 # make a near-zero element's own relative error meaningless).
 # Usage: sh test/dist/ps_jobs.sh build/bin
@@ -66,30 +69,42 @@ echo "PASS: ... and differs from one worker's batches alone ($d)"
 ctr 2
 ctr 3 adagrad
 "$BIN/ps_ctr_check" "$DIR/ctr_half.st" 20 8 > /dev/null 2>&1 || fail "ctr: one process, batch 8"
+rm -rf "$DIR/log"
+for opt in "" adagrad; do   # geo with one worker: its local steps, exchanged every 5, are the whole story
+    PS_CHECK_GEO=5 "$BIN/dgrun" --server_num 2 --worker_num 1 --log_dir "$DIR/log" "$BIN/ps_ctr_check" "$DIR/geo.st" 20 8 $opt \
+        > "$DIR/geo.out" 2>&1 || fail "geo ${opt:-sgd}: dgrun exited $?"
+    "$BIN/ps_ctr_check" "$DIR/geo_one.st" 20 8 $opt > /dev/null 2>&1 || fail "geo: one process"
+    d=$(compare "$DIR/geo.st" "$DIR/geo_one.st" 1e-5) || fail "geo ${opt:-sgd} 2 servers x 1 worker differs from one process by $d"
+    echo "PASS: small CTR model, geo (k_steps 5), ${opt:-sgd}, 2 servers x 1 worker, 20 steps = one process (worst $d of the largest)"
+done
 ctr 2
 d=$(compare "$DIR/ctr_ps.st" "$DIR/ctr_half.st" 1e-3) && fail "the CTR job equals one worker's batches alone ($d): the comparison cannot fail"
 echo "PASS: ... and differs from one worker's batches alone ($d)"
 
-for mode in sync async; do
-    job "$mode" $([ "$mode" = async ] && echo --async)
+for mode in sync async geo; do
+    job "$mode" $(case $mode in async) echo --async;; geo) echo --k-steps 4 --epochs 60;; esac)   # geo: each change counts 1/W
     for w in 0 1; do
         line=$(grep "^train loss:" "$DIR/log/workerlog.$w") || fail "$mode: worker $w printed no loss summary"
         before=$(echo "$line" | sed 's/.*test loss \([0-9.]*\) before.*/\1/')
         after=$(echo "$line" | sed 's/.* before training, \([0-9.]*\) after.*/\1/')
         awk -v a="$before" -v b="$after" 'BEGIN { exit !(b < a / 4) }' || fail "$mode: worker $w's held-out loss went $before -> $after"
-        echo "PASS: $mode, worker $w: held-out squared error $before before training, $after after 30 epochs; $(echo "$line" | sed 's/;.*//')"
+        echo "PASS: $mode, worker $w: held-out squared error $before before training, $after after $([ $mode = geo ] && echo 60 || echo 30) epochs; $(echo "$line" | sed 's/;.*//')"
     done
 done
 
-rm -rf "$DIR/log"
-"$BIN/dgrun" --server_num 2 --worker_num 2 --log_dir "$DIR/log" "$BIN/ctr_dnn" --async --threads 1 > "$DIR/ctr_dnn.out" 2>&1 ||
-    fail "ctr_dnn async: dgrun exited $?"
-for w in 0 1; do
-    line=$(grep "^train:" "$DIR/log/workerlog.$w") || fail "ctr_dnn async: worker $w printed no result"
-    auc=$(echo "$line" | sed 's/.*test auc \([0-9.]*\).*/\1/')
-    planted=$(echo "$line" | sed "s/.*planted model's: \([0-9.]*\).*/\1/")
-    awk -v a="$auc" -v p="$planted" 'BEGIN { exit !(a > p - 0.02) }' || fail "ctr_dnn async: worker $w's test AUC $auc, the planted model's $planted"
-    echo "PASS: CTR-DNN, async, 2 servers x 2 workers, worker $w: test AUC $auc, the planted model's $planted"
+# geo averages the workers' models every k steps, so each worker's steps count 1/W: twice the epochs
+for mode in "async:--async" "geo:--k-steps 10 --epochs 6"; do
+    name=${mode%%:*}
+    rm -rf "$DIR/log"
+    "$BIN/dgrun" --server_num 2 --worker_num 2 --log_dir "$DIR/log" "$BIN/ctr_dnn" ${mode#*:} --threads 1 > "$DIR/ctr_dnn.out" 2>&1 ||
+        fail "ctr_dnn $name: dgrun exited $?"
+    for w in 0 1; do
+        line=$(grep "^train:" "$DIR/log/workerlog.$w") || fail "ctr_dnn $name: worker $w printed no result"
+        auc=$(echo "$line" | sed 's/.*test auc \([0-9.]*\).*/\1/')
+        planted=$(echo "$line" | sed "s/.*planted model's: \([0-9.]*\).*/\1/")
+        awk -v a="$auc" -v p="$planted" 'BEGIN { exit !(a > p - 0.02) }' || fail "ctr_dnn $name: worker $w's test AUC $auc, the planted model's $planted"
+        echo "PASS: CTR-DNN, $name (${mode#*:}), 2 servers x 2 workers, worker $w: test AUC $auc, the planted model's $planted"
+    done
 done
 
 # 5. save -> kill -> restore
@@ -128,3 +143,60 @@ rm -rf "$DIR/log"
     fail "20 uninterrupted steps"
 cmp -s "$DIR/c20.st" "$DIR/r20.st" || fail "10 steps resumed over 3 servers differ from 20 uninterrupted over 2"
 echo "PASS: 10 steps resumed from the save over 3 servers = 20 uninterrupted steps over 2, bit for bit (Adagrad state restored)"
+
+# 6. a server killed mid-run: started by hand (no launcher to stop the job), every worker must
+# fail by itself within DG_DIST_TIMEOUT naming the dead server's endpoint; under dgrun the job
+# ends non-zero naming the server.
+rm -rf "$DIR/log"; mkdir -p "$DIR/log"
+ports=$(/usr/bin/python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(" ".join(str(x.getsockname()[1]) for x in s))')
+p0=${ports% *}; p1=${ports#* }
+eps="127.0.0.1:$p0,127.0.0.1:$p1"
+TIMEOUT=4
+export DG_DIST_TIMEOUT=$TIMEOUT DG_JOB_TOKEN=ps_jobs_fault PADDLE_PSERVERS_IP_PORT_LIST=$eps PADDLE_TRAINERS_NUM=2 POD_IP=127.0.0.1
+for i in 0 1; do
+    port=$([ $i = 0 ] && echo "$p0" || echo "$p1")
+    TRAINING_ROLE=PSERVER PADDLE_PORT=$port "$BIN/housing_ps" --epochs 100000 > "$DIR/log/serverlog.$i" 2>&1 &
+    eval "server$i=\$!"
+done
+for w in 0 1; do
+    TRAINING_ROLE=TRAINER PADDLE_TRAINER_ID=$w "$BIN/housing_ps" --epochs 100000 > "$DIR/log/workerlog.$w" 2>&1 &
+    eval "worker$w=\$!"
+done
+n=0
+until grep -q "Epoch: 1," "$DIR/log/workerlog.0" 2>/dev/null && grep -q "Epoch: 1," "$DIR/log/workerlog.1" 2>/dev/null; do
+    n=$((n + 1)); [ $n -gt 300 ] && { kill $server0 $server1 $worker0 $worker1; fail "fault: the workers did not reach epoch 1 in 30 s"; }
+    sleep 0.1
+done
+t0=$(date +%s.%N)
+kill -9 "$server1"
+for w in 0 1; do
+    rc=0; eval "wait \$worker$w" || rc=$?
+    t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    [ $rc -ne 0 ] || fail "fault: worker $w exited 0 after server 1 was killed"
+    awk -v t="$t" -v m="$TIMEOUT" 'BEGIN { exit !(t <= m + 2) }' || fail "fault: worker $w took $t s to fail (DG_DIST_TIMEOUT=$TIMEOUT)"
+    grep -q "127.0.0.1:$p1" "$DIR/log/workerlog.$w" || fail "fault: worker $w's error does not name server 1 (127.0.0.1:$p1): $(tail -2 "$DIR/log/workerlog.$w")"
+    echo "PASS: server 1 killed (SIGKILL) mid-run: worker $w failed after $t s (DG_DIST_TIMEOUT=$TIMEOUT), exit $rc: $(grep -o "[^:]*127.0.0.1:$p1.*" "$DIR/log/workerlog.$w" | head -1 | cut -c1-150)"
+done
+kill "$server0" 2>/dev/null; wait "$server0" 2>/dev/null || true
+unset DG_JOB_TOKEN PADDLE_PSERVERS_IP_PORT_LIST PADDLE_TRAINERS_NUM POD_IP
+rm -rf "$DIR/log"
+"$BIN/dgrun" --server_num 2 --worker_num 2 --log_dir "$DIR/log" "$BIN/housing_ps" --epochs 100000 > "$DIR/fault.out" 2>&1 &
+dg=$!
+n=0
+until grep -q "Epoch: 1," "$DIR/log/workerlog.1" 2>/dev/null; do
+    n=$((n + 1)); [ $n -gt 300 ] && { kill $dg; fail "fault: the dgrun job did not reach epoch 1 in 30 s"; }
+    sleep 0.1
+done
+victim=
+for p in $(pgrep -f "housing_ps --epochs 100000"); do
+    tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx "TRAINING_ROLE=PSERVER" && { victim=$p; break; }
+done
+[ -n "$victim" ] || { kill $dg; fail "fault: no server process found to kill"; }
+kill -9 "$victim"
+rc=0; wait $dg || rc=$?
+[ $rc -ne 0 ] || fail "fault: dgrun exited 0 after a server was killed"
+grep -q "server.*killed by signal 9" "$DIR/fault.out" || fail "fault: dgrun did not name the killed server: $(tail -3 "$DIR/fault.out")"
+echo "PASS: under dgrun, a server killed: the job ended with exit $rc: $(grep -o "dgrun: server.*killed by signal 9[^;]*" "$DIR/fault.out" | head -1)"
