@@ -304,3 +304,111 @@ Test(ps_server, geo_tables_add_the_workers_deltas) {
     dg_ps_server_free(s);
     cr_expect_eq(dg_live_tensors(), 0);
 }
+
+static reply sparse_init_with(dg_ps_server *s, uint32_t table, uint32_t worker, dg_ps_sparse_msg m) {
+    unsigned char msg[DG_PS_REQ_HEADER + DG_PS_SPARSE_BYTES];
+    dg_ps_req_header(msg, DG_PS_OP_SPARSE_INIT, table, worker, 0);
+    dg_ps_sparse_encode(&m, msg + DG_PS_REQ_HEADER);
+    return ask(s, msg, sizeof msg);
+}
+static void pulled_row(dg_ps_server *s, uint32_t table, int64_t id, float out[3]) {
+    reply r = sparse_pull(s, table, 0, &id, 1);
+    cr_assert_eq(r.status, DG_PS_OK, "%.*s", (int)r.len, r.payload);
+    memcpy(out, r.payload, 3 * sizeof(float));
+    free(r.raw);
+}
+
+/* Sparse Adam: each row its own step count (Paddle's sparse Adam), the rest torch's Adam; a row
+ * pushed later starts its bias correction at step 1. */
+Test(ps_server, sparse_adam_steps_each_row_with_its_own_count) {
+    dg_ps_server *s = dg_ps_server_new(1);
+    dg_ps_sparse_msg m = { .dim = 3, .kind = DG_PS_SPARSE_ADAM, .n_workers = 1, .mode = DG_PS_MODE_ASYNC, .seed = 3, .lr = 0.1,
+                           .eps = 1e-8, .init_range = 0.5, .beta1 = 0.9, .beta2 = 0.999 };
+    reply r = sparse_init_with(s, 1, 0, m);
+    cr_assert_eq(r.status, DG_PS_OK, "%.*s", (int)r.len, r.payload);
+    free(r.raw);
+    double p[2][3], mm[2][3] = { { 0 } }, vv[2][3] = { { 0 } };
+    int t[2] = { 0, 0 };
+    for (int i = 0; i < 2; i++) {
+        float row[3];
+        dg_fleet_sparse_initial_row(3, 0.5, 10 + i, 3, row);
+        for (int j = 0; j < 3; j++) p[i][j] = row[j];
+    }
+    for (int step = 0; step < 5; step++) {
+        int64_t ids[2] = { 10, 11 };
+        int n = step < 2 ? 1 : 2;   /* id 11 joins at the third push */
+        float g[6];
+        for (int k = 0; k < 6; k++) g[k] = (float)(0.3 * (k + 1) - 0.2 * step);
+        free(sparse_push(s, 1, 0, 0, ids, g, n).raw);
+        for (int i = 0; i < n; i++) {
+            t[i]++;
+            for (int j = 0; j < 3; j++) {
+                double gj = g[3 * i + j];
+                mm[i][j] = 0.9 * mm[i][j] + 0.1 * gj;
+                vv[i][j] = 0.999 * vv[i][j] + 0.001 * gj * gj;
+                p[i][j] -= 0.1 * (mm[i][j] / (1 - pow(0.9, t[i]))) / (sqrt(vv[i][j]) / sqrt(1 - pow(0.999, t[i])) + 1e-8);
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        float got[3];
+        pulled_row(s, 1, 10 + i, got);
+        for (int j = 0; j < 3; j++) cr_expect_float_eq(got[j], p[i][j], 2e-6, "row %d element %d: %g vs %g", 10 + i, j, got[j], p[i][j]);
+    }
+    dg_ps_server_free(s);
+    cr_expect_eq(dg_live_tensors(), 0);
+}
+
+/* Entry threshold 2: a row pulls as zeros and is not trained until its second push; eviction
+ * drops the rows unused for longer than the age, which then start again from (seed, id); and a
+ * save with both, loaded into a new server, answers the same rows and steps the same way. */
+Test(ps_server, entry_threshold_eviction_and_their_save) {
+    dg_ps_server *s = dg_ps_server_new(1);
+    dg_ps_sparse_msg m = { .dim = 3, .kind = DG_PS_SPARSE_SGD, .n_workers = 1, .mode = DG_PS_MODE_ASYNC, .seed = 9, .lr = 0.5,
+                           .init_range = 0.5, .entry = 2 };
+    free(sparse_init_with(s, 2, 0, m).raw);
+    const int64_t a = 21, b = 22;
+    float init_a[3], got[3];
+    dg_fleet_sparse_initial_row(9, 0.5, a, 3, init_a);
+    pulled_row(s, 2, a, got);
+    cr_expect(got[0] == 0 && got[1] == 0 && got[2] == 0, "a row below the threshold pulls as zeros: %g %g %g", got[0], got[1], got[2]);
+    const float g[3] = { 1, 2, 3 };
+    free(sparse_push(s, 2, 0, 0, &a, g, 1).raw);   /* first push: counted, not applied */
+    pulled_row(s, 2, a, got);
+    cr_expect(got[0] == 0, "still below: %g", got[0]);
+    free(sparse_push(s, 2, 0, 0, &a, g, 1).raw);   /* second: entered, and this gradient applied */
+    pulled_row(s, 2, a, got);
+    for (int j = 0; j < 3; j++) cr_expect_float_eq(got[j], init_a[j] - 0.5f * g[j], 1e-6, "element %d", j);
+
+    /* b is used at version 2; a is pushed four more times (versions 2..5) */
+    pulled_row(s, 2, b, got);
+    for (int k = 0; k < 4; k++) free(sparse_push(s, 2, 0, 0, &a, g, 1).raw);
+    char dir[] = "/tmp/dg_ps_evictXXXXXX";
+    cr_assert(mkdtemp(dir));
+    cr_assert_eq(dg_ps_server_save(s, dir, 0, 1), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_ps_write_manifest(dir, 1), 0, "%s", dg_last_error());
+    dg_ps_server *l = dg_ps_server_new(1);
+    cr_assert_eq(dg_ps_server_load(l, dir, 0, 1), 0, "%s", dg_last_error());
+    dg_ps_server *both[2] = { s, l };
+    for (int k = 0; k < 2; k++) {
+        unsigned char h[DG_PS_REQ_HEADER];
+        dg_ps_req_header(h, DG_PS_OP_EVICT, 0, 0, 3);   /* table version 6: b (last used at 2) is 4 old */
+        reply r = ask(both[k], h, sizeof h);
+        cr_assert_eq(r.status, DG_PS_OK);
+        cr_expect_eq(dg_ps_get64(r.payload), 1, "%s: dropped %llu rows", k ? "loaded" : "saved", (unsigned long long)dg_ps_get64(r.payload));
+        free(r.raw);
+        float ga[3], gb[3];
+        free(sparse_push(both[k], 2, 0, 0, &b, g, 1).raw);   /* b starts over: counted once, not applied */
+        pulled_row(both[k], 2, b, gb);
+        cr_expect(gb[0] == 0 && gb[1] == 0 && gb[2] == 0, "an evicted row starts over below the threshold");
+        pulled_row(both[k], 2, a, ga);
+        if (k == 0) memcpy(got, ga, sizeof got);
+        else cr_expect(memcmp(got, ga, sizeof got) == 0, "the loaded server's row differs from the saved one's");
+    }
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    cr_expect_eq(system(cmd), 0);
+    dg_ps_server_free(s);
+    dg_ps_server_free(l);
+    cr_expect_eq(dg_live_tensors(), 0);
+}

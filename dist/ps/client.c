@@ -294,6 +294,21 @@ int dg_ps_save(dg_ps_transport *tr, int n_servers, int worker, double timeout_s,
     return rc ? rc : dg_ps_write_manifest(dir, n_servers);
 }
 
+int64_t dg_ps_evict(dg_ps_transport *tr, int server, int worker, double timeout_s, uint64_t max_age) {
+    unsigned char h[DG_PS_REQ_HEADER];
+    dg_ps_req_header(h, DG_PS_OP_EVICT, 0, (uint32_t)worker, max_age);
+    int status;
+    uint64_t ver;
+    unsigned char *r = NULL;
+    size_t rl = 0;
+    int rc = ask(tr, timeout_s, server, h, sizeof h, "shrink", &status, &ver, &r, &rl);
+    if (rc) return rc;
+    int64_t n = rl == 8 ? (int64_t)dg_ps_get64(r + DG_PS_REPLY_HEADER) : -1;
+    free(r);
+    if (n < 0) { DG_ERR(DG_ECOMM, "fleet_shrink: server %d answered %zu bytes, not a count", server, rl); return DG_ECOMM; }
+    return n;
+}
+
 int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double timeout_s) {
     unsigned char h[DG_PS_REQ_HEADER];
     dg_ps_req_header(h, DG_PS_OP_STOP, 0, (uint32_t)worker, 0);
@@ -337,7 +352,9 @@ dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, i
     dg_ps_sparse_msg m = *settings;
     m.n_workers = (uint32_t)n_workers;
     m.mode = (uint32_t)mode.mode;
-    if (mode.mode == DG_PS_MODE_GEO && (!(sp->local = dg_ps_sparse_table_new(&m)) || !(sp->base = dg_ps_sparse_table_new(&m)))) {
+    dg_ps_sparse_msg plain = m;   /* base holds values only */
+    plain.kind = DG_PS_SPARSE_SGD;
+    if (mode.mode == DG_PS_MODE_GEO && (!(sp->local = dg_ps_sparse_table_new(&m)) || !(sp->base = dg_ps_sparse_table_new(&plain)))) {
         dg_ps_sparse_free(sp);
         DG_ERR(DG_ENOMEM, "sparse table: out of memory");
         return NULL;

@@ -43,6 +43,8 @@ void dg_ps_sparse_free(dg_ps_sparse *sp);
 
 /* Every server writes its tables to dir, then the manifest is written (server_io.c). */
 int dg_ps_save(dg_ps_transport *tr, int n_servers, int worker, double timeout_s, const char *dir);
+/* Has server drop its sparse rows unused for more than max_age versions; how many, or a DG_E* code. */
+int64_t dg_ps_evict(dg_ps_transport *tr, int server, int worker, double timeout_s, uint64_t max_age);
 /* Tells every server this worker is done (Paddle's exe.close()); the first failure is returned. */
 int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double timeout_s);
 

@@ -144,7 +144,7 @@ static void sparse_free(void *user) {
 }
 
 dg_fleet_sparse_params dg_fleet_sparse_default_params(void) {
-    return (dg_fleet_sparse_params){ .seed = 0, .init_range = 0.05 };
+    return (dg_fleet_sparse_params){ .seed = 0, .init_range = 0.05, .entry_count = 0 };
 }
 
 dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p) {
@@ -152,6 +152,8 @@ dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p) {
              "a parameter-server job (dg_fleet_init(false, ...) with the role TRAINER)");
     DG_CHECK(dim >= 1 && dim <= 65536, "fleet_sparse_embedding: dim %lld (1..65536)", (long long)dim);
     DG_CHECK(p.init_range >= 0 && isfinite(p.init_range), "fleet_sparse_embedding: init_range %g must be >= 0", p.init_range);
+    DG_CHECK(p.entry_count >= 0 && p.entry_count <= UINT32_MAX, "fleet_sparse_embedding: entry_count %lld (0..%u)",
+             (long long)p.entry_count, UINT32_MAX);
     DG_CHECK(!g_ps.dense, "fleet_sparse_embedding: make the sparse layers before dg_fleet_distributed_optimizer");
     DG_CHECK(g_ps.n_sparse < DG_PS_MAX_TABLES - 1, "fleet_sparse_embedding: at most %d sparse tables", DG_PS_MAX_TABLES - 1);
     sparse_layer *s = calloc(1, sizeof *s);
@@ -172,15 +174,20 @@ void dg_fleet_sparse_initial_row(uint64_t seed, double init_range, int64_t id, i
 int dg_fleet_ps_distributed_optimizer(dg_optimizer *opt) {
     DG_CHECK_INT(g_ps.tr, "fleet_distributed_optimizer: call dg_fleet_init_worker first (parameter-server mode)");
     DG_CHECK_INT(!g_ps.dense, "fleet_distributed_optimizer: this worker already has its dense table (one optimizer per job)");
-    /* the sparse tables take the optimizer's rule (SGD or Adagrad) and lr for their rows */
-    DG_CHECK_INT(!g_ps.n_sparse || opt->kind == DG_OPT_SGD || opt->kind == DG_OPT_ADAGRAD,
-                 "fleet_distributed_optimizer: %s cannot step sparse rows on the servers (SGD and Adagrad can)", opt->info->name);
+    /* the sparse tables take the optimizer's rule (SGD, Adagrad or Adam) and settings for their rows */
+    DG_CHECK_INT(!g_ps.n_sparse || opt->kind == DG_OPT_SGD || opt->kind == DG_OPT_ADAGRAD || opt->kind == DG_OPT_ADAM,
+                 "fleet_distributed_optimizer: %s cannot step sparse rows on the servers (SGD, Adagrad and Adam can)", opt->info->name);
+    DG_CHECK_INT(!g_ps.n_sparse || opt->kind != DG_OPT_ADAM || (!opt->amsgrad && opt->groups[0].weight_decay == 0),
+                 "fleet_distributed_optimizer: sparse rows are stepped by plain Adam (no amsgrad, no weight_decay)");
     for (int i = 0; i < g_ps.n_sparse; i++) {
         sparse_layer *s = g_ps.sparse[i];
         if (!s || s->table) continue;
-        dg_ps_sparse_msg m = { .dim = (uint32_t)s->dim, .kind = opt->kind == DG_OPT_ADAGRAD ? DG_PS_SPARSE_ADAGRAD : DG_PS_SPARSE_SGD,
+        dg_ps_sparse_msg m = { .dim = (uint32_t)s->dim,
+                               .kind = opt->kind == DG_OPT_ADAGRAD ? DG_PS_SPARSE_ADAGRAD : opt->kind == DG_OPT_ADAM ? DG_PS_SPARSE_ADAM
+                                                                                                              : DG_PS_SPARSE_SGD,
                                .seed = s->p.seed, .lr = opt->groups[0].lr, .eps = opt->eps, .init_acc = opt->init_acc,
-                               .init_range = s->p.init_range };
+                               .init_range = s->p.init_range, .entry = (uint32_t)s->p.entry_count,
+                               .beta1 = opt->kind == DG_OPT_ADAM ? opt->beta1 : 0, .beta2 = opt->kind == DG_OPT_ADAM ? opt->beta2 : 0 };
         s->table = dg_ps_sparse_new(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.env.n_workers, (uint32_t)(i + 1),
                                     g_ps.mode, g_ps.timeout_s, &m);
         if (!s->table) return dg_last_status() ? dg_last_status() : DG_ECOMM;
@@ -213,6 +220,18 @@ int dg_fleet_save_persistables(const char *dirname) {
         return DG_EIO;
     }
     return dg_ps_save(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.timeout_s, dirname);
+}
+
+int64_t dg_fleet_shrink(int64_t max_age) {
+    DG_CHECK_INT(g_ps.tr, "fleet_shrink: call dg_fleet_init_worker first");
+    DG_CHECK_INT(max_age >= 0, "fleet_shrink: max_age %lld must be >= 0", (long long)max_age);
+    int64_t dropped = 0;
+    for (int s = 0; s < g_ps.env.n_servers; s++) {
+        int64_t n = dg_ps_evict(g_ps.tr, s, g_ps.env.worker_id, g_ps.timeout_s, (uint64_t)max_age);
+        if (n < 0) return n;
+        dropped += n;
+    }
+    return dropped;
 }
 
 int dg_fleet_stop_worker(void) {

@@ -45,6 +45,10 @@ void dg_ps_sparse_encode(const dg_ps_sparse_msg *m, unsigned char *out) {
     dg_ps_put64(out + 16, m->seed);
     const double d[4] = { m->lr, m->eps, m->init_acc, m->init_range };
     for (int i = 0; i < 4; i++) put_f64(out + 24 + 8 * i, d[i]);
+    dg_ps_put32(out + 56, m->entry);
+    dg_ps_put32(out + 60, 0);
+    put_f64(out + 64, m->beta1);
+    put_f64(out + 72, m->beta2);
 }
 
 void dg_ps_sparse_decode(const unsigned char *in, dg_ps_sparse_msg *m) {
@@ -56,4 +60,8 @@ void dg_ps_sparse_decode(const unsigned char *in, dg_ps_sparse_msg *m) {
     m->seed = dg_ps_get64(in + 16);
     double *d[4] = { &m->lr, &m->eps, &m->init_acc, &m->init_range };
     for (int i = 0; i < 4; i++) *d[i] = get_f64(in + 24 + 8 * i);
+    m->entry = dg_ps_get32(in + 56);
+    m->pad = dg_ps_get32(in + 60);
+    m->beta1 = get_f64(in + 64);
+    m->beta2 = get_f64(in + 72);
 }

@@ -19,6 +19,8 @@
  *           the server writes its tables there (server_io.c)
  * op GEO_PUSH: payload = `len` f32 deltas added to a geo table's values (the worker stepped locally)
  * op SPARSE_GEO_PUSH: payload as SPARSE_PUSH's, the rows being deltas added to the table's rows
+ * op EVICT: arg = an age; every sparse table drops the rows not pulled or pushed in the last `arg`
+ *           versions of that table (they start again from (seed, id)); reply u64 rows dropped
  * An ERROR reply carries a message (text, not terminated). Every length and index is checked
  * before anything is read, so a foreign or truncated message is an ERROR reply, never a crash. */
 #ifndef DG_DIST_PS_PROTO_H
@@ -37,7 +39,7 @@
 
 enum { DG_PS_OP_INIT = 1, DG_PS_OP_PULL = 2, DG_PS_OP_PUSH = 3, DG_PS_OP_STOP = 4, DG_PS_OP_SPARSE_INIT = 5,
        DG_PS_OP_SPARSE_PULL = 6, DG_PS_OP_SPARSE_PUSH = 7, DG_PS_OP_SAVE = 8, DG_PS_OP_GEO_PUSH = 9,
-       DG_PS_OP_SPARSE_GEO_PUSH = 10 };
+       DG_PS_OP_SPARSE_GEO_PUSH = 10, DG_PS_OP_EVICT = 11 };
 enum { DG_PS_OK = 0, DG_PS_NOT_YET = 1, DG_PS_ERROR = 2 };
 /* How a table's pushes are applied: async as they come, sync once per version with the mean of
  * every worker's gradient, geo as parameter deltas added to the values (the workers step locally). */
@@ -55,15 +57,18 @@ typedef struct dg_ps_init_msg {
     double lr, weight_decay, momentum, dampening, beta1, beta2, eps, init_acc, lr_decay;
 } dg_ps_init_msg;
 
-/* A sparse table: its rows' width, the optimizer run on each row (SGD or Adagrad) and the
- * initializer (uniform in [-init_range, init_range) from (seed, id)). */
+/* A sparse table: its rows' width, the optimizer run on each row (SGD, Adagrad or Adam), the
+ * initializer (uniform in [-init_range, init_range) from (seed, id)) and the entry threshold (a
+ * row is pulled as zeros and not stepped until `entry` pushes have named it; 0: at once). */
 typedef struct dg_ps_sparse_msg {
     uint32_t dim, kind, n_workers, mode;
     uint64_t seed;
     double lr, eps, init_acc, init_range;
+    uint32_t entry, pad;
+    double beta1, beta2;
 } dg_ps_sparse_msg;
-#define DG_PS_SPARSE_BYTES 56
-enum { DG_PS_SPARSE_SGD = 0, DG_PS_SPARSE_ADAGRAD = 1 };
+#define DG_PS_SPARSE_BYTES 80
+enum { DG_PS_SPARSE_SGD = 0, DG_PS_SPARSE_ADAGRAD = 1, DG_PS_SPARSE_ADAM = 2 };
 /* A sparse row's first values: uniform in [-init_range, init_range) from Philox(seed, id) alone
  * (table_sparse.c); public as dg_fleet_sparse_initial_row. */
 void dg_ps_sparse_init_row(uint64_t seed, double init_range, int64_t id, int64_t dim, float *out);

@@ -214,6 +214,7 @@ static int op_pull(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_
 static dg_ps_sparse_table *pending_new(const dg_ps_sparse_msg *m) {
     dg_ps_sparse_msg z = *m;
     z.init_range = 0;   /* rows start at zero: sums of gradients */
+    z.kind = DG_PS_SPARSE_SGD;
     return dg_ps_sparse_table_new(&z);
 }
 
@@ -222,7 +223,8 @@ static int op_sparse_init(dg_ps_server *s, const dg_ps_req *q, void **out, size_
         return reply_error(out, out_len, "SPARSE_INIT: payload of %zu bytes, want %d", q->payload_len, DG_PS_SPARSE_BYTES);
     dg_ps_sparse_msg m;
     dg_ps_sparse_decode(q->payload, &m);
-    if (m.dim == 0 || m.dim > 65536 || m.kind > DG_PS_SPARSE_ADAGRAD || m.mode > DG_PS_MODE_GEO || !(m.lr >= 0) || !(m.init_range >= 0) || !(m.eps >= 0))
+    bool betas = m.kind != DG_PS_SPARSE_ADAM || (m.beta1 >= 0 && m.beta1 < 1 && m.beta2 >= 0 && m.beta2 < 1);
+    if (m.dim == 0 || m.dim > 65536 || m.kind > DG_PS_SPARSE_ADAM || m.mode > DG_PS_MODE_GEO || m.pad != 0 || !betas || !(m.lr >= 0) || !(m.init_range >= 0) || !(m.eps >= 0))
         return reply_error(out, out_len, "SPARSE_INIT: table %u: dim %u, rule %u, mode %u, lr %g, init_range %g are not a table",
                            q->table, m.dim, m.kind, m.mode, m.lr, m.init_range);
     if (m.n_workers != (uint32_t)s->n_workers)
@@ -257,11 +259,14 @@ static int op_sparse_pull(dg_ps_server *s, const dg_ps_req *q, void **out, size_
     if (n > ((size_t)1 << 28) / dim) return reply_error(out, out_len, "SPARSE_PULL: %zu ids of %zu floats: too many", n, dim);
     float *rows = malloc(n * dim * sizeof(float) + 1);
     if (!rows) return DG_ENOMEM;
+    uint32_t entry = dg_ps_sparse_table_settings(t->sparse)->entry;
     for (size_t i = 0; i < n; i++) {
-        int64_t id = (int64_t)dg_ps_get64(q->payload + 8 * i);
-        float *r = dg_ps_sparse_table_row(t->sparse, id);
-        if (!r) { free(rows); return DG_ENOMEM; }
-        memcpy(rows + i * dim, r, dim * sizeof(float));
+        int64_t k = dg_ps_sparse_table_index(t->sparse, (int64_t)dg_ps_get64(q->payload + 8 * i));
+        if (k < 0) { free(rows); return DG_ENOMEM; }
+        dg_ps_row_meta *meta = dg_ps_sparse_table_meta_at(t->sparse, k);
+        meta->last = t->version;
+        if (meta->count < entry) memset(rows + i * dim, 0, dim * sizeof(float));   /* not entered yet */
+        else memcpy(rows + i * dim, dg_ps_sparse_table_row_at(t->sparse, k), dim * sizeof(float));
     }
     int rc = reply_make(DG_PS_OK, t->version, rows, n * dim * sizeof(float), out, out_len);
     free(rows);
@@ -289,16 +294,21 @@ static int op_sparse_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_
     float *g = malloc(dim * sizeof(float));
     if (!g) return DG_ENOMEM;
     const unsigned char *ids = q->payload + 8, *grads = ids + n * 8;
+    uint32_t entry = dg_ps_sparse_table_settings(t->sparse)->entry;
     int rc = 0;
     for (uint64_t i = 0; i < n && !rc; i++) {
-        int64_t id = (int64_t)dg_ps_get64(ids + 8 * i);
+        int64_t id = (int64_t)dg_ps_get64(ids + 8 * i), k = dg_ps_sparse_table_index(t->sparse, id);
+        if (k < 0) { rc = DG_ENOMEM; break; }
+        dg_ps_row_meta *meta = dg_ps_sparse_table_meta_at(t->sparse, k);
+        meta->count++;
+        meta->last = t->version;
         memcpy(g, grads + i * dim * sizeof(float), dim * sizeof(float));
         if (sync) {
             float *acc = dg_ps_sparse_table_row(t->pending, id);
             if (!acc) rc = DG_ENOMEM;
             else for (size_t j = 0; j < dim; j++) acc[j] += g[j];
-        } else {
-            rc = dg_ps_sparse_table_step(t->sparse, id, g);
+        } else if (meta->count >= entry) {   /* a row below the entry threshold only counts */
+            rc = dg_ps_sparse_table_step_at(t->sparse, k, g);
         }
     }
     if (!rc && !sync) t->version++;
@@ -309,7 +319,9 @@ static int op_sparse_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_
             for (int64_t k = 0; k < dg_ps_sparse_table_rows(t->pending) && !rc; k++) {
                 const float *sum = dg_ps_sparse_table_row_at(t->pending, k);
                 for (size_t j = 0; j < dim; j++) g[j] = sum[j] * inv;
-                rc = dg_ps_sparse_table_step(t->sparse, dg_ps_sparse_table_id(t->pending, k), g);
+                int64_t r = dg_ps_sparse_table_index(t->sparse, dg_ps_sparse_table_id(t->pending, k));
+                if (r < 0) rc = DG_ENOMEM;
+                else if (dg_ps_sparse_table_meta_at(t->sparse, r)->count >= entry) rc = dg_ps_sparse_table_step_at(t->sparse, r, g);
             }
             dg_ps_sparse_table *fresh = rc ? NULL : pending_new(dg_ps_sparse_table_settings(t->sparse));
             if (!rc && !fresh) rc = DG_ENOMEM;
@@ -398,6 +410,14 @@ int dg_ps_server_handle(void *ctx, const void *msg, size_t len, void **reply, si
     case DG_PS_OP_SPARSE_PULL: return op_sparse_pull(s, &q, reply, reply_len);
     case DG_PS_OP_SPARSE_PUSH: return op_sparse_push(s, &q, reply, reply_len);
     case DG_PS_OP_GEO_PUSH: return op_geo_push(s, &q, reply, reply_len);
+    case DG_PS_OP_EVICT: {
+        uint64_t dropped = 0;
+        for (int k = 0; k < DG_PS_MAX_TABLES; k++)
+            if (s->t[k].made && s->t[k].sparse) dropped += (uint64_t)dg_ps_sparse_table_evict(s->t[k].sparse, s->t[k].version, q.arg);
+        unsigned char b[8];
+        dg_ps_put64(b, dropped);
+        return reply_make(DG_PS_OK, 0, b, 8, reply, reply_len);
+    }
     case DG_PS_OP_SPARSE_GEO_PUSH: return op_sparse_geo_push(s, &q, reply, reply_len);
     case DG_PS_OP_SAVE: {
         /* payload: u32 this server's index, u32 the server count, the directory */

@@ -6,7 +6,9 @@
  * shard "t<k>.geo" (total, offset, len, n_workers, mode, kind, nesterov, amsgrad), "t<k>.hyper"
  * (lr, weight_decay, momentum, dampening, beta1, beta2, eps, init_acc, lr_decay), "t<k>.value"
  * and the optimizer's state as "t<k>.opt.<its state names>"; for a sparse shard "t<k>.sparse"
- * (its settings), "t<k>.ids", "t<k>.rows" and "t<k>.acc". Worker 0 then writes DIR/manifest
+ * (its settings; "t<k>.sparse2": entry threshold, beta1, beta2), "t<k>.ids", "t<k>.rows", "t<k>.acc"
+ * (Adagrad's sum or Adam's exp_avg), "t<k>.acc2" (Adam's exp_avg_sq) and "t<k>.meta" (per row:
+ * the rule's steps, the pushes that named it, the version it was last used at). Worker 0 then writes DIR/manifest
  * (the format and S) the same way, last: a directory with a manifest is a whole save.
  *
  * Load (dg_fleet_init_server(DIR)): server i of S' reads the manifest and every one of the S
@@ -22,7 +24,7 @@
 #include <unistd.h>
 
 #define MANIFEST "manifest"
-#define FORMAT "dygraph parameter-server save 1"
+#define FORMAT "dygraph parameter-server save 2"
 
 static int put(dg_tensor_dict *d, const char *name, dg_tensor *t) {
     int rc = t ? dg_tensor_dict_set(d, name, t) : (dg_last_status() ? dg_last_status() : DG_ENOMEM);
@@ -61,7 +63,22 @@ int dg_ps_server_save(dg_ps_server *s, const char *dir, int index, int count) {
             snprintf(name, sizeof name, "t%d.rows", k);
             if (!rc) rc = put(d, name, dg_from_data(DG_SHAPE(n, m->dim), DG_F32, n ? dg_ps_sparse_table_row_at(t->sparse, 0) : NULL));
             snprintf(name, sizeof name, "t%d.acc", k);
-            if (!rc) rc = put(d, name, dg_from_data(DG_SHAPE(n, m->dim), DG_F32, n ? dg_ps_sparse_table_acc_at(t->sparse, 0) : NULL));
+            if (!rc) rc = put(d, name, dg_from_data(DG_SHAPE(n, m->dim), DG_F32, n ? dg_ps_sparse_table_s0_at(t->sparse, 0) : NULL));
+            snprintf(name, sizeof name, "t%d.acc2", k);
+            if (!rc && m->kind == DG_PS_SPARSE_ADAM)
+                rc = put(d, name, dg_from_data(DG_SHAPE(n, m->dim), DG_F32, n ? dg_ps_sparse_table_s1_at(t->sparse, 0) : NULL));
+            double extra[3] = { m->entry, m->beta1, m->beta2 };
+            snprintf(name, sizeof name, "t%d.sparse2", k);
+            if (!rc) rc = put(d, name, dg_from_data(DG_SHAPE(3), DG_F64, extra));
+            int64_t *meta = malloc(sizeof(int64_t) * 3 * (size_t)(n + 1));
+            if (!rc && !meta) rc = DG_ENOMEM;
+            for (int64_t r = 0; !rc && r < n; r++) {
+                const dg_ps_row_meta *mr = dg_ps_sparse_table_meta_at(t->sparse, r);
+                meta[3 * r] = mr->steps, meta[3 * r + 1] = mr->count, meta[3 * r + 2] = (int64_t)mr->last;
+            }
+            snprintf(name, sizeof name, "t%d.meta", k);
+            if (!rc) rc = put(d, name, dg_from_data(DG_SHAPE(n, 3), DG_I64, meta));
+            free(meta);
         } else if (!rc) {
             const dg_ps_init_msg *g = &t->init;
             int64_t geo[8] = { (int64_t)g->total, (int64_t)g->offset, (int64_t)g->len, g->n_workers, g->mode, g->kind, g->nesterov, g->amsgrad };
@@ -155,15 +172,23 @@ int dg_ps_server_load(dg_ps_server *s, const char *dir, int index, int count) {
             snprintf(name, sizeof name, "t%d.range", k);
             dg_tensor *rt = st ? need(f[0], names[0], name, DG_F64, 1) : NULL;
             rc = rt && !dg_to_host(st, set, sizeof set) && !dg_to_host(rt, &range, sizeof range) ? 0 : DG_EFORMAT;
+            double extra[3] = { 0, 0, 0 };
+            snprintf(name, sizeof name, "t%d.sparse2", k);
+            dg_tensor *xt = rc ? NULL : need(f[0], names[0], name, DG_F64, 3);
+            if (!rc) rc = xt && !dg_to_host(xt, extra, sizeof extra) ? 0 : DG_EFORMAT;
             dg_ps_sparse_msg m = { .dim = (uint32_t)set[0], .kind = (uint32_t)set[1], .n_workers = (uint32_t)set[2], .mode = (uint32_t)set[3],
                                    .seed = (uint64_t)set[4] << 32 | (uint64_t)set[5], .lr = set[6], .eps = set[7], .init_acc = set[8],
-                                   .init_range = range };
+                                   .init_range = range, .entry = (uint32_t)extra[0], .beta1 = extra[1], .beta2 = extra[2] };
+            if (!rc && m.kind > DG_PS_SPARSE_ADAM) {
+                DG_ERR(DG_EFORMAT, "fleet_init_server: %s: table %d: rule %u", names[0], k, m.kind);
+                rc = DG_EFORMAT;
+            }
             if (!rc && (m.dim < 1 || m.dim > 65536 || m.n_workers != (uint32_t)s->n_workers)) {
                 DG_ERR(DG_EFORMAT, "fleet_init_server: %s: table %d: width %u for %u workers (this job has %d)", names[0], k, m.dim,
                        m.n_workers, s->n_workers);
                 rc = DG_EFORMAT;
             }
-            if (!rc && (!(t->sparse = dg_ps_sparse_table_new(&m)) || (m.mode == DG_PS_MODE_SYNC && !(t->pending = dg_ps_sparse_table_new(&(dg_ps_sparse_msg){ .dim = m.dim, .kind = m.kind, .n_workers = m.n_workers, .mode = m.mode }))) ||
+            if (!rc && (!(t->sparse = dg_ps_sparse_table_new(&m)) || (m.mode == DG_PS_MODE_SYNC && !(t->pending = dg_ps_sparse_table_new(&(dg_ps_sparse_msg){ .dim = m.dim, .n_workers = m.n_workers, .mode = m.mode }))) ||
                         !(t->pushed = calloc((size_t)s->n_workers, 1))))
                 rc = DG_ENOMEM;
             for (int i = 0; i < old && !rc; i++) {   /* every old shard's rows that are ours now */
@@ -174,15 +199,21 @@ int dg_ps_server_load(dg_ps_server *s, const char *dir, int index, int count) {
                 dg_tensor *rows = ids ? need(f[i], names[i], name, DG_F32, n * m.dim) : NULL;
                 snprintf(name, sizeof name, "t%d.acc", k);
                 dg_tensor *acc = rows ? need(f[i], names[i], name, DG_F32, n * m.dim) : NULL;
-                if (!acc) { rc = DG_EFORMAT; break; }
-                const int64_t *ip = dg_tensor_ptr(ids);
-                const float *rp = dg_tensor_ptr(rows), *ap = dg_tensor_ptr(acc);
+                snprintf(name, sizeof name, "t%d.acc2", k);
+                dg_tensor *acc2 = acc && m.kind == DG_PS_SPARSE_ADAM ? need(f[i], names[i], name, DG_F32, n * m.dim) : NULL;
+                snprintf(name, sizeof name, "t%d.meta", k);
+                dg_tensor *meta = acc ? need(f[i], names[i], name, DG_I64, n * 3) : NULL;
+                if (!meta || (m.kind == DG_PS_SPARSE_ADAM && !acc2)) { rc = DG_EFORMAT; break; }
+                const int64_t *ip = dg_tensor_ptr(ids), *mp = dg_tensor_ptr(meta);
+                const float *rp = dg_tensor_ptr(rows), *ap = dg_tensor_ptr(acc), *a2 = acc2 ? dg_tensor_ptr(acc2) : NULL;
                 for (int64_t r = 0; r < n && !rc; r++) {
                     if (ip[r] < 0 || ip[r] % count != index) continue;
-                    float *row = dg_ps_sparse_table_row(t->sparse, ip[r]), *a = row ? dg_ps_sparse_table_acc(t->sparse, ip[r]) : NULL;
-                    if (!a) { rc = DG_ENOMEM; break; }
-                    memcpy(row, rp + r * m.dim, sizeof(float) * m.dim);
-                    memcpy(a, ap + r * m.dim, sizeof(float) * m.dim);
+                    int64_t kr = dg_ps_sparse_table_index(t->sparse, ip[r]);
+                    if (kr < 0) { rc = DG_ENOMEM; break; }
+                    memcpy(dg_ps_sparse_table_row_at(t->sparse, kr), rp + r * m.dim, sizeof(float) * m.dim);
+                    memcpy(dg_ps_sparse_table_s0_at(t->sparse, kr), ap + r * m.dim, sizeof(float) * m.dim);
+                    if (a2) memcpy(dg_ps_sparse_table_s1_at(t->sparse, kr), a2 + r * m.dim, sizeof(float) * m.dim);
+                    *dg_ps_sparse_table_meta_at(t->sparse, kr) = (dg_ps_row_meta){ mp[3 * r], mp[3 * r + 1], (uint64_t)mp[3 * r + 2] };
                 }
             }
             if (!rc) t->made = true;

@@ -185,16 +185,24 @@ DG_API int dg_fleet_stop_worker(void);
  * whatever the number of servers (dg_fleet_sparse_initial_row gives it). forward(ids) pulls the
  * batch's unique ids and returns ids.shape + [dim]; dg_optimizer_step of the distributed
  * optimizer pushes the rows' gradients, and the servers step each row with that optimizer's
- * rule (SGD or Adagrad) and lr (sync mode: the mean over the workers, as for dense tables).
+ * rule (SGD, Adagrad, or Adam with each row's own step count as Paddle's sparse Adam) and settings
+ * (sync mode: the mean over the workers, as for dense tables).
  * Make these layers on a worker after dg_fleet_init_worker and before
  * dg_fleet_distributed_optimizer (which makes their tables). */
 typedef struct dg_fleet_sparse_params {
     uint64_t seed;          /* default 0 */
     double init_range;      /* >= 0; default 0.05 */
+    int64_t entry_count;    /* Paddle's CountFilterEntry: an id's row is looked up as zeros and not
+                               trained until pushes from this many steps named it; default 0 (at once) */
 } dg_fleet_sparse_params;
 DG_API dg_fleet_sparse_params dg_fleet_sparse_default_params(void);
 DG_API dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p);
 DG_API void dg_fleet_sparse_initial_row(uint64_t seed, double init_range, int64_t id, int64_t dim, float *out);
+/* Paddle's fleet.shrink: every server drops the sparse rows not looked up or pushed in the last
+ * max_age versions of their table (sync: steps; async: pushes) — their values and optimizer state;
+ * a later lookup makes them anew from (seed, id). Returns the rows dropped over every server, or a
+ * DG_E* code. */
+DG_API int64_t dg_fleet_shrink(int64_t max_age);
 DG_API int dg_fleet_worker_index(void);
 DG_API int dg_fleet_worker_num(void);
 DG_API const char *dg_fleet_worker_endpoints(void);          /* "ip:port,..." or "" */

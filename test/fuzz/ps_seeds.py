@@ -9,7 +9,8 @@ import os
 import struct
 
 MAGIC, VERSION = 0x53504744, 1
-INIT, PULL, PUSH, STOP, SPARSE_INIT, SPARSE_PULL, SPARSE_PUSH, SAVE = range(1, 9)
+INIT, PULL, PUSH, STOP, SPARSE_INIT, SPARSE_PULL, SPARSE_PUSH, SAVE, GEO_PUSH, SPARSE_GEO_PUSH, EVICT = range(1, 12)
+ASYNC, SYNC, GEO = range(3)
 SGD, MOMENTUM, ADAGRAD, ADAM = 0, 1, 2, 3   # dg_opt_kind order is checked by the replay test
 
 
@@ -24,8 +25,8 @@ def init_msg(total, offset, length, n_workers, sync, kind, lr=0.1, values=None):
     return head + struct.pack("<%df" % len(vals), *vals)
 
 
-def sparse_msg(dim, kind, n_workers, sync, seed=7, lr=0.05, init_range=0.1):
-    return struct.pack("<4IQ4d", dim, kind, n_workers, sync, seed, lr, 1e-6, 0.1, init_range)
+def sparse_msg(dim, kind, n_workers, mode, seed=7, lr=0.05, init_range=0.1, entry=0):
+    return struct.pack("<4IQ4d2I2d", dim, kind, n_workers, mode, seed, lr, 1e-6, 0.1, init_range, entry, 0, 0.9, 0.999)
 
 
 def conversation(n_workers_byte, msgs):
@@ -53,8 +54,8 @@ for kind in (SGD, MOMENTUM, ADAGRAD, ADAM):
         req(INIT, 0, 0, 0, init_msg(10, 5, 5, 2, 1, kind)), req(INIT, 0, 1, 0, init_msg(10, 5, 5, 2, 1, kind)),
         req(PUSH, 0, 0, 0, grads(5)), req(PULL, 0, 0, 1), req(PUSH, 0, 1, 0, grads(5, -1)), req(PULL, 0, 1, 1),
         req(PUSH, 0, 0, 1, grads(5)), req(STOP, 0, 0), req(STOP, 0, 1)])
-# sparse, SGD and Adagrad, sync and async
-for kind in (0, 1):
+# sparse, SGD, Adagrad and Adam, sync and async
+for kind in (0, 1, 2):
     dim = 4
     seeds["sparse_async_%d" % kind] = conversation(0, [
         req(SPARSE_INIT, 3, 0, 0, sparse_msg(dim, kind, 1, 0)),
@@ -66,6 +67,18 @@ for kind in (0, 1):
         req(SPARSE_PUSH, 1, 0, 0, sparse_push([2, 4], dim, 0)), req(SPARSE_PULL, 1, 1, 1, struct.pack("<q", 2)),
         req(SPARSE_PUSH, 1, 1, 0, sparse_push([4], dim, 0)), req(SPARSE_PULL, 1, 0, 1, struct.pack("<2q", 2, 4)),
         req(SPARSE_PUSH, 1, 0, 0, sparse_push([], dim, 0))])
+# geo tables: deltas added, gradients refused
+seeds["geo"] = conversation(1, [
+    req(INIT, 0, 0, 0, init_msg(6, 0, 6, 2, GEO, ADAM)), req(GEO_PUSH, 0, 1, 0, grads(6)), req(PUSH, 0, 0, 0, grads(6)),
+    req(PULL, 0, 0, 0), req(SPARSE_INIT, 2, 0, 0, sparse_msg(3, 1, 2, GEO)), req(SPARSE_PULL, 2, 1, 0, struct.pack("<2q", 5, 6)),
+    req(SPARSE_GEO_PUSH, 2, 0, 0, sparse_push([5, 6], 3, 0)), req(SPARSE_PUSH, 2, 0, 0, sparse_push([5], 3, 0)),
+    req(GEO_PUSH, 2, 0, 0, grads(3)), req(SPARSE_GEO_PUSH, 0, 0, 0, sparse_push([1], 3, 0))])
+# the entry threshold and eviction
+seeds["entry_evict"] = conversation(0, [
+    req(SPARSE_INIT, 1, 0, 0, sparse_msg(2, 2, 1, ASYNC, entry=2)), req(SPARSE_PULL, 1, 0, 0, struct.pack("<2q", 8, 9)),
+    req(SPARSE_PUSH, 1, 0, 0, sparse_push([8, 9], 2, 0)), req(SPARSE_PUSH, 1, 0, 0, sparse_push([8], 2, 0)),
+    req(SPARSE_PULL, 1, 0, 0, struct.pack("<2q", 8, 9)), req(EVICT, 0, 0, 1), req(EVICT, 0, 0, 0),
+    req(SPARSE_PULL, 1, 0, 0, struct.pack("<q", 8)), req(SAVE, 0, 0, 0, struct.pack("<II", 0, 1) + b"d")])
 # a dense and a sparse table saved (the fuzz target writes to a scratch folder whatever the name)
 seeds["save"] = conversation(0, [
     req(INIT, 0, 0, 0, init_msg(4, 0, 4, 1, 0, ADAGRAD)), req(SPARSE_INIT, 1, 0, 0, sparse_msg(2, 1, 1, 0)),
