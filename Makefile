@@ -282,12 +282,13 @@ run: deps data
 	$(BUILD)/bin/mnist --dataset fashion --epochs 2 --optimizer adam --lr 1e-3 --batch-size 100 \
 	  --save $(BUILD)/mnist_fashion --metrics $(BUILD)/mnist_fashion_metrics.csv
 
-bench: $(BENCHES) $(DGRUN)
+bench: $(BENCHES) $(DGRUN) $(BUILD)/bin/ctr_dnn
 	@sh scripts/deps.sh bench
 	sh bench/run_ops.sh $(BUILD)/bin/bench_ops
 	sh bench/run_models.sh $(BUILD)/bin/bench_models
 	$(BUILD)/bin/bench_dataloader
 	sh bench/run_dist.sh $(BUILD)/bin
+	sh bench/run_ps.sh $(BUILD)/bin
 
 # Regenerates the PyTorch reference files (needs python3-torch, installed by deps).
 goldens:

@@ -42,6 +42,18 @@ static uint64_t fnv(const char *a, const char *b, size_t nb) {
     return h;
 }
 
+static int cmp_id(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+/* How many distinct values ids[0..n) holds (sorts them). */
+static int64_t count_unique(int64_t *ids, int64_t n) {
+    qsort(ids, (size_t)n, sizeof *ids, cmp_id);
+    int64_t u = 0;
+    for (int64_t i = 0; i < n; i++) u += i == 0 || ids[i] != ids[i - 1];
+    return u;
+}
+
 static bool data_alloc(ctr_data *d, int n) {
     d->n = 0;
     d->dense = malloc(sizeof(float) * (size_t)n * INTS);
@@ -294,6 +306,11 @@ int main(int argc, char **argv) {
 
     static auc_stat global, batch_auc;
     int64_t step = 0, nb = tr.n / batch;
+    int64_t dense_floats = 0, unique_ids = 0;   /* for the traffic model: what a step must move */
+    for (int i = 0; i < np; i++) dense_floats += ps ? dg_numel(params[i]) : 0;
+    int64_t *uniq = malloc(sizeof(int64_t) * (size_t)batch * CATS);
+    if (!uniq) return su_die("out of memory");
+    dg_fleet_traffic traffic0 = ps ? dg_fleet_ps_traffic() : (dg_fleet_traffic){ 0 };
     double t0 = su_now();
     int64_t seen = 0;
     for (int64_t epoch = 0; epoch < epochs; epoch++) {
@@ -312,6 +329,8 @@ int main(int argc, char **argv) {
                 }
             }
             seen += batch;
+            memcpy(uniq, tr.ids + b * batch * CATS, sizeof(int64_t) * (size_t)(batch * CATS));
+            unique_ids += count_unique(uniq, batch * CATS);
             if (++step % 100 == 0)
                 printf("epoch %lld step %lld loss %.5f batch auc %.4f auc %.4f\n", (long long)epoch, (long long)step, dg_item(loss),
                        auc_value(&batch_auc), auc_value(&global));
@@ -321,6 +340,17 @@ int main(int argc, char **argv) {
         if (max_steps && step >= max_steps) break;
     }
     double secs = su_now() - t0;
+    if (ps && step) {
+        dg_fleet_traffic t = dg_fleet_ps_traffic();
+        double sent = (double)(t.bytes_sent - traffic0.bytes_sent) / (double)step;
+        double received = (double)(t.bytes_received - traffic0.bytes_received) / (double)step;
+        double ids = (double)unique_ids / (double)step, rows = ids * (double)esize * 4, dense = (double)dense_floats * 4;
+        printf("ps traffic per step: %.0f B sent, %.0f B received, %.1f requests; model (%.0f unique ids x %lld B rows + "
+               "%.0f B dense): %.0f B received, %.0f B sent (ids too)\n", sent, received,
+               (double)(t.requests - traffic0.requests) / (double)step, ids, (long long)esize * 4, dense, rows + dense,
+               rows + ids * 8 + dense);
+    }
+    free(uniq);
     /* held-out AUC of the trained model (and of the planted one on synthetic data) */
     auc_stat test, planted;
     memset(&test, 0, sizeof test);

@@ -16,6 +16,9 @@
 #                                        data_batch_1..5.bin 2,000 records each, test_batch.bin 2,000
 #   build/data/face-synthetic/           SYNTHETIC Kaggle facial keypoints CSVs: training.csv
 #                                        (2,000 rows, 240 with a missing value), test.csv (300)
+#   build/data/uci-housing/housing.data  the real UCI Boston housing data (506 rows, 14 columns),
+#                                        out of Debian's r-cran-mlbench .deb (apt-get download, no R
+#                                        installed) by tools/rda_housing.py
 #
 # DATA_DIR (default build/data) moves the generated part; CC picks the compiler for the tools.
 set -e
@@ -99,3 +102,19 @@ for kind in cifar face; do
         touch "$D/.done"
     fi
 done
+
+# ---- UCI Boston housing, from Debian's r-cran-mlbench (its .deb only: R is not installed) ----
+D="$OUT/uci-housing"
+if [ ! -f "$D/.done" ] || [ tools/rda_housing.py -nt "$D/.done" ]; then
+    mkdir -p "$OUT/cache/mlbench" "$D"
+    if ! ls "$OUT/cache/mlbench"/r-cran-mlbench_*.deb >/dev/null 2>&1; then
+        echo "data: apt-get download r-cran-mlbench"
+        (cd "$OUT/cache/mlbench" && { apt-get download r-cran-mlbench >/dev/null 2>&1 ||
+            { apt-get update -qq >/dev/null 2>&1 || true; apt-get download r-cran-mlbench >/dev/null; }; })
+    fi
+    rm -rf "$OUT/cache/mlbench/x"
+    dpkg-deb -x "$OUT/cache/mlbench"/r-cran-mlbench_*.deb "$OUT/cache/mlbench/x"
+    /usr/bin/python3 tools/rda_housing.py "$OUT/cache/mlbench/x/usr/lib/R/site-library/mlbench/data/BostonHousing.rda" "$D/housing.data"
+    rm -rf "$OUT/cache/mlbench/x"
+    touch "$D/.done"
+fi

@@ -14,6 +14,7 @@
 #include "client.h"
 #include "proto.h"
 #include "table_sparse.h"
+#include "communicator.h"
 #include "server.h"
 
 struct dg_ps_dense {
@@ -28,10 +29,20 @@ struct dg_ps_dense {
     float *flat;                  /* total floats: gradients out, values in */
     uint64_t version;             /* the table version this worker's parameters hold */
     float *base;                  /* geo: the values last pulled, which deltas are measured from */
+    dg_ps_communicator *comm;     /* async: the thread that pushes and pulls (NULL: this thread does) */
+    float *values;                /* async with comm: the values it pulled (total floats) */
     int64_t steps;                /* geo: local steps taken */
 };
 
 static int64_t shard_off(int64_t total, int s, int n) { return (int64_t)((__int128)total * s / n); }
+
+/* What this process's requests moved (both threads of a worker: atomics). */
+static uint64_t g_sent, g_received, g_requests;
+void dg_ps_traffic(uint64_t *sent, uint64_t *received, uint64_t *requests) {
+    *sent = __atomic_load_n(&g_sent, __ATOMIC_RELAXED);
+    *received = __atomic_load_n(&g_received, __ATOMIC_RELAXED);
+    *requests = __atomic_load_n(&g_requests, __ATOMIC_RELAXED);
+}
 
 /* One request to server s; the reply's status, version and payload (malloc'd, caller frees). */
 static int ask(dg_ps_transport *tr, double timeout_s, int s, const unsigned char *msg, size_t len, const char *what, int *status,
@@ -39,7 +50,10 @@ static int ask(dg_ps_transport *tr, double timeout_s, int s, const unsigned char
     void *r = NULL;
     size_t rl = 0;
     int rc = tr->ops->request(tr, s, msg, len, &r, &rl, timeout_s);
+    __atomic_add_fetch(&g_requests, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&g_sent, len, __ATOMIC_RELAXED);
     if (rc) return rc;   /* the transport named the server and what happened */
+    __atomic_add_fetch(&g_received, rl, __ATOMIC_RELAXED);
     const unsigned char *b = r;
     if (rl < DG_PS_REPLY_HEADER || dg_ps_get32(b) != DG_PS_MAGIC || dg_ps_get16(b + 4) != DG_PS_VERSION) {
         free(r);
@@ -121,9 +135,9 @@ static int scatter(dg_ps_dense *d) {
     return rc;
 }
 
-/* Pulls every shard at version >= want into flat, waiting (with the peer backoff) while a
- * server answers NOT_YET, until the timeout. */
-static int pull_all(dg_ps_dense *d, uint64_t want) {
+/* Pulls every shard at version >= want over tr into out (total floats), waiting (with the peer
+ * backoff) while a server answers NOT_YET, until the timeout; *version: the oldest shard's. */
+static int pull_into(const dg_ps_dense *d, dg_ps_transport *tr, uint64_t want, float *out, uint64_t *version) {
     unsigned char h[DG_PS_REQ_HEADER];
     dg_ps_req_header(h, DG_PS_OP_PULL, d->table, (uint32_t)d->worker, want);
     uint64_t got_version = 0;
@@ -131,10 +145,10 @@ static int pull_all(dg_ps_dense *d, uint64_t want) {
         uint64_t ver;
         unsigned char *r = NULL;
         size_t rl = 0;
-        int rc = ask_when_ready(d->tr, d->timeout_s, s, h, sizeof h, "pull", d->table, d->worker, want, &ver, &r, &rl);
+        int rc = ask_when_ready(tr, d->timeout_s, s, h, sizeof h, "pull", d->table, d->worker, want, &ver, &r, &rl);
         if (rc) return rc;
         bool fits = rl == (size_t)d->len[s] * sizeof(float);
-        if (fits) memcpy(d->flat + d->off[s], r + DG_PS_REPLY_HEADER, rl);
+        if (fits) memcpy(out + d->off[s], r + DG_PS_REPLY_HEADER, rl);
         free(r);
         if (!fits) {
             DG_ERR(DG_ECOMM, "ps pull: server %d sent %zu bytes for a shard of %lld floats", s, rl, (long long)d->len[s]);
@@ -142,8 +156,34 @@ static int pull_all(dg_ps_dense *d, uint64_t want) {
         }
         if (s == 0 || ver < got_version) got_version = ver;
     }
-    d->version = got_version;
+    *version = got_version;
     return 0;
+}
+static int pull_all(dg_ps_dense *d, uint64_t want) { return pull_into(d, d->tr, want, d->flat, &d->version); }
+
+/* Pushes grad (total floats) to every server over tr, as computed at table version `at`. */
+static int push_from(const dg_ps_dense *d, dg_ps_transport *tr, const float *grad, uint64_t at) {
+    int rc = 0;
+    for (int s = 0; s < d->n_servers && !rc; s++) {
+        size_t n = DG_PS_REQ_HEADER + (size_t)d->len[s] * sizeof(float);
+        unsigned char *msg = malloc(n);
+        if (!msg) return DG_ENOMEM;
+        dg_ps_req_header(msg, DG_PS_OP_PUSH, d->table, (uint32_t)d->worker, at);
+        memcpy(msg + DG_PS_REQ_HEADER, grad + d->off[s], (size_t)d->len[s] * sizeof(float));
+        int status;
+        uint64_t ver;
+        rc = ask(tr, d->timeout_s, s, msg, n, "push", &status, &ver, NULL, NULL);
+        free(msg);
+    }
+    return rc;
+}
+
+/* The communicator thread's exchange (communicator.h): push, then pull whatever the servers hold. */
+static int exchange(void *ctx, dg_ps_transport *tr, const float *grad, float *values) {
+    const dg_ps_dense *d = ctx;
+    uint64_t ver;
+    int rc = push_from(d, tr, grad, 0);
+    return rc ? rc : pull_into(d, tr, 0, values, &ver);
 }
 
 dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, dg_ps_mode mode,
@@ -206,6 +246,17 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
     if (!rc) rc = pull_all(d, 0);
     if (!rc) rc = scatter(d);
     if (!rc && d->base) memcpy(d->base, d->flat, (size_t)total * sizeof(float));
+    if (!rc && mode.mode == DG_PS_MODE_ASYNC && mode.open_background) {
+        dg_ps_transport *bg = mode.open_background();
+        d->values = malloc((size_t)total * sizeof(float));
+        if (bg && !d->values) {
+            bg->ops->destroy(bg);
+            bg = NULL;
+            DG_ERR(DG_ENOMEM, "fleet_distributed_optimizer: out of memory");
+        }
+        d->comm = bg ? dg_ps_communicator_new(bg, total, exchange, d) : NULL;
+        if (!d->comm) rc = dg_last_status() ? dg_last_status() : DG_ECOMM;
+    }
     if (rc) {
         dg_ps_dense_free(d);
         return NULL;
@@ -248,26 +299,38 @@ int dg_ps_dense_step(dg_ps_dense *d) {
         return rc;
     }
     int rc = gather(d, true);
-    uint64_t at = d->version;
-    for (int s = 0; s < d->n_servers && !rc; s++) {
-        size_t n = DG_PS_REQ_HEADER + (size_t)d->len[s] * sizeof(float);
-        unsigned char *msg = malloc(n);
-        if (!msg) return DG_ENOMEM;
-        dg_ps_req_header(msg, DG_PS_OP_PUSH, d->table, (uint32_t)d->worker, at);
-        memcpy(msg + DG_PS_REQ_HEADER, d->flat + d->off[s], (size_t)d->len[s] * sizeof(float));
-        int status;
-        uint64_t ver;
-        rc = ask(d->tr, d->timeout_s, s, msg, n, "push", &status, &ver, NULL, NULL);
-        free(msg);
+    if (!rc && d->comm) {   /* async: queue the gradients; take the newest values the thread pulled */
+        int got = dg_ps_communicator_queue(d->comm, d->flat, d->values);
+        if (got <= 0) return got;
+        if (d->opt->kind == DG_OPT_SGD) {
+            /* the values were pulled before this step's gradient reached the servers: SGD's
+             * step on them with it (the servers' own rule) keeps this worker's view of its own
+             * progress current, so the overlap costs no staleness of its own gradients */
+            float lr = (float)d->opt->groups[0].lr, wd = (float)d->opt->groups[0].weight_decay;
+            for (int64_t i = 0; i < d->total; i++) d->values[i] -= lr * (d->flat[i] + wd * d->values[i]);
+        }
+        float *t = d->flat;
+        d->flat = d->values, d->values = t;
+        return scatter(d);
     }
+    uint64_t at = d->version;
+    if (!rc) rc = push_from(d, d->tr, d->flat, at);
     /* sync: the step every worker pushed for; async: whatever the servers hold now */
     if (!rc) rc = pull_all(d, d->mode == DG_PS_MODE_SYNC ? at + 1 : 0);
     if (!rc) rc = scatter(d);
     return rc;
 }
 
+int dg_ps_dense_flush(dg_ps_dense *d) {
+    if (!d->comm) return 0;
+    int got = dg_ps_communicator_flush(d->comm, d->flat);
+    return got < 0 ? got : got ? scatter(d) : 0;
+}
+
 void dg_ps_dense_free(dg_ps_dense *d) {
     if (!d) return;
+    dg_ps_communicator_free(d->comm);
+    free(d->values);
     free(d->off);
     free(d->len);
     free(d->flat);

@@ -14,7 +14,13 @@ typedef struct dg_ps_dense dg_ps_dense;
 
 /* How a worker's tables are kept: DG_PS_MODE_SYNC / ASYNC / GEO (proto.h), and for geo the local
  * steps between exchanges. */
-typedef struct dg_ps_mode { int mode, k_steps; } dg_ps_mode;
+typedef struct dg_ps_mode {
+    int mode, k_steps;
+    /* async: opens a second connected transport for the dense table's communicator thread
+     * (communicator.h; NULL with the error set when it cannot); NULL: pushes and pulls on the
+     * worker's own thread */
+    dg_ps_transport *(*open_background)(void);
+} dg_ps_mode;
 
 /* opt's parameters as table `table` over n_servers servers of tr: INITs every shard with this
  * worker's values (with opt's kind and settings for the servers to run) and pulls them back into
@@ -28,6 +34,9 @@ int dg_ps_dense_step(dg_ps_dense *d);
  * now (what dg_ps_dense_step does every k_steps steps; stop and save call it so no step is lost);
  * 0 at once in the other modes. The sparse tables' counterpart likewise. */
 int dg_ps_dense_geo_exchange(dg_ps_dense *d);
+/* Async with a communicator: waits for every queued gradient to be sent and takes the values
+ * pulled after them into the parameters; 0 at once otherwise. */
+int dg_ps_dense_flush(dg_ps_dense *d);
 void dg_ps_dense_free(dg_ps_dense *d);
 /* A sparse table (proto.h's dg_ps_sparse_msg: dim, rule, lr, ..., seed, init_range) over the
  * servers, row id on server id % n_servers. lookup: rows of ids (any shape, int64/int32, >= 0) as
@@ -45,6 +54,8 @@ void dg_ps_sparse_free(dg_ps_sparse *sp);
 int dg_ps_save(dg_ps_transport *tr, int n_servers, int worker, double timeout_s, const char *dir);
 /* Has server drop its sparse rows unused for more than max_age versions; how many, or a DG_E* code. */
 int64_t dg_ps_evict(dg_ps_transport *tr, int server, int worker, double timeout_s, uint64_t max_age);
+/* The bytes this process's requests sent and their replies brought, and the requests, so far. */
+void dg_ps_traffic(uint64_t *sent, uint64_t *received, uint64_t *requests);
 /* Tells every server this worker is done (Paddle's exe.close()); the first failure is returned. */
 int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double timeout_s);
 

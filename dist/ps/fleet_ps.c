@@ -38,6 +38,8 @@ typedef struct sparse_layer {
     int index;
 } sparse_layer;
 
+static dg_ps_transport *open_connected(void);
+
 int dg_fleet_ps_init(const dg_fleet_strategy *st) {
     if (g_ps.on) return 0;
     dg_ps_env e;
@@ -47,7 +49,8 @@ int dg_fleet_ps_init(const dg_fleet_strategy *st) {
     DG_CHECK_INT(st->k_steps >= 0, "fleet_init: strategy k_steps must be >= 0, got %d", st->k_steps);
     DG_CHECK_INT(!(st->sync_mode && st->k_steps > 0), "fleet_init: strategy k_steps %d (geo mode) needs sync_mode false "
                  "(Paddle's a_sync = True with a_sync_configs k_steps)", st->k_steps);
-    g_ps.mode = (dg_ps_mode){ st->sync_mode ? DG_PS_MODE_SYNC : st->k_steps > 0 ? DG_PS_MODE_GEO : DG_PS_MODE_ASYNC, st->k_steps };
+    g_ps.mode = (dg_ps_mode){ st->sync_mode ? DG_PS_MODE_SYNC : st->k_steps > 0 ? DG_PS_MODE_GEO : DG_PS_MODE_ASYNC, st->k_steps,
+                              open_connected };
     g_ps.timeout_s = dg_dist_timeout(st->timeout_s);
     g_ps.on = true;
     return 0;
@@ -101,20 +104,25 @@ int dg_fleet_run_server(void) {
     return rc;
 }
 
-int dg_fleet_init_worker(void) {
-    DG_CHECK_INT(g_ps.on && g_ps.env.role == DG_PS_WORKER, "fleet_init_worker: this process is not a parameter-server "
-                 "worker (call dg_fleet_init(false, ...) in a process whose role is TRAINER)");
-    if (g_ps.tr) return 0;
+/* A ZeroMQ transport connected to every server; NULL with the error set. */
+static dg_ps_transport *open_connected(void) {
     dg_ps_transport *tr = dg_ps_zmq_transport(DG_PS_MAX_MSG_DEFAULT);
-    if (!tr) return dg_last_status() ? dg_last_status() : DG_ECOMM;
+    if (!tr) return NULL;
     const char **eps = malloc(sizeof *eps * (size_t)g_ps.env.n_servers);
     int rc = eps ? 0 : DG_ENOMEM;
     for (int i = 0; !rc && i < g_ps.env.n_servers; i++) eps[i] = g_ps.env.servers[i];
     if (!rc) rc = tr->ops->connect(tr, g_ps.env.n_servers, eps);
     free(eps);
-    if (rc) { tr->ops->destroy(tr); return rc; }
-    g_ps.tr = tr;
-    return 0;
+    if (rc) { tr->ops->destroy(tr); return NULL; }
+    return tr;
+}
+
+int dg_fleet_init_worker(void) {
+    DG_CHECK_INT(g_ps.on && g_ps.env.role == DG_PS_WORKER, "fleet_init_worker: this process is not a parameter-server "
+                 "worker (call dg_fleet_init(false, ...) in a process whose role is TRAINER)");
+    if (g_ps.tr) return 0;
+    g_ps.tr = open_connected();
+    return g_ps.tr ? 0 : dg_last_status() ? dg_last_status() : DG_ECOMM;
 }
 
 /* the step: every sparse table's row gradients, then the dense push and pull */
@@ -201,18 +209,21 @@ int dg_fleet_ps_distributed_optimizer(dg_optimizer *opt) {
     return 0;
 }
 
-/* Geo mode: every table's changes since the last exchange go to the servers now. */
-static int geo_flush(void) {
+/* Whatever a worker still holds goes to the servers now: geo mode's changes since the last
+ * exchange, async mode's gradients queued for the communicator. */
+static int flush_tables(void) {
     int rc = 0;
     for (int i = 0; i < g_ps.n_sparse && !rc; i++)
         if (g_ps.sparse[i] && g_ps.sparse[i]->table) rc = dg_ps_sparse_geo_exchange(g_ps.sparse[i]->table);
-    return rc || !g_ps.dense ? rc : dg_ps_dense_geo_exchange(g_ps.dense);
+    if (!rc && g_ps.dense) rc = dg_ps_dense_geo_exchange(g_ps.dense);
+    if (!rc && g_ps.dense) rc = dg_ps_dense_flush(g_ps.dense);
+    return rc;
 }
 
 int dg_fleet_save_persistables(const char *dirname) {
     DG_CHECK_INT(dirname && *dirname, "fleet_save_persistables: no directory");
     DG_CHECK_INT(g_ps.tr, "fleet_save_persistables: call dg_fleet_init_worker first");
-    int rc = geo_flush();
+    int rc = flush_tables();
     if (rc) return rc;
     if (g_ps.env.worker_id != 0) return 0;   /* the first worker asks, as Paddle's fleet does */
     if (mkdir(dirname, 0777) != 0 && errno != EEXIST) {
@@ -234,11 +245,17 @@ int64_t dg_fleet_shrink(int64_t max_age) {
     return dropped;
 }
 
+dg_fleet_traffic dg_fleet_ps_traffic(void) {
+    dg_fleet_traffic t;
+    dg_ps_traffic(&t.bytes_sent, &t.bytes_received, &t.requests);
+    return t;
+}
+
 int dg_fleet_stop_worker(void) {
     DG_CHECK_INT(g_ps.tr, "fleet_stop_worker: call dg_fleet_init_worker first");
     if (g_ps.stopped) return 0;
     g_ps.stopped = true;
-    int rc = geo_flush();
+    int rc = flush_tables();
     if (rc) return rc;
     return dg_ps_stop_worker(g_ps.tr, g_ps.env.n_servers, g_ps.env.worker_id, g_ps.timeout_s);
 }

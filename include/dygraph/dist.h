@@ -203,6 +203,11 @@ DG_API void dg_fleet_sparse_initial_row(uint64_t seed, double init_range, int64_
  * a later lookup makes them anew from (seed, id). Returns the rows dropped over every server, or a
  * DG_E* code. */
 DG_API int64_t dg_fleet_shrink(int64_t max_age);
+/* What this worker's requests to the parameter servers moved so far: the bytes sent, the bytes
+ * their replies brought (message headers included) and the requests (waits for a version
+ * included). For measuring a job's traffic per step. */
+typedef struct dg_fleet_traffic { uint64_t bytes_sent, bytes_received, requests; } dg_fleet_traffic;
+DG_API dg_fleet_traffic dg_fleet_ps_traffic(void);
 DG_API int dg_fleet_worker_index(void);
 DG_API int dg_fleet_worker_num(void);
 DG_API const char *dg_fleet_worker_endpoints(void);          /* "ip:port,..." or "" */

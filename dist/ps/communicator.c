@@ -1,0 +1,134 @@
+/* dist/ps/communicator.c — async mode's communicator thread (communicator.h).
+ *
+ * Buffers of the table's size move between the worker and the thread under one lock: `queued`
+ * (the gradient handed over), `sending` (what the thread is pushing), `fresh` (the values it
+ * pulled after its last push, until the worker takes them) and `incoming` (the pull under way). */
+#include "../dist_internal.h"
+#include "communicator.h"
+#include <pthread.h>
+
+struct dg_ps_communicator {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;       /* wake: work or stop for the thread; done: a send finished */
+    dg_ps_transport *tr;
+    dg_ps_exchange_fn fn;
+    void *ctx;
+    int64_t total;
+    bool stop, busy, has_fresh;
+    int n_queued;                    /* 0 or 1: a gradient handed over and not yet taken */
+    float *queued, *sending, *fresh, *incoming;
+    int rc;                          /* the thread's first failure, and its message */
+    char why[1024];
+};
+
+static void *run(void *arg) {
+    dg_ps_communicator *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->stop && c->n_queued == 0) pthread_cond_wait(&c->wake, &c->mu);
+        if (c->n_queued == 0 || c->rc) break;   /* stopping with nothing left, or failed */
+        float *t = c->queued;
+        c->queued = c->sending, c->sending = t;
+        c->n_queued = 0;
+        c->busy = true;
+        pthread_mutex_unlock(&c->mu);
+        int rc = c->fn(c->ctx, c->tr, c->sending, c->incoming);
+        pthread_mutex_lock(&c->mu);
+        c->busy = false;
+        if (rc) {
+            c->rc = rc;
+            snprintf(c->why, sizeof c->why, "%s", dg_last_error());
+        } else {
+            t = c->fresh;
+            c->fresh = c->incoming, c->incoming = t;
+            c->has_fresh = true;
+        }
+        pthread_cond_broadcast(&c->done);
+        if (rc) break;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+dg_ps_communicator *dg_ps_communicator_new(dg_ps_transport *tr, int64_t total, dg_ps_exchange_fn fn, void *ctx) {
+    dg_ps_communicator *c = calloc(1, sizeof *c);
+    size_t bytes = (size_t)total * sizeof(float);
+    if (c) {
+        c->queued = malloc(bytes), c->sending = malloc(bytes), c->fresh = malloc(bytes), c->incoming = malloc(bytes);
+    }
+    if (!c || !c->queued || !c->sending || !c->fresh || !c->incoming) {
+        if (c) free(c->queued), free(c->sending), free(c->fresh), free(c->incoming);
+        free(c);
+        tr->ops->destroy(tr);
+        DG_ERR(DG_ENOMEM, "ps communicator: out of memory for 4 x %lld floats", (long long)total);
+        return NULL;
+    }
+    c->tr = tr, c->fn = fn, c->ctx = ctx, c->total = total;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->wake, NULL);
+    pthread_cond_init(&c->done, NULL);
+    if (pthread_create(&c->thread, NULL, run, c) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->wake);
+        pthread_cond_destroy(&c->done);
+        free(c->queued), free(c->sending), free(c->fresh), free(c->incoming);
+        free(c);
+        tr->ops->destroy(tr);
+        DG_ERR(DG_ECOMM, "ps communicator: cannot start its thread");
+        return NULL;
+    }
+    return c;
+}
+
+/* The thread's failure as this thread's error; the caller holds the lock. */
+static int failed(dg_ps_communicator *c) {
+    DG_ERR(c->rc, "ps communicator: %s", c->why);
+    return c->rc;
+}
+
+static int take_fresh(dg_ps_communicator *c, float *values_out) {
+    if (!c->has_fresh) return 0;
+    memcpy(values_out, c->fresh, (size_t)c->total * sizeof(float));
+    c->has_fresh = false;
+    return 1;
+}
+
+int dg_ps_communicator_queue(dg_ps_communicator *c, const float *grad, float *values_out) {
+    pthread_mutex_lock(&c->mu);
+    while (!c->rc && (c->n_queued > 0 || c->busy)) pthread_cond_wait(&c->done, &c->mu);   /* one step in flight */
+    if (c->rc) {
+        int rc = failed(c);
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    memcpy(c->queued, grad, (size_t)c->total * sizeof(float));
+    c->n_queued = 1;
+    pthread_cond_signal(&c->wake);
+    int got = take_fresh(c, values_out);
+    pthread_mutex_unlock(&c->mu);
+    return got;
+}
+
+int dg_ps_communicator_flush(dg_ps_communicator *c, float *values_out) {
+    pthread_mutex_lock(&c->mu);
+    while (!c->rc && (c->n_queued > 0 || c->busy)) pthread_cond_wait(&c->done, &c->mu);
+    int rc = c->rc ? failed(c) : take_fresh(c, values_out);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void dg_ps_communicator_free(dg_ps_communicator *c) {
+    if (!c) return;
+    pthread_mutex_lock(&c->mu);
+    c->stop = true;
+    pthread_cond_signal(&c->wake);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->thread, NULL);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->wake);
+    pthread_cond_destroy(&c->done);
+    c->tr->ops->destroy(c->tr);
+    free(c->queued), free(c->sending), free(c->fresh), free(c->incoming);
+    free(c);
+}
