@@ -1,8 +1,11 @@
 /* dist/ps/communicator.c — async mode's communicator thread (communicator.h).
  *
  * Buffers of the table's size move between the worker and the thread under one lock: `queued`
- * (the gradient handed over), `sending` (what the thread is pushing), `fresh` (the values it
- * pulled after its last push, until the worker takes them) and `incoming` (the pull under way). */
+ * (the sum of the gradients handed over since the thread last took them), `sending` (the sum it
+ * is pushing), `fresh` (the values it pulled after its last push, until the worker takes them) and
+ * `incoming` (the pull under way). What `fresh` lacks of this worker's own gradients is exactly
+ * `sending` (when a newer exchange is under way) plus `queued`: the thread runs one exchange at a
+ * time, so every exchange before the one that pulled `fresh` had reached the servers. */
 #include "../dist_internal.h"
 #include "communicator.h"
 #include <pthread.h>
@@ -16,7 +19,7 @@ struct dg_ps_communicator {
     void *ctx;
     int64_t total;
     bool stop, busy, has_fresh;
-    int n_queued;                    /* 0 or 1: a gradient handed over and not yet taken */
+    int max_merge, n_queued, n_sending;   /* gradients summed in queued / in sending */
     float *queued, *sending, *fresh, *incoming;
     int rc;                          /* the thread's first failure, and its message */
     char why[1024];
@@ -30,10 +33,12 @@ static void *run(void *arg) {
         if (c->n_queued == 0 || c->rc) break;   /* stopping with nothing left, or failed */
         float *t = c->queued;
         c->queued = c->sending, c->sending = t;
+        c->n_sending = c->n_queued;
         c->n_queued = 0;
         c->busy = true;
+        pthread_cond_broadcast(&c->done);   /* room in the queue again */
         pthread_mutex_unlock(&c->mu);
-        int rc = c->fn(c->ctx, c->tr, c->sending, c->incoming);
+        int rc = c->fn(c->ctx, c->tr, c->sending, c->incoming);   /* sending stays as it is: the worker may read it */
         pthread_mutex_lock(&c->mu);
         c->busy = false;
         if (rc) {
@@ -51,7 +56,7 @@ static void *run(void *arg) {
     return NULL;
 }
 
-dg_ps_communicator *dg_ps_communicator_new(dg_ps_transport *tr, int64_t total, dg_ps_exchange_fn fn, void *ctx) {
+dg_ps_communicator *dg_ps_communicator_new(dg_ps_transport *tr, int64_t total, int max_merge, dg_ps_exchange_fn fn, void *ctx) {
     dg_ps_communicator *c = calloc(1, sizeof *c);
     size_t bytes = (size_t)total * sizeof(float);
     if (c) {
@@ -64,7 +69,7 @@ dg_ps_communicator *dg_ps_communicator_new(dg_ps_transport *tr, int64_t total, d
         DG_ERR(DG_ENOMEM, "ps communicator: out of memory for 4 x %lld floats", (long long)total);
         return NULL;
     }
-    c->tr = tr, c->fn = fn, c->ctx = ctx, c->total = total;
+    c->tr = tr, c->fn = fn, c->ctx = ctx, c->total = total, c->max_merge = max_merge < 1 ? 1 : max_merge;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->wake, NULL);
     pthread_cond_init(&c->done, NULL);
@@ -87,25 +92,36 @@ static int failed(dg_ps_communicator *c) {
     return c->rc;
 }
 
-static int take_fresh(dg_ps_communicator *c, float *values_out) {
+static int take_fresh(dg_ps_communicator *c, float *values_out, float *missing_out, int *n_missing) {
     if (!c->has_fresh) return 0;
-    memcpy(values_out, c->fresh, (size_t)c->total * sizeof(float));
+    size_t bytes = (size_t)c->total * sizeof(float);
+    memcpy(values_out, c->fresh, bytes);
     c->has_fresh = false;
+    if (missing_out) {
+        int n = 0;
+        if (c->busy) memcpy(missing_out, c->sending, bytes), n = c->n_sending;
+        else memset(missing_out, 0, bytes);
+        if (c->n_queued)
+            for (int64_t i = 0; i < c->total; i++) missing_out[i] += c->queued[i];
+        *n_missing = n + c->n_queued;
+    }
     return 1;
 }
 
-int dg_ps_communicator_queue(dg_ps_communicator *c, const float *grad, float *values_out) {
+int dg_ps_communicator_queue(dg_ps_communicator *c, const float *grad, float *values_out, float *missing_out, int *n_missing) {
     pthread_mutex_lock(&c->mu);
-    while (!c->rc && (c->n_queued > 0 || c->busy)) pthread_cond_wait(&c->done, &c->mu);   /* one step in flight */
+    /* max_merge 1: the previous exchange must have ended (one gradient in flight, none behind it) */
+    while (!c->rc && (c->n_queued >= c->max_merge || (c->max_merge == 1 && c->busy))) pthread_cond_wait(&c->done, &c->mu);
     if (c->rc) {
         int rc = failed(c);
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
-    memcpy(c->queued, grad, (size_t)c->total * sizeof(float));
-    c->n_queued = 1;
+    int got = take_fresh(c, values_out, missing_out, n_missing);   /* before grad joins the queue */
+    if (c->n_queued == 0) memcpy(c->queued, grad, (size_t)c->total * sizeof(float));
+    else for (int64_t i = 0; i < c->total; i++) c->queued[i] += grad[i];
+    c->n_queued++;
     pthread_cond_signal(&c->wake);
-    int got = take_fresh(c, values_out);
     pthread_mutex_unlock(&c->mu);
     return got;
 }
@@ -113,7 +129,7 @@ int dg_ps_communicator_queue(dg_ps_communicator *c, const float *grad, float *va
 int dg_ps_communicator_flush(dg_ps_communicator *c, float *values_out) {
     pthread_mutex_lock(&c->mu);
     while (!c->rc && (c->n_queued > 0 || c->busy)) pthread_cond_wait(&c->done, &c->mu);
-    int rc = c->rc ? failed(c) : take_fresh(c, values_out);
+    int rc = c->rc ? failed(c) : take_fresh(c, values_out, NULL, NULL);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -10,7 +10,8 @@
 #  3. housing, sync, async and geo (k_steps 4), the tutorial's 30 epochs; and sync on the real UCI
 #     data, whose held-out squared error must fall below 40 (283 untrained);: the held-out squared error falls below a
 #     quarter of the untrained model's, and every server reports that every worker stopped;
-#  4. the CTR-DNN sample, async and geo, 2 servers x 2 workers on its SYNTHETIC Criteo-like data:
+#  4. the CTR-DNN sample, async (SGD: merged pushes; Adagrad: one in flight) and geo, 2 servers x
+#     2 workers on its SYNTHETIC Criteo-like data:
 #     the held-out AUC within 0.02 of the planted model's own; geo with one worker equals one
 #     process (its local steps and exchanges lose nothing);
 #  5. tables saved and restored (the small CTR model, Adagrad, sync): 10 steps, save, then a
@@ -105,7 +106,7 @@ for w in 0 1; do
 done
 
 # geo averages the workers' models every k steps, so each worker's steps count 1/W: twice the epochs
-for mode in "async:--async" "geo:--k-steps 10 --epochs 6"; do
+for mode in "async:--async" "async-adagrad:--async --optimizer adagrad --lr 0.05" "geo:--k-steps 10 --epochs 6"; do
     name=${mode%%:*}
     rm -rf "$DIR/log"
     "$BIN/dgrun" --server_num 2 --worker_num 2 --log_dir "$DIR/log" "$BIN/ctr_dnn" ${mode#*:} --threads 1 > "$DIR/ctr_dnn.out" 2>&1 ||
