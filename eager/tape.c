@@ -34,6 +34,7 @@ dg_tensor *dg_grad(const dg_tensor *t) {
     if (t->sparse_ids && dg_sparse_grad_fold((dg_tensor *)t) != 0) return NULL;
     return t->grad;
 }
+bool dg_grad_is_rows(const dg_tensor *t) { return usable(t, "grad_is_rows") && t->sparse_ids && !t->grad; }
 static void drop_sparse_grad(dg_tensor *t) {
     dg_tensor_release(t->sparse_ids);
     dg_tensor_release(t->sparse_rows);

@@ -233,6 +233,60 @@ void dg_optimizer_free(dg_optimizer *o) {
 
 static bool same_device(dg_device a, dg_device b) { return a.type == b.type && a.index == b.index; }
 
+/* Whether parameter i's step may touch only the rows of its row gradient (a sparse embedding's):
+ * where the rule leaves an element with a zero gradient exactly as it is — SGD without momentum
+ * and Adagrad, both without weight decay, on a float parameter (torch's sparse SGD and Adagrad).
+ * The result is the dense step's, bit for bit; the cost is the rows', not the table's. */
+static bool steps_rows(const dg_optimizer *o, int i) {
+    const dg_tensor *p = o->params[i];
+    dg_update_kind r = o->info->rule;
+    return (r == DG_UPD_SGD || r == DG_UPD_ADAGRAD) && o->groups[o->group_of[i]].weight_decay == 0 && !half(p) &&
+           dg_is_contiguous(p) && dg_ndim(p) >= 2 && dg_grad_is_rows(p);
+}
+
+/* That step: one update tensor per row, the rule's scalars prepared once for the parameter. */
+static int step_rows(dg_optimizer *o, int i, const dg_update_params *u0) {
+    dg_tensor *p = o->params[i], *ids = NULL, *rows = NULL;
+    int64_t k = dg_sparse_grad(p, &ids, &rows);
+    int64_t width = dg_numel(p) / dg_shape_of(p).d[0], vocab = dg_shape_of(p).d[0];
+    int rc = o->n_entries > 0 ? dg_opt_ensure_state(o, i) : 0;
+    if (rc) return rc;
+    if (!dg_is_contiguous(rows) && !(rows = dg_contiguous(rows))) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    int64_t *id = malloc(sizeof(int64_t) * (size_t)(k ? k : 1));
+    dg_update_tensor *t = malloc(sizeof *t * (size_t)(k ? k : 1));
+    if (!id || !t || dg_to_host(ids, id, sizeof(int64_t) * (size_t)k)) {
+        free(id), free(t);
+        return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    }
+    dg_opt_state *s = &o->state[i];
+    size_t row_bytes = (size_t)width * dg_dtype_size(dg_dtype_of(p));
+    char *pp = dg_tensor_ptr(p), *gp = dg_tensor_ptr(rows), *sp = s->buf[0] ? dg_tensor_ptr(s->buf[0]) : NULL;
+    dg_update_tensor one = { 0 };
+    o->info->prepare(o, i, &one);   /* once: it advances the parameter's step count */
+    for (int64_t r = 0; r < k && !rc; r++) {
+        if (id[r] < 0 || id[r] >= vocab) {
+            DG_ERR(DG_EINVAL, "%s: parameter %d's row gradient names row %lld of %lld", o->info->name, i, (long long)id[r],
+                   (long long)vocab);
+            rc = DG_EINVAL;
+            break;
+        }
+        t[r] = one;
+        t[r].p = pp + (size_t)id[r] * row_bytes;
+        t[r].g = gp + (size_t)r * row_bytes;
+        t[r].s0 = sp ? sp + (size_t)id[r] * row_bytes : NULL;
+        t[r].n = width;
+    }
+    dg_update_params u = *u0;
+    u.lr = o->groups[o->group_of[i]].lr;
+    u.weight_decay = 0;
+    if (!rc && k) rc = dg_fused_update(dg_device_of(p), dg_dtype_of(p), &u, t, (int)k);
+    if (!rc && s->step_t) rc = dg_fill_(s->step_t, (double)s->step);
+    s->fresh = false;
+    free(id);
+    free(t);
+    return rc;
+}
+
 int dg_optimizer_step(dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_step: optimizer is NULL");
     if (o->remote_step) return o->remote_step(o->remote_ctx);
@@ -263,7 +317,10 @@ int dg_optimizer_step(dg_optimizer *o) {
     dg_scope *sc = dg_scope_begin();   /* contiguous copies of gradients */
     /* validate and collect every parameter with a gradient before touching any, so a bad one
      * leaves all parameters and states as they were */
+    bool *rows_later = calloc((size_t)(o->n ? o->n : 1), sizeof *rows_later);
+    if (!rows_later) rc = DG_ENOMEM;
     for (int i = 0; i < o->n && rc == 0; i++) {
+        if (steps_rows(o, i)) { rows_later[i] = true; continue; }
         dg_tensor *p = o->params[i], *g = dg_grad(p);
         if (!g) continue;
         char a[96], b[96], da[16], db[16];
@@ -336,6 +393,9 @@ int dg_optimizer_step(dg_optimizer *o) {
         if (s->step_t) rc = dg_fill_(s->step_t, (double)s->step);
         if (!rc && s->mu_t) rc = dg_fill_(s->mu_t, s->mu_product);
     }
+    for (int i = 0; i < o->n && rc == 0; i++)
+        if (rows_later && rows_later[i]) rc = step_rows(o, i, &u);
+    free(rows_later);
     dg_scope_end(sc);
     dg_no_grad_end();
     free(t);

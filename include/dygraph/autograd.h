@@ -25,6 +25,9 @@ DG_API int dg_clear_grad(dg_tensor *t);                             /* drop the 
  * are none. Backward passes merge new rows into them; dg_grad (and so every optimizer) folds
  * them into the dense gradient and drops them; dg_clear_grad drops them. */
 DG_API int64_t dg_sparse_grad(const dg_tensor *t, dg_tensor **ids, dg_tensor **rows);
+/* Whether t's whole gradient is such rows (no dense part): what lets SGD and Adagrad without
+ * weight decay step only those rows, as torch's do with a sparse gradient. */
+DG_API bool dg_grad_is_rows(const dg_tensor *t);
 /* t.grad = g: copies g (same shape and dtype as t) into t's gradient, made if there is none
  * (what DataParallel does after its all-reduce). */
 DG_API int dg_set_grad(dg_tensor *t, const dg_tensor *g);
