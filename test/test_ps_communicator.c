@@ -53,6 +53,27 @@ static void no_destroy(dg_ps_transport *t) { (void)t; }
 static const dg_ps_transport_ops fake_ops = { .name = "fake", .destroy = no_destroy };
 static dg_ps_transport fake_tr = { &fake_ops, NULL };
 
+/* The worker's side: take copies what it is handed, add hands `grad` over. */
+typedef struct { const float *grad; float values[N], lack[N]; int n_missing, taken; } worker;
+static void take(void *ctx, const dg_ps_handover *h) {
+    worker *w = ctx;
+    for (int i = 0; i < N; i++) {
+        w->values[i] = h->fresh[i];
+        w->lack[i] = (h->sending ? h->sending[i] : 0) + (h->queued ? h->queued[i] : 0);
+    }
+    w->n_missing = h->n_missing;
+    w->taken++;
+}
+static int add(void *ctx, float *queue, bool accumulate) {
+    worker *w = ctx;
+    for (int i = 0; i < N; i++) queue[i] = (accumulate ? queue[i] : 0) + w->grad[i];
+    return 0;
+}
+static int step(dg_ps_communicator *c, worker *w, const float *g) {
+    w->grad = g;
+    return dg_ps_communicator_step(c, take, add, w);
+}
+
 static fake *fake_new(int fail_at) {
     fake *f = calloc(1, sizeof *f);
     pthread_mutex_init(&f->mu, NULL);
@@ -65,35 +86,38 @@ Test(ps_communicator, merges_during_an_exchange_and_says_what_the_values_lack) {
     fake *f = fake_new(0);
     dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 20, fake_exchange, f);
     cr_assert(c);
-    float g[5][N], values[N], missing[N];
+    float g[5][N];
     for (int k = 0; k < 5; k++) for (int i = 0; i < N; i++) g[k][i] = (float)((k + 1) * (i + 1));
-    int n_missing = -1;
-    cr_expect_eq(dg_ps_communicator_queue(c, g[0], values, missing, &n_missing), 0, "no values before the first exchange");
+    worker w = { 0 };
+    cr_expect_eq(step(c, &w, g[0]), 0, "no values before the first exchange");
     wait_for(f, &f->started, 1);                        /* exchange 1 (g0) is held */
-    cr_expect_eq(dg_ps_communicator_queue(c, g[1], values, missing, &n_missing), 0);
-    cr_expect_eq(dg_ps_communicator_queue(c, g[2], values, missing, &n_missing), 0);
+    cr_expect_eq(step(c, &w, g[1]), 0);
+    cr_expect_eq(step(c, &w, g[2]), 0);
     allow(f, 1);
     wait_for(f, &f->started, 2);                        /* exchange 2 took g1 + g2 in one push */
-    cr_assert_eq(dg_ps_communicator_queue(c, g[3], values, missing, &n_missing), 1, "exchange 1's values");
+    cr_assert_eq(step(c, &w, g[3]), 1, "exchange 1's values");
     for (int i = 0; i < N; i++) {
-        cr_expect_float_eq(values[i], g[0][i], 0, "values after g0");
-        cr_expect_float_eq(missing[i], g[1][i] + g[2][i], 0, "they lack g1 + g2 (in flight)");
+        cr_expect_float_eq(w.values[i], g[0][i], 0, "values after g0");
+        cr_expect_float_eq(w.lack[i], g[1][i] + g[2][i], 0, "they lack g1 + g2 (in flight)");
     }
-    cr_expect_eq(n_missing, 2);
+    cr_expect_eq(w.n_missing, 2);
     allow(f, 100);
-    cr_assert_eq(dg_ps_communicator_flush(c, values), 1);
-    for (int i = 0; i < N; i++) cr_expect_float_eq(values[i], g[0][i] + g[1][i] + g[2][i] + g[3][i], 1e-6, "every push arrived");
+    cr_assert_eq(dg_ps_communicator_flush(c, take, &w), 1);
+    for (int i = 0; i < N; i++) {
+        cr_expect_float_eq(w.values[i], g[0][i] + g[1][i] + g[2][i] + g[3][i], 1e-6, "every push arrived");
+        cr_expect_float_eq(w.lack[i], 0, 0, "and nothing is missing");
+    }
     cr_expect_eq(f->started, 3, "g3 went alone after exchange 2: %d exchanges", f->started);
-    cr_expect_eq(dg_ps_communicator_flush(c, values), 0, "nothing new");
+    cr_expect_eq(dg_ps_communicator_flush(c, take, &w), 0, "nothing new");
     dg_ps_communicator_free(c);
     free(f);
 }
 
 /* max_merge 1: handing over the next gradient waits for the exchange under way. */
-typedef struct { dg_ps_communicator *c; const float *g; float *v; volatile int returned; } handoff;
+typedef struct { dg_ps_communicator *c; worker *w; const float *g; volatile int returned; } handoff;
 static void *hand_over(void *arg) {
     handoff *h = arg;
-    dg_ps_communicator_queue(h->c, h->g, h->v, NULL, NULL);
+    step(h->c, h->w, h->g);
     h->returned = 1;
     return NULL;
 }
@@ -101,10 +125,11 @@ static void *hand_over(void *arg) {
 Test(ps_communicator, one_in_flight_waits_for_the_exchange) {
     fake *f = fake_new(0);
     dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 1, fake_exchange, f);
-    float g[N] = { 1, 2, 3 }, v[N];
-    cr_expect_eq(dg_ps_communicator_queue(c, g, v, NULL, NULL), 0);
+    float g[N] = { 1, 2, 3 };
+    worker w = { 0 };
+    cr_expect_eq(step(c, &w, g), 0);
     wait_for(f, &f->started, 1);
-    handoff h = { c, g, v, 0 };
+    handoff h = { c, &w, g, 0 };
     pthread_t t;
     pthread_create(&t, NULL, hand_over, &h);
     usleep(100 * 1000);
@@ -112,8 +137,8 @@ Test(ps_communicator, one_in_flight_waits_for_the_exchange) {
     allow(f, 100);
     pthread_join(t, NULL);
     cr_expect_eq(h.returned, 1);
-    cr_expect_float_eq(v[2], 3, 0, "and it got the first exchange's values");
-    dg_ps_communicator_flush(c, v);
+    cr_expect_float_eq(w.values[2], 3, 0, "and it got the first exchange's values");
+    dg_ps_communicator_flush(c, take, &w);
     dg_ps_communicator_free(c);
     free(f);
 }
@@ -121,14 +146,15 @@ Test(ps_communicator, one_in_flight_waits_for_the_exchange) {
 Test(ps_communicator, a_failed_exchange_is_the_workers_error) {
     fake *f = fake_new(1);
     dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 20, fake_exchange, f);
-    float g[N] = { 1, 1, 1 }, v[N];
+    float g[N] = { 1, 1, 1 };
+    worker w = { 0 };
     allow(f, 100);
-    dg_ps_communicator_queue(c, g, v, NULL, NULL);
+    step(c, &w, g);
     wait_for(f, &f->done, 1);
-    int rc = dg_ps_communicator_flush(c, v);
+    int rc = dg_ps_communicator_flush(c, take, &w);
     cr_expect_eq(rc, DG_ECOMM);
     cr_expect(strstr(dg_last_error(), "10.0.0.9:7000"), "%s", dg_last_error());
-    cr_expect_eq(dg_ps_communicator_queue(c, g, v, NULL, NULL), DG_ECOMM, "and every later hand-over");
+    cr_expect_eq(step(c, &w, g), DG_ECOMM, "and every later hand-over");
     dg_ps_communicator_free(c);
     free(f);
 }

@@ -30,7 +30,6 @@ struct dg_ps_dense {
     uint64_t version;             /* the table version this worker's parameters hold */
     float *base;                  /* geo: the values last pulled, which deltas are measured from */
     dg_ps_communicator *comm;     /* async: the thread that pushes and pulls (NULL: this thread does) */
-    float *values, *missing;      /* async with comm: the values it pulled; SGD: what they lack */
     int64_t steps;                /* geo: local steps taken */
 };
 
@@ -246,15 +245,13 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
     if (!rc) rc = pull_all(d, 0);
     if (!rc) rc = scatter(d);
     if (!rc && d->base) memcpy(d->base, d->flat, (size_t)total * sizeof(float));
-    if (!rc && mode.mode == DG_PS_MODE_ASYNC && mode.open_background) {
+    /* the communicator hands values straight to the parameters' memory: CPU, contiguous float32
+     * (a worker on another device pushes and pulls on its own thread) */
+    bool host = true;
+    for (int i = 0; i < opt->n; i++)
+        host = host && dg_device_of(opt->params[i]).type == DG_CPU && dg_is_contiguous(opt->params[i]);
+    if (!rc && mode.mode == DG_PS_MODE_ASYNC && mode.open_background && host) {
         dg_ps_transport *bg = mode.open_background();
-        d->values = malloc((size_t)total * sizeof(float));
-        d->missing = opt->kind == DG_OPT_SGD ? malloc((size_t)total * sizeof(float)) : NULL;
-        if (bg && (!d->values || (opt->kind == DG_OPT_SGD && !d->missing))) {
-            bg->ops->destroy(bg);
-            bg = NULL;
-            DG_ERR(DG_ENOMEM, "fleet_distributed_optimizer: out of memory");
-        }
         /* SGD merges up to Paddle's 20 (sums of SGD steps are the steps; its own missing steps
          * are added back here); a stateful rule steps once per push, and merged (averaged)
          * pushes measured far worse (CTR-DNN 2x2 Adagrad test AUC 0.79 against 0.89), so it keeps
@@ -303,27 +300,65 @@ static int local_step(dg_ps_dense *d) {
     return rc;
 }
 
-/* Async with the communicator: hand the gradients (in flat) over and take the newest values it
- * pulled. With SGD the worker also steps its own copy: the values lack the gradients still queued
- * or in flight, which it adds back (lr * their sum; weight decay on the values it holds), then
- * this step's gradient by the local step; so merging and overlap cost no staleness of its own
- * gradients, only of the other workers'. */
-static int async_step(dg_ps_dense *d) {
-    bool sgd = d->opt->kind == DG_OPT_SGD;
-    int n_missing = 0;
-    int got = dg_ps_communicator_queue(d->comm, d->flat, d->values, sgd ? d->missing : NULL, &n_missing);
-    if (got < 0) return got;
-    if (got) {
-        if (sgd && n_missing) {
-            float lr = (float)d->opt->groups[0].lr, wd = (float)d->opt->groups[0].weight_decay * (float)n_missing;
-            for (int64_t i = 0; i < d->total; i++) d->values[i] -= lr * (d->missing[i] + wd * d->values[i]);
+/* The communicator's take (communicator.h), straight into the parameters' memory: the values it
+ * pulled, and with SGD minus lr x the gradients they lack (queued or in flight; weight decay on
+ * the values), so merging and overlap cost no staleness of this worker's own gradients, only of
+ * the other workers'. */
+static void take_values(void *ctx, const dg_ps_handover *h) {
+    dg_ps_dense *d = ctx;
+    bool sgd = d->opt->kind == DG_OPT_SGD && h->n_missing > 0;
+    float lr = (float)d->opt->groups[0].lr, wd = (float)d->opt->groups[0].weight_decay * (float)h->n_missing;
+    int64_t at = 0;
+    for (int i = 0; i < d->opt->n; i++) {
+        float *p = dg_tensor_ptr(d->opt->params[i]);
+        int64_t n = dg_numel(d->opt->params[i]);
+        const float *f = h->fresh + at, *s = h->sending ? h->sending + at : NULL, *q = h->queued ? h->queued + at : NULL;
+        if (!sgd) {
+            memcpy(p, f, (size_t)n * sizeof(float));
+        } else {
+            for (int64_t j = 0; j < n; j++) {
+                float lack = (s ? s[j] : 0) + (q ? q[j] : 0);
+                p[j] = f[j] - lr * (lack + wd * f[j]);
+            }
         }
-        float *t = d->flat;
-        d->flat = d->values, d->values = t;
-        int rc = scatter(d);
-        if (rc) return rc;
+        at += n;
     }
-    return sgd ? local_step(d) : 0;
+}
+
+/* The communicator's add: this step's gradients, written or added into its queue. */
+static int add_grads(void *ctx, float *queue, bool accumulate) {
+    dg_ps_dense *d = ctx;
+    int64_t at = 0;
+    int rc = 0;
+    for (int i = 0; i < d->opt->n && !rc; i++) {
+        dg_tensor *p = d->opt->params[i];
+        int64_t n = dg_numel(p);
+        const dg_tensor *g = dg_grad(p);
+        dg_scope *sc = dg_scope_begin();
+        if (g && (dg_dtype_of(g) != DG_F32 || !dg_is_contiguous(g))) {   /* the parameters are CPU float32 */
+            g = dg_contiguous(dg_cast(g, DG_F32));
+            if (!g) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+        }
+        const float *gp = g ? dg_tensor_ptr(g) : NULL;
+        float *out = queue + at;
+        if (!rc && !accumulate) {
+            if (gp) memcpy(out, gp, (size_t)n * sizeof(float));
+            else memset(out, 0, (size_t)n * sizeof(float));   /* unused this step: no gradient */
+        } else if (!rc && gp) {
+            for (int64_t j = 0; j < n; j++) out[j] += gp[j];
+        }
+        dg_scope_end(sc);
+        at += n;
+    }
+    return rc;
+}
+
+/* Async with the communicator: hand the gradients over, take the newest values it pulled, and
+ * with SGD step this worker's own copy with this step's gradient too. */
+static int async_step(dg_ps_dense *d) {
+    int got = dg_ps_communicator_step(d->comm, take_values, add_grads, d);
+    if (got < 0) return got;
+    return d->opt->kind == DG_OPT_SGD ? local_step(d) : 0;
 }
 
 int dg_ps_dense_step(dg_ps_dense *d) {
@@ -332,8 +367,8 @@ int dg_ps_dense_step(dg_ps_dense *d) {
         if (!rc && ++d->steps % d->k_steps == 0) rc = dg_ps_dense_geo_exchange(d);
         return rc;
     }
+    if (d->comm) return async_step(d);
     int rc = gather(d, true);
-    if (!rc && d->comm) return async_step(d);
     uint64_t at = d->version;
     if (!rc) rc = push_from(d, d->tr, d->flat, at);
     /* sync: the step every worker pushed for; async: whatever the servers hold now */
@@ -344,15 +379,13 @@ int dg_ps_dense_step(dg_ps_dense *d) {
 
 int dg_ps_dense_flush(dg_ps_dense *d) {
     if (!d->comm) return 0;
-    int got = dg_ps_communicator_flush(d->comm, d->flat);
-    return got < 0 ? got : got ? scatter(d) : 0;
+    int got = dg_ps_communicator_flush(d->comm, take_values, d);
+    return got < 0 ? got : 0;
 }
 
 void dg_ps_dense_free(dg_ps_dense *d) {
     if (!d) return;
     dg_ps_communicator_free(d->comm);
-    free(d->values);
-    free(d->missing);
     free(d->off);
     free(d->len);
     free(d->flat);

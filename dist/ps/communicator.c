@@ -92,23 +92,17 @@ static int failed(dg_ps_communicator *c) {
     return c->rc;
 }
 
-static int take_fresh(dg_ps_communicator *c, float *values_out, float *missing_out, int *n_missing) {
+/* Hands the fresh values and what they lack to take (the caller holds the lock). */
+static int take_fresh(dg_ps_communicator *c, dg_ps_take_fn take, void *ctx) {
     if (!c->has_fresh) return 0;
-    size_t bytes = (size_t)c->total * sizeof(float);
-    memcpy(values_out, c->fresh, bytes);
     c->has_fresh = false;
-    if (missing_out) {
-        int n = 0;
-        if (c->busy) memcpy(missing_out, c->sending, bytes), n = c->n_sending;
-        else memset(missing_out, 0, bytes);
-        if (c->n_queued)
-            for (int64_t i = 0; i < c->total; i++) missing_out[i] += c->queued[i];
-        *n_missing = n + c->n_queued;
-    }
+    dg_ps_handover h = { c->fresh, c->busy ? c->sending : NULL, c->n_queued ? c->queued : NULL,
+                         (c->busy ? c->n_sending : 0) + c->n_queued };
+    take(ctx, &h);
     return 1;
 }
 
-int dg_ps_communicator_queue(dg_ps_communicator *c, const float *grad, float *values_out, float *missing_out, int *n_missing) {
+int dg_ps_communicator_step(dg_ps_communicator *c, dg_ps_take_fn take, dg_ps_add_fn add, void *ctx) {
     pthread_mutex_lock(&c->mu);
     /* max_merge 1: the previous exchange must have ended (one gradient in flight, none behind it) */
     while (!c->rc && (c->n_queued >= c->max_merge || (c->max_merge == 1 && c->busy))) pthread_cond_wait(&c->done, &c->mu);
@@ -117,19 +111,20 @@ int dg_ps_communicator_queue(dg_ps_communicator *c, const float *grad, float *va
         pthread_mutex_unlock(&c->mu);
         return rc;
     }
-    int got = take_fresh(c, values_out, missing_out, n_missing);   /* before grad joins the queue */
-    if (c->n_queued == 0) memcpy(c->queued, grad, (size_t)c->total * sizeof(float));
-    else for (int64_t i = 0; i < c->total; i++) c->queued[i] += grad[i];
-    c->n_queued++;
-    pthread_cond_signal(&c->wake);
+    int got = take_fresh(c, take, ctx);   /* before this step's gradient joins the queue */
+    int rc = add(ctx, c->queued, c->n_queued > 0);
+    if (!rc) {
+        c->n_queued++;
+        pthread_cond_signal(&c->wake);
+    }
     pthread_mutex_unlock(&c->mu);
-    return got;
+    return rc ? rc : got;
 }
 
-int dg_ps_communicator_flush(dg_ps_communicator *c, float *values_out) {
+int dg_ps_communicator_flush(dg_ps_communicator *c, dg_ps_take_fn take, void *ctx) {
     pthread_mutex_lock(&c->mu);
     while (!c->rc && (c->n_queued > 0 || c->busy)) pthread_cond_wait(&c->done, &c->mu);
-    int rc = c->rc ? failed(c) : take_fresh(c, values_out, NULL, NULL);
+    int rc = c->rc ? failed(c) : take_fresh(c, take, ctx);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }

@@ -23,14 +23,26 @@ typedef int (*dg_ps_exchange_fn)(void *ctx, dg_ps_transport *tr, const float *gr
 /* Starts the thread; tr (owned from now on, even on failure) is only ever used by it. NULL with
  * the error set. */
 dg_ps_communicator *dg_ps_communicator_new(dg_ps_transport *tr, int64_t total, int max_merge, dg_ps_exchange_fn fn, void *ctx);
-/* Hands grad (total floats) over (waiting while max_merge are queued). If the thread pulled values
- * since the last call, copies them into values_out and returns 1 — with missing_out (if not
- * NULL) = the sum of the gradients handed over before grad that those values do not include yet,
- * *n_missing how many — else 0; or the thread's first failure (its message re-raised here). */
-int dg_ps_communicator_queue(dg_ps_communicator *c, const float *grad, float *values_out, float *missing_out, int *n_missing);
-/* Waits until every queued gradient was sent and the values pulled after it are in values_out
- * (returns 1; 0 when nothing was queued since the last values were taken); or the failure. */
-int dg_ps_communicator_flush(dg_ps_communicator *c, float *values_out);
+/* What a step hands over and takes back, under the communicator's lock: the values the thread
+ * pulled since the last step, and the sums of this worker's gradients they do not include yet —
+ * `sending` (NULL when no exchange is under way) and `queued` (NULL when none wait) — n_missing
+ * gradients in all. */
+typedef struct dg_ps_handover {
+    const float *fresh, *sending, *queued;
+    int n_missing;
+} dg_ps_handover;
+typedef void (*dg_ps_take_fn)(void *ctx, const dg_ps_handover *h);
+/* Writes (accumulate false) or adds this step's gradient into queue (total floats). */
+typedef int (*dg_ps_add_fn)(void *ctx, float *queue, bool accumulate);
+
+/* One step's hand-over (waiting while max_merge gradients are queued): take(ctx, ...) if values
+ * were pulled since the last step, then add(ctx, ...) this step's gradient. Returns 1 when take
+ * was called, 0 when not; or add's failure, or the thread's first failure (its message re-raised
+ * here). */
+int dg_ps_communicator_step(dg_ps_communicator *c, dg_ps_take_fn take, dg_ps_add_fn add, void *ctx);
+/* Waits until every queued gradient was sent, then take(ctx, ...) with the values pulled after
+ * them (returns 1; 0 when nothing new was pulled since the last take); or the failure. */
+int dg_ps_communicator_flush(dg_ps_communicator *c, dg_ps_take_fn take, void *ctx);
 /* Stops the thread (after sending what is queued) and frees everything, the transport too. */
 void dg_ps_communicator_free(dg_ps_communicator *c);
 
