@@ -112,7 +112,7 @@ TESTBIN  := $(BUILD)/bin/dygraph_tests
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED) $(MODULES)
 
-$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/*.h data/formats/*.h dist/*.h test/*.h test/fuzz/*.c)
+$(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager/cpu/*.h eager/ops/*.h nn/*.h optim/*.h data/*.h data/formats/*.h dist/*.h dist/ps/*.h test/*.h test/fuzz/*.c)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -455,7 +455,7 @@ $(EMU_CUBLAS): test/cuda_emu/cublas.c $(EMU_HDRS) $(EMU_RT)
 	  -L$(EMU)/lib -ldgemu -lm
 	ln -sf libcublas.so.13 $(EMU)/lib/libcublas.so
 
-$(EMU)/obj/%.o: %.c $(EMU_HDRS) $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h dist/*.h)
+$(EMU)/obj/%.o: %.c $(EMU_HDRS) $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h dist/*.h dist/ps/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(EMU_CFLAGS) -c $< -o $@
 

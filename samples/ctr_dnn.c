@@ -318,6 +318,11 @@ int main(int argc, char **argv) {
         for (int64_t b = worker; b < nb; b += workers) {
             dg_scope *s = dg_scope_begin();
             dg_tensor *prob = NULL, *loss = forward(&m, &tr, (int)(b * batch), (int)batch, &prob);
+            /* async: the next batch's rows come while this one's backward and step run (after this
+             * forward, which took the rows announced last time) */
+            if (ps && loss && b + workers < nb &&
+                dg_fleet_sparse_prefetch(m.emb, dg_from_data(DG_SHAPE(batch, CATS), DG_I64, tr.ids + (size_t)(b + workers) * batch * CATS)))
+                return su_die("prefetch");
             if (!loss || dg_backward(loss) || dg_optimizer_step(opt)) return su_die("step");
             dg_optimizer_clear_grad(opt);
             float pr[4096];

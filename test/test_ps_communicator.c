@@ -15,7 +15,7 @@
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int allowed, started, done, fail_at;
+    int allowed, started, done, fail_at, posts, post_order[8];
     float server[N];
 } fake;
 
@@ -37,6 +37,19 @@ static int fake_exchange(void *ctx, dg_ps_transport *tr, const float *grad, floa
     pthread_cond_broadcast(&f->cv);
     pthread_mutex_unlock(&f->mu);
     return rc;
+}
+/* Posts: the "server" answers with the message's first float doubled, and counts them. */
+static int fake_send(void *ctx, dg_ps_transport *tr, const dg_ps_post *p) {
+    fake *f = ctx;
+    pthread_mutex_lock(&f->mu);
+    f->posts++;
+    f->post_order[f->posts - 1] = f->started;   /* how many exchanges had begun when it went out */
+    pthread_mutex_unlock(&f->mu);
+    float v;
+    memcpy(&v, p->msg, 4);
+    v *= 2;
+    if (p->reply) p->reply(p->arg, 0, (const unsigned char *)&v, 4);
+    return 0;
 }
 static void wait_for(fake *f, int *counter, int n) {
     pthread_mutex_lock(&f->mu);
@@ -84,7 +97,7 @@ static fake *fake_new(int fail_at) {
 
 Test(ps_communicator, merges_during_an_exchange_and_says_what_the_values_lack) {
     fake *f = fake_new(0);
-    dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 20, fake_exchange, f);
+    dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 20, fake_exchange, fake_send, f);
     cr_assert(c);
     float g[5][N];
     for (int k = 0; k < 5; k++) for (int i = 0; i < N; i++) g[k][i] = (float)((k + 1) * (i + 1));
@@ -124,7 +137,7 @@ static void *hand_over(void *arg) {
 
 Test(ps_communicator, one_in_flight_waits_for_the_exchange) {
     fake *f = fake_new(0);
-    dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 1, fake_exchange, f);
+    dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 1, fake_exchange, fake_send, f);
     float g[N] = { 1, 2, 3 };
     worker w = { 0 };
     cr_expect_eq(step(c, &w, g), 0);
@@ -145,7 +158,7 @@ Test(ps_communicator, one_in_flight_waits_for_the_exchange) {
 
 Test(ps_communicator, a_failed_exchange_is_the_workers_error) {
     fake *f = fake_new(1);
-    dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 20, fake_exchange, f);
+    dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 20, fake_exchange, fake_send, f);
     float g[N] = { 1, 1, 1 };
     worker w = { 0 };
     allow(f, 100);
@@ -155,6 +168,36 @@ Test(ps_communicator, a_failed_exchange_is_the_workers_error) {
     cr_expect_eq(rc, DG_ECOMM);
     cr_expect(strstr(dg_last_error(), "10.0.0.9:7000"), "%s", dg_last_error());
     cr_expect_eq(step(c, &w, g), DG_ECOMM, "and every later hand-over");
+    dg_ps_communicator_free(c);
+    free(f);
+}
+
+/* Posts go out before the exchange of the gradients handed over after them, in order, with their
+ * replies handed on; flush waits for them too. */
+static void got_reply(void *arg, int rc, const unsigned char *payload, size_t n) {
+    float *out = arg;
+    if (!rc && n == 4) memcpy(out, payload, 4);
+    else *out = -1;
+}
+Test(ps_communicator, posts_go_before_the_next_exchange) {
+    fake *f = fake_new(0);
+    dg_ps_communicator *c = dg_ps_communicator_new(&fake_tr, N, 20, fake_exchange, fake_send, f);
+    float g[N] = { 1, 1, 1 }, answer[2] = { 0, 0 };
+    worker w = { 0 };
+    allow(f, 100);
+    for (int k = 0; k < 2; k++) {
+        unsigned char *msg = malloc(4);
+        float v = (float)(k + 3);
+        memcpy(msg, &v, 4);
+        cr_assert_eq(dg_ps_communicator_post(c, 0, msg, 4, got_reply, &answer[k]), 0);
+        cr_assert_eq(step(c, &w, g) >= 0, 1);
+        cr_assert_eq(dg_ps_communicator_flush(c, take, &w) >= 0, 1);
+    }
+    cr_expect_eq(f->posts, 2);
+    cr_expect_eq(f->post_order[0], 0, "the first post went before any exchange");
+    cr_expect_eq(f->post_order[1], 1, "the second before the second exchange");
+    cr_expect_float_eq(answer[0], 6, 0);
+    cr_expect_float_eq(answer[1], 8, 0);
     dg_ps_communicator_free(c);
     free(f);
 }

@@ -15,6 +15,7 @@
 #include "proto.h"
 #include "table_sparse.h"
 #include "communicator.h"
+#include <pthread.h>
 #include "server.h"
 
 struct dg_ps_dense {
@@ -30,6 +31,10 @@ struct dg_ps_dense {
     uint64_t version;             /* the table version this worker's parameters hold */
     float *base;                  /* geo: the values last pulled, which deltas are measured from */
     dg_ps_communicator *comm;     /* async: the thread that pushes and pulls (NULL: this thread does) */
+    /* async: a second thread, over its own connection, for the sparse tables' posts (pushes and
+     * prefetching pulls), so they never wait behind a dense exchange; made on the first post */
+    dg_ps_communicator *sparse_comm;
+    dg_ps_transport *(*open_background)(void);
     int64_t steps;                /* geo: local steps taken */
 };
 
@@ -177,6 +182,39 @@ static int push_from(const dg_ps_dense *d, dg_ps_transport *tr, const float *gra
     return rc;
 }
 
+/* The communicator thread's posts (communicator.h): one request, its reply's payload handed on. */
+static int send_post(void *ctx, dg_ps_transport *tr, const dg_ps_post *p) {
+    const dg_ps_dense *d = ctx;
+    int status;
+    uint64_t ver;
+    unsigned char *r = NULL;
+    size_t rl = 0;
+    const char *what = dg_ps_get16(p->msg + 6) == DG_PS_OP_SPARSE_PULL ? "sparse pull" : "sparse push";
+    int rc = ask(tr, d->timeout_s, p->server, p->msg, p->len, what, &status, &ver, &r, &rl);
+    if (!rc && status != DG_PS_OK) {
+        DG_ERR(DG_ECOMM, "ps %s: server %d has not made table %u yet", what, p->server, dg_ps_get32(p->msg + 8));
+        rc = DG_ECOMM;
+    }
+    if (!rc && p->reply) p->reply(p->arg, 0, r + DG_PS_REPLY_HEADER, rl);
+    free(r);
+    return rc;
+}
+
+static int exchange(void *ctx, dg_ps_transport *tr, const float *grad, float *values);
+
+int dg_ps_dense_post(dg_ps_dense *d, int server, unsigned char *msg, size_t len, dg_ps_reply_fn reply, void *arg) {
+    if (!d->sparse_comm) {
+        dg_ps_transport *bg = d->open_background();
+        d->sparse_comm = bg ? dg_ps_communicator_new(bg, 0, 1, exchange, send_post, d) : NULL;
+        if (!d->sparse_comm) {
+            free(msg);
+            return dg_last_status() ? dg_last_status() : DG_ECOMM;
+        }
+    }
+    return dg_ps_communicator_post(d->sparse_comm, server, msg, len, reply, arg);
+}
+bool dg_ps_dense_has_communicator(const dg_ps_dense *d) { return d && d->comm; }
+
 /* The communicator thread's exchange (communicator.h): push, then pull whatever the servers hold. */
 static int exchange(void *ctx, dg_ps_transport *tr, const float *grad, float *values) {
     const dg_ps_dense *d = ctx;
@@ -250,13 +288,15 @@ dg_ps_dense *dg_ps_dense_new(dg_ps_transport *tr, int n_servers, int worker, int
     bool host = true;
     for (int i = 0; i < opt->n; i++)
         host = host && dg_device_of(opt->params[i]).type == DG_CPU && dg_is_contiguous(opt->params[i]);
+    d->open_background = mode.open_background;
     if (!rc && mode.mode == DG_PS_MODE_ASYNC && mode.open_background && host) {
         dg_ps_transport *bg = mode.open_background();
         /* SGD merges up to Paddle's 20 (sums of SGD steps are the steps; its own missing steps
          * are added back here); a stateful rule steps once per push, and merged (averaged)
          * pushes measured far worse (CTR-DNN 2x2 Adagrad test AUC 0.79 against 0.89), so it keeps
          * one gradient in flight and none queued */
-        d->comm = bg ? dg_ps_communicator_new(bg, total, opt->kind == DG_OPT_SGD ? DG_PS_MAX_MERGE : 1, exchange, d) : NULL;
+        d->comm = bg ? dg_ps_communicator_new(bg, total, opt->kind == DG_OPT_SGD ? DG_PS_MAX_MERGE : 1, exchange, send_post, d)
+                     : NULL;
         if (!d->comm) rc = dg_last_status() ? dg_last_status() : DG_ECOMM;
     }
     if (rc) {
@@ -377,14 +417,22 @@ int dg_ps_dense_step(dg_ps_dense *d) {
     return rc;
 }
 
+static void take_nothing(void *ctx, const dg_ps_handover *h) { (void)ctx, (void)h; }
+
+int dg_ps_dense_flush_posts(dg_ps_dense *d) {
+    int rc = d->sparse_comm ? dg_ps_communicator_flush(d->sparse_comm, take_nothing, NULL) : 0;
+    return rc < 0 ? rc : 0;
+}
+
 int dg_ps_dense_flush(dg_ps_dense *d) {
-    if (!d->comm) return 0;
-    int got = dg_ps_communicator_flush(d->comm, take_values, d);
-    return got < 0 ? got : 0;
+    int rc = dg_ps_dense_flush_posts(d);
+    int got = rc >= 0 && d->comm ? dg_ps_communicator_flush(d->comm, take_values, d) : 0;
+    return rc < 0 ? rc : got < 0 ? got : 0;
 }
 
 void dg_ps_dense_free(dg_ps_dense *d) {
     if (!d) return;
+    dg_ps_communicator_free(d->sparse_comm);
     dg_ps_communicator_free(d->comm);
     free(d->off);
     free(d->len);
@@ -445,6 +493,19 @@ int dg_ps_stop_worker(dg_ps_transport *tr, int n_servers, int worker, double tim
 
 typedef struct pending_lookup { int64_t *ids; int64_t n; dg_tensor *rows; } pending_lookup;
 
+/* A prefetch (dg_ps_sparse_prefetch): the sorted unique ids of the next batch, their rows as the
+ * servers' replies fill them in (on the communicator thread), and this worker's own row gradients
+ * pushed after the pull was posted, which the rows therefore lack (summed per id). */
+typedef struct prefetch {
+    int64_t *ids, u;
+    float *rows;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending, rc;               /* replies still to come; the first failure */
+    dg_ps_sparse_table *since;
+} prefetch;
+typedef struct prefetch_part { prefetch *pf; int64_t *pos, k, dim; } prefetch_part;
+
 struct dg_ps_sparse {
     dg_ps_transport *tr;
     int n_servers, worker;
@@ -459,6 +520,11 @@ struct dg_ps_sparse {
      * last pulled (an id is in base while its row is fresh: until the next exchange) */
     dg_ps_sparse_table *local, *base;
     int64_t steps;
+    int kind;                      /* the rows' rule (DG_PS_SPARSE_*) and lr */
+    double lr;
+    /* async: pushes and prefetching pulls go through the dense table's communicator */
+    dg_ps_dense *post;
+    prefetch *pf;                  /* the rows of an announced next batch, on their way */
 };
 
 dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, int n_workers, uint32_t table, dg_ps_mode mode,
@@ -466,7 +532,8 @@ dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, i
     dg_ps_sparse *sp = calloc(1, sizeof *sp);
     if (!sp) { DG_ERR(DG_ENOMEM, "sparse table: out of memory"); return NULL; }
     *sp = (dg_ps_sparse){ .tr = tr, .n_servers = n_servers, .worker = worker, .table = table, .mode = mode.mode,
-                          .k_steps = mode.k_steps, .n_workers = n_workers, .timeout_s = timeout_s, .dim = settings->dim };
+                          .k_steps = mode.k_steps, .n_workers = n_workers, .timeout_s = timeout_s, .dim = settings->dim,
+                          .kind = (int)settings->kind, .lr = settings->lr };
     dg_ps_sparse_msg m = *settings;
     m.n_workers = (uint32_t)n_workers;
     m.mode = (uint32_t)mode.mode;
@@ -551,15 +618,20 @@ static int geo_rows(dg_ps_sparse *sp, const int64_t *ids, int64_t u, float *rows
     return rc;
 }
 
-dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
-    DG_CHECK(dg_dtype_of(ids) == DG_I64 || dg_dtype_of(ids) == DG_I32, "sparse_embedding: ids are %s; expects int64 or int32",
-             dg_dtype_name(dg_dtype_of(ids)));
+static int take_prefetch(dg_ps_sparse *sp, const int64_t *uniq, int64_t u, float *rows, bool *used);
+
+/* Sorted unique ids of an id tensor (int64/int32, >= 0) into *uniq_out (malloc'd); their count,
+ * or a DG_E* code with the error set. inv (if not NULL, numel entries): each id's place in uniq. */
+static int64_t unique_ids(const dg_tensor *ids, const char *what, int64_t **uniq_out, int64_t *inv) {
+    *uniq_out = NULL;
+    if (dg_dtype_of(ids) != DG_I64 && dg_dtype_of(ids) != DG_I32) {
+        DG_ERR(DG_EINVAL, "%s: ids are %s; expects int64 or int32", what, dg_dtype_name(dg_dtype_of(ids)));
+        return DG_EINVAL;
+    }
     int64_t n = dg_numel(ids);
     int64_t *all = malloc(sizeof(int64_t) * (size_t)(n ? n : 1)), *uniq = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    int64_t *inv = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    float *rows = NULL;
-    dg_tensor *out = NULL, *rt = NULL;
-    int rc = all && uniq && inv ? 0 : DG_ENOMEM;
+    int rc = all && uniq ? 0 : DG_ENOMEM;
+    if (rc) DG_ERR(DG_ENOMEM, "%s: out of memory for %lld ids", what, (long long)n);
     if (!rc) {
         dg_scope *sc = dg_scope_begin();
         const dg_tensor *h = dg_dtype_of(ids) == DG_I64 ? ids : dg_cast(ids, DG_I64);
@@ -568,7 +640,7 @@ dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
     }
     for (int64_t i = 0; !rc && i < n; i++)
         if (all[i] < 0) {
-            DG_ERR(DG_EINVAL, "sparse_embedding: id %lld at position %lld is negative", (long long)all[i], (long long)i);
+            DG_ERR(DG_EINVAL, "%s: id %lld at position %lld is negative", what, (long long)all[i], (long long)i);
             rc = DG_EINVAL;
         }
     int64_t u = 0;
@@ -576,10 +648,33 @@ dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
         memcpy(uniq, all, (size_t)n * sizeof(int64_t));
         qsort(uniq, (size_t)n, sizeof(int64_t), cmp_i64);
         for (int64_t i = 0; i < n; i++) if (i == 0 || uniq[i] != uniq[u - 1]) uniq[u++] = uniq[i];
-        for (int64_t i = 0; i < n; i++) inv[i] = (int64_t *)bsearch(&all[i], uniq, (size_t)u, sizeof(int64_t), cmp_i64) - uniq;
+        for (int64_t i = 0; inv && i < n; i++) inv[i] = (int64_t *)bsearch(&all[i], uniq, (size_t)u, sizeof(int64_t), cmp_i64) - uniq;
     }
+    free(all);
+    if (rc) { free(uniq); return rc; }
+    *uniq_out = uniq;
+    return u;
+}
+
+dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
+    DG_CHECK(dg_dtype_of(ids) == DG_I64 || dg_dtype_of(ids) == DG_I32, "sparse_embedding: ids are %s; expects int64 or int32",
+             dg_dtype_name(dg_dtype_of(ids)));
+    int64_t n = dg_numel(ids);
+    int64_t *uniq = NULL, *inv = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+    float *rows = NULL;
+    dg_tensor *out = NULL, *rt = NULL;
+    int64_t u = inv ? unique_ids(ids, "sparse_embedding", &uniq, inv) : DG_ENOMEM;
+    int rc = u < 0 ? (int)u : 0;
     if (!rc && !(rows = malloc((size_t)(u ? u : 1) * (size_t)sp->dim * sizeof(float)))) rc = DG_ENOMEM;
-    if (!rc) rc = sp->mode == DG_PS_MODE_GEO ? geo_rows(sp, uniq, u, rows) : pull_rows(sp, uniq, u, rows);
+    if (!rc && sp->mode == DG_PS_MODE_GEO) {
+        rc = geo_rows(sp, uniq, u, rows);
+    } else if (!rc) {   /* the rows a prefetch brought, else a pull now */
+        bool used = false;
+        rc = take_prefetch(sp, uniq, u, rows, &used);
+        /* a pull of our own must not overtake our pushes still waiting to be posted */
+        if (!rc && !used && sp->post) rc = dg_ps_dense_flush_posts(sp->post);
+        if (!rc && !used) rc = pull_rows(sp, uniq, u, rows);
+    }
     /* rows [u, dim] as a leaf whose gradient is what this lookup pushes; out = rows[inverse] */
     if (!rc) {
         rt = dg_keep(dg_from_data(DG_SHAPE(u, sp->dim), DG_F32, rows));
@@ -605,7 +700,6 @@ dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids) {
         rt = NULL;
     }
     dg_tensor_free(rt);
-    free(all);
     free(uniq);
     free(inv);
     free(rows);
@@ -684,43 +778,53 @@ static int geo_step(dg_ps_sparse *sp) {
 int dg_ps_sparse_push(dg_ps_sparse *sp) {
     if (sp->mode == DG_PS_MODE_GEO) return geo_step(sp);
     int rc = 0;
-    /* every lookup's ids with their row gradients, per server (a lookup whose rows got no
-     * gradient pushes zeros: in sync mode each worker's push counts) */
+    size_t row_bytes = (size_t)sp->dim * sizeof(float);
+    /* every lookup's row gradients on the host once (a lookup whose rows got no gradient pushes
+     * zeros: in sync mode each worker's push counts) */
+    float **host = calloc((size_t)(sp->n_pend ? sp->n_pend : 1), sizeof *host);
+    if (!host) rc = DG_ENOMEM;
+    for (int p = 0; p < sp->n_pend && !rc; p++) {
+        const dg_tensor *gr = dg_grad(sp->pend[p].rows);
+        host[p] = calloc((size_t)(sp->pend[p].n ? sp->pend[p].n : 1), row_bytes);
+        if (!host[p] || (gr && dg_to_host(gr, host[p], row_bytes * (size_t)sp->pend[p].n))) rc = DG_ENOMEM;
+        /* a prefetch posted before this push lacks these gradients: kept to add them back */
+        for (int64_t i = 0; !rc && sp->pf && sp->post && i < sp->pend[p].n; i++) {
+            float *acc = dg_ps_sparse_table_row(sp->pf->since, sp->pend[p].ids[i]);
+            if (!acc) rc = DG_ENOMEM;
+            else for (int64_t j = 0; j < sp->dim; j++) acc[j] += host[p][i * sp->dim + j];
+        }
+    }
+    /* per server: its ids with their rows, sent now (sync, or no communicator) or posted to the
+     * communicator, which sends them before its next exchange (async) */
     for (int s = 0; s < sp->n_servers && !rc; s++) {
         int64_t k = 0;
         for (int p = 0; p < sp->n_pend; p++)
             for (int64_t i = 0; i < sp->pend[p].n; i++) k += sp->pend[p].ids[i] % sp->n_servers == s;
-        size_t len = DG_PS_REQ_HEADER + 8 + (size_t)k * 8 + (size_t)k * (size_t)sp->dim * sizeof(float);
+        size_t len = DG_PS_REQ_HEADER + 8 + (size_t)k * 8 + (size_t)k * row_bytes;
         unsigned char *msg = malloc(len);
-        float *g = malloc(sizeof(float) * (size_t)sp->dim);
-        if (!msg || !g) { free(msg); free(g); return DG_ENOMEM; }
+        if (!msg) { rc = DG_ENOMEM; break; }
         dg_ps_req_header(msg, DG_PS_OP_SPARSE_PUSH, sp->table, (uint32_t)sp->worker, sp->version);
         dg_ps_put64(msg + DG_PS_REQ_HEADER, (uint64_t)k);
         unsigned char *idp = msg + DG_PS_REQ_HEADER + 8, *gp = idp + (size_t)k * 8;
         int64_t at = 0;
-        for (int p = 0; p < sp->n_pend && !rc; p++) {
-            const dg_tensor *gr = dg_grad(sp->pend[p].rows);
-            float *host = NULL;
-            if (gr) {
-                host = malloc(sizeof(float) * (size_t)(sp->pend[p].n * sp->dim + 1));
-                if (!host || dg_to_host(gr, host, sizeof(float) * (size_t)(sp->pend[p].n * sp->dim))) { free(host); rc = DG_ENOMEM; break; }
-            }
+        for (int p = 0; p < sp->n_pend; p++)
             for (int64_t i = 0; i < sp->pend[p].n; i++) {
                 if (sp->pend[p].ids[i] % sp->n_servers != s) continue;
                 dg_ps_put64(idp + 8 * at, (uint64_t)sp->pend[p].ids[i]);
-                if (host) memcpy(g, host + i * sp->dim, sizeof(float) * (size_t)sp->dim);
-                else memset(g, 0, sizeof(float) * (size_t)sp->dim);
-                memcpy(gp + (size_t)at * (size_t)sp->dim * sizeof(float), g, sizeof(float) * (size_t)sp->dim);
+                memcpy(gp + (size_t)at * row_bytes, host[p] + i * sp->dim, row_bytes);
                 at++;
             }
-            free(host);
+        if (sp->post && sp->mode == DG_PS_MODE_ASYNC) {
+            rc = dg_ps_dense_post(sp->post, s, msg, len, NULL, NULL);   /* the message is the communicator's now */
+        } else {
+            int status;
+            uint64_t ver;
+            rc = ask(sp->tr, sp->timeout_s, s, msg, len, "sparse push", &status, &ver, NULL, NULL);
+            free(msg);
         }
-        int status;
-        uint64_t ver;
-        if (!rc) rc = ask(sp->tr, sp->timeout_s, s, msg, len, "sparse push", &status, &ver, NULL, NULL);
-        free(msg);
-        free(g);
     }
+    for (int p = 0; host && p < sp->n_pend; p++) free(host[p]);
+    free(host);
     for (int p = 0; p < sp->n_pend; p++) {
         free(sp->pend[p].ids);
         dg_tensor_free(sp->pend[p].rows);
@@ -730,8 +834,146 @@ int dg_ps_sparse_push(dg_ps_sparse *sp) {
     return rc;
 }
 
+/* ---- prefetching the next batch's rows (async, through the communicator) ---- */
+
+static void prefetch_reply(void *arg, int rc, const unsigned char *payload, size_t n) {
+    prefetch_part *part = arg;
+    prefetch *pf = part->pf;
+    size_t row_bytes = (size_t)part->dim * sizeof(float);
+    if (!rc && n != (size_t)part->k * row_bytes) rc = DG_ECOMM;
+    for (int64_t i = 0; !rc && i < part->k; i++) memcpy(pf->rows + part->pos[i] * part->dim, payload + (size_t)i * row_bytes, row_bytes);
+    pthread_mutex_lock(&pf->mu);
+    if (rc && !pf->rc) pf->rc = rc;
+    pf->pending--;
+    pthread_cond_broadcast(&pf->cv);
+    pthread_mutex_unlock(&pf->mu);
+    free(part->pos);
+    free(part);
+}
+
+static void prefetch_wait(prefetch *pf) {
+    pthread_mutex_lock(&pf->mu);
+    while (pf->pending > 0) pthread_cond_wait(&pf->cv, &pf->mu);
+    pthread_mutex_unlock(&pf->mu);
+}
+
+/* Frees a prefetch once no reply can still write into it. */
+static void prefetch_free(prefetch *pf) {
+    if (!pf) return;
+    prefetch_wait(pf);
+    pthread_mutex_destroy(&pf->mu);
+    pthread_cond_destroy(&pf->cv);
+    free(pf->ids);
+    free(pf->rows);
+    dg_ps_sparse_table_free(pf->since);
+    free(pf);
+}
+
+int dg_ps_sparse_prefetch(dg_ps_sparse *sp, const dg_tensor *ids) {
+    if (sp->mode != DG_PS_MODE_ASYNC || !sp->post) return 0;   /* sync and geo: nothing may be pulled early */
+    prefetch_free(sp->pf);   /* one that was never used */
+    sp->pf = NULL;
+    int64_t *uniq = NULL, u = unique_ids(ids, "sparse_prefetch", &uniq, NULL);
+    if (u < 0) return (int)u;
+    prefetch *pf = calloc(1, sizeof *pf);
+    dg_ps_sparse_msg zero = { .dim = (uint32_t)sp->dim };
+    if (pf) {
+        pf->ids = uniq, pf->u = u;
+        pf->rows = malloc((size_t)(u ? u : 1) * (size_t)sp->dim * sizeof(float));
+        pf->since = dg_ps_sparse_table_new(&zero);
+        pthread_mutex_init(&pf->mu, NULL);
+        pthread_cond_init(&pf->cv, NULL);
+    }
+    if (!pf || !pf->rows || !pf->since) {
+        if (pf) prefetch_free(pf);
+        else free(uniq);
+        DG_ERR(DG_ENOMEM, "sparse_prefetch: out of memory");
+        return DG_ENOMEM;
+    }
+    int rc = 0;
+    for (int s = 0; s < sp->n_servers && !rc; s++) {
+        int64_t k = 0;
+        for (int64_t i = 0; i < u; i++) k += uniq[i] % sp->n_servers == s;
+        if (!k) continue;
+        prefetch_part *part = malloc(sizeof *part);
+        int64_t *pos = malloc(sizeof(int64_t) * (size_t)k);
+        size_t len = DG_PS_REQ_HEADER + (size_t)k * 8;
+        unsigned char *msg = malloc(len);
+        if (!part || !pos || !msg) { free(part); free(pos); free(msg); rc = DG_ENOMEM; break; }
+        dg_ps_req_header(msg, DG_PS_OP_SPARSE_PULL, sp->table, (uint32_t)sp->worker, 0);
+        for (int64_t i = 0, j = 0; i < u; i++)
+            if (uniq[i] % sp->n_servers == s) {
+                pos[j] = i;
+                dg_ps_put64(msg + DG_PS_REQ_HEADER + 8 * j++, (uint64_t)uniq[i]);
+            }
+        *part = (prefetch_part){ pf, pos, k, sp->dim };
+        pthread_mutex_lock(&pf->mu);
+        pf->pending++;
+        pthread_mutex_unlock(&pf->mu);
+        rc = dg_ps_dense_post(sp->post, s, msg, len, prefetch_reply, part);
+        if (rc) {   /* never posted: its reply will not come */
+            pthread_mutex_lock(&pf->mu);
+            pf->pending--;
+            pthread_mutex_unlock(&pf->mu);
+            free(pos);
+            free(part);
+        }
+    }
+    if (rc) { prefetch_free(pf); return rc; }
+    sp->pf = pf;
+    return 0;
+}
+
+/* The rows of uniq from the prefetch when it was for exactly these ids (*used), with this
+ * worker's own gradients pushed since added: SGD's step on them here, other rules' rows pulled
+ * again; else nothing (the caller pulls). */
+static int take_prefetch(dg_ps_sparse *sp, const int64_t *uniq, int64_t u, float *rows, bool *used) {
+    prefetch *pf = sp->pf;
+    *used = false;
+    if (!pf) return 0;
+    sp->pf = NULL;
+    prefetch_wait(pf);
+    if (pf->u != u || memcmp(pf->ids, uniq, sizeof(int64_t) * (size_t)u) != 0) {
+        prefetch_free(pf);
+        return 0;
+    }
+    int rc = pf->rc;
+    if (rc) DG_ERR(rc, "sparse lookup: prefetching table %u's rows failed (a malformed reply, or the communicator stopped)", sp->table);
+    if (!rc) memcpy(rows, pf->rows, (size_t)u * (size_t)sp->dim * sizeof(float));
+    int64_t n_since = rc ? 0 : dg_ps_sparse_table_rows(pf->since), m = 0;
+    int64_t *again = n_since && sp->kind != DG_PS_SPARSE_SGD ? malloc(sizeof(int64_t) * (size_t)n_since) : NULL;
+    int64_t *where = again ? malloc(sizeof(int64_t) * (size_t)n_since) : NULL;
+    if (n_since && sp->kind != DG_PS_SPARSE_SGD && !where) rc = DG_ENOMEM;
+    for (int64_t r = 0; !rc && r < n_since; r++) {
+        int64_t id = dg_ps_sparse_table_id(pf->since, r);
+        const int64_t *hit = bsearch(&id, uniq, (size_t)u, sizeof(int64_t), cmp_i64);
+        if (!hit) continue;
+        float *row = rows + (hit - uniq) * sp->dim;
+        if (sp->kind == DG_PS_SPARSE_SGD) {
+            const float *g = dg_ps_sparse_table_row_at(pf->since, r);
+            for (int64_t j = 0; j < sp->dim; j++) row[j] -= (float)sp->lr * g[j];
+        } else {
+            again[m] = id, where[m++] = hit - uniq;
+        }
+    }
+    float *fresh = m ? malloc((size_t)m * (size_t)sp->dim * sizeof(float)) : NULL;
+    if (!rc && m && !fresh) rc = DG_ENOMEM;
+    if (!rc && m) rc = dg_ps_dense_flush_posts(sp->post);   /* those pushes must have reached the servers */
+    if (!rc && m) rc = pull_rows(sp, again, m, fresh);
+    for (int64_t i = 0; !rc && i < m; i++) memcpy(rows + where[i] * sp->dim, fresh + i * sp->dim, (size_t)sp->dim * sizeof(float));
+    free(fresh);
+    free(again);
+    free(where);
+    prefetch_free(pf);
+    *used = !rc;
+    return rc;
+}
+
+void dg_ps_sparse_post_through(dg_ps_sparse *sp, dg_ps_dense *d) { sp->post = dg_ps_dense_has_communicator(d) ? d : NULL; }
+
 void dg_ps_sparse_free(dg_ps_sparse *sp) {
     if (!sp) return;
+    prefetch_free(sp->pf);
     for (int p = 0; p < sp->n_pend; p++) {
         free(sp->pend[p].ids);
         dg_tensor_free(sp->pend[p].rows);

@@ -5,6 +5,7 @@
 #include <dygraph.h>
 #include "ps_internal.h"
 #include "proto.h"
+#include "communicator.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -37,6 +38,11 @@ int dg_ps_dense_geo_exchange(dg_ps_dense *d);
 /* Async with a communicator: waits for every queued gradient to be sent and takes the values
  * pulled after them into the parameters; 0 at once otherwise. */
 int dg_ps_dense_flush(dg_ps_dense *d);
+/* Waits until the sparse tables' posts went out (so a pull of this thread's sees them). */
+int dg_ps_dense_flush_posts(dg_ps_dense *d);
+/* The communicator's post (communicator.h) for other tables' messages; whether there is one. */
+int dg_ps_dense_post(dg_ps_dense *d, int server, unsigned char *msg, size_t len, dg_ps_reply_fn reply, void *arg);
+bool dg_ps_dense_has_communicator(const dg_ps_dense *d);
 void dg_ps_dense_free(dg_ps_dense *d);
 /* A sparse table (proto.h's dg_ps_sparse_msg: dim, rule, lr, ..., seed, init_range) over the
  * servers, row id on server id % n_servers. lookup: rows of ids (any shape, int64/int32, >= 0) as
@@ -47,6 +53,12 @@ dg_ps_sparse *dg_ps_sparse_new(dg_ps_transport *tr, int n_servers, int worker, i
                                double timeout_s, const dg_ps_sparse_msg *settings);
 dg_tensor *dg_ps_sparse_lookup(dg_ps_sparse *sp, const dg_tensor *ids);
 int dg_ps_sparse_push(dg_ps_sparse *sp);
+/* Async with a communicator: starts pulling ids' rows (the next batch's) on its thread; the next
+ * lookup of exactly these ids takes them, this worker's own pushes since added (SGD) or pulled
+ * again (other rules). Otherwise 0 at once. */
+int dg_ps_sparse_prefetch(dg_ps_sparse *sp, const dg_tensor *ids);
+/* Async: the table's pushes and prefetches go through d's communicator (when it has one). */
+void dg_ps_sparse_post_through(dg_ps_sparse *sp, dg_ps_dense *d);
 int dg_ps_sparse_geo_exchange(dg_ps_sparse *sp);
 void dg_ps_sparse_free(dg_ps_sparse *sp);
 

@@ -175,6 +175,15 @@ dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p) {
     return l;
 }
 
+int dg_fleet_sparse_prefetch(dg_layer *emb, const dg_tensor *ids) {
+    DG_CHECK_INT(emb && dg_layer_class_of(emb) == &sparse_embedding_class, "fleet_sparse_prefetch: the layer is not a "
+                 "dg_fleet_sparse_embedding");
+    DG_CHECK_TENSOR_INT("fleet_sparse_prefetch", ids);
+    sparse_layer *s = dg_layer_user(emb);
+    DG_CHECK_INT(s->table, "fleet_sparse_prefetch: the table is made by dg_fleet_distributed_optimizer: call that first");
+    return dg_ps_sparse_prefetch(s->table, ids);
+}
+
 void dg_fleet_sparse_initial_row(uint64_t seed, double init_range, int64_t id, int64_t dim, float *out) {
     dg_ps_sparse_init_row(seed, init_range, id, dim, out);
 }
@@ -204,6 +213,8 @@ int dg_fleet_ps_distributed_optimizer(dg_optimizer *opt) {
                                      g_ps.timeout_s, opt);
     if (!d) return dg_last_status() ? dg_last_status() : DG_ECOMM;
     g_ps.dense = d;
+    for (int i = 0; i < g_ps.n_sparse; i++)   /* async: their pushes and prefetches ride the communicator */
+        if (g_ps.sparse[i] && g_ps.sparse[i]->table) dg_ps_sparse_post_through(g_ps.sparse[i]->table, d);
     opt->remote_step = remote_step;
     opt->remote_ctx = d;
     return 0;

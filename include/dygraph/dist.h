@@ -198,6 +198,12 @@ typedef struct dg_fleet_sparse_params {
 DG_API dg_fleet_sparse_params dg_fleet_sparse_default_params(void);
 DG_API dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p);
 DG_API void dg_fleet_sparse_initial_row(uint64_t seed, double init_range, int64_t id, int64_t dim, float *out);
+/* Async mode: starts pulling the rows of ids (the next batch's, announced before this step's
+ * forward) in the background, so the pull overlaps this step; the layer's next forward with the
+ * same ids takes them, with this worker's own row gradients pushed in between added (SGD) or
+ * pulled again (other rules); with other ids they are dropped. Sync and geo modes: returns 0 and
+ * does nothing. */
+DG_API int dg_fleet_sparse_prefetch(dg_layer *emb, const dg_tensor *ids);
 /* Paddle's fleet.shrink: every server drops the sparse rows not looked up or pushed in the last
  * max_age versions of their table (sync: steps; async: pushes) — their values and optimizer state;
  * a later lookup makes them anew from (seed, id). Returns the rows dropped over every server, or a

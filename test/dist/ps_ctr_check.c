@@ -14,7 +14,9 @@
  * (dg_fleet_init_server(DIR)); STEPS may then be 0. PS_CHECK_FIRST_STEP=K numbers the steps from
  * K (the data of a resumed run goes on where the saved one stopped). PS_CHECK_STALL=1 makes every
  * worker wait (2 minutes) after its last step, for a test to kill the job there. PS_CHECK_GEO=K
- * runs the job in geo mode with k_steps K (with one worker it must then equal one process too). */
+ * runs the job in geo mode with k_steps K (with one worker it must then equal one process too);
+ * PS_CHECK_ASYNC=1 in async mode (the communicator thread, merged pushes and prefetched rows: with
+ * one worker and SGD, equal to one process as well). */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +76,7 @@ int main(int argc, char **argv) {
             st.sync_mode = false;
             st.k_steps = atoi(getenv("PS_CHECK_GEO"));
         }
+        if (getenv("PS_CHECK_ASYNC")) st.sync_mode = false;
         if (dg_fleet_init(false, &st) != 0) return die("fleet init");
         if (dg_fleet_is_server()) {
             if (dg_fleet_init_server(getenv("PS_CHECK_LOAD")) != 0 || dg_fleet_run_server() != 0) return die("server");
@@ -133,6 +136,13 @@ int main(int argc, char **argv) {
             example(s, worker * batch + i, ids + i * SLOTS * PER_SLOT, dense + i * 2, labels + i);
         dg_scope *sc = dg_scope_begin();
         dg_tensor *e = dg_forward(emb, dg_from_data(DG_SHAPE(batch, SLOTS, PER_SLOT), DG_I64, ids));   /* [B, 3, 2, 4] */
+        if (ps && e && s + 1 < first + steps) {   /* async: the next step's rows on their way (else a no-op) */
+            int64_t next[256 * SLOTS * PER_SLOT];
+            float nd[256 * 2];
+            int64_t nl[256];
+            for (int64_t i = 0; i < batch; i++) example(s + 1, worker * batch + i, next + i * SLOTS * PER_SLOT, nd + i * 2, nl + i);
+            if (dg_fleet_sparse_prefetch(emb, dg_from_data(DG_SHAPE(batch, SLOTS, PER_SLOT), DG_I64, next))) return die("prefetch");
+        }
         dg_tensor *pooled = e ? dg_reshape(dg_sum(e, (int[]){ 2 }, 1, false), DG_SHAPE(batch, SLOTS * DIM)) : NULL;
         dg_tensor *x = pooled ? dg_concat((dg_tensor *[]){ pooled, dg_from_data(DG_SHAPE(batch, 2), DG_F32, dense) }, 2, 1) : NULL;
         dg_tensor *logits = x ? dg_forward(fc2, dg_relu(dg_forward(fc1, x))) : NULL;

@@ -79,6 +79,12 @@ for opt in "" adagrad; do   # geo with one worker: its local steps, exchanged ev
     d=$(compare "$DIR/geo.st" "$DIR/geo_one.st" 1e-5) || fail "geo ${opt:-sgd} 2 servers x 1 worker differs from one process by $d"
     echo "PASS: small CTR model, geo (k_steps 5), ${opt:-sgd}, 2 servers x 1 worker, 20 steps = one process (worst $d of the largest)"
 done
+# async with one worker: the communicator's merged pushes, the worker adding back what the pulled
+# values lack, and prefetched rows with its own pushes since added lose nothing (SGD)
+PS_CHECK_ASYNC=1 "$BIN/dgrun" --server_num 2 --worker_num 1 --log_dir "$DIR/log" "$BIN/ps_ctr_check" "$DIR/async.st" 20 8 \
+    > "$DIR/async.out" 2>&1 || fail "async sgd: dgrun exited $?"
+d=$(compare "$DIR/async.st" "$DIR/ctr_half.st" 1e-5) || fail "async sgd 2 servers x 1 worker differs from one process by $d"
+echo "PASS: small CTR model, async (communicator, prefetch), sgd, 2 servers x 1 worker, 20 steps = one process (worst $d of the largest)"
 ctr 2
 d=$(compare "$DIR/ctr_ps.st" "$DIR/ctr_half.st" 1e-3) && fail "the CTR job equals one worker's batches alone ($d): the comparison cannot fail"
 echo "PASS: ... and differs from one worker's batches alone ($d)"
