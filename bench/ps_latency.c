@@ -6,7 +6,9 @@
  *
  *   dgrun --server_num 1 --worker_num 1 build/bin/bench_ps_latency [--dim 10] [--rounds 15]
  *
- * The rows exist before timing (a first pass makes them), so the figures are the steady state. */
+ * The rows exist before timing (a first pass makes them), so the figures are the steady state. The
+ * job runs in sync mode, where each request is a round trip on the worker's thread (async posts
+ * its pushes to the communicator and returns at once). */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,8 +45,7 @@ int main(int argc, char **argv) {
     dg_init_params ip = dg_init_default_params();
     ip.num_threads = 1;
     if (dg_init(&ip) != 0) return die("init");
-    dg_fleet_strategy st = dg_fleet_default_strategy();
-    st.sync_mode = false;
+    dg_fleet_strategy st = dg_fleet_default_strategy();   /* sync: every push is a round trip on this thread */
     if (dg_fleet_init(false, &st) != 0) return die("fleet_init (run under dgrun --server_num S --worker_num 1)");
     if (dg_fleet_is_server()) {
         if (dg_fleet_init_server(NULL) != 0 || dg_fleet_run_server() != 0) return die("server");
