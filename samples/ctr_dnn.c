@@ -212,6 +212,8 @@ static dg_tensor *forward(ctr_net *m, const ctr_data *d, int r0, int b, dg_tenso
 
 int main(int argc, char **argv) {
     su_args(argc, argv, FLAGS);
+    const int64_t k_steps = su_flag_count(argc, argv, "--k-steps", 0);   /* geo mode's; checked in every mode */
+    if (k_steps > 1000000) { fprintf(stderr, "%s: error: argument --k-steps: at most 1000000\n", argv[0]); return 2; }
     const char *train_path = su_flag(argc, argv, "--train", NULL), *test_path = su_flag(argc, argv, "--test", NULL);
     const char *optname = su_flag(argc, argv, "--optimizer", "sgd");
     int64_t rows = su_flag_count(argc, argv, "--synthetic-rows", 50000), epochs = su_flag_count(argc, argv, "--epochs", 3);
@@ -236,7 +238,7 @@ int main(int argc, char **argv) {
     bool ps = getenv("TRAINING_ROLE") || getenv("PADDLE_TRAINING_ROLE");
     if (ps) {
         dg_fleet_strategy st = dg_fleet_default_strategy();
-        st.k_steps = (int)su_flag_count(argc, argv, "--k-steps", 0);
+        st.k_steps = (int)k_steps;
         st.sync_mode = !su_has(argc, argv, "--async") && st.k_steps == 0;
         if (dg_fleet_init(false, &st) != 0) return su_die("fleet init");
         if (dg_fleet_is_server()) {
@@ -259,7 +261,7 @@ int main(int argc, char **argv) {
     }
     printf("%s Criteo data: %d train / %d test examples; worker %d of %d, batch %lld, %s, %s lr %g\n",
            train_path ? train_path : "SYNTHETIC", tr.n, te.n, worker, workers, (long long)batch,
-           ps ? (su_flag_count(argc, argv, "--k-steps", 0) > 0 ? "geo" : su_has(argc, argv, "--async") ? "async" : "sync") : "one process", optname, lr);
+           ps ? (k_steps > 0 ? "geo" : su_has(argc, argv, "--async") ? "async" : "sync") : "one process", optname, lr);
 
     ctr_net m = { .esize = esize };
     dg_fleet_sparse_params sp = dg_fleet_sparse_default_params();

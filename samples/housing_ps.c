@@ -106,6 +106,8 @@ static double held_out_loss(dg_layer *fc, const float *rows, int n, int n_train)
 
 int main(int argc, char **argv) {
     su_args(argc, argv, FLAGS);
+    const int64_t k_steps = su_flag_count(argc, argv, "--k-steps", 0);   /* geo mode's; checked in every mode */
+    if (k_steps > 1000000) { fprintf(stderr, "%s: error: argument --k-steps: at most 1000000\n", argv[0]); return 2; }
     const char *data = su_flag(argc, argv, "--data", NULL), *save = su_flag(argc, argv, "--save-params", NULL);
     int64_t epochs = su_flag_count(argc, argv, "--epochs", 30), batch = su_flag_count(argc, argv, "--batch-size", 8);
     int64_t max_steps = su_flag_count(argc, argv, "--max-steps", 0), seed = su_flag_count(argc, argv, "--seed", 1);
@@ -120,7 +122,7 @@ int main(int argc, char **argv) {
     bool ps = getenv("TRAINING_ROLE") || getenv("PADDLE_TRAINING_ROLE");
     if (ps) {
         dg_fleet_strategy st = dg_fleet_default_strategy();
-        st.k_steps = (int)su_flag_count(argc, argv, "--k-steps", 0);
+        st.k_steps = (int)k_steps;
         st.sync_mode = !su_has(argc, argv, "--async") && st.k_steps == 0;
         if (dg_fleet_init(false, &st) != 0) return su_die("fleet init");
         if (dg_fleet_is_server()) {
@@ -156,7 +158,7 @@ int main(int argc, char **argv) {
     }
     int n_train = n * 8 / 10;
     printf("%s housing data: %d rows, %d train; worker %d of %d, batch %lld, %s\n", data ? data : "SYNTHETIC", n, n_train,
-           worker, workers, (long long)batch, ps ? (su_flag_count(argc, argv, "--k-steps", 0) > 0 ? "geo" : su_has(argc, argv, "--async") ? "async" : "sync") : "one process");
+           worker, workers, (long long)batch, ps ? (k_steps > 0 ? "geo" : su_has(argc, argv, "--async") ? "async" : "sync") : "one process");
 
     dg_manual_seed((uint64_t)seed);   /* the same initial weights in every process */
     dg_layer *fc = dg_nn_linear(FEATURES, 1);

@@ -31,6 +31,8 @@ expect 2 "$BIN/housing_ps" --batch-size 0
 expect 1 "$BIN/housing_ps" --data /nonexistent/housing.data
 expect 2 "$BIN/ctr_dnn" --optimizer adam
 expect 2 "$BIN/ctr_dnn" --train x.txt
+expect 2 "$BIN/housing_ps" --k-steps -1
+expect 2 "$BIN/ctr_dnn" --k-steps 2.5
 # a Criteo-format file is read (labels, integers, hashed categoricals, missing fields), and a
 # malformed line is an error naming the file and line
 T=$(mktemp -d)

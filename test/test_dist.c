@@ -380,3 +380,18 @@ Test(dist_dp, world_of_one_unused_parameters_and_no_sync) {
     dg_layer_free(net);
     dg_fleet_shutdown();
 }
+
+/* Parameter-server strategy fields are checked before the environment: geo mode's k_steps needs
+ * sync_mode false and may not be negative. */
+Test(dist_env, ps_strategy_k_steps_is_checked) {
+    dg_fleet_strategy st = dg_fleet_default_strategy();
+    st.k_steps = 4;   /* sync_mode still true */
+    cr_assert_lt(dg_fleet_init(false, &st), 0);
+    cr_assert(strstr(dg_last_error(), "k_steps 4") && strstr(dg_last_error(), "sync_mode false"), "%s", dg_last_error());
+    dg_clear_error();
+    st.sync_mode = false;
+    st.k_steps = -1;
+    cr_assert_lt(dg_fleet_init(false, &st), 0);
+    cr_assert(strstr(dg_last_error(), "k_steps must be >= 0"), "%s", dg_last_error());
+    dg_fleet_shutdown();
+}

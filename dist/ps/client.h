@@ -40,7 +40,8 @@ int dg_ps_dense_geo_exchange(dg_ps_dense *d);
 int dg_ps_dense_flush(dg_ps_dense *d);
 /* Waits until the sparse tables' posts went out (so a pull of this thread's sees them). */
 int dg_ps_dense_flush_posts(dg_ps_dense *d);
-/* The communicator's post (communicator.h) for other tables' messages; whether there is one. */
+/* Async on the CPU: a communicator's post (communicator.h) for the sparse tables' messages, on a
+ * thread of their own made at the first post; whether posting is on. */
 int dg_ps_dense_post(dg_ps_dense *d, int server, unsigned char *msg, size_t len, dg_ps_reply_fn reply, void *arg);
 bool dg_ps_dense_has_communicator(const dg_ps_dense *d);
 void dg_ps_dense_free(dg_ps_dense *d);

@@ -42,13 +42,13 @@ static dg_ps_transport *open_connected(void);
 
 int dg_fleet_ps_init(const dg_fleet_strategy *st) {
     if (g_ps.on) return 0;
+    DG_CHECK_INT(st->k_steps >= 0, "fleet_init: strategy k_steps must be >= 0, got %d", st->k_steps);
+    DG_CHECK_INT(!(st->sync_mode && st->k_steps > 0), "fleet_init: strategy k_steps %d (geo mode) needs sync_mode false "
+                 "(Paddle's a_sync = True with a_sync_configs k_steps)", st->k_steps);
     dg_ps_env e;
     int rc = dg_ps_env_read(&e);
     if (rc) return rc;
     g_ps.env = e;
-    DG_CHECK_INT(st->k_steps >= 0, "fleet_init: strategy k_steps must be >= 0, got %d", st->k_steps);
-    DG_CHECK_INT(!(st->sync_mode && st->k_steps > 0), "fleet_init: strategy k_steps %d (geo mode) needs sync_mode false "
-                 "(Paddle's a_sync = True with a_sync_configs k_steps)", st->k_steps);
     g_ps.mode = (dg_ps_mode){ st->sync_mode ? DG_PS_MODE_SYNC : st->k_steps > 0 ? DG_PS_MODE_GEO : DG_PS_MODE_ASYNC, st->k_steps,
                               open_connected };
     g_ps.timeout_s = dg_dist_timeout(st->timeout_s);

@@ -273,15 +273,28 @@ static int op_sparse_pull(dg_ps_server *s, const dg_ps_req *q, void **out, size_
     return rc;
 }
 
+/* A push of rows (u64 n, n ids, n rows of the table's width) to sparse table t: *ok with *n set,
+ * or not *ok and the error reply made (its status returned). */
+static int rows_payload(const ps_table *t, const dg_ps_req *q, const char *op, uint64_t *n, bool *ok, void **out, size_t *out_len) {
+    *ok = false;
+    if (!t->made || !t->sparse) return reply_error(out, out_len, "%s: table %u is %s", op, q->table, t->made ? "dense" : "not made");
+    size_t dim = dg_ps_sparse_table_settings(t->sparse)->dim;
+    if (q->payload_len < 8) return reply_error(out, out_len, "%s: no id count", op);
+    *n = dg_ps_get64(q->payload);
+    if (*n > ((uint64_t)1 << 28) / dim || q->payload_len != 8 + *n * 8 + *n * dim * sizeof(float))
+        return reply_error(out, out_len, "%s: table %u: %llu ids of %zu floats do not fill %zu bytes", op, q->table,
+                           (unsigned long long)*n, dim, q->payload_len);
+    *ok = true;
+    return 0;
+}
+
 static int op_sparse_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
     ps_table *t = &s->t[q->table];
-    if (!t->made || !t->sparse) return reply_error(out, out_len, "SPARSE_PUSH: table %u is %s", q->table, t->made ? "dense" : "not made");
+    uint64_t n = 0;
+    bool ok;
+    int bad = rows_payload(t, q, "SPARSE_PUSH", &n, &ok, out, out_len);
+    if (!ok) return bad;
     size_t dim = dg_ps_sparse_table_settings(t->sparse)->dim;
-    if (q->payload_len < 8) return reply_error(out, out_len, "SPARSE_PUSH: no id count");
-    uint64_t n = dg_ps_get64(q->payload);
-    if (n > ((uint64_t)1 << 28) / dim || q->payload_len != 8 + n * 8 + n * dim * sizeof(float))
-        return reply_error(out, out_len, "SPARSE_PUSH: table %u: %llu ids of %zu floats do not fill %zu bytes", q->table,
-                           (unsigned long long)n, dim, q->payload_len);
     if (t->init.mode == DG_PS_MODE_GEO)
         return reply_error(out, out_len, "SPARSE_PUSH: table %u is a geo table: it takes row deltas (SPARSE_GEO_PUSH)", q->table);
     bool sync = t->pending != NULL;
@@ -365,15 +378,13 @@ static int op_geo_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *
 /* SPARSE_GEO_PUSH: payload as SPARSE_PUSH's (u64 n, n ids, n rows), the rows being deltas. */
 static int op_sparse_geo_push(dg_ps_server *s, const dg_ps_req *q, void **out, size_t *out_len) {
     ps_table *t = &s->t[q->table];
-    if (!t->made || !t->sparse || t->init.mode != DG_PS_MODE_GEO)
-        return reply_error(out, out_len, "SPARSE_GEO_PUSH: table %u is %s", q->table,
-                           !t->made ? "not made" : !t->sparse ? "dense" : "not a geo table");
+    uint64_t n = 0;
+    bool ok;
+    int bad = rows_payload(t, q, "SPARSE_GEO_PUSH", &n, &ok, out, out_len);
+    if (!ok) return bad;
+    if (t->init.mode != DG_PS_MODE_GEO)
+        return reply_error(out, out_len, "SPARSE_GEO_PUSH: table %u is not a geo table", q->table);
     size_t dim = dg_ps_sparse_table_settings(t->sparse)->dim;
-    if (q->payload_len < 8) return reply_error(out, out_len, "SPARSE_GEO_PUSH: no id count");
-    uint64_t n = dg_ps_get64(q->payload);
-    if (n > ((uint64_t)1 << 28) / dim || q->payload_len != 8 + n * 8 + n * dim * sizeof(float))
-        return reply_error(out, out_len, "SPARSE_GEO_PUSH: table %u: %llu ids of %zu floats do not fill %zu bytes", q->table,
-                           (unsigned long long)n, dim, q->payload_len);
     const unsigned char *ids = q->payload + 8, *deltas = ids + n * 8;
     for (uint64_t i = 0; i < n; i++) {
         float *row = dg_ps_sparse_table_row(t->sparse, (int64_t)dg_ps_get64(ids + 8 * i));
