@@ -229,12 +229,13 @@ build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 # over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on;
 # dynamic loss scaling with inf injected on one of 2 ranks (test/dist/amp_scaler.sh). First the
 # parameter server's ZeroMQ transport (test/dist/ps_zmq_test.c) when its module is built.
-test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing_ps $(ZMQ_MODULE)
+test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing_ps $(BUILD)/bin/mnist_fleet $(BUILD)/bin/ctr_dnn $(ZMQ_MODULE)
 	$(if $(ZMQ_MODULE),$(BUILD)/bin/ps_zmq_test,@echo "test-dist: the ZeroMQ transport is not built (no zmq.h): ps_zmq_test skipped")
 	$(if $(ZMQ_MODULE),sh test/dist/ps_jobs.sh $(BUILD)/bin,@echo "test-dist: the ZeroMQ transport is not built: ps_jobs.sh skipped")
 	bash test/dist/launcher_test.sh $(BUILD)/bin
 	sh test/dist/equivalence.sh $(BUILD)/bin
 	sh test/dist/amp_scaler.sh $(BUILD)/bin
+	sh test/dist/local_sgd.sh $(BUILD)/bin
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2

@@ -3,17 +3,21 @@
  * distributed_optimizer, and saving on the first worker only (Paddle's collective FleetAPI guide);
  * parameter-server mode (is_collective false) lives in ps/fleet_ps.c. */
 #include "dist_internal.h"
+#include "../optim/optim_internal.h"
 #include "ps/fleet_ps.h"
 
 static dg_comm *g_comm;
 static dg_fleet_strategy g_strategy;
 static char *g_endpoints;
 static dg_amp_scaler *g_scaler;   /* strategy.amp: made by distributed_optimizer */
+static dg_layer *g_dp;            /* the last dg_fleet_distributed_model (borrowed): Local SGD's */
+static int local_sgd_step(void *ctx);
 
 dg_fleet_strategy dg_fleet_default_strategy(void) {
     return (dg_fleet_strategy){ .fuse_grad_size_in_MB = 25, .first_bucket_mb = 1, .overlap = false,
                                 .find_unused_parameters = false, .timeout_s = DG_FROM_ENV, .amp = false,
-                                .amp_configs = dg_amp_default_params(), .sync_mode = true };
+                                .amp_configs = dg_amp_default_params(), .sync_mode = true,
+                                .use_local_sgd = false, .local_sgd_steps = 1, .local_sgd_is_warm_steps = 0 };
 }
 
 int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
@@ -33,6 +37,8 @@ int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
     DG_CHECK_INT((st.timeout_s > 0 && isfinite(st.timeout_s)) || st.timeout_s == DG_FROM_ENV,
                  "fleet_init: strategy timeout_s must be > 0 or DG_FROM_ENV, got %g", st.timeout_s);
     if (st.amp && dg_amp_params_check("fleet_init: strategy amp_configs", st.amp_configs)) return DG_EINVAL;
+    DG_CHECK_INT(st.local_sgd_steps >= 1 && st.local_sgd_is_warm_steps >= 0, "fleet_init: strategy local_sgd_steps must be >= 1 "
+                 "and local_sgd_is_warm_steps >= 0, got %d and %d", st.local_sgd_steps, st.local_sgd_is_warm_steps);
     g_strategy = st;
     dg_dist_env env;
     int rc = dg_dist_env_read(&env);
@@ -67,7 +73,14 @@ dg_layer *dg_fleet_distributed_model(dg_layer *net) {
     p.first_bucket_mb = g_strategy.first_bucket_mb;
     p.overlap = g_strategy.overlap;
     p.find_unused_parameters = g_strategy.find_unused_parameters;
-    return dg_data_parallel(net, g_comm, p);
+    dg_layer *dp = dg_data_parallel(net, g_comm, p);
+    if (dp && g_strategy.use_local_sgd) {   /* pass 0's K; dg_fleet_local_sgd_begin_pass moves it on */
+        int rc = dg_dp_set_local_sgd(dp, dg_fleet_get_local_sgd_steps(0, g_strategy.local_sgd_steps,
+                                                                        g_strategy.local_sgd_is_warm_steps), false);
+        if (rc) { dg_layer_free(dp); return NULL; }
+    }
+    if (dp) g_dp = dp;
+    return dp;
 }
 
 dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt) {
@@ -81,10 +94,35 @@ dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt) {
         dg_amp_scaler_free(g_scaler);
         g_scaler = sc;
     }
+    if (g_strategy.use_local_sgd) {
+        DG_CHECK(!opt->remote_step, "fleet_distributed_optimizer: this optimizer's step is already taken over");
+        opt->remote_step = local_sgd_step;
+        opt->remote_ctx = opt;
+    }
     return opt;
 }
 
 dg_amp_scaler *dg_fleet_amp_scaler(void) { return g_scaler; }
+
+/* Local SGD's optimizer step: the rank's own step, then the DataParallel's count (and averaging) */
+static int local_sgd_step(void *ctx) {
+    dg_optimizer *opt = ctx;
+    int (*hook)(void *) = opt->remote_step;
+    opt->remote_step = NULL;
+    int rc = dg_optimizer_step(opt);
+    opt->remote_step = hook;
+    if (rc) return rc;
+    DG_CHECK_INT(g_dp, "optimizer_step: strategy.use_local_sgd averages the model of dg_fleet_distributed_model: make it first");
+    rc = dg_dp_local_sgd_step(g_dp);
+    return rc < 0 ? rc : 0;
+}
+
+int dg_fleet_local_sgd_begin_pass(int pass_id) {
+    DG_CHECK_INT(g_strategy.use_local_sgd, "fleet_local_sgd_begin_pass: strategy.use_local_sgd is off");
+    DG_CHECK_INT(g_dp, "fleet_local_sgd_begin_pass: make the model with dg_fleet_distributed_model first");
+    return dg_dp_set_local_sgd(g_dp, dg_fleet_get_local_sgd_steps(pass_id, g_strategy.local_sgd_steps,
+                                                                  g_strategy.local_sgd_is_warm_steps), false);
+}
 
 int dg_fleet_save(const dg_layer *net, const char *path) {
     DG_CHECK_HANDLE_INT(net, "fleet_save: layer is NULL");
@@ -94,6 +132,7 @@ int dg_fleet_save(const dg_layer *net, const char *path) {
 }
 
 void dg_fleet_shutdown(void) {
+    g_dp = NULL;
     dg_fleet_ps_shutdown();
     dg_amp_scaler_free(g_scaler);
     g_scaler = NULL;

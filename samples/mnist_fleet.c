@@ -8,13 +8,21 @@
  *
  *   options: [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *            [--optimizer adam|sgd] [--lr 1e-3] [--workers 1] [--threads N] [--overlap 0|1]
- *            [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--max-steps N] */
+ *            [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--max-steps N]
+ *            [--local-sgd-steps K [--local-sgd-warmup W] [--adaptive-local-sgd]]
+ *
+ * Local SGD (the collective guide's use_local_sgd): each worker steps alone and the workers'
+ * parameters are averaged every K steps; K grows 1, 2, 4, ... to K after W epochs of ordinary
+ * data parallelism (dg_fleet_get_local_sgd_steps), or with --adaptive-local-sgd follows the
+ * guide's adaptive rule from the workers' mean training loss of each epoch, K being its base
+ * step. Every epoch ends averaged, so the first worker evaluates the common model. */
 #include "sample_amp.h"
 
 static int all_reduce(void *model) { return dg_dp_apply_collective_grads(model); }
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--optimizer", "--overlap", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
+    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--optimizer", "--overlap", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", "--local-sgd-steps",
+                                         "--local-sgd-warmup", "--adaptive-local-sgd!", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -30,6 +38,15 @@ int main(int argc, char **argv) {
     /* change 1: the worker's place and the fleet environment */
     dg_fleet_strategy strategy = dg_fleet_default_strategy();
     strategy.overlap = su_flag_num(argc, argv, "--overlap", 1) != 0;
+    int local_k = (int)su_flag_count(argc, argv, "--local-sgd-steps", 0), local_warm = (int)su_flag_count(argc, argv, "--local-sgd-warmup", 0);
+    bool adaptive = su_has(argc, argv, "--adaptive-local-sgd");
+    if ((adaptive || su_flag(argc, argv, "--local-sgd-warmup", NULL)) && local_k < 1) {
+        fprintf(stderr, "%s: error: --local-sgd-warmup and --adaptive-local-sgd need --local-sgd-steps K >= 1\n", argv[0]);
+        return 2;
+    }
+    strategy.use_local_sgd = local_k >= 1;
+    strategy.local_sgd_steps = local_k >= 1 ? local_k : 1;
+    strategy.local_sgd_is_warm_steps = local_warm;
     if (dg_fleet_init(true, &strategy)) return su_die("fleet init");
     int rank = dg_fleet_worker_index(), world = dg_fleet_worker_num();
 
@@ -71,12 +88,18 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("start data reader (trainers_num: %d, trainer_id: %d), %lld train images, %lld batches of %lld per worker\n",
                           world, rank, (long long)dg_dataset_len(train), (long long)dg_dataloader_num_batches(train_dl), (long long)batch);
 
-    double t_train = 0;
+    double t_train = 0, ini_loss = 0;
     int64_t steps = 0;
+    int cur_k = 1;
     su_eval ev = {0};
     for (int64_t epoch = 0; epoch < epochs; epoch++) {
         double t0 = su_now(), loss_sum = 0;
         int64_t nb = 0, images = 0;
+        if (strategy.use_local_sgd) {   /* this epoch's K: the schedule's, or what the adaptive rule said */
+            if (!adaptive && dg_fleet_local_sgd_begin_pass((int)epoch)) return su_die("local sgd");
+            if (adaptive && dg_dp_set_local_sgd(model, cur_k, false)) return su_die("local sgd");
+            if (!adaptive) cur_k = dg_fleet_get_local_sgd_steps((int)epoch, local_k, local_warm);
+        }
         if (dg_dataloader_start_epoch(train_dl, epoch)) return su_die("loader");
         for (;;) {
             dg_scope *s = dg_scope_begin();
@@ -99,6 +122,22 @@ int main(int argc, char **argv) {
             nb++;
             steps++;
             dg_scope_end(s);
+        }
+        if (strategy.use_local_sgd) {   /* the epoch ends averaged (K back to 1 averages what is local) */
+            if (dg_dp_set_local_sgd(model, 1, false)) return su_die("local sgd");
+            if (rank == 0) printf("local sgd: epoch %lld ran with K %d; %lld averagings so far\n", (long long)epoch + 1, cur_k,
+                                  (long long)dg_dp_local_sgd_averagings(model));
+            if (adaptive) {   /* the workers' mean loss of this epoch sets the next K */
+                float mean = (float)(loss_sum / (nb ? nb : 1));
+                dg_scope *s = dg_scope_begin();
+                dg_tensor *t = dg_from_data(DG_SHAPE(1), DG_F32, &mean);
+                if (!t || dg_comm_all_reduce(dg_dp_comm(model), t, DG_COMM_AVG) || dg_to_host(t, &mean, sizeof mean)) return su_die("loss all-reduce");
+                dg_scope_end(s);
+                if (epoch == 0) ini_loss = mean;
+                int next = dg_fleet_adaptive_local_step(ini_loss, lr, mean, lr, local_k, cur_k);
+                if (rank == 0) printf("adaptive local sgd: epoch %lld mean loss %.4f -> K %d\n", (long long)epoch + 1, mean, next);
+                cur_k = next;
+            }
         }
         double dt = su_now() - t0;
         t_train += dt;

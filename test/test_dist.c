@@ -395,3 +395,25 @@ Test(dist_env, ps_strategy_k_steps_is_checked) {
     cr_assert(strstr(dg_last_error(), "k_steps must be >= 0"), "%s", dg_last_error());
     dg_fleet_shutdown();
 }
+
+/* The collective guide's Local SGD schedules, against its Python run on the same inputs. */
+Test(dist_env, local_sgd_schedules_are_the_guides) {
+    const int ks[5] = { 1, 2, 3, 4, 8 };
+    const int want[5][8] = { { 1, 1, 1, 1, 1, 1, 1, 1 }, { 1, 1, 1, 2, 2, 2, 2, 2 }, { 1, 1, 1, 2, 3, 3, 3, 3 },
+                             { 1, 1, 1, 2, 4, 4, 4, 4 }, { 1, 1, 1, 2, 4, 8, 8, 8 } };
+    for (int k = 0; k < 5; k++)
+        for (int p = 0; p < 8; p++)
+            cr_expect_eq(dg_fleet_get_local_sgd_steps(p, ks[k], 2), want[k][p], "K %d pass %d", ks[k], p);
+    /* adaptive_local_step(2.3, 0.1, loss, lr, base 4, previous K) over a falling loss and lr */
+    const double loss[11] = { 2.3, 1.9, 1.5, 1.2, 1.0, 0.9, 0.8, 0.7, 0.65, 0.61, 0.605 };
+    const double lr[11] = { 0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.01, 0.01, 0.01, 0.001, 0.001 };
+    const int seq[11] = { 4, 3, 2, 3, 2, 2, 4, 3, 2, 3, 2 };
+    int pre = 1;
+    for (int i = 0; i < 11; i++) {
+        int k = dg_fleet_adaptive_local_step(2.3, 0.1, loss[i], lr[i], 4, pre);
+        cr_expect_eq(k, seq[i], "step %d: K %d, the guide's %d", i, k, seq[i]);
+        pre = k;
+    }
+    cr_expect_eq(dg_fleet_adaptive_local_step(2.3, 0.1, 0.5, 0.1, 4, 3), 1, "a loss under the floor");
+    cr_expect_eq(dg_fleet_adaptive_local_step(2.3, 0.1, 2.3, 1e-9, 4, 3), 3, "a jump of more than 20 keeps the previous K");
+}

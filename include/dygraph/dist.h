@@ -123,6 +123,26 @@ DG_API int dg_dp_apply_collective_grads(dg_layer *dp);
 /* Gradient accumulation: while on, backward passes only accumulate locally and
  * apply_collective_grads is a no-op; the first step after no_sync(false) reduces the sum. */
 DG_API int dg_dp_no_sync(dg_layer *dp, bool on);
+/* Local SGD (Paddle's use_local_sgd, after Lin et al.): with k > 1 each rank steps alone —
+ * scale_loss leaves its loss as it is, apply_collective_grads reduces nothing — and
+ * dg_dp_local_sgd_step, called after every optimizer step, averages the net's parameters (and,
+ * with average_buffers, its float buffers such as BN running statistics) over the ranks on
+ * every k-th call. k = 1 (the default) is ordinary DataParallel. Changing k after local steps
+ * averages first, so every rank enters the new schedule from the same parameters. */
+DG_API int dg_dp_set_local_sgd(dg_layer *dp, int k, bool average_buffers);
+/* 1 when this call averaged, 0 when not, or a DG_E* code. */
+DG_API int dg_dp_local_sgd_step(dg_layer *dp);
+DG_API int64_t dg_dp_local_sgd_averagings(const dg_layer *dp);   /* how many so far */
+/* The collective guide's schedules, as it writes them. get_local_sgd_steps: 1 for the first
+ * `warmup` passes, then 1, 2, 4, ... (powers of two up to local_sgd_steps), then local_sgd_steps.
+ * adaptive_local_step (Wang & Joshi): int(base_step * sqrt(ini_lr (cur_loss - 0.6) /
+ * (cur_lr max(ini_loss - 0.6, 1e-12)))), at least 1, and pre_step when it would jump by more
+ * than 20; a current loss at or below 0.6 (where the guide's Python raises) gives 1. The loss is
+ * the ranks' mean (all-reduce it first); the rule needs a global learning rate, so it suits SGD
+ * and Momentum, not Adam. */
+DG_API int dg_fleet_get_local_sgd_steps(int pass_id, int local_sgd_steps, int local_sgd_warmup);
+DG_API int dg_fleet_adaptive_local_step(double ini_loss, double ini_lr, double cur_loss, double cur_lr, int base_step,
+                                        int pre_step);
 DG_API dg_comm *dg_dp_comm(const dg_layer *dp);
 DG_API dg_layer *dg_dp_module(const dg_layer *dp);           /* the wrapped net, borrowed */
 
@@ -143,6 +163,11 @@ typedef struct dg_fleet_strategy {
     bool sync_mode;               /* parameter-server mode: true (default): every step waits for the
                                      servers to have applied the mean of all workers' gradients;
                                      false: async, each push applied as it arrives */
+    bool use_local_sgd;           /* Local SGD on the DataParallel of dg_fleet_distributed_model
+                                     (dg_dp_set_local_sgd), its averaging done by the distributed
+                                     optimizer's step; default false */
+    int local_sgd_steps;          /* K once warmed up, >= 1; default 1 */
+    int local_sgd_is_warm_steps;  /* passes of ordinary DataParallel first, >= 0; default 0 */
     int k_steps;                  /* with sync_mode false, > 0 is geo mode (Paddle's a_sync_configs
                                      k_steps): each worker steps its own copy with its optimizer and
                                      every k_steps steps adds its change / worker count on the
@@ -230,6 +255,9 @@ DG_API dg_optimizer *dg_fleet_distributed_optimizer(dg_optimizer *opt);
  *   dg_backward(dg_amp_scale_loss(sc, loss)); dg_dp_apply_collective_grads(dp);
  *   dg_amp_unscale(sc); [clip]; dg_amp_step(sc) instead of dg_optimizer_step; clear_grad. */
 DG_API dg_amp_scaler *dg_fleet_amp_scaler(void);
+/* strategy.use_local_sgd: sets K for pass pass_id by dg_fleet_get_local_sgd_steps (call it as each
+ * pass begins); 0, or an error without dg_fleet_distributed_model or Local SGD. */
+DG_API int dg_fleet_local_sgd_begin_pass(int pass_id);
 /* As Paddle's fleet.save in the collective guide: only rank 0 writes (others return 0 at once). */
 DG_API int dg_fleet_save(const dg_layer *net, const char *path);
 /* Frees the world communicator (MPI_Finalize where MPI was started here). */
