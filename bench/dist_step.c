@@ -5,8 +5,10 @@
  * apply time is the whole communication; with overlap on it is the part left exposed, so
  * 1 - exposed(on) / apply(off) is the fraction of communication hidden behind backward.
  *
- *   bench_dist_step [--batch 64] [--steps 60] [--warmup 10] [--overlap 0|1] [--bucket-mb X]
- * prints: "dist_step world W overlap O batch B: step_ms X apply_ms Y" (rank 0; medians over steps) */
+ *   bench_dist_step [--batch 64] [--steps 60] [--warmup 10] [--overlap 0|1] [--bucket-mb X] [--local-sgd K]
+ * prints: "dist_step world W overlap O batch B: step_ms X apply_ms Y" (rank 0; medians over steps);
+ * with --local-sgd K (Local SGD, dg_dp_set_local_sgd: the step includes dg_dp_local_sgd_step) also
+ * "local_sgd K: N all-reduce rounds in S steps" (gradient rounds at K = 1, averagings above). */
 #include <dygraph.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +48,8 @@ int main(int argc, char **argv) {
     dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
     if (!dp || !opt) { fprintf(stderr, "bench_dist_step: %s\n", dg_last_error()); return 1; }
+    int local_k = atoi(flag(argc, argv, "--local-sgd", "0"));
+    if (local_k > 0 && dg_dp_set_local_sgd(dp, local_k, false)) { fprintf(stderr, "bench_dist_step: %s\n", dg_last_error()); return 1; }
     dg_tensor *x = dg_randn(DG_SHAPE(B, 1, 28, 28), DG_F32);
     dg_tensor *y = dg_cast(dg_mul_scalar(dg_rand(DG_SHAPE(B), DG_F32), 9.999), DG_I64);
     /* per-step times; medians, since one step stalled by the OS (2 ranks on 2 cores) would
@@ -60,6 +64,7 @@ int main(int argc, char **argv) {
         if (dg_dp_apply_collective_grads(dp)) { fprintf(stderr, "apply: %s\n", dg_last_error()); return 1; }
         double t2 = now();
         dg_optimizer_step(opt);
+        if (local_k > 0 && dg_dp_local_sgd_step(dp) < 0) { fprintf(stderr, "local sgd: %s\n", dg_last_error()); return 1; }
         dg_optimizer_clear_grad(opt);
         dg_scope_end(sc);
         double t3 = now();
@@ -68,6 +73,9 @@ int main(int argc, char **argv) {
     if (dg_fleet_worker_index() == 0)
         printf("dist_step world %d overlap %d batch %lld: step_ms %.3f apply_ms %.3f (medians of %d steps)\n", dg_fleet_worker_num(),
                st.overlap, (long long)B, median(t_all, steps) * 1e3, median(t_apply, steps) * 1e3, steps);
+    if (local_k > 0 && dg_fleet_worker_index() == 0)
+        printf("local_sgd %d: %lld all-reduce rounds in %d steps\n", local_k,
+               (long long)(local_k == 1 ? warm + steps : dg_dp_local_sgd_averagings(dp)), warm + steps);
     free(t_all);
     free(t_apply);
     dg_tensor_free(x);

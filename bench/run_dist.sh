@@ -8,7 +8,9 @@
 #     the fraction of communication hidden (1 - exposed apply time with overlap on / apply time
 #     with overlap off). The CNN's 80 KB of gradients fit one default (25 MB) bucket, which
 #     cannot start before backward ends, so the comparison uses one bucket per parameter
-#     (BUCKET_MB=1e-9; set BUCKET_MB=25 for the default bucket size).
+#     (BUCKET_MB=1e-9; set BUCKET_MB=25 for the default bucket size);
+#  3. Local SGD over 2 ranks at K = 1, 2, 4 (dg_dp_set_local_sgd): the step time (medians) and
+#     how many all-reduce rounds the steps made.
 set -eu
 BIN=${1:-build/bin}
 ROUNDS=${ROUNDS:-3}
@@ -45,3 +47,15 @@ awk -v a="$A" -v p="$P" -v s0="$S0" -v s1="$S1" -v c0="$C0" -v c1="$C1" 'BEGIN {
     printf "  DataParallel 2 ranks, overlap on     %s   (apply %s)   overhead %+.1f%% vs alone, %+.1f%% vs two processes\n", s1, c1, (s1/a-1)*100, (s1/p-1)*100
     printf "  communication hidden by overlap: %.0f%% (target >= 50%%); overhead target <= 10%%\n", (c0 > 0 ? (1 - c1/c0) * 100 : 0)
 }'
+
+for r in $(seq "$ROUNDS"); do
+    for k in 1 2 4; do
+        "$BIN/dgrun" --nproc_per_node 2 --log_dir "$TMP/log" "$BIN/bench_dist_step" $ARGS --local-sgd $k >"$TMP/lsgd" 2>&1
+        field step_ms <"$TMP/lsgd" >>"$TMP/lsgd$k.step"
+        sed -n 's/^local_sgd [0-9]*: \([0-9]*\) all-reduce rounds.*/\1/p' "$TMP/lsgd" | head -1 >"$TMP/lsgd$k.rounds"
+    done
+done
+echo "Local SGD, MNIST CNN, batch 100 per rank, 2 ranks, medians of $ROUNDS rounds x $STEPS steps:"
+for k in 1 2 4; do
+    echo "  K = $k: step $(median "$TMP/lsgd$k.step") ms, $(cat "$TMP/lsgd$k.rounds") all-reduce rounds in $((STEPS + 10)) steps"
+done
