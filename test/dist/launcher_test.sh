@@ -461,7 +461,11 @@ ctrl_c_blocked() {   # label limit_ms mode... [ignore-term]
     reader=$!
     BG+=("$reader")
     set -m
-    "$DGRUN" "$@" --log_dir "$TMP/log13" "$BIN/flood_worker" "$TMP/pid" 8 60 "${extra[@]}" >"$TMP/term" 2>&1 &
+    # a shell started as a background job of a non-interactive one ignores SIGINT, and dgrun
+    # honours an ignore it inherits; Ctrl-C comes from a terminal, so the job starts with it at
+    # its default (python execs dgrun in place: $! stays dgrun's pid and process group)
+    python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
+        "$DGRUN" "$@" --log_dir "$TMP/log13" "$BIN/flood_worker" "$TMP/pid" 8 60 "${extra[@]}" >"$TMP/term" 2>&1 &
     dg=$!
     set +m
     BG+=("$dg")
