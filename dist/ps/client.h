@@ -1,4 +1,4 @@
-/* dist/ps/client.h — a worker's dense table on the parameter servers (client.c). */
+/* dist/ps/client.h — a worker's tables on the parameter servers: dense (client.c) and sparse (client_sparse.c). */
 #ifndef DG_DIST_PS_CLIENT_H
 #define DG_DIST_PS_CLIENT_H
 

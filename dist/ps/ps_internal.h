@@ -4,7 +4,7 @@
  * apply the optimizer, and worker processes that pull parameters and push gradients. The data
  * path is request -> reply between one worker and one server:
  *
- *   worker (dist/ps/client.c)  --encode (proto.c)-->  transport  -->  server handler (server.c)
+ *   worker (dist/ps/client*.c) --encode (proto.c)-->  transport  -->  server handler (server.c)
  *                              <--decode (proto.c)--             <--  tables (table_*.c)
  *
  * The transport only moves whole messages: the ZeroMQ module (dist/zmq/, a shared object the
