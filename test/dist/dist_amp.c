@@ -14,14 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "dist_assert.h"
 
 #define STEPS 12
 #define SAVE_AFTER 6   /* the checkpoint holds steps [0, SAVE_AFTER) */
 static const int inject[STEPS] = { 0, 1, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0 };   /* on rank 1 only */
 
 static int rank_;
-#define FAIL(...) do { fprintf(stderr, "dist_amp rank %d: ", rank_); fprintf(stderr, __VA_ARGS__); \
-                       fprintf(stderr, " (%s)\n", dg_last_error()); exit(1); } while (0)
 
 /* Paddle's update_loss_scaling (float32), the reference the library must match. */
 typedef struct ref { float scale; int good, bad; } ref;
@@ -65,16 +64,16 @@ static run make_run(uint64_t seed) {
     dg_manual_seed(seed + (uint64_t)rank_);   /* different on every rank: the broadcast fixes it */
     r.net = dg_nn_sequential(2, dg_nn_linear(10, 10), dg_nn_linear(10, 1));
     r.dp = dg_fleet_distributed_model(dg_layer_ref(r.net));
-    if (!r.dp) FAIL("distributed_model");
+    DIST_ASSERT(!(!r.dp), "distributed_model");
     int n;
     dg_tensor **params = dg_layer_parameters(r.net, &n);
     dg_adam_params ap = dg_adam_default_params();
     ap.lr = 1e-2;
     r.opt = dg_fleet_distributed_optimizer(dg_adam(params, n, ap));
     free(params);
-    if (!r.opt) FAIL("distributed_optimizer");
+    DIST_ASSERT(!(!r.opt), "distributed_optimizer");
     r.sc = dg_fleet_amp_scaler();   /* made for this optimizer, over the world communicator */
-    if (!r.sc || dg_amp_optimizer(r.sc) != r.opt) FAIL("fleet made no scaler for the optimizer");
+    DIST_ASSERT(!(!r.sc || dg_amp_optimizer(r.sc) != r.opt), "fleet made no scaler for the optimizer");
     return r;
 }
 
@@ -84,31 +83,31 @@ static void step(run *r, int k, ref *want, const dg_amp_params *p) {
     dg_tensor *x = dg_randn(DG_SHAPE(16, 10), DG_F32), *y = dg_randn(DG_SHAPE(16, 1), DG_F32);
     dg_tensor *xs = dg_slice(x, 0, rank_ * 8, rank_ * 8 + 8, 1), *ys = dg_slice(y, 0, rank_ * 8, rank_ * 8 + 8, 1);
     dg_tensor *loss = dg_dp_scale_loss(r->dp, dg_mse_loss(dg_forward(r->dp, xs), ys));
-    if (dg_backward(dg_amp_scale_loss(r->sc, loss)) || dg_dp_apply_collective_grads(r->dp)) FAIL("step %d", k);
+    DIST_ASSERT(!(dg_backward(dg_amp_scale_loss(r->sc, loss)) || dg_dp_apply_collective_grads(r->dp)), "step %d", k);
     if (inject[k] && rank_ == 1) {
         dg_tensor *g = dg_grad(dg_optimizer_param(r->opt, 0));
-        if (!g || dg_fill_(g, INFINITY)) FAIL("step %d: inject", k);
+        DIST_ASSERT(!(!g || dg_fill_(g, INFINITY)), "step %d: inject", k);
     }
-    if (dg_amp_unscale(r->sc)) FAIL("step %d: unscale", k);
-    if (dg_amp_found_inf(r->sc) != (inject[k] && rank_ == 1)) FAIL("step %d: this rank's found_inf is wrong", k);
+    DIST_ASSERT(!(dg_amp_unscale(r->sc)), "step %d: unscale", k);
+    DIST_ASSERT(!(dg_amp_found_inf(r->sc) != (inject[k] && rank_ == 1)), "step %d: this rank's found_inf is wrong", k);
     int n;
     dg_tensor **params = dg_layer_parameters(r->net, &n);
-    if (dg_clip_grad_norm(params, n, 10.0) < 0 && !inject[k]) FAIL("step %d: clip", k);
+    DIST_ASSERT(!(dg_clip_grad_norm(params, n, 10.0) < 0 && !inject[k]), "step %d: clip", k);
     free(params);
     uint64_t before = params_hash(r->net);
     int rc = dg_amp_step(r->sc);
-    if (rc < 0) FAIL("step %d: amp_step", k);
+    DIST_ASSERT(!(rc < 0), "step %d: amp_step", k);
     uint64_t after = params_hash(r->net);
     ref_update(want, inject[k], p);
     printf("rank %d step %2d: %s scale %g good %d bad %d\n", rank_, k, rc ? "stepped" : "skipped", dg_amp_get_scale(r->sc),
            dg_amp_good_steps(r->sc), dg_amp_bad_steps(r->sc));
-    if (rc != !inject[k]) FAIL("step %d: amp_step returned %d, the schedule says %s", k, rc, inject[k] ? "skip" : "step");
-    if (inject[k] ? before != after : before == after) FAIL("step %d: parameters %schanged", k, inject[k] ? "" : "un");
-    if (dg_amp_found_inf(r->sc) != (bool)inject[k]) FAIL("step %d: agreed found_inf is wrong", k);
-    if (dg_amp_get_scale(r->sc) != (double)want->scale || dg_amp_good_steps(r->sc) != want->good ||
-        dg_amp_bad_steps(r->sc) != want->bad)
-        FAIL("step %d: scale %g good %d bad %d, Paddle's rule gives %g %d %d", k, dg_amp_get_scale(r->sc),
-             dg_amp_good_steps(r->sc), dg_amp_bad_steps(r->sc), (double)want->scale, want->good, want->bad);
+    DIST_ASSERT(!(rc != !inject[k]), "step %d: amp_step returned %d, the schedule says %s", k, rc, inject[k] ? "skip" : "step");
+    DIST_ASSERT(!(inject[k] ? before != after : before == after), "step %d: parameters %schanged", k, inject[k] ? "" : "un");
+    DIST_ASSERT(!(dg_amp_found_inf(r->sc) != (bool)inject[k]), "step %d: agreed found_inf is wrong", k);
+    DIST_ASSERT(dg_amp_get_scale(r->sc) == (double)want->scale && dg_amp_good_steps(r->sc) == want->good &&
+                    dg_amp_bad_steps(r->sc) == want->bad,
+                "step %d: scale %g good %d bad %d, Paddle's rule gives %g %d %d", k, dg_amp_get_scale(r->sc),
+                dg_amp_good_steps(r->sc), dg_amp_bad_steps(r->sc), (double)want->scale, want->good, want->bad);
     dg_optimizer_clear_grad(r->opt);
     dg_scope_end(s);
 }
@@ -116,10 +115,10 @@ static void step(run *r, int k, ref *want, const dg_amp_params *p) {
 static void same_on_all_ranks(uint64_t h, const char *what) {
     dg_tensor *mine = dg_scalar((double)(int64_t)(h >> 1), DG_I64);
     dg_tensor *all = dg_comm_all_gather(dg_fleet_comm(), mine);
-    if (!all) FAIL("all_gather");
+    DIST_ASSERT(!(!all), "all_gather");
     int64_t hs[2];
     dg_to_host(all, hs, sizeof hs);
-    if (hs[0] != hs[1]) FAIL("%s: parameters differ between the ranks", what);
+    DIST_ASSERT(!(hs[0] != hs[1]), "%s: parameters differ between the ranks", what);
     dg_tensor_free(mine);
     dg_tensor_free(all);
 }
@@ -136,7 +135,7 @@ int main(int argc, char **argv) {
     dg_init_params ip = dg_init_default_params();
     ip.quiet = true;
     ip.num_threads = 1;
-    if (dg_init(&ip)) FAIL("init");
+    DIST_ASSERT(!(dg_init(&ip)), "init");
     dg_fleet_strategy st = dg_fleet_default_strategy();
     st.amp = true;   /* strategy.amp = True; strategy.amp_configs = {...} */
     st.amp_configs.init_loss_scaling = 1024;
@@ -144,9 +143,9 @@ int main(int argc, char **argv) {
     st.amp_configs.decr_every_n_nan_or_inf = 2;
     st.amp_configs.incr_ratio = 2.0;
     st.amp_configs.decr_ratio = 0.5;
-    if (dg_fleet_init(true, &st)) FAIL("fleet_init");
+    DIST_ASSERT(!(dg_fleet_init(true, &st)), "fleet_init");
     rank_ = dg_fleet_worker_index();
-    if (dg_fleet_worker_num() != 2) FAIL("run me on 2 ranks, not %d", dg_fleet_worker_num());
+    DIST_ASSERT(!(dg_fleet_worker_num() != 2), "run me on 2 ranks, not %d", dg_fleet_worker_num());
     char path[512];
     snprintf(path, sizeof path, "%s.rank%d", prefix, rank_);
 
@@ -155,7 +154,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < STEPS; k++) {
         if (k == SAVE_AFTER) {
             dg_train_state ts = { .model = a.net, .optimizer = a.opt, .step = k, .scaler = a.sc };
-            if (dg_train_checkpoint_save(path, &ts)) FAIL("checkpoint save");
+            DIST_ASSERT(!(dg_train_checkpoint_save(path, &ts)), "checkpoint save");
             at_save = want;
         }
         step(&a, k, &want, &st.amp_configs);
@@ -168,15 +167,15 @@ int main(int argc, char **argv) {
 
     run b = make_run(700);
     dg_train_state ts = { .model = b.net, .optimizer = b.opt, .scaler = b.sc };
-    if (dg_train_checkpoint_load(path, &ts)) FAIL("checkpoint load");
-    if (ts.step != SAVE_AFTER || dg_amp_get_scale(b.sc) != (double)at_save.scale || dg_amp_good_steps(b.sc) != at_save.good ||
-        dg_amp_bad_steps(b.sc) != at_save.bad)
-        FAIL("resumed at step %lld with scale %g good %d bad %d, saved %g %d %d", (long long)ts.step, dg_amp_get_scale(b.sc),
-             dg_amp_good_steps(b.sc), dg_amp_bad_steps(b.sc), (double)at_save.scale, at_save.good, at_save.bad);
+    DIST_ASSERT(!(dg_train_checkpoint_load(path, &ts)), "checkpoint load");
+    DIST_ASSERT(ts.step == SAVE_AFTER && dg_amp_get_scale(b.sc) == (double)at_save.scale && dg_amp_good_steps(b.sc) == at_save.good &&
+                    dg_amp_bad_steps(b.sc) == at_save.bad,
+                "resumed at step %lld with scale %g good %d bad %d, saved %g %d %d", (long long)ts.step, dg_amp_get_scale(b.sc),
+                dg_amp_good_steps(b.sc), dg_amp_bad_steps(b.sc), (double)at_save.scale, at_save.good, at_save.bad);
     for (int k = SAVE_AFTER; k < STEPS; k++) step(&b, k, &at_save, &st.amp_configs);
-    if (params_hash(b.net) != end || dg_amp_get_scale(b.sc) != (double)scale_end || dg_amp_good_steps(b.sc) != good_end ||
-        dg_amp_bad_steps(b.sc) != bad_end)
-        FAIL("the resumed run ends elsewhere than the uninterrupted one");
+    DIST_ASSERT(params_hash(b.net) == end && dg_amp_get_scale(b.sc) == (double)scale_end && dg_amp_good_steps(b.sc) == good_end &&
+                    dg_amp_bad_steps(b.sc) == bad_end,
+                "the resumed run ends elsewhere than the uninterrupted one");
     same_on_all_ranks(params_hash(b.net), "resumed run");
     if (rank_ == 0)
         printf("dist_amp: 2 ranks, inf on rank 1 only: both ranks skipped together, scale followed Paddle's rule "

@@ -6,15 +6,13 @@
  *     every rank;
  *  2. k = 1 is ordinary DataParallel: a second net, wrapped without Local SGD and trained on the
  *     same batches, ends bit for bit where the k = 1 one does.
- * Prints "local_sgd_check: ok" on success; any failure exits 1 naming the step. */
+ * Prints "local_sgd_check: ok" on success; a failed DIST_ASSERT exits 1 naming the step. */
 #include <dygraph.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FAIL(...) do { fprintf(stderr, "local_sgd_check rank %d: ", rank); fprintf(stderr, __VA_ARGS__); \
-                       fprintf(stderr, " (%s)\n", dg_last_error()); return 1; } while (0)
+#include "dist_assert.h"
 
 static dg_layer *make_net(void) {
     dg_manual_seed(5);
@@ -70,30 +68,30 @@ int main(void) {
     if (world < 2) { fprintf(stderr, "local_sgd_check: run with 2 ranks\n"); return 1; }
     dg_layer *net = make_net(), *dp = dg_data_parallel(net, comm, dg_dp_default_params());
     dg_optimizer *opt = dp ? make_opt(net) : NULL;
-    if (!opt) FAIL("model");
-    if (dg_dp_set_local_sgd(dp, 4, false)) FAIL("set_local_sgd");
+    DIST_ASSERT(!(!opt), "model");
+    DIST_ASSERT(!(dg_dp_set_local_sgd(dp, 4, false)), "set_local_sgd");
     float local[256], mine[256];
     int64_t n = flatten(net, local, 256);
     bool drifted = false;
     for (int s = 0; s < 12; s++) {
-        if (step(dp, opt, rank, s)) FAIL("step %d", s);
+        DIST_ASSERT(!(step(dp, opt, rank, s)), "step %d", s);
         flatten(net, local, 256);
         dg_scope *sc = dg_scope_begin();
         dg_tensor *all = dg_comm_all_gather(comm, dg_from_data(DG_SHAPE(n), DG_F32, local));   /* [world * n] */
-        if (!all) FAIL("all_gather");
+        DIST_ASSERT(!(!all), "all_gather");
         float *g = malloc(sizeof(float) * (size_t)(world * n));
         dg_to_host(all, g, sizeof(float) * (size_t)(world * n));
         dg_scope_end(sc);
         for (int64_t k = 0; k < n; k++) drifted = drifted || g[k] != g[n + k];
         int r = dg_dp_local_sgd_step(dp);
-        if (r != ((s + 1) % 4 == 0)) FAIL("step %d: local_sgd_step returned %d", s, r);
+        DIST_ASSERT(!(r != ((s + 1) % 4 == 0)), "step %d: local_sgd_step returned %d", s, r);
         if (r == 1) {
             flatten(net, mine, 256);
             for (int64_t k = 0; k < n; k++) {
                 double mean = 0;
                 for (int w = 0; w < world; w++) mean += g[w * n + k];
                 mean /= world;
-                if (fabs(mine[k] - mean) > 1e-6 * fmax(1.0, fabs(mean))) FAIL("step %d: element %lld is %.9g, the ranks' mean %.9g", s, (long long)k, mine[k], mean);
+                DIST_ASSERT(!(fabs(mine[k] - mean) > 1e-6 * fmax(1.0, fabs(mean))), "step %d: element %lld is %.9g, the ranks' mean %.9g", s, (long long)k, mine[k], mean);
             }
             sc = dg_scope_begin();
             dg_tensor *after = dg_comm_all_gather(comm, dg_from_data(DG_SHAPE(n), DG_F32, mine));
@@ -101,26 +99,26 @@ int main(void) {
             dg_to_host(after, h, sizeof(float) * (size_t)(world * n));
             dg_scope_end(sc);
             for (int w = 1; w < world; w++)
-                if (memcmp(h, h + w * n, sizeof(float) * (size_t)n)) FAIL("step %d: rank %d holds other parameters after averaging", s, w);
+                DIST_ASSERT(!(memcmp(h, h + w * n, sizeof(float) * (size_t)n)), "step %d: rank %d holds other parameters after averaging", s, w);
             free(h);
         }
         free(g);
     }
-    if (!drifted) FAIL("the ranks never drifted apart between averagings: the check cannot fail");
-    if (dg_dp_local_sgd_averagings(dp) != 3) FAIL("%lld averagings, want 3", (long long)dg_dp_local_sgd_averagings(dp));
+    DIST_ASSERT(!(!drifted), "the ranks never drifted apart between averagings: the check cannot fail");
+    DIST_ASSERT(!(dg_dp_local_sgd_averagings(dp) != 3), "%lld averagings, want 3", (long long)dg_dp_local_sgd_averagings(dp));
 
     /* 2. k = 1 against a plain DataParallel on the same batches */
     dg_layer *net2 = make_net(), *dp2 = dg_data_parallel(net2, comm, dg_dp_default_params());
     dg_layer *net1 = make_net(), *dp1 = dg_data_parallel(net1, comm, dg_dp_default_params());
     dg_optimizer *o1 = dp1 ? make_opt(net1) : NULL, *o2 = dp2 ? make_opt(net2) : NULL;
-    if (!o1 || !o2 || dg_dp_set_local_sgd(dp1, 1, false)) FAIL("k = 1 models");
+    DIST_ASSERT(!(!o1 || !o2 || dg_dp_set_local_sgd(dp1, 1, false)), "k = 1 models");
     for (int s = 0; s < 6; s++) {
-        if (step(dp1, o1, rank, s) || dg_dp_local_sgd_step(dp1) != 0 || step(dp2, o2, rank, s)) FAIL("k = 1 step %d", s);
+        DIST_ASSERT(!(step(dp1, o1, rank, s) || dg_dp_local_sgd_step(dp1) != 0 || step(dp2, o2, rank, s)), "k = 1 step %d", s);
     }
     float a[256], b[256];
     flatten(net1, a, 256);
     flatten(net2, b, 256);
-    if (memcmp(a, b, sizeof(float) * (size_t)n)) FAIL("k = 1 differs from ordinary DataParallel");
+    DIST_ASSERT(!(memcmp(a, b, sizeof(float) * (size_t)n)), "k = 1 differs from ordinary DataParallel");
     printf("local_sgd_check: ok (rank %d: 3 averagings = the ranks' mean to 1e-6, identical on every rank; k = 1 = DataParallel bit for bit)\n", rank);
     dg_optimizer_free(opt);
     dg_optimizer_free(o1);
