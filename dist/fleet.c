@@ -106,11 +106,7 @@ dg_amp_scaler *dg_fleet_amp_scaler(void) { return g_scaler; }
 
 /* Local SGD's optimizer step: the rank's own step, then the DataParallel's count (and averaging) */
 static int local_sgd_step(void *ctx) {
-    dg_optimizer *opt = ctx;
-    int (*hook)(void *) = opt->remote_step;
-    opt->remote_step = NULL;
-    int rc = dg_optimizer_step(opt);
-    opt->remote_step = hook;
+    int rc = dg_opt_step_here(ctx);
     if (rc) return rc;
     DG_CHECK_INT(g_dp, "optimizer_step: strategy.use_local_sgd averages the model of dg_fleet_distributed_model: make it first");
     rc = dg_dp_local_sgd_step(g_dp);

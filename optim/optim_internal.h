@@ -92,11 +92,15 @@ struct dg_optimizer {
     double momentum_decay;                  /* nadam */
     double lr_decay;                        /* adagrad */
     double init_acc;                        /* initial value of new buffers (adagrad's initial_accumulator_value) */
-    /* set by fleet in parameter-server mode (dist/ps/client.c): the step pushes the gradients to
-     * the servers, which run this optimizer's rule, and pulls the new values */
+    /* set by fleet (dist/ps/fleet_ps.c, dist/fleet.c): dg_optimizer_step calls it instead of
+     * stepping here — parameter-server mode pushes the gradients to the servers, which run this
+     * optimizer's rule; geo mode and Local SGD step here (dg_opt_step_here) and then exchange */
     int (*remote_step)(void *ctx);
     void *remote_ctx;
 };
+/* The step on this process's parameters with the optimizer's own rule, whatever remote_step says:
+ * what a remote_step that also steps locally calls. */
+int dg_opt_step_here(dg_optimizer *o);
 
 /* The lr of the group parameter i belongs to (prepare's lr). */
 static inline double dg_opt_lr_of(const dg_optimizer *o, int i) { return o->groups[o->group_of[i]].lr; }

@@ -289,7 +289,10 @@ static int step_rows(dg_optimizer *o, int i, const dg_update_params *u0) {
 
 int dg_optimizer_step(dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_step: optimizer is NULL");
-    if (o->remote_step) return o->remote_step(o->remote_ctx);
+    return o->remote_step ? o->remote_step(o->remote_ctx) : dg_opt_step_here(o);
+}
+
+int dg_opt_step_here(dg_optimizer *o) {
     const char *nm = o->info->name;
     for (int i = 0; i < o->n; i++)
         if (dg_tensor_check(nm, "parameter", o->params[i]) != 0) {

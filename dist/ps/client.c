@@ -268,14 +268,6 @@ int dg_ps_dense_geo_exchange(dg_ps_dense *d) {
     return rc;
 }
 
-/* The optimizer's own step on this worker's parameters (remote_step set aside). */
-static int local_step(dg_ps_dense *d) {
-    int (*remote)(void *) = d->opt->remote_step;
-    d->opt->remote_step = NULL;
-    int rc = dg_optimizer_step(d->opt);
-    d->opt->remote_step = remote;
-    return rc;
-}
 
 /* The communicator's take (communicator.h), straight into the parameters' memory: the values it
  * pulled, and with SGD minus lr x the gradients they lack (queued or in flight; weight decay on
@@ -335,12 +327,12 @@ static int add_grads(void *ctx, float *queue, bool accumulate) {
 static int async_step(dg_ps_dense *d) {
     int got = dg_ps_communicator_step(d->comm, take_values, add_grads, d);
     if (got < 0) return got;
-    return d->opt->kind == DG_OPT_SGD ? local_step(d) : 0;
+    return d->opt->kind == DG_OPT_SGD ? dg_opt_step_here(d->opt) : 0;
 }
 
 int dg_ps_dense_step(dg_ps_dense *d) {
     if (d->mode == DG_PS_MODE_GEO) {   /* the worker's own optimizer step, then every k_steps an exchange */
-        int rc = local_step(d);
+        int rc = dg_opt_step_here(d->opt);
         if (!rc && ++d->steps % d->k_steps == 0) rc = dg_ps_dense_geo_exchange(d);
         return rc;
     }
