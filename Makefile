@@ -237,6 +237,7 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing
 	sh test/dist/equivalence.sh $(BUILD)/bin
 	sh test/dist/amp_scaler.sh $(BUILD)/bin
 	sh test/dist/local_sgd.sh $(BUILD)/bin
+	sh test/dist/recompute.sh $(BUILD)/bin
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
@@ -291,6 +292,7 @@ bench: $(BENCHES) $(DGRUN) $(BUILD)/bin/ctr_dnn
 	$(BUILD)/bin/bench_dataloader
 	sh bench/run_dist.sh $(BUILD)/bin
 	sh bench/run_ps.sh $(BUILD)/bin
+	sh bench/run_recompute.sh $(BUILD)/bin
 
 # Regenerates the PyTorch reference files (needs python3-torch, installed by deps).
 goldens:

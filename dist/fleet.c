@@ -37,6 +37,11 @@ int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
     DG_CHECK_INT((st.timeout_s > 0 && isfinite(st.timeout_s)) || st.timeout_s == DG_FROM_ENV,
                  "fleet_init: strategy timeout_s must be > 0 or DG_FROM_ENV, got %g", st.timeout_s);
     if (st.amp && dg_amp_params_check("fleet_init: strategy amp_configs", st.amp_configs)) return DG_EINVAL;
+    DG_CHECK_INT(st.n_recompute_checkpoints >= 0 && (st.n_recompute_checkpoints == 0 || st.recompute_checkpoints),
+                 "fleet_init: strategy n_recompute_checkpoints is %d with recompute_checkpoints %s", st.n_recompute_checkpoints,
+                 st.recompute_checkpoints ? "given" : "NULL");
+    DG_CHECK_INT(!st.recompute || st.n_recompute_checkpoints > 0,
+                 "fleet_init: strategy.recompute is on but recompute_checkpoints names no sublayer");
     DG_CHECK_INT(st.local_sgd_steps >= 1 && st.local_sgd_is_warm_steps >= 0, "fleet_init: strategy local_sgd_steps must be >= 1 "
                  "and local_sgd_is_warm_steps >= 0, got %d and %d", st.local_sgd_steps, st.local_sgd_is_warm_steps);
     g_strategy = st;
@@ -68,6 +73,16 @@ dg_comm *dg_fleet_comm(void) { return g_comm; }
 dg_layer *dg_fleet_distributed_model(dg_layer *net) {
     if (dg_fleet_ps_on()) return net;   /* the servers hold the parameters: no gradient all-reduce */
     if (!g_comm) { dg_layer_free(net); DG_ERR(DG_ESTATE, "fleet_distributed_model: call dg_fleet_init first"); return NULL; }
+    for (int i = 0; g_strategy.recompute && i < g_strategy.n_recompute_checkpoints; i++) {
+        const char *name = g_strategy.recompute_checkpoints[i];
+        dg_layer *sub = name ? dg_layer_sublayer(net, name) : NULL;
+        if (!sub || dg_layer_set_recompute(sub, true)) {
+            if (!sub) DG_ERR(DG_EINVAL, "fleet_distributed_model: strategy recompute_checkpoints[%d] '%s' is no sublayer of the %s",
+                             i, name ? name : "(null)", dg_layer_type(net));
+            dg_layer_free(net);
+            return NULL;
+        }
+    }
     dg_dp_params p = dg_dp_default_params();
     p.bucket_mb = g_strategy.fuse_grad_size_in_MB;
     p.first_bucket_mb = g_strategy.first_bucket_mb;

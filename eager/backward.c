@@ -219,7 +219,10 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
         n->grad_acc = NULL;
     }
 done:
-    for (int64_t i = 0; i < leaves.n; i++) ((dg_tensor *)leaves.p[i])->bw_pending = 0;
+    /* on success every count is back where it was; a walk nested in another (recompute's, from
+     * a backward rule) must leave the outer walk's counts on leaves they share */
+    if (rc)
+        for (int64_t i = 0; i < leaves.n; i++) ((dg_tensor *)leaves.p[i])->bw_pending = 0;
     dg_tensor_release(root_grad);
     free(nodes.p);
     free(leaves.p);

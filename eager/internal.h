@@ -205,9 +205,34 @@ void dg_node_release(struct dg_node *n);
 void dg_grad_mode_reset(void);   /* this thread's no_grad depth back to 0 (dg_shutdown) */
 void dg_autocast_pause(int delta);   /* +1 / -1: ops do not autocast while paused (backward) */
 void dg_autocast_reset(void);    /* this thread's autocast regions closed (dg_shutdown; eager/ops/autocast.c) */
+/* What recompute (eager/recompute.c) needs to run a forward again as it first ran: */
+int dg_grad_mode_swap(int depth);  /* sets this thread's no_grad depth, returns the old one */
+/* Probing: a forward run without recording (as under no_grad) that notes whether any op would
+ * have recorded a node had grad mode been on. begin returns the token end takes back. */
+int dg_record_probe_begin(void);
+bool dg_record_probe_end(int token); /* true: some op saw an input that needs a gradient */
+/* The calling thread's autocast state: the innermost region (its dtype and op policies) and the
+ * pause count, copied so that a later forward can run under the same casts. */
+typedef struct dg_autocast_snapshot { int active; int paused; unsigned char region[64]; } dg_autocast_snapshot;
+void dg_autocast_save(dg_autocast_snapshot *s);
+/* Runs under s (pushes its region, sets its pause count): the old pause count, or a negative
+ * status when the region stack is full; unapply undoes it given what apply returned. */
+int dg_autocast_apply(const dg_autocast_snapshot *s);
+void dg_autocast_unapply(const dg_autocast_snapshot *s, int old_paused);
 
 /* ---- RNG (eager/rng.c): dg_generator_reserve and dg_philox4x32 are in custom_op.h ---- */
 void dg_rng_reset(void);      /* the default generator back to its first seed, counter 0 (dg_shutdown) */
+dg_generator *dg_generator_current(void);   /* the calling thread's generator for ops given none */
+/* While a log is set on a thread, each generator's first reservation there is noted (the
+ * generator, its seed and the counter the reservation started at): where a recomputed forward
+ * must put every generator back to draw the same numbers again. */
+#define DG_RNG_LOG_MAX 8
+typedef struct dg_rng_log {
+    int n;
+    bool overflow;    /* more generators than DG_RNG_LOG_MAX drew */
+    struct { dg_generator *g; uint64_t seed, counter; } e[DG_RNG_LOG_MAX];
+} dg_rng_log;
+dg_rng_log *dg_rng_log_swap(dg_rng_log *log);   /* sets this thread's log (NULL: none), returns the old */
 
 /* ---- threads (eager/threads.c) ---- */
 /* dg_set_num_threads, with `who` (a flag, an environment variable) named in the notice a count

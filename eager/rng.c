@@ -22,6 +22,7 @@ static _Thread_local dg_generator *t_current;   /* dg_generator_use; NULL: the d
 dg_generator *dg_default_generator(void) { return &g_default; }
 
 static dg_generator *resolve(dg_generator *g) { return g ? g : t_current ? t_current : &g_default; }
+dg_generator *dg_generator_current(void) { return resolve(NULL); }
 
 dg_generator *dg_generator_new(uint64_t seed) {
     dg_generator *g = malloc(sizeof *g);
@@ -73,10 +74,26 @@ int dg_generator_set_state(dg_generator *g, const dg_generator_state *state) {
 void dg_manual_seed(uint64_t seed) { dg_generator_manual_seed(&g_default, seed); }
 uint64_t dg_get_seed(void) { return dg_generator_get_seed(&g_default); }
 
+static _Thread_local dg_rng_log *t_log;
+dg_rng_log *dg_rng_log_swap(dg_rng_log *log) {
+    dg_rng_log *old = t_log;
+    t_log = log;
+    return old;
+}
+static void log_first_draw(dg_generator *g, uint64_t seed, uint64_t start) {
+    for (int i = 0; i < t_log->n; i++) if (t_log->e[i].g == g) return;
+    if (t_log->n == DG_RNG_LOG_MAX) { t_log->overflow = true; return; }
+    t_log->e[t_log->n].g = g;
+    t_log->e[t_log->n].seed = seed;
+    t_log->e[t_log->n++].counter = start;
+}
+
 uint64_t dg_generator_reserve(dg_generator *g, uint64_t n, uint64_t *seed_out) {
     g = resolve(g);
     uint64_t start = __atomic_fetch_add(&g->counter, (n + 3) / 4, __ATOMIC_ACQ_REL);
-    if (seed_out) *seed_out = __atomic_load_n(&g->seed, __ATOMIC_RELAXED);
+    uint64_t seed = __atomic_load_n(&g->seed, __ATOMIC_RELAXED);
+    if (seed_out) *seed_out = seed;
+    if (t_log) log_first_draw(g, seed, start);
     return start;
 }
 
@@ -99,4 +116,5 @@ void dg_rng_reset(void) {
     __atomic_store_n(&g_default.counter, 0, __ATOMIC_RELAXED);
     g_default.seed = DG_DEFAULT_SEED;
     t_current = NULL;
+    t_log = NULL;
 }

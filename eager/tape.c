@@ -4,11 +4,38 @@
 #include "backend.h"
 
 static _Thread_local int no_grad_depth;
+/* recompute's probe (eager/recompute.c): the no_grad depth the probe runs at (0: none), and
+ * whether an op at that depth saw an input needing a gradient. An op under a no_grad of its own
+ * inside the probed forward (a running-statistics update) is deeper and does not count. */
+static _Thread_local int probe_depth;
+static _Thread_local bool probe_hit;
 
 void dg_no_grad_begin(void) { no_grad_depth++; }
 void dg_no_grad_end(void) { if (no_grad_depth > 0) no_grad_depth--; }
-bool dg_is_grad_enabled(void) { return no_grad_depth == 0; }
-void dg_grad_mode_reset(void) { no_grad_depth = 0; }
+/* A probed forward (recompute's first run) counts as grad mode for what ops decide (in-place
+ * checks, conv+bn folding) so that it computes exactly what the recording run will; only
+ * dg_needs_record tells it apart. */
+bool dg_is_grad_enabled(void) { return no_grad_depth == 0 || (probe_depth && no_grad_depth == probe_depth); }
+void dg_grad_mode_reset(void) { no_grad_depth = 0; probe_depth = 0; probe_hit = false; }
+int dg_grad_mode_swap(int depth) {
+    int old = no_grad_depth;
+    no_grad_depth = depth;
+    return old;
+}
+int dg_record_probe_begin(void) {
+    int token = probe_depth | (probe_hit ? 1 << 30 : 0);
+    no_grad_depth++;
+    probe_depth = no_grad_depth;
+    probe_hit = false;
+    return token;
+}
+bool dg_record_probe_end(int token) {
+    bool hit = probe_hit;
+    if (no_grad_depth > 0) no_grad_depth--;
+    probe_depth = token & ~(1 << 30);
+    probe_hit = (token >> 30) & 1;
+    return hit;
+}
 
 /* ---- leaves ---- */
 int dg_set_requires_grad(dg_tensor *t, bool rg) {
@@ -91,11 +118,17 @@ int dg_clear_grad_hooks(dg_tensor *leaf) {
 }
 
 /* ---- recording ---- */
-bool dg_needs_record(const dg_tensor *const *in, int n) {
-    if (no_grad_depth) return false;
+static bool any_needs_grad(const dg_tensor *const *in, int n) {
     for (int i = 0; i < n; i++)
         if (in[i] && (in[i]->requires_grad || in[i]->node)) return true;
     return false;
+}
+bool dg_needs_record(const dg_tensor *const *in, int n) {
+    if (no_grad_depth) {
+        if (probe_depth && no_grad_depth == probe_depth && !probe_hit && any_needs_grad(in, n)) probe_hit = true;
+        return false;
+    }
+    return any_needs_grad(in, n);
 }
 
 dg_node *dg_record(const char *name, dg_tensor *out, const dg_tensor *const *in, int n, dg_backward_fn bw) {

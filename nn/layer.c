@@ -27,6 +27,7 @@ struct dg_layer {
     dg_layer *parent;   /* the first layer this one was added to; cleared when it dies */
     char *name;         /* this layer's name under parent */
     char *extra_repr;
+    bool recompute;     /* forward through dg_recompute (dg_layer_set_recompute) */
 };
 
 static char *dup_str(const char *s) {
@@ -363,10 +364,29 @@ int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
     if (!y_) return dg_error_since(errs_) ? NULL : LERR(l, DG_EINVAL, "forward returned NULL without an error message"); \
     return mine_ ? y_ : dg_reshape(y_, dg_shape_of(y_))
 
+static dg_tensor *forward_checked(dg_layer *l, const dg_tensor *x);
+static dg_tensor *forward_recomputed(void *l, const dg_tensor *x) { return forward_checked(l, x); }
+
 dg_tensor *dg_forward(dg_layer *l, const dg_tensor *x) {
     DG_CHECK_HANDLE(l, "forward: layer is NULL");
     if (!x) return LPROP(l, "forward: input is NULL");
     if (dg_tensor_check("forward", "x", x) != 0) return NULL;
+    if (l->recompute && (l->forward || l->forward_multi)) return dg_recompute("recompute", forward_recomputed, l, x);
+    return forward_checked(l, x);
+}
+
+int dg_layer_set_recompute(dg_layer *l, bool on) {
+    DG_CHECK_HANDLE_INT(l, "layer_set_recompute: layer is NULL");
+    if (on && !l->forward && !(l->forward_multi && l->n_inputs == 1)) {
+        LERR(l, DG_EINVAL, "layer_set_recompute: only a layer whose forward takes one tensor can be recomputed");
+        return DG_EINVAL;
+    }
+    l->recompute = on;
+    return 0;
+}
+bool dg_layer_recompute(const dg_layer *l) { return l && l->recompute; }
+
+static dg_tensor *forward_checked(dg_layer *l, const dg_tensor *x) {
     if (l->forward_multi) {
         if (l->n_inputs != 1) return LERR(l, DG_EINVAL, "takes %d inputs, got 1: call dg_forward_multi", l->n_inputs);
         RUN_SCOPED(l, l->forward_multi(l, &x, 1));

@@ -52,7 +52,10 @@ static dg_tensor *bn_run(dg_layer *self, const dg_tensor *x, bool relu) {
         return DG_LAYER_ERROR(self, "expected more than 1 value per channel when training, got input %s",
                               dg_shape_str(x, sh, sizeof sh));
     double momentum = s->momentum;
-    if (training && s->num_batches_tracked) {
+    /* a forward run again by recompute's backward saw this batch already: its statistics went
+     * into the running ones the first time */
+    bool again = dg_is_recomputing();
+    if (training && s->num_batches_tracked && !again) {
         double n = dg_item(s->num_batches_tracked) + 1;
         if (dg_fill_(s->num_batches_tracked, n)) return NULL;
         if (s->cumulative) momentum = 1.0 / n;
@@ -62,7 +65,9 @@ static dg_tensor *bn_run(dg_layer *self, const dg_tensor *x, bool relu) {
     bp.training = use_batch;
     bp.momentum = momentum;
     bp.eps = s->eps;
-    return (relu ? dg_batch_norm_relu : dg_batch_norm)(x, s->running_mean, s->running_var, s->weight, s->bias, bp);
+    dg_tensor *rm = s->running_mean, *rv = s->running_var;
+    if (again && training) rm = rv = NULL;   /* training with no running stats: batch statistics, no update */
+    return (relu ? dg_batch_norm_relu : dg_batch_norm)(x, rm, rv, s->weight, s->bias, bp);
 }
 
 static dg_tensor *bn_forward(dg_layer *self, const dg_tensor *x) { return bn_run(self, x, false); }

@@ -9,20 +9,23 @@
  *   options: [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *            [--optimizer adam|sgd] [--lr 1e-3] [--workers 1] [--threads N] [--overlap 0|1]
  *            [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--max-steps N]
- *            [--local-sgd-steps K [--local-sgd-warmup W] [--adaptive-local-sgd]]
+ *            [--local-sgd-steps K [--local-sgd-warmup W] [--adaptive-local-sgd]] [--recompute]
  *
  * Local SGD (the collective guide's use_local_sgd): each worker steps alone and the workers'
  * parameters are averaged every K steps; K grows 1, 2, 4, ... to K after W epochs of ordinary
  * data parallelism (dg_fleet_get_local_sgd_steps), or with --adaptive-local-sgd follows the
  * guide's adaptive rule from the workers' mean training loss of each epoch, K being its base
- * step. Every epoch ends averaged, so the first worker evaluates the common model. */
+ * step. Every epoch ends averaged, so the first worker evaluates the common model.
+ *
+ * --recompute: strategy.recompute with the two convolution blocks as checkpoints (their
+ * activations made again during backward instead of kept; the same gradients). */
 #include "sample_amp.h"
 
 static int all_reduce(void *model) { return dg_dp_apply_collective_grads(model); }
 
 int main(int argc, char **argv) {
     static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--optimizer", "--overlap", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", "--local-sgd-steps",
-                                         "--local-sgd-warmup", "--adaptive-local-sgd!", NULL };
+                                         "--local-sgd-warmup", "--adaptive-local-sgd!", "--recompute!", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -47,6 +50,10 @@ int main(int argc, char **argv) {
     strategy.use_local_sgd = local_k >= 1;
     strategy.local_sgd_steps = local_k >= 1 ? local_k : 1;
     strategy.local_sgd_is_warm_steps = local_warm;
+    static const char *const checkpoints[] = { "conv1", "conv2" };
+    strategy.recompute = su_has(argc, argv, "--recompute");
+    strategy.recompute_checkpoints = checkpoints;
+    strategy.n_recompute_checkpoints = strategy.recompute ? 2 : 0;
     if (dg_fleet_init(true, &strategy)) return su_die("fleet init");
     int rank = dg_fleet_worker_index(), world = dg_fleet_worker_num();
 
@@ -84,6 +91,8 @@ int main(int argc, char **argv) {
     free(params);
     opt = dg_fleet_distributed_optimizer(opt);
     dg_layer *model = dg_fleet_distributed_model(dg_layer_ref(net));
+    if (model && strategy.recompute && rank == 0) printf("recompute: conv1 %d, conv2 %d\n",
+        dg_layer_recompute(dg_layer_sublayer(net, "conv1")), dg_layer_recompute(dg_layer_sublayer(net, "conv2")));
     if (!opt || !model || su_amp_optimizer(&amp, opt, dg_dp_comm(model))) return su_die("distributed setup");
     if (rank == 0) printf("start data reader (trainers_num: %d, trainer_id: %d), %lld train images, %lld batches of %lld per worker\n",
                           world, rank, (long long)dg_dataset_len(train), (long long)dg_dataloader_num_batches(train_dl), (long long)batch);

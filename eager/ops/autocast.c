@@ -106,4 +106,24 @@ dg_tensor *dg_autocast_leave(dg_scope *s, dg_tensor *y) {
 }
 
 void dg_autocast_pause(int delta) { g_paused += delta; }
+
+_Static_assert(sizeof(region) <= sizeof(((dg_autocast_snapshot *)0)->region), "autocast snapshot too small for a region");
+void dg_autocast_save(dg_autocast_snapshot *s) {
+    memset(s, 0, sizeof *s);
+    s->active = g_depth > 0;
+    s->paused = g_paused;
+    if (s->active) memcpy(s->region, &g_stack[g_depth - 1], sizeof(region));
+}
+int dg_autocast_apply(const dg_autocast_snapshot *s) {
+    DG_CHECK_INT(!s->active || g_depth < MAX_DEPTH, "recompute: %d autocast regions are open; the forward's needs one more",
+                 g_depth);
+    int old = g_paused;
+    if (s->active) memcpy(&g_stack[g_depth++], s->region, sizeof(region));
+    g_paused = s->paused;
+    return old;
+}
+void dg_autocast_unapply(const dg_autocast_snapshot *s, int old_paused) {
+    if (s->active && g_depth > 0) g_depth--;
+    g_paused = old_paused;
+}
 void dg_autocast_reset(void) { g_depth = 0; g_paused = 0; }

@@ -55,6 +55,25 @@ typedef void (*dg_grad_hook)(dg_tensor *leaf, void *user);
 DG_API int dg_register_grad_hook(dg_tensor *leaf, dg_grad_hook fn, void *user);
 DG_API int dg_clear_grad_hooks(dg_tensor *leaf);
 
+/* ---- recompute (activation checkpointing: Paddle's fleet recompute, torch.utils.checkpoint) ----
+ * y = fn(ctx, x) run without keeping fn's intermediate tensors: backward runs fn again, this
+ * time recording, and walks that graph with y's gradient. The second run sees what the first
+ * saw: the thread's random generator at the same position (dropout draws the same masks; the
+ * generator then goes on from where it was), the same autocast region and grad mode. Gradients
+ * equal those of y = fn(ctx, x) without recompute, bit for bit where fn is deterministic; grad-ready
+ * hooks (DataParallel's) fire from the second run. fn must make its result from x and tensors
+ * it owns (a layer's parameters), run the same ops both times, and, with ctx, outlive the
+ * backward. Layers state updates done in the forward (BatchNorm's running statistics) should be
+ * skipped while dg_is_recomputing() is true; the built-in ones are. Without grad mode, or inside
+ * another recompute, fn just runs. A parameter used both inside and outside fn gets its
+ * grad-ready hook when its outside uses are done, possibly before the inside one: keep such
+ * parameters out of recomputed segments under DataParallel overlap (torch's reentrant
+ * checkpoint has the same limit). name names the node ("recompute" when NULL). */
+typedef dg_tensor *(*dg_recompute_fn)(void *ctx, const dg_tensor *x);
+DG_API dg_tensor *dg_recompute(const char *name, dg_recompute_fn fn, void *ctx, const dg_tensor *x);
+/* True while backward runs a recomputed forward again. */
+DG_API bool dg_is_recomputing(void);
+
 #ifdef __cplusplus
 }
 #endif

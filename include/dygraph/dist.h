@@ -172,6 +172,12 @@ typedef struct dg_fleet_strategy {
                                      k_steps): each worker steps its own copy with its optimizer and
                                      every k_steps steps adds its change / worker count on the
                                      servers and pulls the sums back; default 0 */
+    bool recompute;               /* strategy.recompute: dg_fleet_distributed_model marks the sublayers
+                                     named in recompute_checkpoints (dotted names, "layer1.0") for
+                                     recompute (dg_layer_set_recompute); default false */
+    const char *const *recompute_checkpoints;   /* recompute_configs' checkpoints: read by
+                                     dg_fleet_distributed_model; a name that is no sublayer is an error */
+    int n_recompute_checkpoints;  /* default 0 */
 } dg_fleet_strategy;
 DG_API dg_fleet_strategy dg_fleet_default_strategy(void);
 /* fleet.init(is_collective=True[, strategy]): reads the environment, makes the world

@@ -162,6 +162,16 @@ DG_API int dg_layer_train(dg_layer *layer);
 DG_API int dg_layer_eval(dg_layer *layer);
 DG_API bool dg_layer_is_training(const dg_layer *layer);
 
+/* ---- recompute (Paddle's fleet recompute, torch.utils.checkpoint) ----
+ * A layer marked here runs its forward through dg_recompute (autograd.h): none of its
+ * intermediate tensors are kept, only its input, and backward runs its forward again to get
+ * them. Mark the blocks of a deep network (ResNet's BasicBlock/Bottleneck, a Sequential
+ * segment) to trade about one more forward for their activations' memory; gradients are the
+ * same. BatchNorm inside updates its running statistics once per step. Only layers whose
+ * forward takes one tensor. */
+DG_API int dg_layer_set_recompute(dg_layer *layer, bool on);
+DG_API bool dg_layer_recompute(const dg_layer *layer);
+
 /* ---- iteration ----
  * Order is torch's: each layer's own entries in registration order, then its sublayers', depth
  * first. Parameters and buffers that appear under two names (tied or shared) are listed once,
