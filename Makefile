@@ -238,6 +238,7 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing
 	sh test/dist/amp_scaler.sh $(BUILD)/bin
 	sh test/dist/local_sgd.sh $(BUILD)/bin
 	sh test/dist/recompute.sh $(BUILD)/bin
+	sh test/dist/multinode.sh cpu $(BUILD)/bin
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
