@@ -10,12 +10,12 @@ expect() {   # status program args...
     "$@" >/dev/null 2>&1; got=$?
     if [ "$got" -ne "$want" ]; then echo "FAIL: $* exited $got, want $want"; fail=1; fi
 }
-for p in cifar10 face_keypoints mnist mnist_fleet eval_offline linear_single linear_fleet langid housing_ps ctr_dnn; do
+for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet eval_offline linear_single linear_fleet langid housing_ps ctr_dnn; do
     expect 0 "$BIN/$p" --help
     expect 2 "$BIN/$p" --no-such-flag 1
     expect 2 "$BIN/$p" stray
 done
-for p in cifar10 face_keypoints mnist mnist_fleet langid housing_ps ctr_dnn; do
+for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet langid housing_ps ctr_dnn; do
     expect 2 "$BIN/$p" --epochs
     expect 2 "$BIN/$p" --epochs two
     expect 2 "$BIN/$p" --lr 1e-3x
@@ -25,6 +25,9 @@ for p in cifar10 face_keypoints mnist mnist_fleet; do
     expect 2 "$BIN/$p" --amp bf16 --amp-level O3
     expect 2 "$BIN/$p" --amp fp16 --init-loss-scaling -1
 done
+expect 2 "$BIN/resnet_fleet" --model vgg16
+expect 2 "$BIN/resnet_fleet" --momentum 1.5
+expect 2 "$BIN/resnet_fleet" --adaptive-local-sgd
 expect 2 "$BIN/langid" --optimizer lbfgs
 expect 2 "$BIN/langid" --per-lang 2.5
 expect 2 "$BIN/housing_ps" --batch-size 0

@@ -26,3 +26,10 @@ rm -rf "$TMP/log"
     --local-sgd-steps 4 --adaptive-local-sgd > "$TMP/out" 2>&1 || fail "mnist_fleet --adaptive-local-sgd: dgrun exited $?"
 grep -q "^adaptive local sgd: epoch 2 mean loss" "$TMP/log/workerlog.0" || fail "mnist_fleet --adaptive-local-sgd printed no K"
 echo "PASS: mnist_fleet, 2 ranks, --adaptive-local-sgd: $(grep "^adaptive local sgd" "$TMP/log/workerlog.0" | sed 's/adaptive local sgd: //' | paste -sd';')"
+rm -rf "$TMP/log"
+# the ResNet sample: Local SGD (buffers averaged too) with its blocks recomputed, 2 epochs of 4 steps
+"$BIN/dgrun" --nproc_per_node 2 --log_dir "$TMP/log" "$BIN/resnet_fleet" --epochs 2 --max-steps 4 --batch-size 8 \
+    --local-sgd-steps 2 --local-sgd-warmup 1 --recompute > "$TMP/out" 2>&1 || fail "resnet_fleet --local-sgd-steps 2: dgrun exited $?"
+grep -q "8 blocks recomputed" "$TMP/log/workerlog.0" || fail "resnet_fleet --recompute marked no blocks"
+grep -q "^test accuracy" "$TMP/log/workerlog.0" || fail "resnet_fleet did not finish"
+echo "PASS: resnet_fleet, 2 ranks, --local-sgd-steps 2 --local-sgd-warmup 1 --recompute: $(grep '^local sgd' "$TMP/log/workerlog.0" | sed 's/local sgd: //' | paste -sd';')"
