@@ -2,6 +2,18 @@
 # `make test` installs what it needs (Debian, as root), builds and runs the suite;
 # `make run` runs the main sample. See README.md.
 
+# Every top-level make first makes sure the Debian packages are there (scripts/deps.sh:
+# idempotent, a dpkg query when all is present), before anything below looks for headers:
+# plain `make` on a fresh machine installs them as root, or stops at once saying what to run.
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter deps clean,$(MAKECMDGOALS)),)
+DEPS_STATUS := $(shell sh scripts/deps.sh >&2; echo $$?)
+ifneq ($(DEPS_STATUS),0)
+$(error the build dependencies are missing; install them as root with `sh scripts/deps.sh` (Debian 12 packages: see its PKGS line))
+endif
+endif
+endif
+
 BUILD       ?= build
 CC          ?= gcc
 ARCH        ?= -march=native
