@@ -3,6 +3,21 @@
 # loading of the lines they print for the medians table.
 # Each program prints one line per run: <workload>_t<threads> <figure> <unit> <peak RSS MB> MB.
 
+# What PyTorch's OpenBLAS is given: Debian's 0.3.21 takes Sapphire Rapids for Prescott, and
+# OPENBLAS_CORETYPE=SkylakeX gives it its AVX-512 kernels back; on a CPU without AVX-512 that
+# kernel dies with SIGILL, so the variable is set only where /proc/cpuinfo lists avx512f.
+if grep -qw avx512f /proc/cpuinfo 2>/dev/null; then PT_CORETYPE=SkylakeX; else PT_CORETYPE=; fi
+# Runs a command with PT_CORETYPE in OPENBLAS_CORETYPE, or without the variable where it is empty.
+pt_env() { if [ -n "$PT_CORETYPE" ]; then OPENBLAS_CORETYPE=$PT_CORETYPE "$@"; else env -u OPENBLAS_CORETYPE "$@"; fi; }
+
+# The header of every bench's results: the CPU model, its count and its measured single-core FMA
+# peak (bench/fma_peak.c, next to the bench binaries in BIN_DIR), and the OpenBLAS setting.
+# Usage: bench_header BIN_DIR
+bench_header() {
+    echo "CPU: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs; $("$1/bench_fma_peak" 2>/dev/null || echo "fma peak: not measured ($1/bench_fma_peak missing)")"
+    echo "PyTorch's OpenBLAS: ${PT_CORETYPE:+OPENBLAS_CORETYPE=$PT_CORETYPE}${PT_CORETYPE:-as detected (no AVX-512 here, so no OPENBLAS_CORETYPE)}"
+}
+
 # ROUNDS rounds of every workload in WORKLOADS at 1 and 2 threads, each time the
 # shell function (or command) SIDE_A and then SIDE_B with arguments workload and threads; their
 # lines go to DIR/SIDE_A.<round> and DIR/SIDE_B.<round>.

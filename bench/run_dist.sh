@@ -13,6 +13,8 @@
 #     how many all-reduce rounds the steps made.
 set -eu
 BIN=${1:-build/bin}
+. "$(dirname "$0")/bench_lib.sh"
+bench_header "$BIN"
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-60}
 TMP=$(mktemp -d)

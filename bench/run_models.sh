@@ -1,8 +1,9 @@
 #!/bin/sh
 # bench/run_models.sh — bench/models (dygraph) and bench/models_torch.py (PyTorch) alternately,
 # ROUNDS rounds (default 3), every workload at 1 and 2 threads; prints medians of images/s and
-# peak RSS side by side with the ratio. PyTorch gets OpenBLAS's best (OPENBLAS_CORETYPE=SkylakeX,
-# its pool held to the thread count); dygraph gets no variable.
+# peak RSS side by side with the ratio. PyTorch gets OpenBLAS's best (OPENBLAS_CORETYPE=SkylakeX
+# where the CPU has AVX-512, bench_lib.sh's pt_env; its pool held to the thread count); dygraph
+# gets no variable.
 # BF16=1: bf16 convolutions inside f32 tensors (dygraph DG_CPU_BF16=1) vs PyTorch torch.autocast bf16.
 # AMP=bf16: dygraph under dg_autocast (bf16 tensors; AMP_LEVEL=O2 for bf16 parameters) vs PyTorch
 # torch.autocast bf16.
@@ -17,7 +18,8 @@ DIR=$(mktemp -d)
 TORCH_BF16=${BF16:-0}
 [ -n "$AMP" ] && TORCH_BF16=1
 dygraph() { env -u OPENBLAS_CORETYPE DG_CPU_BF16="${BF16:-0}" DG_BENCH_AMP="${AMP:-}" DG_BENCH_AMP_LEVEL="${AMP_LEVEL:-O1}" "$BIN" "$1" "$2"; }
-pytorch() { OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=$2 BENCH_BF16="$TORCH_BF16" /usr/bin/python3 bench/models_torch.py "$1" "$2"; }
+pytorch() { OPENBLAS_NUM_THREADS=$2 BENCH_BF16="$TORCH_BF16" pt_env /usr/bin/python3 bench/models_torch.py "$1" "$2"; }
+bench_header "$(dirname "$BIN")"
 bench_rounds "$DIR" dygraph pytorch
 bench_table "$DIR" <<'PY'
 dg = load_rounds("dygraph")

@@ -1,14 +1,17 @@
 #!/bin/sh
 # bench/run_ops.sh — runs bench/ops (dygraph) and bench/ops_torch.py (PyTorch) alternately for
 # ROUNDS rounds (default 3) and prints the median of each figure side by side with the ratio.
-# PyTorch runs with OPENBLAS_CORETYPE=SkylakeX (its best GEMM on this CPU); one extra PyTorch
-# round as installed (no CORETYPE) is printed for the record. torch.set_num_threads(1) does not
+# PyTorch runs with OPENBLAS_CORETYPE=SkylakeX where the CPU has AVX-512 (its best GEMM there;
+# bench_lib.sh's pt_env), as detected elsewhere; one extra PyTorch round as installed (no
+# CORETYPE) is printed for the record. torch.set_num_threads(1) does not
 # reach OpenBLAS's own thread pool, so PyTorch also gets OPENBLAS_NUM_THREADS=1 to keep the
 # comparison at one thread. dygraph gets no variable at all.
 # Usage: sh bench/run_ops.sh build/bin/bench_ops [--tiny]
 set -e
+. "$(dirname "$0")/bench_lib.sh"
 BIN=${1:-build/bin/bench_ops}
 shift || true
+bench_header "$(dirname "$BIN")"
 ROUNDS=${ROUNDS:-3}
 DIR=$(mktemp -d)
 i=1
@@ -16,7 +19,7 @@ while [ $i -le "$ROUNDS" ]; do
     echo "round $i/$ROUNDS: dygraph" >&2
     env -u OPENBLAS_CORETYPE "$BIN" "$@" > "$DIR/dg.$i"
     echo "round $i/$ROUNDS: pytorch" >&2
-    OPENBLAS_CORETYPE=SkylakeX OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 bench/ops_torch.py "$@" > "$DIR/pt.$i"
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 pt_env /usr/bin/python3 bench/ops_torch.py "$@" > "$DIR/pt.$i"
     i=$((i + 1))
 done
 echo "pytorch as installed (no OPENBLAS_CORETYPE)" >&2

@@ -12,6 +12,8 @@
 # Usage: sh bench/run_ps.sh build/bin
 set -eu
 BIN=${1:-build/bin}
+. "$(dirname "$0")/bench_lib.sh"
+bench_header "$BIN"
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-300}
 TMP=$(mktemp -d)

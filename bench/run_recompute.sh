@@ -6,11 +6,12 @@
 # Usage: sh bench/run_recompute.sh build/bin
 set -eu
 BIN=${1:-build/bin}
+. "$(dirname "$0")/bench_lib.sh"
+bench_header "$BIN"
 ROUNDS=${ROUNDS:-3}
 BATCH=${BATCH:-16}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-echo "CPU: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs"
 for r in $(seq "$ROUNDS"); do
     for m in 0 1; do
         echo "round $r/$ROUNDS: recompute $m" >&2

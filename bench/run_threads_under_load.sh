@@ -8,6 +8,8 @@
 #        ROUNDS=3 STEPS=300 MAX_SECONDS=20 (per run: whichever of STEPS or MAX_SECONDS comes first)
 set -e
 BIN=${1:-build/bin/bench_threads_under_load}
+. "$(dirname "$0")/bench_lib.sh"
+bench_header "$(dirname "$BIN")"
 ROUNDS=${ROUNDS:-3}
 STEPS=${STEPS:-300}
 MAX_SECONDS=${MAX_SECONDS:-20}
