@@ -207,6 +207,12 @@ $(DGRUN): $(wildcard dist/launcher/*.c dist/launcher/*.h)
 
 # replays a DG_CUDA_ALLOC_TRACE file against the device caching allocator (tools/pool_replay.c)
 all: $(BUILD)/bin/pool_replay
+
+# draws the samples' metrics logs (samples/svg_plot.h); plain C, no library
+all: $(BUILD)/bin/dgplot
+$(BUILD)/bin/dgplot: tools/dgplot.c samples/svg_plot.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -o $@ tools/dgplot.c -lm
 $(BUILD)/bin/pool_replay: tools/pool_replay.c eager/device_pool.c eager/device_pool.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude -o $@ tools/pool_replay.c eager/device_pool.c
@@ -296,7 +302,7 @@ data: deps
 run: deps data
 	@$(MAKE) --no-print-directory -j2 $(BUILD)/bin/mnist
 	$(BUILD)/bin/mnist --dataset fashion --epochs 2 --optimizer adam --lr 1e-3 --batch-size 100 \
-	  --save $(BUILD)/mnist_fashion --metrics $(BUILD)/mnist_fashion_metrics.csv
+	  --save $(BUILD)/mnist_fashion --metrics $(BUILD)/mnist_fashion_metrics.csv --plot $(BUILD)/mnist_fashion_curves.svg
 
 bench: $(BENCHES) $(DGRUN) $(BUILD)/bin/ctr_dnn
 	@sh scripts/deps.sh bench

@@ -5,14 +5,14 @@
  *
  *   cifar10 [--data DIR] [--epochs 5] [--batch-size 32] [--lr 1e-3] [--workers 2] [--threads N]
  *           [--device cpu|gpu] [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX]
- *           [--max-steps N] [--metrics FILE.csv]
+ *           [--max-steps N] [--metrics FILE.csv] [--plot FILE.svg]
  *
  * --save / --save-every / --resume / --max-steps as in mnist.c: one checkpoint file, resumable
  * in the middle of an epoch. */
 #include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--max-steps", "--metrics", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
+    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--max-steps", "--metrics", "--plot", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
     su_args(argc, argv, flags);
     const char *dir = su_flag(argc, argv, "--data", "build/data/cifar10-synthetic");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 5);
@@ -47,7 +47,9 @@ int main(int argc, char **argv) {
     if (!opt || su_amp_optimizer(&amp, opt, NULL)) return su_die("optimizer");
     su_position at = { 0, 0, 0 };
     if (resume && su_resume(resume, net, opt, NULL, &at)) return su_die("resume");
-    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
+    char plot_csv[1024];
+    const char *metrics_path = su_metrics_path(argc, argv, plot_csv, sizeof plot_csv);
+    FILE *metrics = su_metrics_open(metrics_path, resume != NULL);
 
     su_eval ev = {0};
     int64_t nb = dg_dataloader_num_batches(train_dl);
@@ -87,6 +89,7 @@ int main(int argc, char **argv) {
         int erc = su_evaluate(net, val_dl, true, &ev);
         su_amp_end(&amp);
         if (erc) return su_die("evaluate");
+        su_metrics_eval(metrics, at.step, (int)epoch + 1, ev.loss, ev.accuracy);
         printf("epoch %lld%s: train loss %.4f, validation loss %.4f, validation accuracy %.4f\n", (long long)epoch + 1,
                at.batch < nb ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy);
         if (su_end_epoch(&run, net, opt, NULL, at, nb)) return su_die("save");
@@ -94,6 +97,7 @@ int main(int argc, char **argv) {
     }
     printf("validation accuracy: %.4f\n", ev.accuracy);
     if (metrics) fclose(metrics);
+    if (metrics_path && su_plot(argc, argv, metrics_path)) return 1;
     su_amp_free(&amp);
     dg_optimizer_free(opt);
     dg_layer_free(net);

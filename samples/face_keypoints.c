@@ -7,7 +7,7 @@
  *
  *   face_keypoints [--data training.csv] [--epochs 6] [--batch-size 32] [--lr 1e-3] [--lr-schedule cosine|constant]
  *                  [--workers 2] [--threads N] [--device cpu|gpu] [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1]
- *                  [--save PREFIX] [--save-every N] [--resume PREFIX] [--max-steps N] [--metrics FILE.csv]
+ *                  [--save PREFIX] [--save-every N] [--resume PREFIX] [--max-steps N] [--metrics FILE.csv] [--plot FILE.svg]
  *
  * --save writes PREFIX.ckpt.safetensors (model, Adam, the cosine's position, the dropout
  * generator's position, the position in the epoch) at each epoch's end and every N steps with
@@ -16,7 +16,7 @@
 #include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--lr-schedule", "--max-steps", "--metrics", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
+    static const char *const flags[] = { "--batch-size", "--data", "--epochs", "--lr", "--lr-schedule", "--max-steps", "--metrics", "--plot", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
     su_args(argc, argv, flags);
     const char *csv = su_flag(argc, argv, "--data", "build/data/face-synthetic/training.csv");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 6);
@@ -59,7 +59,9 @@ int main(int argc, char **argv) {
     if (cosine && !sched) return su_die("schedule");
     su_position at = { 0, 0, 0 };
     if (resume && su_resume(resume, net, opt, sched, &at)) return su_die("resume");
-    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
+    char plot_csv[1024];
+    const char *metrics_path = su_metrics_path(argc, argv, plot_csv, sizeof plot_csv);
+    FILE *metrics = su_metrics_open(metrics_path, resume != NULL);
 
     double first_val = -1;
     su_eval ev = {0};
@@ -95,6 +97,7 @@ int main(int argc, char **argv) {
         su_amp_end(&amp);
         if (erc) return su_die("evaluate");
         if (first_val < 0) first_val = ev.loss;
+        su_metrics_eval(metrics, at.step, (int)epoch + 1, ev.loss, -1);
         printf("epoch %lld%s: train MSE %.6f, validation MSE %.6f\n", (long long)epoch + 1,
                at.batch < per_epoch ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss);
         if (su_end_epoch(&run, net, opt, sched, at, per_epoch)) return su_die("save");
@@ -102,6 +105,7 @@ int main(int argc, char **argv) {
     }
     if (first_val > 0) printf("validation MSE: first epoch %.6f, last epoch %.6f (%.1fx lower)\n", first_val, ev.loss, first_val / ev.loss);
     if (metrics) fclose(metrics);
+    if (metrics_path && su_plot(argc, argv, metrics_path)) return 1;
     dg_lr_scheduler_free(sched);
     su_amp_free(&amp);
     dg_optimizer_free(opt);

@@ -5,7 +5,7 @@
  *   mnist [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *         [--optimizer adam|sgd] [--lr 1e-3] [--workers 2] [--threads N] [--device cpu|gpu] [--bf16]
  *         [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling 32768]
- *         [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX] [--metrics FILE.csv] [--max-steps N]
+ *         [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX] [--metrics FILE.csv] [--plot FILE.svg] [--max-steps N]
  *
  * --save writes PREFIX.ckpt.safetensors at the end of each epoch (and every N steps with
  * --save-every); --resume PREFIX continues from it, in the middle of an epoch if it was saved
@@ -16,7 +16,7 @@
 #include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--metrics", "--optimizer", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
+    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--metrics", "--plot", "--optimizer", "--resume", "--save", "--save-every", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -53,7 +53,9 @@ int main(int argc, char **argv) {
     if (!opt || su_amp_optimizer(&amp, opt, NULL)) return su_die("optimizer");
     su_position at = { 0, 0, 0 };
     if (resume && su_resume(resume, net, opt, NULL, &at)) return su_die("resume");
-    FILE *metrics = su_metrics_open(su_flag(argc, argv, "--metrics", NULL), resume != NULL);
+    char plot_csv[1024];
+    const char *metrics_path = su_metrics_path(argc, argv, plot_csv, sizeof plot_csv);
+    FILE *metrics = su_metrics_open(metrics_path, resume != NULL);
 
     double t_train = 0;
     int64_t images = 0;
@@ -99,6 +101,7 @@ int main(int argc, char **argv) {
         int erc = su_evaluate(net, test_dl, true, &ev);
         su_amp_end(&amp);
         if (erc) return su_die("evaluate");
+        su_metrics_eval(metrics, at.step, (int)epoch + 1, ev.loss, ev.accuracy);
         printf("epoch %lld%s: train loss %.4f, test loss %.4f, test accuracy %.4f (%lld images), epoch time %.1f s\n",
                (long long)epoch + 1, at.batch < nb ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1),
                ev.loss, ev.accuracy, (long long)ev.n, su_now() - t0);
@@ -109,6 +112,7 @@ int main(int argc, char **argv) {
            t_train > 0 ? (double)images / t_train : 0.0);
     if (run.save) printf("checkpoint: %s.ckpt.safetensors (step %lld)\n", run.save, (long long)at.step);
     if (metrics) fclose(metrics);
+    if (metrics_path && su_plot(argc, argv, metrics_path)) return 1;
     su_amp_free(&amp);
     dg_optimizer_free(opt);
     dg_layer_free(net);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "svg_plot.h"
 
 /* The training loader (shuffled, batch, workers, seed) and the evaluation loader (in order,
  * eval_batch) every sample makes. */
@@ -156,20 +157,49 @@ static inline void su_progress_step(su_progress *p, double loss, int64_t batch_i
     }
 }
 
-/* ---- metrics CSV: step,epoch,loss,accuracy,img_per_s ---- */
-/* A resumed run (resumed: true) appends to the log, whose step column then continues from the
- * checkpoint's step count; a new run starts the file. */
+/* ---- metrics CSV: step,epoch,loss,accuracy,img_per_s,test_loss,test_accuracy ---- */
+/* One row per step (its training loss, batch accuracy and speed) and one per evaluation at an
+ * epoch's end (its test loss and accuracy; the other columns empty). A resumed run (resumed:
+ * true) appends to the log, whose step column then continues from the checkpoint's step count;
+ * a new run starts the file. */
 static inline FILE *su_metrics_open(const char *path, bool resumed) {
     if (!path) return NULL;
     FILE *f = fopen(path, resumed ? "a" : "w");
-    if (f && ftell(f) == 0) fprintf(f, "step,epoch,loss,accuracy,img_per_s\n");
-    else fprintf(stderr, "warning: cannot write metrics to %s\n", path);
+    if (f && ftell(f) == 0) fprintf(f, "step,epoch,loss,accuracy,img_per_s,test_loss,test_accuracy\n");
+    else if (!f) fprintf(stderr, "warning: cannot write metrics to %s\n", path);
     return f;
 }
 static inline void su_metrics_row(FILE *f, int64_t step, int epoch, double loss, double acc, double ips) {
     if (!f) return;
-    fprintf(f, "%lld,%d,%.6g,%.6g,%.1f\n", (long long)step, epoch, loss, acc, ips);
+    fprintf(f, "%lld,%d,%.6g,%.6g,%.1f,,\n", (long long)step, epoch, loss, acc, ips);
     fflush(f);
+}
+/* test_acc < 0: none (a regression sample) */
+static inline void su_metrics_eval(FILE *f, int64_t step, int epoch, double test_loss, double test_acc) {
+    if (!f) return;
+    if (test_acc >= 0) fprintf(f, "%lld,%d,,,,%.6g,%.6g\n", (long long)step, epoch, test_loss, test_acc);
+    else fprintf(f, "%lld,%d,,,,%.6g,\n", (long long)step, epoch, test_loss);
+    fflush(f);
+}
+/* --plot FILE.svg: where the metrics go (--metrics, else FILE.svg.csv beside the picture) */
+static inline const char *su_metrics_path(int argc, char **argv, char *buf, size_t len) {
+    const char *m = su_flag(argc, argv, "--metrics", NULL), *plot = su_flag(argc, argv, "--plot", NULL);
+    if (m || !plot) return m;
+    snprintf(buf, len, "%s.csv", plot);
+    return buf;
+}
+/* After training: the metrics log drawn into --plot's SVG (samples/svg_plot.h); 0 when not asked. */
+static inline int su_plot(int argc, char **argv, const char *metrics_path) {
+    const char *plot = su_flag(argc, argv, "--plot", NULL);
+    if (!plot) return 0;
+    sp_run run;
+    char err[512] = "";
+    int rc = sp_read_metrics(metrics_path, 0, &run, err, sizeof err);
+    if (!rc) rc = sp_write_svg(plot, &run, 1, err, sizeof err);
+    sp_run_free(&run);
+    if (rc) { fprintf(stderr, "error: --plot: %s\n", err); return 1; }
+    printf("plot: %s\n", plot);
+    return 0;
 }
 
 /* ---- evaluation: mean loss and accuracy (classification) over a loader, in eval mode ---- */
