@@ -246,7 +246,8 @@ build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 # Paddle's dynamic-graph distributed quick start's LinearNet and Paddle's multi-GPU MNIST tutorial's MNIST CNN trained 20 steps by 2 ranks (batch B each, dgrun
 # over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on;
 # dynamic loss scaling with inf injected on one of 2 ranks (test/dist/amp_scaler.sh); Local SGD
-# (test/dist/local_sgd.sh). First the parameter server's ZeroMQ transport (test/dist/ps_zmq_test.c)
+# (test/dist/local_sgd.sh); SyncBatchNorm against BatchNorm on the concatenated batch
+# (test/dist/sync_bn.sh). First the parameter server's ZeroMQ transport (test/dist/ps_zmq_test.c)
 # and its jobs (test/dist/ps_jobs.sh) when its module is built.
 test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing_ps $(BUILD)/bin/mnist_fleet $(BUILD)/bin/ctr_dnn $(ZMQ_MODULE)
 	$(if $(ZMQ_MODULE),$(BUILD)/bin/ps_zmq_test,@echo "test-dist: the ZeroMQ transport is not built (no zmq.h): ps_zmq_test skipped")
@@ -257,6 +258,7 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing
 	sh test/dist/local_sgd.sh $(BUILD)/bin
 	sh test/dist/recompute.sh $(BUILD)/bin
 	sh test/dist/multinode.sh cpu $(BUILD)/bin
+	sh test/dist/sync_bn.sh $(BUILD)/bin
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2

@@ -6,8 +6,11 @@
 #include "reducer.h"
 
 typedef struct dp_state {
-    dg_layer *net;                /* borrowed: the sublayer */
+    dg_layer *net;                /* the sublayer, plus a reference of our own: a layer frees its
+                                     sublayers before its user state, and the reducer's release
+                                     still touches the net's parameters (their grad hooks) */
     dg_comm *comm;                /* borrowed */
+    dg_layer *net_ref;            /* that reference; NULL until the net is the sublayer */
     dg_reducer *reducer;
     /* Local SGD: k > 1 trains each rank alone and averages every k-th step; user_no_sync is what
      * dg_dp_no_sync asked for (local steps keep the reducer off whatever it says) */
@@ -24,6 +27,7 @@ static void dp_state_free(void *u) {
     dp_state *s = u;
     if (!s) return;
     dg_reducer_free(s->reducer);
+    dg_layer_free(s->net_ref);
     free(s);
 }
 
@@ -87,6 +91,7 @@ dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
     dg_layer *dp = dg_layer_new_multi(&data_parallel_class, dp_forward, n_in > 0 ? n_in : 1, s, dp_state_free);
     if (!dp) { dg_layer_free(net); return NULL; }
     if (dg_layer_add_sublayer(dp, "_layers", net) != 0) { dg_layer_free(dp); return NULL; }
+    s->net_ref = dg_layer_ref(net);
     int rc = broadcast_state(net, comm);
     int np = 0;
     dg_named_tensor *named = rc ? NULL : dg_layer_named_parameters(net, &np);

@@ -283,6 +283,7 @@ int dg_layer_add_sublayer(dg_layer *l, const char *name, dg_layer *sub) {
 
 /* ---- lookup ---- */
 
+
 static dg_layer *child_named(const dg_layer *l, const char *name, size_t len) {
     for (int i = 0; i < l->n_children; i++)
         if (strlen(l->children[i].name) == len && !strncmp(l->children[i].name, name, len)) return l->children[i].l;
@@ -305,6 +306,47 @@ static const dg_layer *walk_path(const dg_layer *l, const char *name, const char
 static dg_tensor *find_tensor(const tensor_entry *e, int n, const char *name) {
     for (int i = 0; i < n; i++) if (!strcmp(e[i].name, name)) return e[i].t;
     return NULL;
+}
+
+/* The old child's reference is released here, so whatever still needs it must hold one of its
+ * own; a parent that kept a pointer to it in its user state would keep running the old layer
+ * (or a freed one), which is why built-in layers reach their children through the tree. */
+int dg_layer_replace_sublayer(dg_layer *l, const char *name, dg_layer *sub) {
+    if (!l) {
+        dg_layer_free(sub);
+        DG_PROPAGATE(DG_EINVAL, "layer_replace_sublayer: layer is NULL (replacing '%s')", name ? name : "(null)");
+        return DG_EINVAL;
+    }
+    if (!sub) { LPROP(l, "replacement for sublayer '%s' is NULL", name ? name : "(null)"); return DG_EINVAL; }
+    int rc = 0;
+    const char *last = NULL;
+    dg_layer *owner = name ? (dg_layer *)walk_path(l, name, &last) : NULL;
+    int at = -1;
+    for (int i = 0; owner && i < owner->n_children; i++)
+        if (!strcmp(owner->children[i].name, last)) { at = i; break; }
+    if (at < 0) {
+        LERR(l, DG_EINVAL, "replace_sublayer: no sublayer named '%s'", name ? name : "(null)");
+        rc = DG_EINVAL;
+    } else if (owner->children[at].l == sub) {   /* already there: drop the reference handed over */
+        dg_layer_free(sub);
+        return 0;
+    } else if (contains(sub, owner)) {
+        LERR(l, DG_EINVAL, "replace_sublayer: the replacement for '%s' (%s) contains its parent: a layer tree cannot have cycles",
+             name, sub->cls->name);
+        rc = DG_EINVAL;
+    }
+    if (!rc && !sub->parent) {
+        char *own = dup_str(last);
+        if (!own) { LERR(l, DG_ENOMEM, "out of memory replacing sublayer '%s'", name); rc = DG_ENOMEM; }
+        else { free(sub->name); sub->name = own; }
+    }
+    if (rc) { dg_layer_free(sub); return rc; }
+    dg_layer *old = owner->children[at].l;
+    if (!sub->parent) sub->parent = owner;
+    owner->children[at].l = sub;
+    if (old->parent == owner) old->parent = NULL;   /* as dg_layer_free does for a child that outlives it */
+    dg_layer_free(old);
+    return 0;
 }
 
 dg_tensor *dg_layer_parameter(const dg_layer *l, const char *name) {

@@ -10,6 +10,7 @@ typedef struct {
     int ndim_lo, ndim_hi;               /* accepted input ranks */
     double momentum, eps;
     bool cumulative;
+    dg_dtype dtype;                     /* as made; the tensors' own dtype once there are any (layer_to_dtype) */
     dg_tensor *weight, *bias, *running_mean, *running_var, *num_batches_tracked;
 } bn_state;
 
@@ -28,6 +29,20 @@ bool dg_nn_batch_norm_parts(const dg_layer *l, double *eps, dg_tensor **weight, 
     *running_mean = s->running_mean;
     *running_var = s->running_var;
     return true;
+}
+
+int dg_nn_batch_norm_settings(const dg_layer *l, dg_nn_batch_norm_params *p, int64_t *num_features) {
+    DG_CHECK_HANDLE_INT(l, "batch_norm_settings: layer is NULL");
+    DG_CHECK_INT(p, "batch_norm_settings: params is NULL");
+    DG_CHECK_INT(dg_layer_is(l, &batch_norm1d_class) || dg_layer_is(l, &batch_norm2d_class),
+                 "batch_norm_settings: layer is a %s, not a BatchNorm1d/BatchNorm2d", dg_layer_type(l));
+    bn_state *s = dg_layer_user(l);
+    const dg_tensor *ref = s->weight ? s->weight : s->running_mean;
+    *p = (dg_nn_batch_norm_params){ .momentum = s->momentum, .eps = s->eps, .cumulative_average = s->cumulative,
+                                    .affine = s->weight != NULL, .track_running_stats = s->running_mean != NULL,
+                                    .dtype = ref ? dg_dtype_of(ref) : s->dtype };
+    if (num_features) *num_features = s->c;
+    return 0;
 }
 
 /* The layer's forward; `relu` fuses the ReLU after it (dg_batch_norm_relu). */
@@ -91,7 +106,8 @@ static dg_layer *bn_new(const dg_layer_class *cls, int lo, int hi, int64_t c, dg
     dg_layer *l = dg_layer_new(cls, bn_forward, s, free);
     if (!l) return NULL;
     *s = (bn_state){ .c = c, .ndim_lo = lo, .ndim_hi = hi, .momentum = p.momentum, .eps = p.eps,
-                     .cumulative = p.cumulative_average };
+                     .cumulative = p.cumulative_average,
+                     .dtype = p.dtype };
     if (p.cumulative_average)
         dg_layer_set_extra_repr(l, "%lld, eps=%g, momentum=None, affine=%s, track_running_stats=%s", (long long)c, s->eps,
                                 p.affine ? "True" : "False", p.track_running_stats ? "True" : "False");

@@ -146,6 +146,30 @@ DG_API int dg_fleet_adaptive_local_step(double ini_loss, double ini_lr, double c
 DG_API dg_comm *dg_dp_comm(const dg_layer *dp);
 DG_API dg_layer *dg_dp_module(const dg_layer *dp);           /* the wrapped net, borrowed */
 
+/* ---- SyncBatchNorm (torch.nn.SyncBatchNorm / paddle.nn.SyncBatchNorm) ----
+ * BatchNorm over x [N, C, ...] (any rank >= 2) whose training statistics are those of every
+ * rank's batch together: the per-channel sums of x and x^2 and the count are all-reduced over
+ * comm in forward, the per-channel sums of dy and dy * xhat in backward, so outputs, input
+ * gradients and running statistics equal BatchNorm's on the concatenated batch. The weight and
+ * bias gradients are this rank's own (DataParallel adds them up, as torch's DDP does). Eval mode
+ * uses the running statistics and communicates nothing; a world of one is BatchNorm exactly.
+ * Settings, parameters and buffers are BatchNorm's (nn.h: weight, bias, running_mean,
+ * running_var, num_batches_tracked), so state dicts interchange. comm is borrowed and must
+ * outlive the layer. In training every rank must run the same SyncBatchNorm layers in the same
+ * order, and an input error on one rank (wrong channels) leaves the others waiting for it until
+ * the communicator's timeout, as any collective does. The backward's collective runs inside
+ * dg_backward at the same point of the graph on every rank, so it may share the communicator
+ * with DataParallel's buckets, overlapped or not. */
+DG_API const dg_layer_class *dg_nn_sync_batch_norm_class(void);   /* "SyncBatchNorm" */
+DG_API dg_layer *dg_nn_sync_batch_norm(int64_t num_features, dg_nn_batch_norm_params p, dg_comm *comm);
+/* torch's SyncBatchNorm.convert_sync_batchnorm: every BatchNorm1d/2d in model becomes a
+ * SyncBatchNorm over comm in its place (dg_layer_replace_sublayer), with its settings, its
+ * train/eval mode and the very same parameter and buffer tensors (so an optimizer made before
+ * still steps them). Takes over model's reference and returns the converted model: model itself,
+ * or a new layer when model is a BatchNorm; NULL on failure (model released). Convert before
+ * wrapping in DataParallel: a model holding a DataParallel is refused. */
+DG_API dg_layer *dg_nn_convert_sync_batch_norm(dg_layer *model, dg_comm *comm);
+
 /* ---- fleet facade (paddle.distributed.fleet) ---- */
 /* fleet.DistributedStrategy's data-parallel settings (the fields of dg_dp_params) and its AMP
  * loss-scaling switch (strategy.amp = True, strategy.amp_configs = {...}). */

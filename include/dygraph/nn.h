@@ -89,6 +89,15 @@ DG_API dg_layer *dg_layer_ref(dg_layer *layer);
 DG_API int dg_layer_add_parameter(dg_layer *layer, const char *name, dg_tensor *t);
 DG_API int dg_layer_add_buffer(dg_layer *layer, const char *name, dg_tensor *t);
 DG_API int dg_layer_add_sublayer(dg_layer *layer, const char *name, dg_layer *sub);
+/* Puts sub in the place of the sublayer at `name` (hierarchical: "layer1.0.bn1"; same name, same
+ * position in iteration) and releases the tree's reference to the one that was there, as
+ * torch's setattr(parent, name, sub). Takes over sub's reference like dg_layer_add_sublayer, on
+ * success and on failure alike; handing over the layer already there changes nothing. Errors:
+ * no sublayer at name, or sub contains its new parent (a cycle). A parent whose forward kept
+ * a pointer to the old sublayer in its own state would keep using it: the built-in layers
+ * reach their sublayers through the tree (dg_layer_sublayer, dg_layer_child) at every forward,
+ * and a custom layer meant to have sublayers replaced must do the same. */
+DG_API int dg_layer_replace_sublayer(dg_layer *layer, const char *name, dg_layer *sub);
 
 /* Lookup by hierarchical name ("0.weight", "layer1.0.bn1.running_mean", "layer1.0").
  * Borrowed; NULL if absent (not an error: dg_last_error is untouched). */
@@ -305,6 +314,10 @@ typedef struct dg_nn_batch_norm_params {   /* defaults are torch's */
 DG_API dg_nn_batch_norm_params dg_nn_batch_norm_default_params(void);
 DG_API dg_layer *dg_nn_batch_norm1d(int64_t num_features, dg_nn_batch_norm_params p);
 DG_API dg_layer *dg_nn_batch_norm2d(int64_t num_features, dg_nn_batch_norm_params p);
+/* The settings a BatchNorm1d/2d was made with (the params, num_features in *num_features when
+ * not NULL): for tools that rebuild a layer, such as dg_nn_convert_sync_batch_norm. An error
+ * for another kind of layer. */
+DG_API int dg_nn_batch_norm_settings(const dg_layer *bn, dg_nn_batch_norm_params *p, int64_t *num_features);
 
 /* Embedding, LayerNorm, GroupNorm (types "Embedding", "LayerNorm", "GroupNorm"): torch's
  * parameters, names and init. */

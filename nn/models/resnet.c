@@ -55,22 +55,26 @@ static dg_layer *bn(int64_t c, dg_dtype dtype) {
 
 typedef struct {
     bool bottleneck;
-    dg_layer *conv1, *bn1, *conv2, *bn2, *conv3, *bn3, *downsample;   /* borrowed from the layer */
+    dg_layer *conv1, *bn1, *conv2, *bn2, *conv3, *bn3, *downsample;   /* borrowed, for construction only */
 } block_state;
+
+/* Sublayers are looked up in the tree at each forward rather than kept in the state, so that a
+ * replaced one (dg_layer_replace_sublayer: SyncBatchNorm conversion) is the one that runs. */
+#define SUB(self, name) dg_layer_sublayer((self), (name))
 
 static dg_tensor *block_forward(dg_layer *self, const dg_tensor *x) {
     block_state *s = dg_layer_user(self);
     char sh[96];
-    int64_t in_c = dg_dim(dg_layer_parameter(s->conv1, "weight"), 1);
+    int64_t in_c = dg_dim(dg_layer_parameter(self, "conv1.weight"), 1);
     if (dg_ndim(x) != 4 || dg_dim(x, 1) != in_c)
         return DG_LAYER_ERROR(self, "input %s must be [N, %lld, H, W]", dg_shape_str(x, sh, sizeof sh), (long long)in_c);
     /* each intermediate is released as soon as the next exists: in inference nothing else holds
      * it, in training the tape keeps what backward needs */
-    dg_tensor *out = dg_nn_conv_bn(s->conv1, s->bn1, x, true);
-    out = dg_advance(out, dg_nn_conv_bn(s->conv2, s->bn2, out, s->bottleneck));
-    if (s->bottleneck) out = dg_advance(out, dg_nn_conv_bn(s->conv3, s->bn3, out, false));
-    dg_tensor *down = s->downsample ? dg_nn_conv_bn(dg_layer_child(s->downsample, 0), dg_layer_child(s->downsample, 1), x, false)
-                                    : NULL;
+    dg_tensor *out = dg_nn_conv_bn(SUB(self, "conv1"), SUB(self, "bn1"), x, true);
+    out = dg_advance(out, dg_nn_conv_bn(SUB(self, "conv2"), SUB(self, "bn2"), out, s->bottleneck));
+    if (s->bottleneck) out = dg_advance(out, dg_nn_conv_bn(SUB(self, "conv3"), SUB(self, "bn3"), out, false));
+    dg_layer *ds = SUB(self, "downsample");
+    dg_tensor *down = ds ? dg_nn_conv_bn(dg_layer_child(ds, 0), dg_layer_child(ds, 1), x, false) : NULL;
     out = dg_advance(out, dg_add_relu(out, down ? down : x));
     dg_tensor_free(down);
     return out;
@@ -126,20 +130,20 @@ dg_layer *dg_resnet_bottleneck(int64_t inplanes, int64_t planes, int stride, dg_
 /* ---- the network ---- */
 
 typedef struct {
-    dg_layer *conv1, *bn1, *maxpool, *layer[4], *avgpool, *fc;   /* borrowed */
+    dg_layer *conv1, *bn1, *maxpool, *layer[4], *avgpool, *fc;   /* borrowed, for construction only */
 } resnet_state;
 
 static dg_tensor *resnet_forward(dg_layer *self, const dg_tensor *x) {
-    resnet_state *s = dg_layer_user(self);
     char sh[96];
     if (dg_ndim(x) != 4 || dg_dim(x, 1) != 3)
         return DG_LAYER_ERROR(self, "input %s must be [N, 3, H, W]", dg_shape_str(x, sh, sizeof sh));
-    dg_tensor *y = dg_nn_conv_bn(s->conv1, s->bn1, x, true);
-    y = dg_advance(y, dg_forward(s->maxpool, y));
-    for (int i = 0; i < 4; i++) y = dg_advance(y, dg_forward(s->layer[i], y));
-    y = dg_advance(y, dg_forward(s->avgpool, y));
+    static const char *const stages[4] = { "layer1", "layer2", "layer3", "layer4" };
+    dg_tensor *y = dg_nn_conv_bn(SUB(self, "conv1"), SUB(self, "bn1"), x, true);
+    y = dg_advance(y, dg_forward(SUB(self, "maxpool"), y));
+    for (int i = 0; i < 4; i++) y = dg_advance(y, dg_forward(SUB(self, stages[i]), y));
+    y = dg_advance(y, dg_forward(SUB(self, "avgpool"), y));
     y = dg_advance(y, dg_flatten(y, 1, -1));
-    return dg_advance(y, dg_forward(s->fc, y));
+    return dg_advance(y, dg_forward(SUB(self, "fc"), y));
 }
 
 dg_resnet_params dg_resnet_default_params(void) {

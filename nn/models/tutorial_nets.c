@@ -36,6 +36,11 @@ static dg_layer *pool2(void) {
  * and keeps NaN), and the gradient reaches the same input either way (the window's first
  * maximum when it is positive, no input otherwise), so values and gradients are the seeds'
  * while the ReLU and its gradient touch a quarter of the values. */
+/* Sublayers are looked up in the tree at each forward rather than kept in the state, so that a
+ * replaced one (dg_layer_replace_sublayer) is the one that runs; the states' pointers serve
+ * construction only. */
+#define SUB(self, name) dg_layer_sublayer((self), (name))
+
 static dg_tensor *relu_then_pool(dg_layer *pool, const dg_tensor *x) { return dg_relu(dg_forward(pool, x)); }
 
 /* Checks x is [N, c, h, w] (h, w < 0: any) and names the model in the message. */
@@ -53,11 +58,10 @@ static bool check_input(dg_layer *self, const dg_tensor *x, int64_t c, int64_t h
 typedef struct { dg_layer *conv1, *pool1, *conv2, *pool2, *fc; } mnist_state;
 
 static dg_tensor *mnist_forward(dg_layer *self, const dg_tensor *x) {
-    mnist_state *s = dg_layer_user(self);
     if (!check_input(self, x, 1, 28, 28)) return NULL;
-    dg_tensor *y = relu_then_pool(s->pool1, dg_forward(s->conv1, x));
-    y = relu_then_pool(s->pool2, dg_forward(s->conv2, y));
-    return dg_forward(s->fc, dg_flatten(y, 1, -1));   /* logits: the tutorial's softmax goes into the loss */
+    dg_tensor *y = relu_then_pool(SUB(self, "pool1"), dg_forward(SUB(self, "conv1"), x));
+    y = relu_then_pool(SUB(self, "pool2"), dg_forward(SUB(self, "conv2"), y));
+    return dg_forward(SUB(self, "fc"), dg_flatten(y, 1, -1));   /* logits: the tutorial's softmax goes into the loss */
 }
 
 dg_layer *dg_mnist_cnn(void) {
@@ -80,13 +84,12 @@ dg_layer *dg_mnist_cnn(void) {
 typedef struct { dg_layer *conv1, *pool1, *conv2, *pool2, *conv3, *flatten, *linear1, *linear2; } mynet_state;
 
 static dg_tensor *mynet_forward(dg_layer *self, const dg_tensor *x) {
-    mynet_state *s = dg_layer_user(self);
     if (!check_input(self, x, 3, 32, 32)) return NULL;
-    dg_tensor *y = relu_then_pool(s->pool1, dg_forward(s->conv1, x));
-    y = relu_then_pool(s->pool2, dg_forward(s->conv2, y));
-    y = dg_relu(dg_forward(s->conv3, y));
-    y = dg_relu(dg_forward(s->linear1, dg_forward(s->flatten, y)));
-    return dg_forward(s->linear2, y);
+    dg_tensor *y = relu_then_pool(SUB(self, "pool1"), dg_forward(SUB(self, "conv1"), x));
+    y = relu_then_pool(SUB(self, "pool2"), dg_forward(SUB(self, "conv2"), y));
+    y = dg_relu(dg_forward(SUB(self, "conv3"), y));
+    y = dg_relu(dg_forward(SUB(self, "linear1"), dg_forward(SUB(self, "flatten"), y)));
+    return dg_forward(SUB(self, "linear2"), y);
 }
 
 dg_layer *dg_cifar_mynet(int64_t num_classes) {
@@ -116,9 +119,8 @@ dg_layer *dg_cifar_mynet(int64_t num_classes) {
 typedef struct { dg_layer *backbone, *out1, *out2; } facenet_state;
 
 static dg_tensor *facenet_forward(dg_layer *self, const dg_tensor *x) {
-    facenet_state *s = dg_layer_user(self);
     if (!check_input(self, x, 3, -1, -1)) return NULL;
-    return dg_forward(s->out2, dg_forward(s->out1, dg_forward(s->backbone, x)));
+    return dg_forward(SUB(self, "outLayer2"), dg_forward(SUB(self, "outLayer1"), dg_forward(SUB(self, "backbone"), x)));
 }
 
 dg_layer *dg_facenet(int64_t num_keypoints) {
