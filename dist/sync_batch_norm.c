@@ -145,7 +145,8 @@ static dg_tensor *sync_train(dg_layer *self, sbn_state *s, const dg_tensor *x, d
         bp.eps = s->eps;
         y = mean && var && invstd ? dg_batch_norm(x, mean, var, s->weight, s->bias, bp) : NULL;
         if (!y) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
-        if (!rc && s->running_mean) rc = update_running(s, mean64, var64, count, momentum);
+        /* a forward run again by recompute's backward saw this batch already */
+        if (!rc && s->running_mean && !dg_is_recomputing()) rc = update_running(s, mean64, var64, count, momentum);
     }
     dg_no_grad_end();
     if (!rc && record) {
@@ -193,7 +194,8 @@ static dg_tensor *sbn_forward(dg_layer *self, const dg_tensor *x) {
     if (sync && dg_numel(x) == 0)
         return DG_LAYER_ERROR(self, "input %s is empty; every rank needs values to synchronise", dg_shape_str(x, sh, sizeof sh));
     double momentum = s->momentum;
-    if (training && s->num_batches_tracked) {
+    bool again = dg_is_recomputing();
+    if (training && s->num_batches_tracked && !again) {
         double n = dg_item(s->num_batches_tracked) + 1;
         if (dg_fill_(s->num_batches_tracked, n)) return NULL;
         if (s->cumulative) momentum = 1.0 / n;
@@ -203,7 +205,8 @@ static dg_tensor *sbn_forward(dg_layer *self, const dg_tensor *x) {
     bp.training = use_batch;
     bp.momentum = momentum;
     bp.eps = s->eps;
-    return dg_batch_norm(x, s->running_mean, s->running_var, s->weight, s->bias, bp);
+    bool no_update = again && training;   /* batch statistics, running ones left as the first run left them */
+    return dg_batch_norm(x, no_update ? NULL : s->running_mean, no_update ? NULL : s->running_var, s->weight, s->bias, bp);
 }
 
 /* The layer over the given tensors (references taken over; NULL ones are made as BatchNorm

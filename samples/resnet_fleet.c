@@ -10,12 +10,13 @@
  *   options: [--model resnet18|resnet50] [--data DIR] [--epochs 2] [--batch-size 32] [--lr 0.05]
  *            [--momentum 0.9] [--workers 1] [--threads N] [--overlap 0|1] [--seed 1] [--max-steps N]
  *            [--save PREFIX] [--local-sgd-steps K [--local-sgd-warmup W] [--adaptive-local-sgd]]
- *            [--recompute]
+ *            [--recompute] [--sync-bn]
  *
  * The strategy options are the guide's: Local SGD (use_local_sgd: K steps alone between
  * averagings, K growing 1, 2, 4, ... to K after W epochs, or from the adaptive rule on each epoch's
- * mean loss; BN running statistics averaged with the parameters), and recompute with every
- * residual block as a checkpoint. */
+ * mean loss; BN running statistics averaged with the parameters), recompute with every
+ * residual block as a checkpoint, and SyncBatchNorm (--sync-bn: every BatchNorm converted, so
+ * the batch statistics are those of all workers' batches together). */
 #include "sample_util.h"
 
 static int mark_blocks(dg_layer *l, void *user) {
@@ -27,7 +28,7 @@ static int mark_blocks(dg_layer *l, void *user) {
 int main(int argc, char **argv) {
     static const char *const flags[] = { "--model", "--data", "--batch-size", "--epochs", "--lr", "--momentum", "--max-steps",
                                          "--overlap", "--save", "--seed", "--workers", "--device", "--threads",
-                                         "--local-sgd-steps", "--local-sgd-warmup", "--adaptive-local-sgd!", "--recompute!", NULL };
+                                         "--local-sgd-steps", "--local-sgd-warmup", "--adaptive-local-sgd!", "--recompute!", "--sync-bn!", NULL };
     su_args(argc, argv, flags);
     const char *model_name = su_flag(argc, argv, "--model", "resnet18");
     const char *dir = su_flag(argc, argv, "--data", "build/data/cifar10-synthetic");
@@ -82,6 +83,7 @@ int main(int argc, char **argv) {
     rp.num_classes = 10;
     dg_layer *net = strcmp(model_name, "resnet50") == 0 ? dg_resnet50(rp) : dg_resnet18(rp);
     if (!sampler || !train_dl || !test_dl || !net) return su_die("setup");
+    if (su_has(argc, argv, "--sync-bn") && !(net = dg_nn_convert_sync_batch_norm(net, dg_fleet_comm()))) return su_die("sync bn");
     int blocks = 0;
     if (su_has(argc, argv, "--recompute") && dg_layer_apply(net, mark_blocks, &blocks)) return su_die("recompute");
     int n;
@@ -99,6 +101,7 @@ int main(int argc, char **argv) {
         printf("%s, %d workers, %lld train images from %s, %lld batches of %lld per worker", model_name, world,
                (long long)dg_dataset_len(train), dir, (long long)dg_dataloader_num_batches(train_dl), (long long)batch);
         if (blocks) printf(", %d blocks recomputed", blocks);
+        if (su_has(argc, argv, "--sync-bn")) printf(", SyncBatchNorm");
         printf("\n");
     }
 
