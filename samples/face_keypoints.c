@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
         su_amp_end(&amp);
         if (erc) return su_die("evaluate");
         if (first_val < 0) first_val = ev.loss;
-        su_metrics_eval(metrics, at.step, (int)epoch + 1, ev.loss, -1);
+        if (at.batch >= per_epoch) su_metrics_eval(metrics, at.step, (int)epoch + 1, ev.loss, -1);   /* whole epochs only: a resumed run logs the same rows */
         printf("epoch %lld%s: train MSE %.6f, validation MSE %.6f\n", (long long)epoch + 1,
                at.batch < per_epoch ? " (stopped by --max-steps)" : "", bar.loss_sum / (bar.loss_n ? bar.loss_n : 1), ev.loss);
         if (su_end_epoch(&run, net, opt, sched, at, per_epoch)) return su_die("save");

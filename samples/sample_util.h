@@ -195,7 +195,11 @@ static inline int su_plot(int argc, char **argv, const char *metrics_path) {
     sp_run run;
     char err[512] = "";
     int rc = sp_read_metrics(metrics_path, 0, &run, err, sizeof err);
-    if (!rc) rc = sp_write_svg(plot, &run, 1, err, sizeof err);
+    if (!rc) {   /* the run is named after the program */
+        const char *base = strrchr(argv[0], '/');
+        snprintf(run.label, sizeof run.label, "%.100s", base ? base + 1 : argv[0]);
+        rc = sp_write_svg(plot, &run, 1, err, sizeof err);
+    }
     sp_run_free(&run);
     if (rc) { fprintf(stderr, "error: --plot: %s\n", err); return 1; }
     printf("plot: %s\n", plot);

@@ -148,23 +148,22 @@ static void sp_nice(double *lo, double *hi) {
 static const char *const sp_colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf" };
 #define SP_NCOLORS 8
 
-/* One panel: box at (px, py) of pw x ph pixels; which = 0 training loss, 1 test figure. */
-static void sp_panel(FILE *f, const sp_run *runs, int n, int which, double px, double py, double pw, double ph,
-                     const char *title, const char *ylabel) {
-    double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+/* One panel: box at (px, py) of pw x ph pixels; which = 0 training loss, 1 test figure; both
+ * panels span the steps [x0, x1] so that an epoch's mark stands under its part of the loss. */
+static void sp_panel(FILE *f, const sp_run *runs, int n, int which, double x0, double x1, double px, double py, double pw,
+                     double ph, const char *title, const char *ylabel) {
+    double y0 = INFINITY, y1 = -INFINITY;
     int pts = 0;
     for (int r = 0; r < n; r++) {
         int m = which ? runs[r].n_test : runs[r].n_loss;
-        const double *xs = which ? runs[r].test_x : runs[r].loss_x, *ys = which ? runs[r].test_y : runs[r].loss_y;
+        const double *ys = which ? runs[r].test_y : runs[r].loss_y;
         for (int i = 0; i < m; i++) {
             if (!isfinite(ys[i])) continue;
-            x0 = fmin(x0, xs[i]); x1 = fmax(x1, xs[i]); y0 = fmin(y0, ys[i]); y1 = fmax(y1, ys[i]);
+            y0 = fmin(y0, ys[i]); y1 = fmax(y1, ys[i]);
             pts++;
         }
     }
-    if (!pts) { x0 = 0; x1 = 1; y0 = 0; y1 = 1; }
-    if (x0 > 0 && x0 < (x1 - x0) * 0.2) x0 = 0;   /* steps start near 0: show the origin */
-    sp_nice(&x0, &x1);
+    if (!pts) { y0 = 0; y1 = 1; }
     sp_nice(&y0, &y1);
     fprintf(f, "<g class=\"panel\" id=\"%s\" data-x0=\"%.17g\" data-x1=\"%.17g\" data-y0=\"%.17g\" data-y1=\"%.17g\" "
                "data-box=\"%.1f %.1f %.1f %.1f\">\n", which ? "test" : "loss", x0, x1, y0, y1, px, py, pw, ph);
@@ -236,8 +235,16 @@ static int sp_write_svg(const char *path, const sp_run *runs, int n, char *err, 
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                "font-family=\"DejaVu Sans, Arial, sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
             W, H, W, H);
-    sp_panel(f, runs, n, 0, left1, top, pw, ph, "training loss", "loss (mean per logging interval)");
-    sp_panel(f, runs, n, 1, left2, top, pw, ph, all_loss ? "test loss per epoch" : "test accuracy per epoch",
+    double x0 = INFINITY, x1 = -INFINITY;
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; i < runs[r].n_loss; i++) { x0 = fmin(x0, runs[r].loss_x[i]); x1 = fmax(x1, runs[r].loss_x[i]); }
+        for (int i = 0; i < runs[r].n_test; i++) { x0 = fmin(x0, runs[r].test_x[i]); x1 = fmax(x1, runs[r].test_x[i]); }
+    }
+    if (!(x1 >= x0)) { x0 = 0; x1 = 1; }
+    if (x0 > 0 && x0 < (x1 - x0) * 0.2) x0 = 0;   /* steps start near 0: show the origin */
+    sp_nice(&x0, &x1);
+    sp_panel(f, runs, n, 0, x0, x1, left1, top, pw, ph, "training loss", "loss (mean per logging interval)");
+    sp_panel(f, runs, n, 1, x0, x1, left2, top, pw, ph, all_loss ? "test loss per epoch" : "test accuracy per epoch",
              all_loss ? "test loss" : "test accuracy");
     /* legend: below the panels, one entry per run */
     double lx = left1, ly = top + ph + 75;

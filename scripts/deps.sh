@@ -7,7 +7,7 @@ set -e
 # its best BLAS here rather than the reference one it falls back to; `deps.sh fuzz` adds clang
 # and libFuzzer.
 # The tests use PyTorch too: the torchvision interop test generates its reference on the spot.
-PKGS="gcc make pkg-config libdnnl-dev libcriterion-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev python3-torch python3-torchvision libopenmpi-dev openmpi-bin libzmq3-dev openssh-client iproute2 wamerican wngerman wfrench wspanish witalian"
+PKGS="gcc make pkg-config libdnnl-dev libcriterion-dev zlib1g-dev libjpeg62-turbo-dev libpng-dev python3-torch python3-torchvision libopenmpi-dev openmpi-bin libzmq3-dev openssh-client iproute2 chromium python3-pil wamerican wngerman wfrench wspanish witalian"
 [ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-14-dev libomp-14-dev"
 [ "${1:-}" = bench ] && PKGS="$PKGS python3-numpy libopenblas0-pthread"
 missing=""
