@@ -128,7 +128,7 @@ $(BUILD)/obj/%.o: %.c $(wildcard include/*.h include/dygraph/*.h eager/*.h eager
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/dist/mpi/comm_mpi.o: dist/mpi/comm_mpi.c $(wildcard include/dygraph/*.h eager/*.h dist/*.h)
+$(BUILD)/obj/dist/mpi/%.o: dist/mpi/%.c $(wildcard include/dygraph/*.h eager/*.h dist/*.h dist/mpi/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(MPI_CFLAGS) -c $< -o $@
 
@@ -160,7 +160,7 @@ $(SHARED): $(LIB_OBJ)
 	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so.$(SOMAJOR)
 	ln -sf libdygraph.so.$(VERSION) $(BUILD)/lib/libdygraph.so
 
-$(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR): $(BUILD)/obj/dist/mpi/comm_mpi.o $(SHIM_OBJ)
+$(BUILD)/lib/libdygraph-mpi.so.$(SOMAJOR): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard dist/mpi/*.c)) $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ $(shell mpicc --showme:link 2>/dev/null)
 $(BUILD)/lib/libdygraph-zmq.so.$(SOMAJOR): $(BUILD)/obj/dist/zmq/transport_zmq.o $(SHIM_OBJ)
@@ -247,7 +247,9 @@ build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 # over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on;
 # dynamic loss scaling with inf injected on one of 2 ranks (test/dist/amp_scaler.sh); Local SGD
 # (test/dist/local_sgd.sh); SyncBatchNorm against BatchNorm on the concatenated batch
-# (test/dist/sync_bn.sh). First the parameter server's ZeroMQ transport (test/dist/ps_zmq_test.c)
+# (test/dist/sync_bn.sh); the hierarchical all-reduce and comm_num over 4 ranks played as 2 nodes x 2
+# (test/dist/hierarchical.sh); recompute (test/dist/recompute.sh); 2 hosts as network namespaces
+# (test/dist/multinode.sh). First the parameter server's ZeroMQ transport (test/dist/ps_zmq_test.c)
 # and its jobs (test/dist/ps_jobs.sh) when its module is built.
 test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing_ps $(BUILD)/bin/mnist_fleet $(BUILD)/bin/ctr_dnn $(ZMQ_MODULE)
 	$(if $(ZMQ_MODULE),$(BUILD)/bin/ps_zmq_test,@echo "test-dist: the ZeroMQ transport is not built (no zmq.h): ps_zmq_test skipped")
@@ -259,6 +261,7 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing
 	sh test/dist/recompute.sh $(BUILD)/bin
 	sh test/dist/multinode.sh cpu $(BUILD)/bin
 	sh test/dist/sync_bn.sh $(BUILD)/bin
+	sh test/dist/hierarchical.sh $(BUILD)/bin
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
@@ -443,7 +446,7 @@ EMU_INC     := -Itest/cuda_emu/include -Itest/cuda_emu
 EMU_CFLAGS  := $(CFLAGS) $(MODULE_CFLAGS) -fvisibility=hidden $(EMU_INC) --coverage -fprofile-update=single -O2
 EMU_CXXFLAGS := -std=c++17 -D_GNU_SOURCE -O2 -g -fPIC -fvisibility=hidden -fopenmp -ffp-contract=off -Wall -Wno-unused-parameter \
                 -Wno-unknown-pragmas -Wno-unused-function -DDG_API= -Iinclude $(EMU_INC) --coverage -fprofile-update=single
-EMU_RT_SRC  := test/cuda_emu/runtime.cc test/cuda_emu/fiber_x86_64.S $(wildcard test/cuda_emu/cudnn*.c) test/cuda_emu/nccl.c test/cuda_emu/nccl_shm.c
+EMU_RT_SRC  := test/cuda_emu/runtime.cc test/cuda_emu/fiber_x86_64.S $(wildcard test/cuda_emu/cudnn*.c) test/cuda_emu/nccl.c test/cuda_emu/nccl_shm.c test/cuda_emu/nccl_split.c
 EMU_RT      := $(EMU)/lib/libdgemu.so
 EMU_CUBLAS  := $(EMU)/lib/libcublas.so.13
 EMU_CUDA_OBJ := $(patsubst %.c,$(EMU)/obj/%.o,$(wildcard eager/cuda/*.c)) $(patsubst %.cu,$(EMU)/obj/%.cu.o,$(wildcard eager/cuda/*.cu))
@@ -458,7 +461,7 @@ EMU_BINS    := $(EMU)/bin/dygraph_gpu_tests $(EMU)/bin/mnist $(EMU)/bin/mnist_fl
                $(EMU)/bin/linear_fleet $(EMU)/bin/test_emu_detectors $(EMU)/bin/test_emu_devices $(EMU)/bin/test_emu_backend \
                $(EMU)/bin/test_emu_multi_gpu \
                $(EMU)/bin/test_cudnn_emu $(EMU)/bin/test_nccl_emu $(EMU)/bin/dist_gpu_check $(EMU)/bin/nccl_peer_exit \
-               $(EMU)/bin/stall_worker
+               $(EMU)/bin/stall_worker $(EMU)/bin/hier_check
 EMU_HDRS    := $(wildcard test/cuda_emu/*.h test/cuda_emu/include/*.h)
 
 EMU_RT_OBJ  := $(EMU)/rt/runtime.o $(EMU)/rt/fiber_x86_64.o $(patsubst test/cuda_emu/%.c,$(EMU)/rt/%.o,$(filter %.c,$(EMU_RT_SRC)))

@@ -5,7 +5,7 @@
 #include "dist_internal.h"
 
 /* ---- local transport: a world of one, every collective is the identity ---- */
-static int local_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) { return 0; }
+static int local_all_reduce(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) { return 0; }
 static int local_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root) { return 0; }
 static int local_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt) {
     if (send != recv) memmove(recv, send, (size_t)n * dg_dtype_size(dt));
@@ -26,10 +26,10 @@ static int usable(const dg_comm *c) {
     return DG_ECOMM;
 }
 
-int dg_comm_start_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle) {
+int dg_comm_start_all_reduce_raw(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, void **handle) {
     if (usable(c)) return DG_ECOMM;
     pthread_mutex_lock(&c->lock);
-    int rc = c->be->start_all_reduce(c, buf, n, dt, handle);
+    int rc = c->be->start_all_reduce(c, ch, buf, n, dt, handle);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -123,14 +123,26 @@ static int transport_make(const char *module, const char *entry, dg_comm *c, con
     return make(c, env);
 }
 
-dg_comm_params dg_comm_default_params(void) { return (dg_comm_params){ .kind = DG_COMM_AUTO, .timeout_s = DG_FROM_ENV }; }
+dg_comm_params dg_comm_default_params(void) {
+    return (dg_comm_params){ .kind = DG_COMM_AUTO, .timeout_s = DG_FROM_ENV, .hierarchical = false, .ranks_per_node = 0,
+                             .comm_num = 1 };
+}
 
 dg_comm *dg_comm_new(dg_comm_params p) {
     DG_CHECK((p.timeout_s > 0 && isfinite(p.timeout_s)) || p.timeout_s == DG_FROM_ENV,
              "comm_new: timeout_s must be > 0 or DG_FROM_ENV, got %g", p.timeout_s);
     DG_CHECK(p.kind >= DG_COMM_AUTO && p.kind <= DG_COMM_NCCL, "comm_new: unknown kind %d", (int)p.kind);
+    DG_CHECK(p.comm_num >= 1 && p.comm_num <= DG_COMM_MAX_NUM, "comm_new: comm_num must be in 1..%d, got %d (dg_comm_default_params() "
+             "has 1)", DG_COMM_MAX_NUM, p.comm_num);
+    DG_CHECK(p.ranks_per_node >= 0, "comm_new: ranks_per_node must be >= 0 (0: the real nodes), got %d", p.ranks_per_node);
     dg_dist_env env;
     if (dg_dist_env_read(&env) != 0) return NULL;
+    if (p.hierarchical && p.ranks_per_node > 0 && env.world_size % p.ranks_per_node != 0) {
+        DG_ERR(DG_EINVAL, "comm_new: ranks_per_node %d does not divide the world of %d ranks into whole nodes", p.ranks_per_node,
+               env.world_size);
+        dg_dist_env_clear(&env);
+        return NULL;
+    }
     dg_comm *c = calloc(1, sizeof *c);
     if (!c) { dg_dist_env_clear(&env); DG_ERR(DG_ENOMEM, "comm_new: out of memory"); return NULL; }
     pthread_mutex_init(&c->lock, NULL);
@@ -138,6 +150,10 @@ dg_comm *dg_comm_new(dg_comm_params p) {
     c->rank = env.rank;
     c->size = env.world_size;
     c->timeout_s = dg_dist_timeout(p.timeout_s);
+    c->comm_num = p.comm_num;
+    c->hierarchical = p.hierarchical;
+    c->ranks_per_node = p.ranks_per_node;
+    c->local_rank = -1;
     dg_comm_kind kind = p.kind;
     if (kind == DG_COMM_AUTO) {
         if (env.world_size == 1) kind = DG_COMM_LOCAL;
@@ -155,7 +171,10 @@ dg_comm *dg_comm_new(dg_comm_params p) {
             if (env.world_size != 1) {
                 DG_ERR(DG_EINVAL, "comm_new: the local transport serves a world of 1, not %d", env.world_size);
                 rc = DG_EINVAL;
-            } else c->be = &dg_comm_local_backend;
+            } else {
+                c->be = &dg_comm_local_backend;
+                if (c->hierarchical) { c->nodes = 1; c->local_rank = 0; c->local_size = 1; }
+            }
             break;
         case DG_COMM_MPI:
             if (!env.under_mpirun && env.world_size > 1) {
@@ -164,7 +183,18 @@ dg_comm *dg_comm_new(dg_comm_params p) {
                 rc = DG_EINVAL;
             } else rc = transport_make("mpi", "dg_comm_mpi_make", c, &env);
             break;
-        case DG_COMM_NCCL: rc = transport_make("nccl", "dg_comm_nccl_make", c, &env); break;
+        case DG_COMM_NCCL:
+            /* NCCL splits its communicators by the nodes the endpoints name (MPI asks MPI) */
+            if (c->hierarchical) {
+                dg_node_layout L;
+                rc = dg_dist_node_layout(&env, c->ranks_per_node, &L);
+                if (!rc) {
+                    c->node = L.node; c->nodes = L.nodes; c->local_rank = L.local_rank; c->local_size = L.local_size;
+                    c->nodes_uniform = L.uniform;
+                }
+            }
+            if (!rc) rc = transport_make("nccl", "dg_comm_nccl_make", c, &env);
+            break;
         default: DG_ERR(DG_EINVAL, "comm_new: unknown transport %d", (int)kind); rc = DG_EINVAL;
         }
     }
@@ -193,6 +223,15 @@ void dg_comm_free(dg_comm *c) {
 int dg_comm_rank(const dg_comm *c) { return c ? c->rank : -1; }
 int dg_comm_size(const dg_comm *c) { return c ? c->size : -1; }
 const char *dg_comm_backend_name(const dg_comm *c) { return c && c->be ? c->be->name : NULL; }
+int dg_comm_num(const dg_comm *c) { return c ? c->comm_num : -1; }
+
+int dg_comm_topology(const dg_comm *c, int *nodes, int *local_rank, int *local_size) {
+    DG_CHECK_HANDLE_INT(c, "comm_topology: communicator is NULL");
+    if (nodes) *nodes = c->nodes;
+    if (local_rank) *local_rank = c->local_rank;
+    if (local_size) *local_size = c->local_size;
+    return 0;
+}
 
 static int check_buffer(const char *op, const dg_comm *c, const dg_tensor *t, bool need_float) {
     DG_CHECK_HANDLE_INT(c, "%s: communicator is NULL", op);
@@ -242,11 +281,11 @@ static void scale_host(void *buf, int64_t n, dg_dtype dt, double f) {
     else if (dt == DG_F64) { double *p = buf; for (int64_t i = 0; i < n; i++) p[i] *= f; }
 }
 
-int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+int dg_comm_all_reduce_raw(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
     if (usable(c)) return DG_ECOMM;
     pthread_mutex_lock(&c->lock);
     /* AVG is a sum and a scale on transports without a native average */
-    int rc = c->be->all_reduce(c, buf, n, dt, op == DG_COMM_AVG && !c->be->device_buffers ? DG_COMM_SUM : op);
+    int rc = c->be->all_reduce(c, ch, buf, n, dt, op == DG_COMM_AVG && !c->be->device_buffers ? DG_COMM_SUM : op);
     pthread_mutex_unlock(&c->lock);
     if (!rc && op == DG_COMM_AVG && !c->be->device_buffers && c->size > 1) scale_host(buf, n, dt, 1.0 / c->size);
     return rc;
@@ -260,7 +299,7 @@ int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op) {
     staged s;
     if ((rc = stage_in(c, t, &s, true))) return rc;
     dg_comm_progress(c, "all_reduce of %lld values", (long long)dg_numel(t));
-    rc = dg_comm_all_reduce_raw(c, s.host, dg_numel(t), dg_dtype_of(t), op);
+    rc = dg_comm_all_reduce_raw(c, 0, s.host, dg_numel(t), dg_dtype_of(t), op);
     int rc2 = stage_out(t, &s, rc == 0);
     if (!rc && c->be->wait) rc = c->be->wait(c);
     return rc ? rc : rc2;

@@ -18,11 +18,14 @@
 #define DG_ERR DG_RAISE
 
 /* One transport. Buffers are contiguous, of n elements of dt, on the device the transport
- * works on (host for MPI, the GPU for NCCL); staging is done by dist/comm.c. */
+ * works on (host for MPI, the GPU for NCCL); staging is done by dist/comm.c. `ch` picks one of
+ * the comm_num communicators (0 <= ch < c->comm_num); the other collectives use number 0. With
+ * c->hierarchical the all-reduce runs in three stages over the node layout the transport found
+ * (c->nodes, local_rank, local_size). */
 typedef struct dg_comm_backend {
     const char *name;
     bool device_buffers;          /* takes GPU memory (NCCL) rather than host memory */
-    int (*all_reduce)(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
+    int (*all_reduce)(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
     int (*broadcast)(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root);
     int (*all_gather)(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt);
     int (*barrier)(dg_comm *c);
@@ -31,7 +34,7 @@ typedef struct dg_comm_backend {
     int (*wait)(dg_comm *c);
     /* optional (host transports): start a SUM all-reduce and poll it to completion; *done set
      * and the handle freed when it completes or fails. What the DataParallel overlap uses. */
-    int (*start_all_reduce)(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle);
+    int (*start_all_reduce)(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, void **handle);
     int (*poll)(dg_comm *c, void *handle, bool *done);
     void (*destroy)(dg_comm *c);
 } dg_comm_backend;
@@ -50,7 +53,25 @@ struct dg_comm {
     uint64_t collectives;         /* collectives entered so far */
     char activity[128];           /* the latest one: "all_reduce", "data_parallel step 20, bucket 1 of 3" */
     struct dg_watchdog *watchdog; /* the heartbeat; NULL without a store */
+    /* asked for by dg_comm_params (checked by dg_comm_new before the transport is made) */
+    int comm_num;                 /* communicators the transport makes, >= 1 */
+    bool hierarchical;
+    int ranks_per_node;           /* 0: the transport finds the nodes */
+    /* the node layout the transport found (hierarchical only; else 0, -1, 0) */
+    int nodes, local_rank, local_size;
+    int node;                     /* NCCL: the node's first rank (the split colour) */
+    bool nodes_uniform;           /* NCCL: every node has local_size ranks */
 };
+
+/* ---- the nodes of a job (dist/topology.c) ---- */
+typedef struct dg_node_layout {
+    int node;                     /* the node's first rank */
+    int nodes, local_rank, local_size;
+    bool uniform;                 /* every node has as many ranks */
+} dg_node_layout;
+/* ranks_per_node > 0: ranks r / ranks_per_node form a node; 0: the ranks whose endpoint has the
+ * same IP. 0, or an error naming what is missing. */
+int dg_dist_node_layout(const dg_dist_env *env, int ranks_per_node, dg_node_layout *out);
 
 /* ---- waiting for peers (a collective, the DataParallel buckets) ----
  * A wait first yields (a peer sharing this core may need it), then sleeps 50 us doubling to 2 ms:
@@ -106,10 +127,10 @@ int dg_mpi_broadcast_bytes(void *buf, size_t n, int root);
 
 /* A collective on a raw buffer of the transport's kind (used by the DataParallel reducer;
  * takes the comm lock). */
-int dg_comm_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
+int dg_comm_all_reduce_raw(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
 
 /* The transport's start_all_reduce / poll under the comm lock (callers check they exist). */
-int dg_comm_start_all_reduce_raw(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle);
+int dg_comm_start_all_reduce_raw(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, void **handle);
 int dg_comm_poll_raw(dg_comm *c, void *handle, bool *done);
 
 /* The timeout a params field asks for: itself, or for DG_FROM_ENV $DG_DIST_TIMEOUT, else 300. */

@@ -17,7 +17,9 @@ dg_fleet_strategy dg_fleet_default_strategy(void) {
     return (dg_fleet_strategy){ .fuse_grad_size_in_MB = 25, .first_bucket_mb = 1, .overlap = false,
                                 .find_unused_parameters = false, .timeout_s = DG_FROM_ENV, .amp = false,
                                 .amp_configs = dg_amp_default_params(), .sync_mode = true,
-                                .use_local_sgd = false, .local_sgd_steps = 1, .local_sgd_is_warm_steps = 0 };
+                                .use_local_sgd = false, .local_sgd_steps = 1, .local_sgd_is_warm_steps = 0,
+                                .use_hierarchical_allreduce = false, .hierarchical_allreduce_inter_nranks = 0,
+                                .nccl_comm_num = 1 };
 }
 
 int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
@@ -44,15 +46,28 @@ int dg_fleet_init(bool is_collective, const dg_fleet_strategy *strategy) {
                  "fleet_init: strategy.recompute is on but recompute_checkpoints names no sublayer");
     DG_CHECK_INT(st.local_sgd_steps >= 1 && st.local_sgd_is_warm_steps >= 0, "fleet_init: strategy local_sgd_steps must be >= 1 "
                  "and local_sgd_is_warm_steps >= 0, got %d and %d", st.local_sgd_steps, st.local_sgd_is_warm_steps);
+    DG_CHECK_INT(st.nccl_comm_num >= 1 && st.nccl_comm_num <= DG_COMM_MAX_NUM, "fleet_init: strategy nccl_comm_num must be in "
+                 "1..%d, got %d", DG_COMM_MAX_NUM, st.nccl_comm_num);
+    DG_CHECK_INT(st.hierarchical_allreduce_inter_nranks >= 0, "fleet_init: strategy hierarchical_allreduce_inter_nranks must "
+                 "be >= 0 (0: the real nodes), got %d", st.hierarchical_allreduce_inter_nranks);
     g_strategy = st;
     dg_dist_env env;
     int rc = dg_dist_env_read(&env);
     if (rc) return rc;
     free(g_endpoints);
     g_endpoints = env.endpoints ? strdup(env.endpoints) : NULL;
+    int env_world = env.world_size;
     dg_dist_env_clear(&env);
     dg_comm_params cp = dg_comm_default_params();
     cp.timeout_s = st.timeout_s;
+    cp.hierarchical = st.use_hierarchical_allreduce;
+    cp.ranks_per_node = st.hierarchical_allreduce_inter_nranks;
+    cp.comm_num = st.nccl_comm_num;
+    if (cp.hierarchical && cp.ranks_per_node > 0 && env_world % cp.ranks_per_node != 0) {
+        DG_ERR(DG_EINVAL, "fleet_init: strategy hierarchical_allreduce_inter_nranks %d does not divide the world of %d ranks "
+               "into whole nodes", cp.ranks_per_node, env_world);
+        return DG_EINVAL;
+    }
     g_comm = dg_comm_new(cp);
     if (!g_comm) {
         char msg[768];

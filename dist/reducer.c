@@ -12,8 +12,10 @@
  * backward's kernels on the rank's own thread; apply then finishes what is left and unpacks.
  * (A comm thread did this before; on a machine whose cores backward keeps busy it was seldom
  * running when its peer was, and most buckets were still pending when backward ended.) A
- * device transport (NCCL) queues every bucket on its stream in apply. Parameters that got no gradient are reported by name, or with find_unused_parameters
- * count as zero gradients (and receive the others' sum). */
+ * device transport (NCCL) queues every bucket on its stream in apply. With comm_num > 1 bucket k
+ * goes to communicator k % comm_num (each NCCL one on its own stream). Parameters that got no
+ * gradient are reported by name, or with find_unused_parameters count as zero gradients (and
+ * receive the others' sum). */
 #include "dist_internal.h"
 #include "reducer.h"
 #include <sched.h>
@@ -109,6 +111,10 @@ static void fail(dg_reducer *r, int rc) {
     snprintf(r->error_msg, sizeof r->error_msg, "%s", dg_last_error());
 }
 
+/* Bucket k's communicator: with comm_num > 1 the buckets take them in turn (Paddle's
+ * nccl_comm_num), so that on NCCL neighbouring buckets run on different streams at once. */
+static int channel(const dg_reducer *r, int k) { return k % r->comm->comm_num; }
+
 /* What the watchdog's heartbeat says this rank is doing (dist/watchdog.c). */
 static void note_bucket(dg_reducer *r, int k) {
     dg_comm_progress(r->comm, "data_parallel step %lld, all-reduce of bucket %d of %d (%lld values)", (long long)r->steps + 1, k,
@@ -120,7 +126,7 @@ static void start_ready(dg_reducer *r) {
     while (!r->error && r->next_launch < r->nb && r->buckets[r->next_launch].state == DG_BUCKET_PACKED) {
         dg_bucket *b = &r->buckets[r->next_launch];
         note_bucket(r, r->next_launch);
-        int rc = dg_comm_start_all_reduce_raw(r->comm, b->host, b->numel, b->dtype, &b->pending);
+        int rc = dg_comm_start_all_reduce_raw(r->comm, channel(r, r->next_launch), b->host, b->numel, b->dtype, &b->pending);
         if (rc) { fail(r, rc); break; }
         b->state = DG_BUCKET_REDUCING;
         r->next_launch++;
@@ -281,7 +287,7 @@ int dg_reducer_apply(dg_reducer *r) {
             dg_bucket *b = &r->buckets[k];
             rc = pack_bucket(r, b);
             if (!rc) note_bucket(r, k);
-            if (!rc) rc = dg_comm_all_reduce_raw(r->comm, b->host, b->numel, b->dtype, DG_COMM_SUM);
+            if (!rc) rc = dg_comm_all_reduce_raw(r->comm, channel(r, k), b->host, b->numel, b->dtype, DG_COMM_SUM);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
         for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);
@@ -314,7 +320,8 @@ int dg_reducer_apply(dg_reducer *r) {
          * stream): every bucket in order now; the others were started and finished above */
         for (int k = 0; k < r->nb && !rc; k++) {
             note_bucket(r, k);
-            rc = dg_comm_all_reduce_raw(r->comm, r->buckets[k].host, r->buckets[k].numel, r->buckets[k].dtype, DG_COMM_SUM);
+            rc = dg_comm_all_reduce_raw(r->comm, channel(r, k), r->buckets[k].host, r->buckets[k].numel, r->buckets[k].dtype,
+                                        DG_COMM_SUM);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
     }

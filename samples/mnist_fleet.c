@@ -9,7 +9,8 @@
  *   options: [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *            [--optimizer adam|sgd] [--lr 1e-3] [--workers 1] [--threads N] [--overlap 0|1]
  *            [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--max-steps N]
- *            [--local-sgd-steps K [--local-sgd-warmup W] [--adaptive-local-sgd]] [--recompute]
+ *            [--local-sgd-steps K [--local-sgd-warmup W] [--adaptive-local-sgd]]
+ *            [--hierarchical-allreduce [--inter-nranks N]] [--comm-num N] [--recompute]
  *
  * Local SGD (the collective guide's use_local_sgd): each worker steps alone and the workers'
  * parameters are averaged every K steps; K grows 1, 2, 4, ... to K after W epochs of ordinary
@@ -25,7 +26,8 @@ static int all_reduce(void *model) { return dg_dp_apply_collective_grads(model);
 
 int main(int argc, char **argv) {
     static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--optimizer", "--overlap", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", "--local-sgd-steps",
-                                         "--local-sgd-warmup", "--adaptive-local-sgd!", "--recompute!", NULL };
+                                         "--local-sgd-warmup", "--adaptive-local-sgd!", "--hierarchical-allreduce!", "--inter-nranks",
+                                         "--comm-num", "--recompute!", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -54,8 +56,19 @@ int main(int argc, char **argv) {
     strategy.recompute = su_has(argc, argv, "--recompute");
     strategy.recompute_checkpoints = checkpoints;
     strategy.n_recompute_checkpoints = strategy.recompute ? 2 : 0;
+    /* the collective guide's strategy.use_hierarchical_allreduce / hierarchical_allreduce_inter_nranks
+     * / nccl_comm_num (0 ranks per node: the real nodes) */
+    strategy.use_hierarchical_allreduce = su_has(argc, argv, "--hierarchical-allreduce");
+    strategy.hierarchical_allreduce_inter_nranks = (int)su_flag_count(argc, argv, "--inter-nranks", 0);
+    strategy.nccl_comm_num = (int)su_flag_count(argc, argv, "--comm-num", 1);
     if (dg_fleet_init(true, &strategy)) return su_die("fleet init");
     int rank = dg_fleet_worker_index(), world = dg_fleet_worker_num();
+    if (rank == 0 && (strategy.use_hierarchical_allreduce || strategy.nccl_comm_num > 1)) {
+        int nodes = 0, local_rank = -1, local_size = 0;
+        dg_comm_topology(dg_fleet_comm(), &nodes, &local_rank, &local_size);
+        printf("all-reduce: %s, %d communicator(s), %d node(s) of %d rank(s)\n", strategy.use_hierarchical_allreduce ?
+               "hierarchical" : "flat", dg_comm_num(dg_fleet_comm()), nodes, local_size);
+    }
 
     su_mnist data;
     if (su_mnist_open(argc, argv, &data)) return su_die("dataset (run `make data`)");

@@ -4,22 +4,21 @@
  * treats a rank that exits without MPI_Finalize as a failure). Counts above INT_MAX are sent in
  * pieces. MPI has no timeouts of its own: every collective is posted non-blocking and waited for
  * with dist_internal.h's peer wait, so a rank that stopped makes the others fail with DG_ETIMEOUT
- * after DG_DIST_TIMEOUT (and the launcher end the job) instead of spinning forever. */
-#include "../dist_internal.h"
+ * after DG_DIST_TIMEOUT (and the launcher end the job) instead of spinning forever. comm_num > 1
+ * makes that many duplicates, which all-reduces name by channel; the hierarchical all-reduce is
+ * in hier_mpi.c. */
+#include "mpi_internal.h"
 #include <limits.h>
-#include <mpi.h>
-
-typedef struct mpi_state { MPI_Comm comm; } mpi_state;
 
 static bool g_we_initialised;
-static bool g_abandoned;   /* a collective timed out: MPI_Finalize would wait for it forever */
+bool dg_mpi_abandoned;
 static void finalize_at_exit(void) {
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin && !g_abandoned) MPI_Finalize();
+    if (!fin && !dg_mpi_abandoned) MPI_Finalize();
 }
 
-static int mpi_fail(int err, const char *what, const dg_comm *c) {
+int dg_mpi_fail(int err, const char *what, const dg_comm *c) {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int len = 0;
     MPI_Error_string(err, msg, &len);
@@ -27,7 +26,7 @@ static int mpi_fail(int err, const char *what, const dg_comm *c) {
     return DG_ECOMM;
 }
 
-static MPI_Datatype mpi_type(dg_dtype dt) {
+MPI_Datatype dg_mpi_type(dg_dtype dt) {
     switch (dt) {
     case DG_F32: return MPI_FLOAT;
     case DG_F64: return MPI_DOUBLE;
@@ -49,35 +48,50 @@ int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const
 
 /* Waits for n posted requests, bounded by the communicator's timeout. MPI cannot cancel a
  * collective, so on the timeout the requests stay posted and the communicator is abandoned. */
-static int mpi_wait(dg_comm *c, int n, MPI_Request *req, const char *what) {
+int dg_mpi_wait(dg_comm *c, int n, MPI_Request *req, const char *what) {
     dg_peer_wait w = dg_peer_wait_begin();
     for (;;) {
         int flag = 0;
         int err = MPI_Testall(n, req, &flag, MPI_STATUSES_IGNORE);
         if (err != MPI_SUCCESS) {
             MPI_Waitall(n, req, MPI_STATUSES_IGNORE);   /* the pieces still running into the buffer */
-            return mpi_fail(err, what, c);
+            return dg_mpi_fail(err, what, c);
         }
         if (flag) return 0;
         if (!dg_peer_wait_pause(&w, c->timeout_s)) {
-            g_abandoned = true;
+            dg_mpi_abandoned = true;
             return dg_comm_timed_out(c, "mpi", what, "", false);
         }
     }
 }
 
-/* Open MPI's shared-memory all-reduce runs at 5-6 GB/s up to a few MB here but drops to about
- * 1 GB/s from 16 MB up (bench/dist_allreduce.c), so large buffers go in 8 MB pieces. */
-#define PIECE_BYTES (8 << 20)
+static int mpi_start_pieces(dg_comm *c, MPI_Comm comm, void *buf, int64_t n, dg_dtype dt, MPI_Op mop, MPI_Request **out,
+                            int *count);
 
-static int mpi_start_pieces(dg_comm *c, void *buf, int64_t n, dg_dtype dt, MPI_Op mop, MPI_Request **out, int *count);
+/* The hierarchical one polled to its end, bounded like every wait here. */
+static int hier_all_reduce(dg_comm *c, mpi_channel *ch, void *buf, int64_t n, dg_dtype dt, MPI_Op mop) {
+    void *h;
+    int rc = dg_mpi_hier_start(c, ch, buf, n, dt, mop, &h);
+    dg_peer_wait w = dg_peer_wait_begin();
+    for (bool done = false; !rc;) {
+        if ((rc = dg_mpi_hier_poll(c, h, &done)) || done) break;
+        if (!dg_peer_wait_pause(&w, c->timeout_s)) {
+            dg_mpi_abandoned = true;
+            return dg_comm_timed_out(c, "mpi", "the hierarchical all-reduce", "", false);
+        }
+    }
+    return rc;
+}
 
-static int mpi_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+static int mpi_all_reduce(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+    mpi_state *s = c->impl;
+    MPI_Op mop = op == DG_COMM_MAX ? MPI_MAX : MPI_SUM;
+    if (c->hierarchical) return hier_all_reduce(c, &s->ch[ch], buf, n, dt, mop);
     MPI_Request *req;
     int count;
-    int rc = mpi_start_pieces(c, buf, n, dt, op == DG_COMM_MAX ? MPI_MAX : MPI_SUM, &req, &count);
+    int rc = mpi_start_pieces(c, s->ch[ch].comm, buf, n, dt, mop, &req, &count);
     if (rc) return rc;
-    rc = mpi_wait(c, count, req, "MPI_Allreduce");
+    rc = dg_mpi_wait(c, count, req, "MPI_Allreduce");
     if (rc != DG_ETIMEOUT) free(req);   /* posted requests keep their array */
     return rc;
 }
@@ -86,11 +100,11 @@ static int mpi_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm
  * each poll. The rank's own thread polls from backward's grad-ready hooks, between kernels: a
  * helper thread polling instead was seldom on a core (backward keeps every core busy) when its
  * peer was, and most buckets were still pending when backward ended. */
-typedef struct mpi_pending { int n; MPI_Request req[]; } mpi_pending;
+typedef struct mpi_pending { bool hier; void *op; int n; MPI_Request req[]; } mpi_pending;
 
 /* Posts the pieces of an all-reduce of buf; *out (malloc'ed) holds *count requests. */
-static int mpi_start_pieces(dg_comm *c, void *buf, int64_t n, dg_dtype dt, MPI_Op mop, MPI_Request **out, int *count) {
-    mpi_state *s = c->impl;
+static int mpi_start_pieces(dg_comm *c, MPI_Comm comm, void *buf, int64_t n, dg_dtype dt, MPI_Op mop, MPI_Request **out,
+                            int *count) {
     size_t es = dg_dtype_size(dt);
     int64_t piece = PIECE_BYTES / (int64_t)es, pieces = n ? (n + piece - 1) / piece : 0;
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)(pieces ? pieces : 1));
@@ -98,12 +112,12 @@ static int mpi_start_pieces(dg_comm *c, void *buf, int64_t n, dg_dtype dt, MPI_O
     int k = 0;
     for (int64_t off = 0; off < n; off += piece) {
         int cnt = (int)(n - off < piece ? n - off : piece);
-        int err = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * es, cnt, mpi_type(dt), mop, s->comm, &req[k]);
+        int err = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + (size_t)off * es, cnt, dg_mpi_type(dt), mop, comm, &req[k]);
         if (err != MPI_SUCCESS) {
             /* the pieces already posted must still complete before the buffer is reused */
             MPI_Waitall(k, req, MPI_STATUSES_IGNORE);
             free(req);
-            return mpi_fail(err, "MPI_Iallreduce", c);
+            return dg_mpi_fail(err, "MPI_Iallreduce", c);
         }
         k++;
     }
@@ -112,10 +126,20 @@ static int mpi_start_pieces(dg_comm *c, void *buf, int64_t n, dg_dtype dt, MPI_O
     return 0;
 }
 
-static int mpi_start_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, void **handle) {
+static int mpi_start_all_reduce(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, void **handle) {
+    mpi_state *s = c->impl;
+    if (c->hierarchical) {
+        mpi_pending *p = malloc(sizeof *p);
+        if (!p) { DG_ERR(DG_ENOMEM, "mpi: out of memory starting an all-reduce"); return DG_ENOMEM; }
+        p->hier = true;
+        int rc = dg_mpi_hier_start(c, &s->ch[ch], buf, n, dt, MPI_SUM, &p->op);
+        if (rc) free(p);
+        else *handle = p;
+        return rc;
+    }
     MPI_Request *req;
     int count;
-    int rc = mpi_start_pieces(c, buf, n, dt, MPI_SUM, &req, &count);
+    int rc = mpi_start_pieces(c, s->ch[ch].comm, buf, n, dt, MPI_SUM, &req, &count);
     if (rc) return rc;
     mpi_pending *p = malloc(sizeof *p + sizeof(MPI_Request) * (size_t)(count ? count : 1));
     if (!p) {
@@ -124,6 +148,7 @@ static int mpi_start_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, v
         DG_ERR(DG_ENOMEM, "mpi: out of memory starting an all-reduce");
         return DG_ENOMEM;
     }
+    p->hier = false;
     p->n = count;
     memcpy(p->req, req, sizeof(MPI_Request) * (size_t)count);
     free(req);
@@ -133,13 +158,18 @@ static int mpi_start_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, v
 
 static int mpi_poll(dg_comm *c, void *handle, bool *done) {
     mpi_pending *p = handle;
+    if (p->hier) {
+        int rc = dg_mpi_hier_poll(c, p->op, done);
+        if (*done) free(p);
+        return rc;
+    }
     int flag = 0;
     int err = MPI_Testall(p->n, p->req, &flag, MPI_STATUSES_IGNORE);
     /* after an error some pieces may still be running into the buffer: wait them out */
     if (err != MPI_SUCCESS) MPI_Waitall(p->n, p->req, MPI_STATUSES_IGNORE);
     *done = err != MPI_SUCCESS || flag;
     if (*done) free(p);
-    return err == MPI_SUCCESS ? 0 : mpi_fail(err, "MPI_Testall (all-reduce)", c);
+    return err == MPI_SUCCESS ? 0 : dg_mpi_fail(err, "MPI_Testall (all-reduce)", c);
 }
 
 static int mpi_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root) {
@@ -148,9 +178,9 @@ static int mpi_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root
     for (int64_t off = 0; off < n; off += INT_MAX) {
         int cnt = (int)(n - off < INT_MAX ? n - off : INT_MAX);
         MPI_Request req;
-        int err = MPI_Ibcast((char *)buf + (size_t)off * es, cnt, mpi_type(dt), root, s->comm, &req);
-        if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Ibcast", c);
-        int rc = mpi_wait(c, 1, &req, "MPI_Bcast");
+        int err = MPI_Ibcast((char *)buf + (size_t)off * es, cnt, dg_mpi_type(dt), root, s->ch[0].comm, &req);
+        if (err != MPI_SUCCESS) return dg_mpi_fail(err, "MPI_Ibcast", c);
+        int rc = dg_mpi_wait(c, 1, &req, "MPI_Bcast");
         if (rc) return rc;
     }
     return 0;
@@ -160,14 +190,14 @@ static int mpi_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, d
     mpi_state *s = c->impl;
     if (n > INT_MAX) { DG_ERR(DG_EUNSUPPORTED, "mpi: all_gather of %lld elements per rank (limit %d)", (long long)n, INT_MAX); return DG_EUNSUPPORTED; }
     MPI_Request req;
-    int err = MPI_Iallgather(send, (int)n, mpi_type(dt), recv, (int)n, mpi_type(dt), s->comm, &req);
-    return err == MPI_SUCCESS ? mpi_wait(c, 1, &req, "MPI_Allgather") : mpi_fail(err, "MPI_Iallgather", c);
+    int err = MPI_Iallgather(send, (int)n, dg_mpi_type(dt), recv, (int)n, dg_mpi_type(dt), s->ch[0].comm, &req);
+    return err == MPI_SUCCESS ? dg_mpi_wait(c, 1, &req, "MPI_Allgather") : dg_mpi_fail(err, "MPI_Iallgather", c);
 }
 
 static int mpi_barrier(dg_comm *c) {
     MPI_Request req;
-    int err = MPI_Ibarrier(((mpi_state *)c->impl)->comm, &req);
-    return err == MPI_SUCCESS ? mpi_wait(c, 1, &req, "MPI_Barrier") : mpi_fail(err, "MPI_Ibarrier", c);
+    int err = MPI_Ibarrier(((mpi_state *)c->impl)->ch[0].comm, &req);
+    return err == MPI_SUCCESS ? dg_mpi_wait(c, 1, &req, "MPI_Barrier") : dg_mpi_fail(err, "MPI_Ibarrier", c);
 }
 
 static void mpi_destroy(dg_comm *c) {
@@ -175,7 +205,11 @@ static void mpi_destroy(dg_comm *c) {
     if (!s) return;
     int fin = 0;
     MPI_Finalized(&fin);
-    if (!fin && !c->abandoned) MPI_Comm_free(&s->comm);   /* an abandoned one still has requests posted */
+    if (!fin && !c->abandoned)   /* an abandoned one still has requests posted */
+        for (int k = 0; k < s->n; k++) {
+            dg_mpi_hier_free(&s->ch[k]);
+            if (s->ch[k].comm != MPI_COMM_NULL) MPI_Comm_free(&s->ch[k].comm);
+        }
     free(s);
     c->impl = NULL;
 }
@@ -262,11 +296,19 @@ DG_MODULE_EXPORT int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
     }
     mpi_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "mpi: out of memory"); return DG_ENOMEM; }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int err = MPI_Comm_dup(MPI_COMM_WORLD, &s->comm);
-    if (err != MPI_SUCCESS) { free(s); return mpi_fail(err, "MPI_Comm_dup", c); }
-    MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    for (int k = 0; k < DG_COMM_MAX_NUM; k++)
+        s->ch[k] = (mpi_channel){ .comm = MPI_COMM_NULL, .node_reduce = MPI_COMM_NULL, .node_bcast = MPI_COMM_NULL,
+                                  .leaders = MPI_COMM_NULL };
     c->impl = s;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    for (int k = 0; k < c->comm_num && !rc; k++) {
+        int err = MPI_Comm_dup(MPI_COMM_WORLD, &s->ch[k].comm);
+        if (err != MPI_SUCCESS) { rc = dg_mpi_fail(err, "MPI_Comm_dup", c); break; }
+        s->n = k + 1;
+        MPI_Comm_set_errhandler(s->ch[k].comm, MPI_ERRORS_RETURN);
+        if (c->hierarchical) rc = dg_mpi_hier_make(c, &s->ch[k], k == 0);
+    }
+    if (rc) { mpi_destroy(c); return rc; }
     c->be = &mpi_backend;
     return 0;
 }

@@ -4,7 +4,10 @@
  * store (as Paddle's gen_nccl_id), or under mpirun without endpoints through an MPI broadcast
  * from rank 0 (the build's MPI transport; MPI_Init is done there if the program did not). Everything
  * runs in NCCL's non-blocking mode and is polled against the timeout: a peer that never comes
- * or dies makes this rank abort the communicator and return an error instead of hanging. */
+ * or dies makes this rank abort the communicator and return an error instead of hanging.
+ * comm_num > 1 splits that many communicators off the first (one CUDA stream each); the
+ * hierarchical all-reduce splits each by node (dist/topology.c: endpoint IPs or ranks_per_node)
+ * and by node leader, and runs ncclReduce -> ncclAllReduce -> ncclBroadcast. */
 #include "../dist_internal.h"
 #include "nccl_cuda.h"
 #include <nccl.h>
@@ -12,38 +15,53 @@
 #include <unistd.h>
 
 /* device: the GPU the communicator was made on. A process may use several GPUs, and the CUDA
- * module's streams are those of the thread's current device, so every call makes it current. */
-typedef struct nccl_state { ncclComm_t comm; bool aborted; int device; } nccl_state;
+ * module's streams are those of the thread's current device, so every call makes it current.
+ * ch[k] is communicator k of comm_num (ch[0].comm from the unique id, the others split from it),
+ * its collectives on comm stream k; with the hierarchical all-reduce, k's node and node-leader
+ * communicators (NULL on a rank that is not its node's first) are split from it too. A failure
+ * aborts them all: they share the peers. */
+typedef struct nccl_chan { ncclComm_t comm, node, leaders; } nccl_chan;
+typedef struct nccl_state { nccl_chan ch[DG_COMM_MAX_NUM]; int n; bool aborted; int device; } nccl_state;
 
-static int nccl_fail(dg_comm *c, ncclResult_t r, const char *what) {
+static void abort_all(nccl_state *s) {
+    if (s->aborted) return;
+    s->aborted = true;
+    for (int k = 0; k < s->n; k++) {
+        ncclComm_t *all[] = { &s->ch[k].leaders, &s->ch[k].node, &s->ch[k].comm };
+        for (int i = 0; i < 3; i++)
+            if (*all[i]) ncclCommAbort(*all[i]);
+    }
+}
+
+static int nccl_fail(dg_comm *c, ncclComm_t comm, ncclResult_t r, const char *what) {
     nccl_state *s = c->impl;
-    const char *last = s && s->comm ? ncclGetLastError(s->comm) : "";
+    const char *last = comm ? ncclGetLastError(comm) : "";
     DG_ERR(DG_ECOMM, "nccl: %s failed on rank %d of %d: %s%s%s", what, c->rank, c->size, ncclGetErrorString(r),
            last && *last ? ": " : "", last ? last : "");
-    if (s && s->comm && !s->aborted) { ncclCommAbort(s->comm); s->aborted = true; }
+    if (s) abort_all(s);
     return DG_ECOMM;
 }
 
-/* Polls the communicator until its pending operation leaves ncclInProgress or the timeout. */
-static int settle(dg_comm *c, ncclResult_t r, const char *what) {
+/* Polls comm until its pending operation leaves ncclInProgress or the timeout. */
+static int settle(dg_comm *c, ncclComm_t comm, ncclResult_t r, const char *what) {
     nccl_state *s = c->impl;
     dg_peer_wait w = dg_peer_wait_begin();
     while (r == ncclInProgress) {
         if (!dg_peer_wait_pause(&w, c->timeout_s)) {
-            ncclCommAbort(s->comm);
-            s->aborted = true;
+            abort_all(s);
             return dg_comm_timed_out(c, "nccl", what, "", true);
         }
-        if (ncclCommGetAsyncError(s->comm, &r) != ncclSuccess) break;
+        if (ncclCommGetAsyncError(comm, &r) != ncclSuccess) break;
     }
-    return r == ncclSuccess ? 0 : nccl_fail(c, r, what);
+    return r == ncclSuccess ? 0 : nccl_fail(c, comm, r, what);
 }
 
-static int usable(dg_comm *c) {
+/* Communicator ch may queue work: this device current, its stream after the compute so far. */
+static int usable(dg_comm *c, int ch) {
     nccl_state *s = c->impl;
     if (s->aborted) { DG_ERR(DG_ECOMM, "nccl: the communicator of rank %d was aborted after an earlier failure", c->rank); return DG_ECOMM; }
     int rc = DG_CUDA(cudaSetDevice(s->device));
-    return rc ? rc : dg_cuda_comm_wait_compute();
+    return rc ? rc : dg_cuda_comm_wait_compute_at(ch);
 }
 
 static ncclDataType_t nccl_type(dg_dtype dt) {
@@ -56,81 +74,113 @@ static ncclDataType_t nccl_type(dg_dtype dt) {
     }
 }
 
-static int nccl_all_reduce(dg_comm *c, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
-    int rc = usable(c);
-    if (rc) return rc;
-    ncclRedOp_t o = op == DG_COMM_MAX ? ncclMax : op == DG_COMM_AVG ? ncclAvg : ncclSum;
-    return settle(c, ncclAllReduce(buf, buf, (size_t)n, nccl_type(dt), o, ((nccl_state *)c->impl)->comm, dg_cuda_comm_stream()),
-                  "ncclAllReduce");
-}
-static int nccl_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root) {
-    int rc = usable(c);
-    if (rc) return rc;
-    return settle(c, ncclBroadcast(buf, buf, (size_t)n, nccl_type(dt), root, ((nccl_state *)c->impl)->comm, dg_cuda_comm_stream()),
-                  "ncclBroadcast");
-}
-static int nccl_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt) {
-    int rc = usable(c);
-    if (rc) return rc;
-    return settle(c, ncclAllGather(send, recv, (size_t)n, nccl_type(dt), ((nccl_state *)c->impl)->comm, dg_cuda_comm_stream()),
-                  "ncclAllGather");
+/* Reduce inside the node to its first rank, all-reduce among those, broadcast inside the node,
+ * queued in that order on one stream. An average is the nodes' averages averaged, which is the
+ * world's only when every node has as many ranks; otherwise it goes flat. */
+static int hier_all_reduce(dg_comm *c, nccl_chan *ch, cudaStream_t st, void *buf, size_t n, ncclDataType_t t, ncclRedOp_t o) {
+    if (o == ncclAvg && !c->nodes_uniform)
+        return settle(c, ch->comm, ncclAllReduce(buf, buf, n, t, o, ch->comm, st), "ncclAllReduce (nodes of unequal sizes)");
+    int rc = settle(c, ch->node, ncclReduce(buf, buf, n, t, o, 0, ch->node, st), "ncclReduce (node)");
+    if (!rc && ch->leaders) rc = settle(c, ch->leaders, ncclAllReduce(buf, buf, n, t, o, ch->leaders, st), "ncclAllReduce (leaders)");
+    if (!rc) rc = settle(c, ch->node, ncclBroadcast(buf, buf, n, t, 0, ch->node, st), "ncclBroadcast (node)");
+    return rc;
 }
 
-/* The compute stream waits for the queued collectives; the host polls so that a collective
- * stuck on a dead peer ends in an error after the timeout instead of a hang. */
+static int nccl_all_reduce(dg_comm *c, int k, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+    int rc = usable(c, k);
+    if (rc) return rc;
+    nccl_chan *ch = &((nccl_state *)c->impl)->ch[k];
+    cudaStream_t st = dg_cuda_comm_stream_at(k);
+    ncclRedOp_t o = op == DG_COMM_MAX ? ncclMax : op == DG_COMM_AVG ? ncclAvg : ncclSum;
+    if (c->hierarchical) return hier_all_reduce(c, ch, st, buf, (size_t)n, nccl_type(dt), o);
+    return settle(c, ch->comm, ncclAllReduce(buf, buf, (size_t)n, nccl_type(dt), o, ch->comm, st), "ncclAllReduce");
+}
+static int nccl_broadcast(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root) {
+    int rc = usable(c, 0);
+    if (rc) return rc;
+    ncclComm_t comm = ((nccl_state *)c->impl)->ch[0].comm;
+    return settle(c, comm, ncclBroadcast(buf, buf, (size_t)n, nccl_type(dt), root, comm, dg_cuda_comm_stream_at(0)), "ncclBroadcast");
+}
+static int nccl_all_gather(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt) {
+    int rc = usable(c, 0);
+    if (rc) return rc;
+    ncclComm_t comm = ((nccl_state *)c->impl)->ch[0].comm;
+    return settle(c, comm, ncclAllGather(send, recv, (size_t)n, nccl_type(dt), comm, dg_cuda_comm_stream_at(0)), "ncclAllGather");
+}
+
+/* The first asynchronous error of any of the communicators, ncclSuccess when none. */
+static ncclResult_t first_error(nccl_state *s, ncclComm_t *which) {
+    for (int k = 0; k < s->n; k++) {
+        ncclComm_t all[] = { s->ch[k].comm, s->ch[k].node, s->ch[k].leaders };
+        for (int i = 0; i < 3; i++) {
+            ncclResult_t r = ncclSuccess;
+            if (all[i]) ncclCommGetAsyncError(all[i], &r);
+            if (r != ncclSuccess && r != ncclInProgress) { *which = all[i]; return r; }
+        }
+    }
+    return ncclSuccess;
+}
+
+/* The compute stream waits for the queued collectives of every communicator; the host polls so
+ * that a collective stuck on a dead peer ends in an error after the timeout instead of a hang. */
 static int nccl_wait(dg_comm *c) {
     nccl_state *s = c->impl;
     dg_peer_wait w = dg_peer_wait_begin();
     int rc = DG_CUDA(cudaSetDevice(s->device));
     if (rc) return rc;
-    for (;;) {
-        cudaError_t e = cudaStreamQuery(dg_cuda_comm_stream());
-        if (e == cudaSuccess) {
+    for (int k = 0; k < s->n; k++) {
+        cudaStream_t st = dg_cuda_comm_stream_at(k);
+        if (!st) return dg_last_status() ? dg_last_status() : DG_EDEVICE;
+        for (;;) {
+            cudaError_t e = cudaStreamQuery(st);
             /* a collective may also end with an error (NCCL reports it until the work is done,
              * and a failed one still leaves the stream): the stream's end alone is no success */
-            ncclResult_t r = ncclSuccess;
-            ncclCommGetAsyncError(s->comm, &r);
-            if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, r, "a queued collective");
-            break;
-        }
-        if (e != cudaErrorNotReady) return DG_CUDA(e);
-        ncclResult_t r = ncclSuccess;
-        ncclCommGetAsyncError(s->comm, &r);
-        if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, r, "a queued collective");
-        if (!dg_peer_wait_pause(&w, c->timeout_s)) {
-            ncclCommAbort(s->comm);
-            s->aborted = true;
-            return dg_comm_timed_out(c, "nccl", "the queued collectives", "", true);
+            ncclComm_t bad = NULL;
+            ncclResult_t r = first_error(s, &bad);
+            if (r != ncclSuccess) return nccl_fail(c, bad, r, "a queued collective");
+            if (e == cudaSuccess) break;
+            if (e != cudaErrorNotReady) return DG_CUDA(e);
+            if (!dg_peer_wait_pause(&w, c->timeout_s)) {
+                abort_all(s);
+                return dg_comm_timed_out(c, "nccl", "the queued collectives", "", true);
+            }
         }
     }
-    return dg_cuda_compute_wait_comm();
+    return dg_cuda_compute_wait_comms(s->n);
 }
 
 /* A one-byte all-reduce (of a scratch byte whose value does not matter) is a barrier on NCCL:
  * no rank leaves it before every rank has entered it. */
 static int nccl_barrier(dg_comm *c) {
-    int rc = usable(c);
+    int rc = usable(c, 0);
     if (rc) return rc;
     void *one = dg_cuda_alloc(1);
     if (!one) return DG_ENOMEM;
-    rc = settle(c, ncclAllReduce(one, one, 1, ncclUint8, ncclSum, ((nccl_state *)c->impl)->comm, dg_cuda_comm_stream()), "barrier");
+    ncclComm_t comm = ((nccl_state *)c->impl)->ch[0].comm;
+    rc = settle(c, comm, ncclAllReduce(one, one, 1, ncclUint8, ncclSum, comm, dg_cuda_comm_stream_at(0)), "barrier");
     if (!rc) rc = nccl_wait(c);
     dg_cuda_free(one);
     return rc;
 }
 
+/* Finalizes and destroys comm; one that cannot finalize is abandoned. */
+static void finish(dg_comm *c, ncclComm_t comm) {
+    if (!comm || ((nccl_state *)c->impl)->aborted) return;
+    if (settle(c, comm, ncclCommFinalize(comm), "ncclCommFinalize") == 0) ncclCommDestroy(comm);
+}
+
 static void nccl_destroy(dg_comm *c) {
     nccl_state *s = c->impl;
     if (!s) return;
-    if (!s->aborted && s->comm) {
-        ncclResult_t r = ncclCommFinalize(s->comm);
-        /* a communicator that cannot finalize is abandoned: freeing it is not a failure of
-         * anything the caller asked for, so it leaves no message */
-        dg_error_saved before;
-        dg_error_save(&before);
-        if (settle(c, r, "ncclCommFinalize") == 0) ncclCommDestroy(s->comm);
-        else dg_error_restore(&before);
+    /* freeing is not a failure of anything the caller asked for, so it leaves no message */
+    dg_error_saved before;
+    dg_error_save(&before);
+    for (int k = s->n - 1; k >= 0; k--) {   /* the split ones before their parents */
+        finish(c, s->ch[k].leaders);
+        finish(c, s->ch[k].node);
+        finish(c, s->ch[k].comm);
     }
+    dg_error_restore(&before);
     free(s);
     c->impl = NULL;
 }
@@ -140,6 +190,30 @@ static const dg_comm_backend nccl_backend = {
     .all_gather = nccl_all_gather, .barrier = nccl_barrier, .wait = nccl_wait, .destroy = nccl_destroy,
 };
 
+/* *out split from parent (collective over parent's ranks); NULL for NCCL_SPLIT_NOCOLOR. The
+ * non-blocking configuration is inherited (config NULL). */
+static int split(dg_comm *c, ncclComm_t parent, int color, ncclComm_t *out, const char *what) {
+    *out = NULL;
+    ncclResult_t r = ncclCommSplit(parent, color, c->rank, out, NULL);
+    if (r != ncclSuccess && r != ncclInProgress) return nccl_fail(c, parent, r, what);
+    return *out ? settle(c, *out, r, what) : settle(c, parent, r, what);
+}
+
+/* Communicators 1..comm_num-1 (every rank one colour: duplicates) and, hierarchical, each
+ * one's node and leader communicators. */
+static int make_splits(dg_comm *c, nccl_state *s) {
+    int rc = 0;
+    for (int k = 1; k < c->comm_num && !rc; k++) {
+        rc = split(c, s->ch[0].comm, 0, &s->ch[k].comm, "ncclCommSplit (comm_num)");
+        if (s->ch[k].comm) s->n = k + 1;
+    }
+    for (int k = 0; k < s->n && c->hierarchical && !rc; k++) {
+        rc = split(c, s->ch[k].comm, c->node, &s->ch[k].node, "ncclCommSplit (node)");
+        if (!rc) rc = split(c, s->ch[k].comm, c->local_rank == 0 ? 0 : NCCL_SPLIT_NOCOLOR, &s->ch[k].leaders,
+                            "ncclCommSplit (leaders)");
+    }
+    return rc;
+}
 
 static int make_id(ncclUniqueId *id) {
     ncclResult_t r = ncclGetUniqueId(id);
@@ -222,8 +296,11 @@ DG_MODULE_EXPORT int dg_comm_nccl_make(dg_comm *c, const dg_dist_env *env) {
     if (set) return set;
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
-    ncclResult_t r = ncclCommInitRankConfig(&s->comm, env->world_size, id, env->rank, &cfg);
-    int rc = r == ncclSuccess || r == ncclInProgress ? settle(c, r, "ncclCommInitRankConfig") : nccl_fail(c, r, "ncclCommInitRankConfig");
+    ncclResult_t r = ncclCommInitRankConfig(&s->ch[0].comm, env->world_size, id, env->rank, &cfg);
+    s->n = 1;
+    int rc = r == ncclSuccess || r == ncclInProgress ? settle(c, s->ch[0].comm, r, "ncclCommInitRankConfig")
+                                                     : nccl_fail(c, s->ch[0].comm, r, "ncclCommInitRankConfig");
+    if (!rc) rc = make_splits(c, s);
     if (rc) { free(s); c->impl = NULL; return rc; }
     c->be = &nccl_backend;
     return 0;

@@ -5,9 +5,9 @@
 #include "nccl_cuda.h"
 
 
-cudaStream_t dg_cuda_comm_stream(void) { DG_MODULE_FN(cudaStream_t (*)(void), "cuda:dg_cuda_comm_stream"); return fn ? fn() : NULL; }
-int dg_cuda_comm_wait_compute(void) { DG_MODULE_FN(int (*)(void), "cuda:dg_cuda_comm_wait_compute"); return fn ? fn() : DG_EUNSUPPORTED; }
-int dg_cuda_compute_wait_comm(void) { DG_MODULE_FN(int (*)(void), "cuda:dg_cuda_compute_wait_comm"); return fn ? fn() : DG_EUNSUPPORTED; }
+cudaStream_t dg_cuda_comm_stream_at(int k) { DG_MODULE_FN(cudaStream_t (*)(int), "cuda:dg_cuda_comm_stream_at"); return fn ? fn(k) : NULL; }
+int dg_cuda_comm_wait_compute_at(int k) { DG_MODULE_FN(int (*)(int), "cuda:dg_cuda_comm_wait_compute_at"); return fn ? fn(k) : DG_EUNSUPPORTED; }
+int dg_cuda_compute_wait_comms(int n) { DG_MODULE_FN(int (*)(int), "cuda:dg_cuda_compute_wait_comms"); return fn ? fn(n) : DG_EUNSUPPORTED; }
 void *dg_cuda_alloc(size_t n) { DG_MODULE_FN(void *(*)(size_t), "cuda:dg_cuda_alloc"); return fn ? fn(n) : NULL; }
 void dg_cuda_free(void *p) { DG_MODULE_FN(void (*)(void *), "cuda:dg_cuda_free"); if (fn) fn(p); }
 int dg_cuda_check(cudaError_t e, const char *what, const char *file, int line) {

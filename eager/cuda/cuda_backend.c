@@ -69,28 +69,57 @@ static inline dg_cuda_ctx *entered(void) { return t_ctx ? t_ctx : dg_cuda_ctx_cu
 
 cudaStream_t dg_cuda_stream(void) { return entered()->stream; }
 static void *cuda_stream_entry(const dg_backend *be) { return (void *)((dg_cuda_ctx *)be->context)->stream; }
-/* the NCCL module calls this outside any entry: the context of the device it made current */
-DG_MODULE_EXPORT cudaStream_t dg_cuda_comm_stream(void) { return dg_cuda_ctx_current()->comm; }
+/* The NCCL module calls these outside any entry: the context of the device it made current.
+ * Streams past the first are made on first use, so a job with comm_num 1 holds one. */
+DG_MODULE_EXPORT cudaStream_t dg_cuda_comm_stream_at(int k) {
+    if (k < 0 || k >= DG_CUDA_MAX_COMM_STREAMS) {
+        DG_RAISE(DG_EINVAL, "cuda: communication stream %d of at most %d", k, DG_CUDA_MAX_COMM_STREAMS);
+        return NULL;
+    }
+    dg_cuda_ctx *c = dg_cuda_ctx_current();
+    pthread_mutex_lock(&g_lock);
+    int rc = 0;
+    if (!c->started) {   /* comm[0] comes with the context (cuda_init) */
+        DG_RAISE(DG_ESTATE, "cuda: gpu:%d has no streams yet (no tensor was made on it)", c->device);
+        rc = DG_ESTATE;
+    }
+    while (!rc && c->ncomm <= k) {
+        rc = DG_CUDA(cudaStreamCreateWithFlags(&c->comm[c->ncomm], cudaStreamNonBlocking));
+        if (!rc) c->ncomm++;
+    }
+    cudaStream_t st = rc ? NULL : c->comm[k];
+    pthread_mutex_unlock(&g_lock);
+    return st;
+}
 cublasHandle_t dg_cuda_cublas(void) { return entered()->blas; }
 cudnnHandle_t dg_cuda_cudnn(void) { return entered()->dnn; }
 int dg_cuda_device(void) { return entered()->device; }
 
-DG_MODULE_EXPORT int dg_cuda_comm_wait_compute(void) {
+DG_MODULE_EXPORT int dg_cuda_comm_wait_compute_at(int k) {
+    cudaStream_t cm = dg_cuda_comm_stream_at(k);
+    if (!cm) return dg_last_status() ? dg_last_status() : DG_EDEVICE;
     dg_cuda_ctx *c = dg_cuda_ctx_current();
     int rc = DG_CUDA(cudaEventRecord(c->ev_compute, c->stream));
-    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(c->comm, c->ev_compute, 0));
+    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(cm, c->ev_compute, 0));
 }
-DG_MODULE_EXPORT int dg_cuda_compute_wait_comm(void) {
-    dg_cuda_ctx *c = dg_cuda_ctx_current();
-    int rc = DG_CUDA(cudaEventRecord(c->ev_comm, c->comm));
-    return rc ? rc : DG_CUDA(cudaStreamWaitEvent(c->stream, c->ev_comm, 0));
+/* One event serves every stream: a wait takes the record made just before it. */
+DG_MODULE_EXPORT int dg_cuda_compute_wait_comms(int n) {
+    int rc = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        cudaStream_t cm = dg_cuda_comm_stream_at(k);
+        if (!cm) return dg_last_status() ? dg_last_status() : DG_EDEVICE;
+        dg_cuda_ctx *c = dg_cuda_ctx_current();
+        rc = DG_CUDA(cudaEventRecord(c->ev_comm, cm));
+        if (!rc) rc = DG_CUDA(cudaStreamWaitEvent(c->stream, c->ev_comm, 0));
+    }
+    return rc;
 }
 
 /* ---- caching allocator ----
  * eager/device_pool.c splits cudaMalloc'ed segments into blocks and merges them when freed (a
  * steady training loop stops calling cudaMalloc after its first steps); each device has its
  * own pool. Tensors are used on their device's compute stream only (collectives on the comm
- * stream are ordered back with dg_cuda_compute_wait_comm before their buffers can be freed, and
+ * stream are ordered back with dg_cuda_compute_wait_comms before their buffers can be freed, and
  * a copy to another device orders that device's stream back too, cuda_copy_peer), so a block
  * freed by the host may be handed out again at once: later kernels run after the ones that
  * used it. */
@@ -186,7 +215,7 @@ static int cuda_empty_cache(const dg_backend *be) {
     DG_CUDA_ENTER(be);
     dg_cuda_ctx *c = (dg_cuda_ctx *)be->context;
     int rc = c->started ? DG_CUDA(cudaStreamSynchronize(c->stream)) : 0;
-    if (!rc && c->started) rc = DG_CUDA(cudaStreamSynchronize(c->comm));
+    for (int k = 0; !rc && c->started && k < c->ncomm; k++) rc = DG_CUDA(cudaStreamSynchronize(c->comm[k]));
     pthread_mutex_lock(&g_lock);
     if (c->pool) dg_device_pool_release_free(c->pool);
     pthread_mutex_unlock(&g_lock);
@@ -285,7 +314,7 @@ static void cuda_shutdown(const dg_backend *be) {
     pthread_mutex_unlock(&g_lock);
     if (started && !dg_cuda_enter(be)) {
         cudaStreamSynchronize(c->stream);
-        cudaStreamSynchronize(c->comm);
+        for (int k = 0; k < c->ncomm; k++) cudaStreamSynchronize(c->comm[k]);
         dg_cuda_conv_release();
         dg_cuda_norm_pool_release(c->device);
     }
@@ -305,9 +334,10 @@ static void cuda_shutdown(const dg_backend *be) {
         dg_cublas.destroy(c->blas);
         cudaEventDestroy(c->ev_comm);
         cudaEventDestroy(c->ev_compute);
-        cudaStreamDestroy(c->comm);
+        for (int k = 0; k < c->ncomm; k++) { cudaStreamDestroy(c->comm[k]); c->comm[k] = NULL; }
+        c->ncomm = 0;
         cudaStreamDestroy(c->stream);
-        c->dnn = NULL; c->blas = NULL; c->ev_comm = c->ev_compute = NULL; c->comm = c->stream = NULL;
+        c->dnn = NULL; c->blas = NULL; c->ev_comm = c->ev_compute = NULL; c->stream = NULL;
         c->started = false;
     }
     pthread_mutex_unlock(&g_lock);
@@ -427,7 +457,7 @@ static int cuda_init(dg_cuda_ctx *c) {
         if (st) cudaStreamDestroy(st);
         return rc;
     }
-    c->stream = st; c->comm = cm; c->ev_compute = ec; c->ev_comm = em; c->blas = blas; c->dnn = dnn;
+    c->stream = st; c->comm[0] = cm; c->ncomm = 1; c->ev_compute = ec; c->ev_comm = em; c->blas = blas; c->dnn = dnn;
     c->started = true;
     return 0;
 }

@@ -40,11 +40,16 @@ int dg_cublas_load(void);
 /* One GPU's state (eager/cuda/cuda_backend.c): what the entries of that device's instance work
  * with. */
 #define DG_CUDA_MAX_DEVICES 16
+#define DG_CUDA_MAX_COMM_STREAMS 8    /* DG_COMM_MAX_NUM */
 typedef struct dg_device_pool dg_device_pool;
 typedef struct dg_cuda_ctx {
     int device;
     bool started;                 /* streams, events and handles made */
-    cudaStream_t stream, comm;    /* compute; collectives */
+    cudaStream_t stream;          /* compute */
+    /* collectives: comm[0] made with the context, comm[k] on the first request for it (one per
+     * communicator of the NCCL transport's comm_num; under g_lock) */
+    cudaStream_t comm[DG_CUDA_MAX_COMM_STREAMS];
+    int ncomm;
     cudaEvent_t ev_compute, ev_comm;
     cublasHandle_t blas;          /* bound to stream */
     cudnnHandle_t dnn;            /* bound to stream */
@@ -60,12 +65,14 @@ int dg_cuda_device(void);                 /* its index */
 cudaStream_t dg_cuda_stream(void);        /* the compute stream of the current device */
 cublasHandle_t dg_cuda_cublas(void);      /* bound to dg_cuda_stream() */
 cudnnHandle_t dg_cuda_cudnn(void);        /* bound to dg_cuda_stream() */
-/* The communication stream (collectives run there so they overlap with compute) and the two
- * directions of ordering between the streams: after dg_cuda_comm_wait_compute() the comm
- * stream's next work sees everything queued on compute so far, and the reverse. */
-cudaStream_t dg_cuda_comm_stream(void);
-int dg_cuda_comm_wait_compute(void);
-int dg_cuda_compute_wait_comm(void);
+/* The communication streams (collectives run there so they overlap with compute; stream k
+ * serves the NCCL transport's communicator k) and the two directions of ordering between the
+ * streams: after dg_cuda_comm_wait_compute_at(k) comm stream k's next work sees everything
+ * queued on compute so far; after dg_cuda_compute_wait_comms(n) compute's next work sees
+ * everything queued so far on comm streams 0..n-1. */
+cudaStream_t dg_cuda_comm_stream_at(int k);   /* NULL with an error for k outside 0..DG_CUDA_MAX_COMM_STREAMS-1 */
+int dg_cuda_comm_wait_compute_at(int k);
+int dg_cuda_compute_wait_comms(int n);
 /* The caching allocator (device memory for tensors and library workspaces). */
 void *dg_cuda_alloc(size_t nbytes);
 void dg_cuda_free(void *p);

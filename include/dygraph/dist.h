@@ -74,7 +74,18 @@ typedef struct dg_comm_params {
                                  with DG_ETIMEOUT naming the ranks whose heartbeat went silent, and the
                                  communicator is abandoned; > 0; DG_FROM_ENV (default): $DG_DIST_TIMEOUT,
                                  else 300 */
+    bool hierarchical;        /* all-reduce in three stages (Paddle's use_hierarchical_allreduce): reduce inside each
+                                 node to its first rank, all-reduce among those (one rank per node), broadcast inside
+                                 each node; default false */
+    int ranks_per_node;       /* with hierarchical: > 0 makes ranks r / ranks_per_node one node (Paddle's
+                                 hierarchical_allreduce_inter_nranks; must divide the world size); 0 (default): the
+                                 real nodes (MPI: ranks sharing memory; NCCL: ranks whose endpoint in
+                                 PADDLE_TRAINER_ENDPOINTS has the same IP, as Paddle) */
+    int comm_num;             /* communicators the all-reduce rotates over (Paddle's nccl_comm_num), each NCCL one on
+                                 a CUDA stream of its own; DataParallel's bucket k uses number k % comm_num;
+                                 1..DG_COMM_MAX_NUM; default 1 */
 } dg_comm_params;
+#define DG_COMM_MAX_NUM 8
 DG_API dg_comm_params dg_comm_default_params(void);
 /* A communicator over the world the environment describes (rendezvous included). */
 DG_API dg_comm *dg_comm_new(dg_comm_params p);
@@ -82,6 +93,11 @@ DG_API void dg_comm_free(dg_comm *c);
 DG_API int dg_comm_rank(const dg_comm *c);
 DG_API int dg_comm_size(const dg_comm *c);
 DG_API const char *dg_comm_backend_name(const dg_comm *c);   /* "local", "mpi", "nccl" */
+/* The node layout the hierarchical all-reduce works with: how many nodes, this rank's index and
+ * the rank count inside its node. A flat communicator (hierarchical off) reports 0 nodes, local
+ * rank -1 and local size 0. 0, or an error for a NULL communicator. */
+DG_API int dg_comm_topology(const dg_comm *c, int *nodes, int *local_rank, int *local_size);
+DG_API int dg_comm_num(const dg_comm *c);                   /* comm_num: communicators in rotation */
 /* In place on contiguous float tensors (any device: host memory stages device tensors for MPI). */
 DG_API int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op);
 DG_API int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root);
@@ -182,6 +198,10 @@ typedef struct dg_fleet_strategy {
                                      a collective or the rendezvous that waits longer fails with
                                      DG_ETIMEOUT naming the silent rank; > 0, or DG_FROM_ENV (default):
                                      $DG_DIST_TIMEOUT, else 300 */
+    bool use_hierarchical_allreduce;  /* dg_comm_params.hierarchical; default false */
+    int hierarchical_allreduce_inter_nranks;   /* dg_comm_params.ranks_per_node: ranks per node, >= 0; default 0
+                                                  (the real nodes) */
+    int nccl_comm_num;            /* dg_comm_params.comm_num, 1..DG_COMM_MAX_NUM; default 1 */
     bool amp;                     /* dynamic loss scaling (dygraph/amp.h); default false */
     dg_amp_params amp_configs;    /* its settings; default dg_amp_default_params() */
     bool sync_mode;               /* parameter-server mode: true (default): every step waits for the

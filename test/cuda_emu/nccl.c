@@ -48,12 +48,14 @@ static bool slots_match(op_t *o, uint64_t step) {
     for (int q = 0; q < c->nranks; q++) {
         const slot_hdr *s = slot_of(c, q);
         if (s->step == step && s->seq == o->seq && s->kind == o->kind && s->dtype == (int)o->dt && s->count == o->count &&
-            (o->kind != K_ALLREDUCE || s->redop == (int)o->red) && (o->kind != K_BROADCAST || s->root == o->root))
+            ((o->kind != K_ALLREDUCE && o->kind != K_REDUCE) || s->redop == (int)o->red) &&
+            ((o->kind != K_BROADCAST && o->kind != K_REDUCE) || s->root == o->root))
             continue;
         comm_fail(c, ncclInvalidUsage, "rank %d of %d: collective #%llu does not match across ranks: this rank called %s(count %zu, %s%s%s) "
                   "but rank %d called %s(count %llu, %s) as its collective #%llu", c->rank, c->nranks, (unsigned long long)o->seq,
-                  KIND_NAME[o->kind], o->count, type_name(o->dt), o->kind == K_ALLREDUCE ? ", " : "",
-                  o->kind == K_ALLREDUCE ? op_name(o->red) : "", q, s->kind >= 0 && s->kind <= 2 ? KIND_NAME[s->kind] : "?",
+                  KIND_NAME[o->kind], o->count, type_name(o->dt), o->kind == K_ALLREDUCE || o->kind == K_REDUCE ? ", " : "",
+                  o->kind == K_ALLREDUCE || o->kind == K_REDUCE ? op_name(o->red) : "", q,
+                  s->kind >= 0 && s->kind < K_NUM_KINDS ? KIND_NAME[s->kind] : "?",
                   (unsigned long long)s->count, type_name((ncclDataType_t)s->dtype), (unsigned long long)s->seq);
         return false;
     }
@@ -66,6 +68,14 @@ static void compute_chunk(op_t *o, size_t off, size_t len) {
     size_t es = o->es, nb = len * es;
     switch (o->kind) {
     case K_ALLREDUCE: {
+        char *dst = o->recv + off * es;
+        memcpy(dst, slot_data(c, 0), nb);
+        for (int q = 1; q < c->nranks; q++) reduce_into(dst, slot_data(c, q), len, o->dt, o->red);
+        if (o->red == ncclAvg) divide_by(dst, len, o->dt, c->nranks);
+        break;
+    }
+    case K_REDUCE: {   /* as the all-reduce, on the root only: the others' recvbuff is not theirs to write */
+        if (c->rank != o->root) break;
         char *dst = o->recv + off * es;
         memcpy(dst, slot_data(c, 0), nb);
         for (int q = 1; q < c->nranks; q++) reduce_into(dst, slot_data(c, q), len, o->dt, o->red);
@@ -221,12 +231,12 @@ static ncclResult_t enqueue(const char *api, int kind, const void *send, void *r
     }
     size_t es = type_size(dt);
     if (!es) return note(c, ncclInvalidArgument, "%s: invalid data type %d", api, (int)dt);
-    if (kind == K_ALLREDUCE) {
+    if (kind == K_ALLREDUCE || kind == K_REDUCE) {
         if ((int)red < 0 || (int)red >= ncclNumOps) return note(c, ncclInvalidArgument, "%s: invalid reduction operation %d", api, (int)red);
         if (dt == ncclFloat8e4m3 || dt == ncclFloat8e5m2)
             return note(c, ncclInvalidArgument, "%s: reductions of %s are not emulated", api, type_name(dt));
     }
-    if (kind == K_BROADCAST && (root < 0 || root >= c->nranks))
+    if ((kind == K_BROADCAST || kind == K_REDUCE) && (root < 0 || root >= c->nranks))
         return note(c, ncclInvalidArgument, "%s: root %d is not a rank of this communicator of %d", api, root, c->nranks);
     if (count == 0) return ncclSuccess;   /* nothing to move: NCCL returns without launching */
     size_t mult = kind == K_ALLGATHER ? (size_t)c->nranks : 1;
@@ -240,7 +250,7 @@ static ncclResult_t enqueue(const char *api, int kind, const void *send, void *r
     if (need_send && !dgemu_is_device(send, in_bytes))
         r = note(c, ncclInvalidArgument, "%s: sendbuff %p: %zu bytes from there are not device memory of device %d "
                  "(a host pointer, or an allocation too short)", api, send, in_bytes, c->device);
-    else if (!dgemu_is_device(recv, out_bytes))
+    else if ((kind != K_REDUCE || c->rank == root) && !dgemu_is_device(recv, out_bytes))
         r = note(c, ncclInvalidArgument, "%s: recvbuff %p: %zu bytes from there are not device memory of device %d "
                  "(a host pointer, or an allocation too short)", api, recv, out_bytes, c->device);
     op_t *o = r == ncclSuccess ? calloc(1, sizeof *o) : NULL;
@@ -320,23 +330,19 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
     return ncclSuccess;
 }
 
-static ncclResult_t init_rank(const char *api, ncclComm_t *out, int nranks, ncclUniqueId id, int rank, const ncclConfig_t *cfg) {
-    if (!out) return note(NULL, ncclInvalidArgument, "%s: comm is NULL", api);
-    *out = NULL;
-    if (nranks < 1) return note(NULL, ncclInvalidArgument, "%s: nranks %d is not positive", api, nranks);
-    if (rank < 0 || rank >= nranks) return note(NULL, ncclInvalidArgument, "%s: rank %d is not in [0, %d)", api, rank, nranks);
-    bool blocking = true;
-    if (cfg) {
-        if (cfg->magic != 0xcafebeef || cfg->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
-            return note(NULL, ncclInvalidArgument, "%s: config was not initialised with NCCL_CONFIG_INITIALIZER", api);
-        if (cfg->blocking != NCCL_CONFIG_UNDEF_INT && cfg->blocking != 0 && cfg->blocking != 1)
-            return note(NULL, ncclInvalidArgument, "%s: config.blocking is %d (0 or 1)", api, cfg->blocking);
-        blocking = cfg->blocking != 0;
-    }
-    id_layout l;
-    memcpy(&l, id.internal, sizeof l);
-    if (memcmp(l.tag, ID_TAG, sizeof l.tag) != 0)
-        return note(NULL, ncclInvalidArgument, "%s: the unique id was not made by ncclGetUniqueId (or was corrupted on its way)", api);
+/* blocking from a config: unset means blocking, as NCCL's default */
+ncclResult_t config_blocking(const char *api, ncclComm_t c, const ncclConfig_t *cfg, bool *blocking) {
+    if (cfg->magic != 0xcafebeef || cfg->size < offsetof(ncclConfig_t, blocking) + sizeof(int))
+        return note(c, ncclInvalidArgument, "%s: config was not initialised with NCCL_CONFIG_INITIALIZER", api);
+    if (cfg->blocking != NCCL_CONFIG_UNDEF_INT && cfg->blocking != 0 && cfg->blocking != 1)
+        return note(c, ncclInvalidArgument, "%s: config.blocking is %d (0 or 1)", api, cfg->blocking);
+    *blocking = cfg->blocking != 0;
+    return ncclSuccess;
+}
+
+/* Rank `rank` of nranks on the segment named by (pid, rnd), on `device`. */
+ncclResult_t init_named(const char *api, ncclComm_t *out, int nranks, int32_t pid, const uint8_t rnd[16], int rank,
+                               bool blocking, int device) {
     ncclComm_t c = calloc(1, sizeof *c);
     if (!c) return note(NULL, ncclSystemError, "%s: out of host memory", api);
     c->magic = COMM_MAGIC;
@@ -344,13 +350,15 @@ static ncclResult_t init_rank(const char *api, ncclComm_t *out, int nranks, nccl
     c->nranks = nranks;
     c->blocking = blocking;
     c->fd = -1;
-    c->device = dgemu_device();
+    c->device = device;
     c->t_start = now_s();
+    c->id_pid = pid;
+    memcpy(c->id_rnd, rnd, sizeof c->id_rnd);
     atomic_init(&c->refs, 1);
     pthread_mutex_init(&c->mu, NULL);
     char hex[33];
-    for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", l.rnd[i]);
-    snprintf(c->name, sizeof c->name, "/dgemu-nccl-%d-%s", (int)l.pid, hex);
+    for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(c->name, sizeof c->name, "/dgemu-nccl-%d-%s", (int)pid, hex);
 
     pthread_mutex_lock(&c->mu);
     ncclResult_t r = init_progress(c);
@@ -375,6 +383,23 @@ static ncclResult_t init_rank(const char *api, ncclComm_t *out, int nranks, nccl
     c->state = ST_READY;
     *out = c;
     return ncclSuccess;
+}
+
+static ncclResult_t init_rank(const char *api, ncclComm_t *out, int nranks, ncclUniqueId id, int rank, const ncclConfig_t *cfg) {
+    if (!out) return note(NULL, ncclInvalidArgument, "%s: comm is NULL", api);
+    *out = NULL;
+    if (nranks < 1) return note(NULL, ncclInvalidArgument, "%s: nranks %d is not positive", api, nranks);
+    if (rank < 0 || rank >= nranks) return note(NULL, ncclInvalidArgument, "%s: rank %d is not in [0, %d)", api, rank, nranks);
+    bool blocking = true;
+    if (cfg) {
+        ncclResult_t r = config_blocking(api, NULL, cfg, &blocking);
+        if (r != ncclSuccess) return r;
+    }
+    id_layout l;
+    memcpy(&l, id.internal, sizeof l);
+    if (memcmp(l.tag, ID_TAG, sizeof l.tag) != 0)
+        return note(NULL, ncclInvalidArgument, "%s: the unique id was not made by ncclGetUniqueId (or was corrupted on its way)", api);
+    return init_named(api, out, nranks, l.pid, l.rnd, rank, blocking, dgemu_device());
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
@@ -505,6 +530,12 @@ ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, n
                            ncclComm_t comm, cudaStream_t stream) {
     DGEMU_API();
     return enqueue("ncclAllReduce", K_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+
+ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream) {
+    DGEMU_API();
+    return enqueue("ncclReduce", K_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,

@@ -46,7 +46,11 @@ typedef struct shm_rank {
     _Atomic int32_t left;               /* the rank's communicator is gone (destroyed, aborted) */
     _Atomic int32_t pid;
     int32_t device;
-    char pad[32];
+    /* ncclCommSplit's exchange: split number `split_posted` carries this rank's colour and key;
+     * `split_read` is the last split whose entries this rank has read */
+    _Atomic uint64_t split_posted, split_read;
+    int32_t split_color, split_key;
+    char pad[8];
 } shm_rank;
 
 typedef struct shm_head {
@@ -75,8 +79,8 @@ typedef struct slot_hdr {               /* what the data in a slot belongs to */
 
 #define COMM_MAGIC 0x6e63636cu
 enum { ST_INIT, ST_READY };
-enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER };
-static const char *const KIND_NAME[] = { "ncclAllReduce", "ncclBroadcast", "ncclAllGather" };
+enum { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE, K_NUM_KINDS };
+static const char *const KIND_NAME[] = { "ncclAllReduce", "ncclBroadcast", "ncclAllGather", "ncclReduce" };
 #define MAX_STREAMS 16
 
 struct ncclComm {
@@ -107,6 +111,9 @@ struct ncclComm {
     _Atomic uint64_t done_step;         /* last step this rank completed */
     _Atomic int64_t last_live_check_ns;
     uint64_t next_seq;
+    uint64_t splits;                    /* ncclCommSplit calls so far (under mu) */
+    int32_t id_pid;                     /* the pid in the unique id: split segments carry it too */
+    uint8_t id_rnd[16];
 
     struct { cudaStream_t s; int n; } streams[MAX_STREAMS];   /* streams holding our work */
 
@@ -165,6 +172,13 @@ ncclResult_t check_abort_flag(ncclComm_t c);
 ncclResult_t check_peers(ncclComm_t c, uint64_t step, const char *what);
 ncclResult_t init_progress(ncclComm_t c);
 void comm_release(ncclComm_t c);
+
+/* ---- nccl.c, for nccl_split.c ---- */
+ncclResult_t config_blocking(const char *api, ncclComm_t c, const ncclConfig_t *cfg, bool *blocking);
+/* A communicator's rank on the segment named by (pid, rnd): blocking, it returns once every rank
+ * joined; else ncclInProgress at once, ncclCommGetAsyncError saying when it is ready. */
+ncclResult_t init_named(const char *api, ncclComm_t *out, int nranks, int32_t pid, const uint8_t rnd[16], int rank,
+                        bool blocking, int device);
 
 #pragma GCC visibility pop
 #endif

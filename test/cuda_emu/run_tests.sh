@@ -14,6 +14,8 @@
 #      mpirun (the NCCL id broadcast over MPI, buckets staged through pinned memory); the
 #      collective watchdog: a rank stopped under dgrun --gpus ends the job naming it, a slow one
 #      does not;
+#      the hierarchical all-reduce and comm_num 3 over 4 emulated GPUs (2 nodes x 2: by
+#      inter-nranks, and by endpoint IP with two dgruns on 127.0.0.1 / 127.0.0.2) against flat;
 #   5. a job on 2 hosts (network namespaces, test/dist/multinode.sh) x 2 emulated GPUs equal to
 #      one on 1 host x 4;
 #   6. the coverage report (test/cuda_emu/coverage.py): every kernel instantiation launched, every
@@ -103,6 +105,54 @@ for mode in exit stall; do
         tail -5 "$TMP/pe.log" "$TMP"/log2/workerlog.*; bad "the NCCL transport with a peer that does not answer ($mode)"
     fi
 done
+
+step "hierarchical all-reduce and comm_num over emulated NCCL: 4 GPUs as 2 nodes x 2"
+# test/dist/hier_check.c (the node layout; SUM/MAX/AVG equal the flat result exactly) with
+# inter-nranks 2, then with the nodes found by endpoint IP: two dgruns, one per "node"
+# (127.0.0.1 and 127.0.0.2, both this machine's loopback); then dist_equiv's parameters after 20
+# steps of LinearNet, flat against hierarchical, comm_num 3 and both (rel. 1e-6).
+hier_ok() { [ "$(cat "$1"/workerlog.* | grep -c ': ok$')" = 4 ]; }
+rm -rf "$TMP/h"
+if DGEMU_DEVICES=4 "$B/bin/dgrun" --gpus 0,1,2,3 --log_dir "$TMP/h" "$BIN/hier_check" --inter-nranks 2 --comm-num 3 --expect-nodes 2 \
+       >"$TMP/h.out" 2>&1 && hier_ok "$TMP/h"; then
+    echo "PASS: $(grep -h 'hier_check: rank 0' "$TMP/h/workerlog.0" | sed 's/hier_check: rank 0: //')"
+else
+    tail -5 "$TMP/h.out" "$TMP"/h/workerlog.*; bad "hier_check over emulated NCCL, inter-nranks 2"
+fi
+rm -rf "$TMP/h0" "$TMP/h1"
+port=$(( 20000 + $$ % 20000 ))
+DG_JOB_TOKEN=hier$$ "$B/bin/dgrun" --gpus 0,1 --ips 127.0.0.1,127.0.0.2 --node_ip 127.0.0.2 --started_port $port --log_dir "$TMP/h1" \
+    "$BIN/hier_check" --expect-nodes 2 >"$TMP/h1.out" 2>&1 &
+second=$!
+DG_JOB_TOKEN=hier$$ "$B/bin/dgrun" --gpus 0,1 --ips 127.0.0.1,127.0.0.2 --node_ip 127.0.0.1 --started_port $port --log_dir "$TMP/h0" \
+    "$BIN/hier_check" --expect-nodes 2 >"$TMP/h0.out" 2>&1
+rc0=$?
+wait $second
+rc1=$?
+mkdir -p "$TMP/hb" && cp "$TMP"/h0/workerlog.* "$TMP"/h1/workerlog.* "$TMP/hb/" 2>/dev/null
+if [ $rc0 = 0 ] && [ $rc1 = 0 ] && hier_ok "$TMP/hb"; then
+    echo "PASS: nodes by endpoint IP (two dgruns, 127.0.0.1 and 127.0.0.2): $(grep -h 'hier_check: rank 0' "$TMP/h0/workerlog.0" | sed 's/hier_check: rank 0: //')"
+else
+    tail -5 "$TMP/h0.out" "$TMP/h1.out" "$TMP"/h0/workerlog.* "$TMP"/h1/workerlog.*; bad "hier_check over emulated NCCL, nodes by endpoint IP"
+fi
+hrun() {   # out args...
+    out=$1; shift
+    rm -rf "$TMP/he"
+    DGEMU_DEVICES=4 "$B/bin/dgrun" --gpus 0,1,2,3 --log_dir "$TMP/he" "$BIN/dist_equiv" --model linear --batch 4 --world-batch 4 \
+        --bucket-mb 1e-9 --first-bucket-mb 1e-9 --out "$out" "$@" >"$TMP/he.out" 2>&1 && grep -q "parameters identical on all ranks" "$TMP/he.out"
+}
+if hrun "$TMP/hflat.st"; then
+    for variant in "hierarchical:--hierarchical 1 --inter-nranks 2 --expect-nodes 2" "comm_num=3:--comm-num 3" \
+                   "hierarchical,comm_num=3:--hierarchical 1 --inter-nranks 2 --expect-nodes 2 --comm-num 3"; do
+        if hrun "$TMP/hv.st" ${variant#*:} && res=$("$BIN/dist_equiv" --rtol 1e-6 --compare "$TMP/hv.st" "$TMP/hflat.st" 2>&1); then
+            echo "PASS: linear ${variant%%:*}, 4 ranks: ranks bit-identical; against flat: $(echo "$res" | tail -1 | sed 's/.*tensors, //')"
+        else
+            tail -5 "$TMP/he.out" "$TMP"/he/workerlog.*; bad "dist_equiv ${variant%%:*} over emulated NCCL: ${res:-the run failed}"
+        fi
+    done
+else
+    tail -5 "$TMP/he.out" "$TMP"/he/workerlog.*; bad "dist_equiv flat, 4 ranks over emulated NCCL"
+fi
 
 step "the collective watchdog over emulated NCCL: a stopped rank, a slow rank"
 # test/dist/stall_worker under `dgrun --gpus 0,1`: rank 1 stopped (SIGSTOP) after 5 steps. With a

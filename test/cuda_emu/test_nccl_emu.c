@@ -15,6 +15,10 @@
  *     ncclCommGetAsyncError, the others by ncclCommGetAsyncError alone), and the aborter's own
  *     stream must drain;
  *   exit (2 ranks) — the last rank exits without destroying its communicator: same for the others;
+ *   reduce and split (1, 3, 4 ranks) — ncclReduce to the last rank (every op, f64/i64, in and out
+ *     of place, bit-exact on the root, non-roots' buffers untouched), ncclCommSplit by parity with
+ *     reversed keys (sizes, ranks, an all-reduce over each part), with NCCL_SPLIT_NOCOLOR and a
+ *     non-blocking config, bad arguments refused, and the parent still working after its splits;
  * and a communicator of one rank. At the end no shared-memory file of ours may be left.
  *
  * Build: gcc -std=c11 -D_GNU_SOURCE -O2 -Itest/cuda_emu/include -Itest/cuda_emu test/cuda_emu/test_nccl_emu.c
@@ -320,6 +324,127 @@ static int scenario_collectives(int rank, int n, ncclUniqueId id, shared *sh) {
     return 0;
 }
 
+/* ---- ncclReduce and ncclCommSplit ---- */
+
+/* i64 values of the ranks in `members` (parent ranks), summed in member order */
+static int64_t member_sum(const int *members, int m, size_t i) {
+    uint64_t a = 0;
+    for (int j = 0; j < m; j++) a += (uint64_t)ival(members[j], i);
+    return (int64_t)a;
+}
+
+/* An i64 SUM all-reduce on comm of this rank's ival(rank), equal to the sum over members. */
+static int split_all_reduce(ncclComm_t comm, cudaStream_t st, int rank, const int *members, int m, const char *what) {
+    size_t count = 5003, nb = count * 8;
+    int64_t *h = malloc(nb);
+    void *d = NULL;
+    CHECK(h, "out of memory");
+    for (size_t i = 0; i < count; i++) h[i] = ival(rank, i);
+    CUDA_OK(cudaMalloc(&d, nb));
+    CUDA_OK(cudaMemcpy(d, h, nb, cudaMemcpyHostToDevice));
+    NCCL_OK(ncclAllReduce(d, d, count, ncclInt64, ncclSum, comm, st));
+    if (sync_stream(comm, st, 60)) return 1;
+    CUDA_OK(cudaMemcpy(h, d, nb, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; i++)
+        CHECK(h[i] == member_sum(members, m, i), "%s: all-reduce element %zu is %lld, want %lld", what, i, (long long)h[i],
+              (long long)member_sum(members, m, i));
+    cudaFree(d);
+    free(h);
+    return 0;
+}
+
+static int scenario_split(int rank, int n, ncclUniqueId id) {
+    CUDA_OK(cudaSetDevice(rank % dgemu_device_count()));
+    ncclComm_t comm = NULL;
+    NCCL_OK(ncclCommInitRank(&comm, n, id, rank));
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreate(&st));
+
+    /* ncclReduce to the last rank: f64 and i64 with every op, in and out of place; the others'
+     * recvbuff is NULL (allowed off the root) or left alone */
+    const int root = n - 1;
+    const ncclRedOp_t ops[] = { ncclSum, ncclAvg, ncclMax, ncclMin, ncclProd };
+    size_t count = 70001;   /* several slots */
+    for (int t = T_F64; t <= T_I64; t++)
+        for (int k = 0; k < 5; k++) {
+            size_t nb = count * TS[t];
+            void *h = malloc(nb), *want = malloc(nb), *d = NULL, *r = NULL;
+            CHECK(h && want, "out of memory");
+            fill((ttype)t, rank, h, count);
+            CUDA_OK(cudaMalloc(&d, nb));
+            CUDA_OK(cudaMemcpy(d, h, nb, cudaMemcpyHostToDevice));
+            bool in_place = k % 2 == 0;
+            if (rank == root && !in_place) CUDA_OK(cudaMalloc(&r, nb));
+            else if (rank == root) r = d;
+            NCCL_OK(ncclReduce(d, r, count, NT[t], ops[k], root, comm, st));
+            if (sync_stream(comm, st, 60)) return 1;
+            if (rank == root) {
+                expect((ttype)t, ops[k], n, want, count);
+                CUDA_OK(cudaMemcpy(h, r, nb, cudaMemcpyDeviceToHost));
+                CHECK(memcmp(h, want, nb) == 0, "ncclReduce %s op %d (%s): the root's result differs from the rank-order one",
+                      TN[t], (int)ops[k], in_place ? "in place" : "out of place");
+                if (r != d) cudaFree(r);
+            } else {   /* a non-root's send buffer is its own */
+                CUDA_OK(cudaMemcpy(h, d, nb, cudaMemcpyDeviceToHost));
+                fill((ttype)t, rank, want, count);
+                CHECK(memcmp(h, want, nb) == 0, "ncclReduce changed a non-root's send buffer");
+            }
+            cudaFree(d);
+            free(h);
+            free(want);
+        }
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, 64));
+    CHECK(ncclReduce(d, d, 4, ncclFloat32, ncclSum, n, comm, st) == ncclInvalidArgument, "ncclReduce to root %d accepted", n);
+    ncclComm_t bad = NULL;
+    CHECK(ncclCommSplit(comm, -5, 0, &bad, NULL) == ncclInvalidArgument && !bad, "ncclCommSplit with color -5 accepted");
+    CHECK(ncclCommSplit(comm, 0, 0, NULL, NULL) == ncclInvalidArgument, "ncclCommSplit into NULL accepted");
+    cudaFree(d);
+
+    /* by parity, keys reversed: the child's ranks run against the parent's order */
+    ncclComm_t par = NULL;
+    NCCL_OK(ncclCommSplit(comm, rank % 2, -rank, &par, NULL));
+    CHECK(par, "the parity split gave no communicator");
+    int members[8], m = 0, v = -1;
+    for (int q = n - 1; q >= 0; q--) if (q % 2 == rank % 2) members[m++] = q;
+    NCCL_OK(ncclCommCount(par, &v));
+    CHECK(v == m, "parity communicator of %d ranks, want %d", v, m);
+    NCCL_OK(ncclCommUserRank(par, &v));
+    int want_rank = 0;
+    while (members[want_rank] != rank) want_rank++;
+    CHECK(v == want_rank, "rank %d in the parity communicator, want %d (keys reversed)", v, want_rank);
+    if (split_all_reduce(par, st, rank, members, m, "parity split")) return 1;
+
+    /* rank 0 left out; the others non-blocking (config), a duplicate of the rest */
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t rest = NULL;
+    ncclResult_t r = ncclCommSplit(comm, rank == 0 ? NCCL_SPLIT_NOCOLOR : 7, rank, &rest, &cfg);
+    if (rank == 0) {
+        CHECK(r == ncclSuccess && rest == NULL, "NCCL_SPLIT_NOCOLOR gave %s and %p, want ncclSuccess and NULL",
+              ncclGetErrorString(r), (void *)rest);
+    } else {
+        CHECK(r == ncclInProgress && rest, "a non-blocking split returned %s", ncclGetErrorString(r));
+        double deadline = now_s() + 30;
+        do {
+            NCCL_OK(ncclCommGetAsyncError(rest, &r));
+            CHECK(now_s() < deadline, "the non-blocking split still in progress after 30 s");
+        } while (r == ncclInProgress);
+        CHECK(r == ncclSuccess, "the non-blocking split ended with %s", ncclGetErrorString(r));
+        m = 0;
+        for (int q = 1; q < n; q++) members[m++] = q;
+        if (split_all_reduce(rest, st, rank, members, m, "split without rank 0")) return 1;
+    }
+    /* the parent still works after its splits, and with its children alive */
+    for (int q = 0; q < n; q++) members[q] = q;
+    if (split_all_reduce(comm, st, rank, members, n, "the parent after splitting")) return 1;
+    if (rest) NCCL_OK(ncclCommDestroy(rest));
+    NCCL_OK(ncclCommDestroy(par));
+    NCCL_OK(ncclCommDestroy(comm));
+    CUDA_OK(cudaStreamDestroy(st));
+    return 0;
+}
+
 /* ---- failures: a peer that aborts, or exits ---- */
 
 enum { PEER_ABORTS, PEER_EXITS };
@@ -381,7 +506,7 @@ static int scenario_failure(int rank, int n, ncclUniqueId id, int mode) {
 
 /* ---- driver ---- */
 
-enum { S_COLLECTIVES, S_ABORT, S_EXIT };
+enum { S_COLLECTIVES, S_ABORT, S_EXIT, S_SPLIT };
 
 static int run_group(int scenario, int n, const char *name) {
     ncclUniqueId id;
@@ -397,6 +522,7 @@ static int run_group(int scenario, int n, const char *name) {
         if (pids[r] == 0) {
             g_rank = r;
             int rc = scenario == S_COLLECTIVES ? scenario_collectives(r, n, id, sh)
+                   : scenario == S_SPLIT ? scenario_split(r, n, id)
                    : scenario_failure(r, n, id, scenario == S_ABORT ? PEER_ABORTS : PEER_EXITS);
             fflush(stdout);
             _exit(rc);
@@ -454,6 +580,9 @@ int main(void) {
     failed |= run_group(S_COLLECTIVES, 1, "collectives");
     failed |= run_group(S_COLLECTIVES, 2, "collectives");
     failed |= run_group(S_COLLECTIVES, 3, "collectives");
+    failed |= run_group(S_SPLIT, 1, "reduce and split");
+    failed |= run_group(S_SPLIT, 3, "reduce and split");
+    failed |= run_group(S_SPLIT, 4, "reduce and split");
     failed |= run_group(S_ABORT, 2, "abort");
     failed |= run_group(S_ABORT, 3, "abort");
     failed |= run_group(S_EXIT, 2, "exit without destroy");

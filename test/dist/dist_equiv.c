@@ -6,7 +6,8 @@
  * ranks compare parameter checksums (bit-identical across ranks) and rank 0 saves them.
  *
  *   dist_equiv --model linear|mnist --batch B --world-batch N [--steps 20] [--bucket-mb X]
- *              [--first-bucket-mb X] [--overlap 0|1] --out FILE
+ *              [--first-bucket-mb X] [--overlap 0|1] [--hierarchical 0|1 --inter-nranks N --expect-nodes M]
+ *              [--comm-num K] --out FILE
  *   dist_equiv --compare A B [--rtol 1e-5]      (exit 0 when every parameter matches) */
 #include <dygraph.h>
 #include <math.h>
@@ -69,12 +70,20 @@ int main(int argc, char **argv) {
     st.fuse_grad_size_in_MB = atof(flag(argc, argv, "--bucket-mb", "25"));
     st.first_bucket_mb = atof(flag(argc, argv, "--first-bucket-mb", "1"));
     st.overlap = atoi(flag(argc, argv, "--overlap", "0")) != 0;
+    st.use_hierarchical_allreduce = atoi(flag(argc, argv, "--hierarchical", "0")) != 0;
+    st.hierarchical_allreduce_inter_nranks = atoi(flag(argc, argv, "--inter-nranks", "0"));
+    st.nccl_comm_num = atoi(flag(argc, argv, "--comm-num", "1"));
+    int expect_nodes = atoi(flag(argc, argv, "--expect-nodes", "0"));
     dg_init_params ip = dg_init_default_params();
     ip.quiet = true;
     ip.num_threads = 1;
     if (dg_init(&ip)) FAIL("init");
     if (dg_fleet_init(true, &st)) FAIL("fleet_init");
     int rank = dg_fleet_worker_index(), world = dg_fleet_worker_num();
+    int nodes = 0;
+    dg_comm_topology(dg_fleet_comm(), &nodes, NULL, NULL);
+    /* the hierarchy really in use: a flat communicator reports 0 nodes */
+    if (nodes != expect_nodes) FAIL("the communicator reports %d nodes, --expect-nodes says %d", nodes, expect_nodes);
     int64_t global = (int64_t)world_batch * B, per = global / world;
     if (per * world != global) { fprintf(stderr, "global batch %lld does not split over %d ranks\n", (long long)global, world); return 2; }
 
@@ -126,8 +135,9 @@ int main(int argc, char **argv) {
     dg_to_host(all, hs, sizeof(int64_t) * (size_t)world);
     for (int r = 1; r < world; r++)
         if (hs[r] != hs[0]) { fprintf(stderr, "dist_equiv: rank %d parameters differ from rank 0's (checksum)\n", r); return 1; }
-    if (rank == 0) printf("dist_equiv: %s, world %d, batch %lld per rank, %d steps: parameters identical on all ranks\n",
-                          model, world, (long long)per, steps);
+    if (rank == 0) printf("dist_equiv: %s, world %d, batch %lld per rank, %d steps, %s all-reduce over %d nodes, "
+                          "%d communicators: parameters identical on all ranks\n", model, world, (long long)per, steps,
+                          nodes ? "hierarchical" : "flat", nodes, dg_comm_num(dg_fleet_comm()));
     if (out && dg_fleet_save(net, out)) FAIL("save");
     dg_tensor_free(mine);
     dg_tensor_free(all);
