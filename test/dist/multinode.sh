@@ -5,11 +5,14 @@
 #   cpu BIN    CPU mode: dgrun in host A runs mpirun, whose daemon reaches host B through the
 #              agent (OMPI_MCA_plm_rsh_agent, in place of ssh); MPI and the rendezvous store go
 #              over the veth. mnist_fleet's 20 SGD steps on 2 hosts x 2 ranks equal the 1-host
-#              4-rank run byte for byte, and ranks 2 and 3 ran in host B.
+#              4-rank run byte for byte, and ranks 2 and 3 ran in host B. Then the hierarchical
+#              all-reduce with 2 communicators, its nodes found by MPI (shared-memory domains =
+#              the hosts): 2 nodes of 2, the model equal to the flat 1-host one to 1e-6.
 #   gpu BUILD  GPU mode on the CUDA emulator (BUILD/emu): one dgrun per host sharing DG_JOB_TOKEN,
 #              the NCCL id through the store at host A; the emulated NCCL moves the data through
 #              this machine's shared memory (a real NCCL would use the network). The same
-#              comparison against dgrun --gpus 0,1,2,3 on one host.
+#              comparison against dgrun --gpus 0,1,2,3 on one host; and hierarchical with 2
+#              communicators, the nodes found by endpoint IP, to 1e-6.
 # Skipped, with the reason, where network namespaces cannot be made (not root, no iproute2, a
 # container without CAP_NET_ADMIN).
 set -u
@@ -50,6 +53,12 @@ check_hosts() {   # prefix: ranks 0 1 in host A, 2 3 in host B
     got=$(for r in 0 1 2 3; do cat "$1.$r" 2>/dev/null || echo missing; done | paste -sd' ')
     [ "$got" = "$NA $NA $NB $NB" ] || fail "ranks ran on hosts '$got', want '$NA $NA $NB $NB'"
 }
+hier_model() {   # log a b label: the 2-host hierarchical run used 2 nodes of 2 and matches to 1e-6
+    grep -q "^all-reduce: hierarchical, 2 communicator(s), 2 node(s) of 2 rank(s)" "$1" ||
+        fail "$4: the job did not run hierarchical over 2 nodes of 2 ($(grep '^all-reduce' "$1"))"
+    res=$("$CMP" --rtol 1e-6 --compare "$2" "$3" 2>&1) || fail "$4: $res"
+    echo "PASS: multinode $MODE: $4: hierarchical, 2 communicators, 2 hosts x 2 ranks = flat 1 host x 4 ($(echo "$res" | tail -1 | sed 's/.*tensors, //'))"
+}
 same_model() {   # a b label
     cmp -s "$1" "$2" || fail "$3: the 2-host model differs from the 1-host one"
     echo "PASS: multinode $MODE: $3: 2 hosts ($IPA, $IPB: network namespaces) x 2 ranks = 1 host x 4 ranks byte for byte ($(wc -c < "$1") bytes)"
@@ -66,6 +75,11 @@ cpu)
     timeout 300 "$BIN/dgrun" --nproc_per_node 4 --log_dir "$TMP/one" "$BIN/mnist_fleet" $ARGS --save "$TMP/one" \
         > "$TMP/one.out" 2>&1 || { rc=$?; tail -20 "$TMP/one.out"; fail "the 1-host job exited $rc"; }
     same_model "$TMP/two.model.safetensors" "$TMP/one.model.safetensors" "mnist_fleet, MPI, 20 SGD steps"
+    CMP=$BIN/dist_equiv
+    on_host "$NA" env OMPI_MCA_plm_rsh_agent="$AGENT" timeout 300 "$BIN/dgrun" --ips "$IPA,$IPB" --nproc_per_node 2 \
+        --log_dir "$TMP/hier" "$BIN/mnist_fleet" $ARGS --hierarchical-allreduce --comm-num 2 --save "$TMP/hier" \
+        > "$TMP/hier.out" 2>&1 || { rc=$?; tail -20 "$TMP/hier.out"; fail "the 2-host hierarchical job exited $rc"; }
+    hier_model "$TMP/hier/workerlog.0" "$TMP/hier.model.safetensors" "$TMP/one.model.safetensors" "mnist_fleet, MPI, 20 SGD steps"
     ;;
 gpu)
     B=$DIR
@@ -86,6 +100,19 @@ gpu)
     DGEMU_DEVICES=4 timeout 300 "$B/bin/dgrun" --gpus 0,1,2,3 --log_dir "$TMP/gone" "$BIN/mnist_fleet" $ARGS --save "$TMP/gone" \
         > "$TMP/gone.out" 2>&1 || { rc=$?; tail -20 "$TMP/gone.out"; fail "the 1-host GPU job exited $rc"; }
     same_model "$TMP/gtwo.model.safetensors" "$TMP/gone.model.safetensors" "mnist_fleet on emulated GPUs, NCCL, 6 SGD steps"
+    CMP=$BIN/dist_equiv
+    DG_JOB_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    export DG_JOB_TOKEN
+    for h in "$NA" "$NB"; do
+        on_host "$h" timeout 300 "$B/bin/dgrun" --ips "$IPA,$IPB" --gpus 0,1 --log_dir "$TMP/ghier_$h" \
+            "$BIN/mnist_fleet" $ARGS --hierarchical-allreduce --comm-num 2 --save "$TMP/ghier" > "$TMP/ghier_$h.out" 2>&1 &
+    done
+    rc=0
+    wait %1 || rc=$?
+    wait %2 || rc=$?
+    [ $rc = 0 ] || { tail -10 "$TMP"/ghier_*.out; fail "a host's hierarchical dgrun exited $rc"; }
+    hier_model "$TMP/ghier_$NA/workerlog.0" "$TMP/ghier.model.safetensors" "$TMP/gone.model.safetensors" \
+        "mnist_fleet on emulated GPUs, NCCL, 6 SGD steps"
     ;;
 *) echo "usage: multinode.sh cpu BIN | gpu BUILD" >&2; exit 2 ;;
 esac
