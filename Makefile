@@ -179,7 +179,7 @@ $(TESTBIN): $(TEST_OBJ) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS)
 
-$(BUILD)/bin/%: samples/%.c samples/sample_util.h $(STATIC)
+$(BUILD)/bin/%: samples/%.c $(wildcard samples/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 
@@ -210,10 +210,10 @@ all: $(BUILD)/bin/pool_replay
 
 # draws the samples' metrics logs (samples/svg_plot.h); plain C, no library
 all: $(BUILD)/bin/dgplot
-$(BUILD)/bin/dgplot: tools/dgplot.c samples/svg_plot.h
+$(BUILD)/bin/dgplot: tools/dgplot.c samples/svg_plot.h samples/flags.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -o $@ tools/dgplot.c -lm
-$(BUILD)/bin/pool_replay: tools/pool_replay.c eager/device_pool.c eager/device_pool.h
+$(BUILD)/bin/pool_replay: tools/pool_replay.c eager/device_pool.c eager/device_pool.h samples/flags.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Iinclude -o $@ tools/pool_replay.c eager/device_pool.c
 
@@ -506,7 +506,7 @@ $(EMU)/lib/libdygraph-mpi.so.$(SOMAJOR): $(MPI_MODULE)
 $(EMU)/bin/dygraph_gpu_tests: $(GPU_TEST_OBJ) $(STATIC) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(GPU_TEST_OBJ) $(STATIC) -lcriterion $(EMU_LDLIBS)
-$(EMU)/bin/%: samples/%.c samples/sample_util.h $(STATIC) | $(EMU_MODULES)
+$(EMU)/bin/%: samples/%.c $(wildcard samples/*.h) $(STATIC) | $(EMU_MODULES)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(EMU_LDLIBS)
 $(EMU)/bin/bench_%: bench/%.c $(STATIC) | $(EMU_MODULES)

@@ -25,8 +25,8 @@
 #define CATS 26
 #define MAX_ROWS 2000000
 
-static const char *const FLAGS[] = { "--train", "--test", "--synthetic-rows", "--epochs", "--batch-size", "--lr", "--optimizer",
-                                     "--embedding-size", "--sparse-feature-dim", "--max-steps", "--seed", "--async!", "--k-steps", "--threads",
+static const char *const FLAGS[] = { "--train=none (synthetic rows)", "--test=none", "--synthetic-rows=50000", "--epochs=3", "--batch-size=100", "--lr=0.5", "--optimizer=sgd",
+                                     "--embedding-size=10", "--sparse-feature-dim=1000001", "--max-steps=0 (no limit)", "--seed=1", "--async!", "--k-steps=0 (off)", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)",
                                      NULL };
 
 /* PaddleRec's criteo reader's tables */

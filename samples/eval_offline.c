@@ -50,7 +50,7 @@ static dg_dataset *make_data(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size", "--checkpoint", "--cifar", "--device", "--image-size", "--list", "--mnist", "--model", "--num-classes", "--out", "--root", NULL };
+    static const char *const flags[] = { "--batch-size=32", "--checkpoint=none (initial weights)", "--cifar=none", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--image-size=224", "--list=none", "--mnist=none", "--model=resnet50", "--num-classes=1000", "--out=vectors.safetensors", "--root=.", NULL };
     su_args(argc, argv, flags);
     const char *model = su_flag(argc, argv, "--model", "resnet50"), *ckpt = su_flag(argc, argv, "--checkpoint", NULL);
     const char *out = su_flag(argc, argv, "--out", "vectors.safetensors");

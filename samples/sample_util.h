@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "flags.h"
 #include "svg_plot.h"
 
 /* The training loader (shuffled, batch, workers, seed) and the evaluation loader (in order,
@@ -37,72 +38,8 @@ static inline double su_now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* ---- flags: --name value ---- */
-/* The command line as argparse treats it, checked before anything runs: --help (-h) prints the
- * usage and exits 0; an unknown flag, a flag without its value or a stray argument is a usage
- * error (exit 2). `flags` is the program's list, NULL-terminated; a name ending in '!' takes no
- * value ("--bf16!"). */
-static inline void su_usage(FILE *to, const char *prog, const char *const *flags) {
-    fprintf(to, "usage: %s", prog);
-    for (int k = 0; flags[k]; k++) {
-        size_t n = strlen(flags[k]);
-        if (flags[k][n - 1] == '!') fprintf(to, " [%.*s]", (int)(n - 1), flags[k]);
-        else fprintf(to, " [%s V]", flags[k]);
-    }
-    fprintf(to, "\n");
-}
-static inline void su_args(int argc, char **argv, const char *const *flags) {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { su_usage(stdout, argv[0], flags); exit(0); }
-        int k = 0;
-        bool value = true;
-        for (; flags[k]; k++) {
-            size_t n = strlen(flags[k]);
-            bool sw = flags[k][n - 1] == '!';
-            if (strncmp(a, flags[k], sw ? n - 1 : n) == 0 && a[sw ? n - 1 : n] == 0) { value = !sw; break; }
-        }
-        const char *why = NULL;
-        if (strncmp(a, "--", 2) != 0) why = "unrecognized argument";
-        else if (!flags[k]) why = "unrecognized arguments";
-        else if (value && (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0)) why = "expected one argument after";
-        if (why) {
-            su_usage(stderr, argv[0], flags);
-            fprintf(stderr, "%s: error: %s: %s\n", argv[0], why, a);
-            exit(2);
-        }
-        if (value) i++;
-    }
-}
-static inline const char *su_flag(int argc, char **argv, const char *name, const char *def) {
-    for (int i = 1; i < argc - 1; i++) if (strcmp(argv[i], name) == 0) return argv[i + 1];
-    return def;
-}
-/* a number, or a usage error naming the flag (exit 2) */
-static inline double su_flag_num(int argc, char **argv, const char *name, double def) {
-    const char *v = su_flag(argc, argv, name, NULL);
-    if (!v) return def;
-    char *end = NULL;
-    double x = strtod(v, &end);
-    if (end == v || *end) {
-        fprintf(stderr, "%s: error: argument %s: invalid number: '%s'\n", argv[0], name, v);
-        exit(2);
-    }
-    return x;
-}
-/* a whole number >= 0, or a usage error naming the flag (exit 2) */
-static inline int64_t su_flag_count(int argc, char **argv, const char *name, int64_t def) {
-    double x = su_flag_num(argc, argv, name, (double)def);
-    if (x < 0 || x != (double)(int64_t)x) {
-        fprintf(stderr, "%s: error: argument %s: a whole number >= 0, got '%s'\n", argv[0], name, su_flag(argc, argv, name, ""));
-        exit(2);
-    }
-    return (int64_t)x;
-}
-static inline bool su_has(int argc, char **argv, const char *name) {   /* a flag without a value */
-    for (int i = 1; i < argc; i++) if (strcmp(argv[i], name) == 0) return true;
-    return false;
-}
+/* ---- flags: samples/flags.h ---- */
+
 static inline int su_die(const char *what) {
     fprintf(stderr, "error: %s: %s\n", what, dg_last_error());
     return 1;

@@ -48,7 +48,7 @@ apt_install() {
 # a tool is rebuilt when its source is newer than the binary
 tool() {
     mkdir -p "$OUT/tools"
-    if [ ! -x "$OUT/tools/$1" ] || [ "tools/$1.c" -nt "$OUT/tools/$1" ]; then
+    if [ ! -x "$OUT/tools/$1" ] || [ "tools/$1.c" -nt "$OUT/tools/$1" ] || [ samples/flags.h -nt "$OUT/tools/$1" ]; then
         $CC -O2 -o "$OUT/tools/$1" "tools/$1.c" $2
     fi
 }

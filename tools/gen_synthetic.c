@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../samples/flags.h"
 
 /* ---- a small deterministic generator (splitmix64) ---- */
 static uint64_t rng_state;
@@ -256,9 +257,12 @@ static void gen_face(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) die("usage: gen_synthetic cifar|face OUT_DIR", NULL);
-    if (strcmp(argv[1], "cifar") == 0) gen_cifar(argv[2]);
-    else if (strcmp(argv[1], "face") == 0) gen_face(argv[2]);
-    else die("unknown kind", argv[1]);
+    static const char *const flags[] = { NULL };
+    su_positional pos = { .usage = "cifar|face OUT_DIR", .min = 2, .max = 2 };
+    su_args_pos(argc, argv, flags, &pos);
+    if (strcmp(pos.args[0], "cifar") == 0) gen_cifar(pos.args[1]);
+    else if (strcmp(pos.args[0], "face") == 0) gen_face(pos.args[1]);
+    else su_usage_error(argv[0], flags, &pos, "argument KIND: '%s' is neither cifar nor face", pos.args[0]);
+    free(pos.args);
     return 0;
 }

