@@ -119,7 +119,7 @@ STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
-.PHONY: test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
+.PHONY: docs test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list fuzz-ps-server test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED) $(MODULES)
@@ -309,6 +309,13 @@ run: deps data
 	@$(MAKE) --no-print-directory -j2 $(BUILD)/bin/mnist
 	$(BUILD)/bin/mnist --dataset fashion --epochs 2 --optimizer adam --lr 1e-3 --batch-size 100 \
 	  --save $(BUILD)/mnist_fashion --metrics $(BUILD)/mnist_fashion_metrics.csv --plot $(BUILD)/mnist_fashion_curves.svg
+
+# README's picture: make run's curves rendered by headless Chromium (installed by deps)
+docs: run
+	@mkdir -p docs
+	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --force-device-scale-factor=1 \
+	  --window-size=1000,$$(sed -n 's/.*<svg[^>]* height="\([0-9]*\)".*/\1/p' $(BUILD)/mnist_fashion_curves.svg) \
+	  --screenshot=docs/mnist_fashion_curves.png file://$(CURDIR)/$(BUILD)/mnist_fashion_curves.svg
 
 bench: $(BENCHES) $(DGRUN) $(BUILD)/bin/ctr_dnn
 	@sh scripts/deps.sh bench
