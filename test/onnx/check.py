@@ -2,6 +2,7 @@
 """test/onnx/check.py — checks dygraph's ONNX exports (make test-onnx).
 
 usage: check.py OUTDIR ORT_NODE_MODULES
+       check.py --checker-only FILE.onnx...   (the samples' --export-onnx files)
 
 For every model in OUTDIR/manifest.txt (written by test/onnx/export_models.c): onnx.checker
 (Debian's python3-onnx, full check with shape inference) on the file; then ONNX Runtime
@@ -39,7 +40,18 @@ def structure(name, model):
             bad.append(f'{name}: {v.name} has no dynamic batch axis')
     return bad
 
+def checker_only(paths):
+    for p in paths:
+        model = onnx.load(p)
+        onnx.checker.check_model(model, full_check=True)
+        dims = [d.dim_param or d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+        if dims[0] != 'N':
+            sys.exit(f'check.py: {p}: input {dims} has no dynamic batch axis')
+        print(f'onnx.checker: {p} ok (input {dims}, {len(model.graph.node)} nodes)')
+
 def main():
+    if sys.argv[1] == '--checker-only':
+        return checker_only(sys.argv[2:])
     outdir, node_modules = sys.argv[1], sys.argv[2]
     rows = [l.split() for l in open(os.path.join(outdir, 'manifest.txt')) if l.strip()]
     bad = []
