@@ -124,7 +124,7 @@ const char *ox_init(ox_graph *g, const char *name, int dt, const int64_t *dims, 
     char *nm = ox_fmt(g, "%s", name);
     if (!t || !d || !raw || !nm) return NULL;
     onnx__tensor_proto__init(t);
-    memcpy(d, dims, sizeof *d * (size_t)ndim);
+    if (ndim) memcpy(d, dims, sizeof *d * (size_t)ndim);
     if (nbytes) memcpy(raw, data, nbytes);   /* x86-64 is little-endian, as raw_data is */
     t->n_dims = (size_t)ndim;
     t->dims = d;
