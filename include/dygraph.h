@@ -13,6 +13,7 @@
 #include "dygraph/amp.h"
 #include "dygraph/io.h"
 #include "dygraph/models.h"
+#include "dygraph/onnx.h"
 #include "dygraph/checkpoint.h"
 #include "dygraph/data.h"
 #include "dygraph/dist.h"

@@ -5,14 +5,14 @@
  *
  *   cifar10 [--data DIR] [--epochs 5] [--batch-size 32] [--lr 1e-3] [--workers 2] [--threads N]
  *           [--device cpu|gpu] [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX]
- *           [--max-steps N] [--metrics FILE.csv] [--plot FILE.svg]
+ *           [--max-steps N] [--metrics FILE.csv] [--plot FILE.svg] [--export-onnx FILE.onnx]
  *
  * --save / --save-every / --resume / --max-steps as in mnist.c: one checkpoint file, resumable
  * in the middle of an epoch. */
 #include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size=32", "--data=build/data/cifar10-synthetic", "--epochs=5", "--lr=1e-3", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", NULL };
+    static const char *const flags[] = { "--batch-size=32", "--data=build/data/cifar10-synthetic", "--epochs=5", "--lr=1e-3", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--export-onnx=none", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", NULL };
     su_args(argc, argv, flags);
     const char *dir = su_flag(argc, argv, "--data", "build/data/cifar10-synthetic");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 5);
@@ -98,6 +98,7 @@ int main(int argc, char **argv) {
     printf("validation accuracy: %.4f\n", ev.accuracy);
     if (metrics) fclose(metrics);
     if (metrics_path && su_plot(argc, argv, metrics_path)) return 1;
+    if (su_export_onnx(argc, argv, net, val)) return 1;
     su_amp_free(&amp);
     dg_optimizer_free(opt);
     dg_layer_free(net);

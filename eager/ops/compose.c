@@ -265,5 +265,10 @@ dg_tensor *dg_pad(const dg_tensor *x, const int64_t *pads, int npads, dg_pad_mod
         y = ok ? dg_concat(parts, np, a) : NULL;
     }
     if (y == x) y = dg_clone(x);   /* no padding: a copy, as torch's */
+    if (dg_tracing()) {   /* an exporter's Pad */
+        dg_pad_trace_attr at = { .npads = npads, .mode = mode, .value = value };
+        memcpy(at.pads, pads, sizeof(int64_t) * (size_t)npads);
+        dg_trace_composite("pad", y, &x, 1, &at, sizeof at);
+    }
     return dg_composite_end(s, y);
 }

@@ -20,7 +20,7 @@
 
 #define OP "conv_transpose2d"
 
-typedef struct { dg_conv2d_geom cg; int64_t h, w; } ct_attr;   /* h/w: x's own size (cg.oh/ow may be more) */
+typedef dg_ct_attr ct_attr;   /* eager/ops/op_attrs.h */
 _Static_assert(sizeof(ct_attr) <= DG_NODE_ATTR_BYTES, "conv_transpose2d attributes must fit in the node");
 
 /* View of contiguous 4-D t's top-left [.., h, w] block (t's strides). */

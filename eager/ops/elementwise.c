@@ -3,7 +3,7 @@
 #include "op_util.h"
 #include <math.h>
 
-typedef struct { double p0, p1; } scal_attr;
+typedef dg_scal_attr scal_attr;   /* eager/ops/op_attrs.h */
 
 /* The broadcast of shapes sa[na] and sb[nb] into out[*ndim]; false when they do not broadcast. */
 static bool broadcast_shapes(const int64_t *sa, int na, const int64_t *sb, int nb, int64_t *out, int *ndim) {

@@ -7,10 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-typedef struct {
-    bool has_pad, sparse;
-    int64_t pad;
-} emb_attr;
+typedef dg_emb_attr emb_attr;   /* eager/ops/op_attrs.h */
 
 dg_embedding_params dg_embedding_default_params(void) {
     return (dg_embedding_params){ .padding_idx = DG_NO_PADDING_IDX, .max_norm = 0, .norm_type = 2.0, .sparse = false };
@@ -231,7 +228,10 @@ dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedd
     if (y && dg_needs_record(in, 1)) {
         dg_node *n = dg_record("embedding", y, in, 1, embedding_bw);
         if (!n || dg_node_save(n, flat)) y = NULL;   /* record/save said why */
-        else *(emb_attr *)dg_node_attr(n) = (emb_attr){ .has_pad = has_pad, .sparse = p.sparse, .pad = pad };
+        else {
+            *(emb_attr *)dg_node_attr(n) = (emb_attr){ .has_pad = has_pad, .sparse = p.sparse, .pad = pad };
+            dg_trace_extra(n, ids, NULL);   /* the ids as given: the saved copy is flattened */
+        }
     }
     return dg_composite_end(s, y);
 }

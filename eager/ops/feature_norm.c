@@ -45,6 +45,8 @@ dg_tensor *dg_layer_norm(const dg_tensor *x, dg_shape normalized_shape, const dg
     dg_tensor *y = standardize_last(x, k, eps);
     if (weight) y = dg_mul(y, weight);
     if (bias) y = dg_add(y, bias);
+    dg_trace_composite("layer_norm", y, (const dg_tensor *[]){ x, weight, bias }, 3, &(dg_ln_trace_attr){ k, eps },
+                       sizeof(dg_ln_trace_attr));   /* an exporter's LayerNormalization */
     return dg_composite_end(s, y);
 }
 

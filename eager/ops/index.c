@@ -2,7 +2,7 @@
  * range-checked by the kernels. */
 #include "op_util.h"
 
-typedef struct { int axis; } ix_attr;
+typedef dg_ix_attr ix_attr;   /* eager/ops/op_attrs.h */
 
 static bool is_index(const dg_tensor *t) { return t->dtype == DG_I64 || t->dtype == DG_I32; }
 
@@ -51,7 +51,7 @@ dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis)
     if (dg_dtype_is_float(x->dtype) && dg_needs_record(in, 1)) {
         dg_node *n = dg_record("index_select", y, in, 1, index_select_bw);
         if (!n || dg_node_save(n, ic)) { dg_tensor_free(y); y = NULL; }   /* record/save said why */
-        else ((ix_attr *)dg_node_attr(n))->axis = a;
+        else { ((ix_attr *)dg_node_attr(n))->axis = a; dg_trace_extra(n, index, NULL); }
     }
     dg_tensor_free(keep_ix);
     return y;
@@ -105,7 +105,7 @@ dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis) {
     if (dg_dtype_is_float(x->dtype) && dg_needs_record(in, 1)) {
         dg_node *n = dg_record("gather", y, in, 1, gather_bw);
         if (!n || dg_node_save(n, keep_ix)) { dg_tensor_free(y); y = NULL; }   /* record/save said why */
-        else ((ix_attr *)dg_node_attr(n))->axis = a;
+        else { ((ix_attr *)dg_node_attr(n))->axis = a; dg_trace_extra(n, index, NULL); }
     }
     dg_tensor_free(keep_ix);
     return y;

@@ -3,7 +3,7 @@
  * to the GEMM as they are (a transpose flag instead of a copy). */
 #include "op_util.h"
 
-typedef struct { bool ta, tb; } mm_attr;
+typedef dg_mm_attr mm_attr;   /* eager/ops/op_attrs.h */
 
 /* How one operand reaches the GEMM: pointer, leading dim, batch stride, transpose flag. */
 typedef struct { const void *p; int64_t ld, bstride; bool trans; dg_tensor *tmp; } gemm_arg;
@@ -156,5 +156,7 @@ dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b)
                     DG_SHAPE_STR(b), DG_SHAPE_STR(w), (long long)w->shape[0]);
     if (!b) return dg_matmul_t(x, w, false, true);
     dg_scope *s = dg_scope_begin();      /* x @ w^T dies here; only the sum leaves */
-    return dg_composite_end(s, dg_add(dg_matmul_t(x, w, false, true), b));
+    dg_tensor *y = dg_add(dg_matmul_t(x, w, false, true), b);
+    dg_trace_composite("linear", y, (const dg_tensor *[]){ x, w, b }, 3, NULL, 0);   /* an exporter's Gemm */
+    return dg_composite_end(s, y);
 }

@@ -12,7 +12,7 @@
 #include "op_util.h"
 #include <math.h>
 
-typedef struct { bool training, has_weight, relu; int64_t n, c, inner; } bn_attr;
+typedef dg_bn_attr bn_attr;   /* eager/ops/op_attrs.h */
 
 /* A fresh contiguous copy of t (the backend copies; nothing is recorded). */
 static dg_tensor *fresh_copy(const dg_tensor *t) {
@@ -158,7 +158,8 @@ static dg_tensor *batch_norm(const char *op, bool relu, const dg_tensor *x, dg_t
         dg_node *nd = dg_record(op, y, in, 3, bn_bw);
         if (!nd) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
-            *(bn_attr *)dg_node_attr(nd) = (bn_attr){ p.training, weight != NULL, relu, n, c, inner };
+            *(bn_attr *)dg_node_attr(nd) = (bn_attr){ p.training, weight != NULL, relu, n, c, inner, eps };
+            dg_trace_extra(nd, running_mean, running_var);   /* an exporter names the statistics it normalised with */
             rc = dg_node_save(nd, xc);
             if (!rc) rc = dg_node_save(nd, mean);
             if (!rc) rc = dg_node_save(nd, invstd);

@@ -5,6 +5,8 @@
 #define DG_OP_UTIL_H
 
 #include "../backend.h"
+#include "../trace.h"
+#include "op_attrs.h"
 
 #define DG_CHECK_FLOAT(op, t) DG_CHECK(dg_dtype_is_float((t)->dtype), \
     "%s: expects a float tensor (float32/float64/float16/bfloat16), got %s for '%s' %s", op, dg_dtype_name((t)->dtype), #t, DG_SHAPE_STR(t))

@@ -8,7 +8,7 @@
 #include "op_util.h"
 #include "pool_internal.h"
 
-typedef struct { int kind; dg_pool2d_geom g; } pool_attr;
+typedef dg_pool_attr pool_attr;   /* eager/ops/op_attrs.h */
 _Static_assert(sizeof(pool_attr) <= DG_NODE_ATTR_BYTES, "pool attributes must fit in the node");
 
 
@@ -59,7 +59,7 @@ bool dg_pool2d_make_geom(const char *op, bool avg, const dg_tensor *x, dg_pool2d
 #undef PCHECK
 }
 
-enum { K_MAX, K_AVG, K_ADAPT };
+enum { K_MAX = DG_POOL_MAX, K_AVG = DG_POOL_AVG, K_ADAPT = DG_POOL_ADAPT };
 
 static int pool_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     const pool_attr *a = dg_node_attr(n);

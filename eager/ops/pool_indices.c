@@ -5,7 +5,7 @@
  * where the forward's value came from (the first maximum, NaN winning), as torch does. */
 #include "pool_internal.h"
 
-typedef struct { bool adaptive; dg_pool2d_geom g; } idx_attr;
+typedef dg_pool_idx_attr idx_attr;   /* eager/ops/op_attrs.h */
 _Static_assert(sizeof(idx_attr) <= DG_NODE_ATTR_BYTES, "pool attributes must fit in the node");
 
 static int idx_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {

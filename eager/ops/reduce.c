@@ -1,7 +1,7 @@
 /* eager/ops/reduce.c — sum, mean, max, min over axes (keepdim or not), argmax/argmin. */
 #include "op_util.h"
 
-typedef struct { int n_axes; int axes[DG_MAX_DIMS]; } red_attr;
+typedef dg_red_attr red_attr;   /* eager/ops/op_attrs.h */
 
 /* Normalise axes into a mask; none given means all. */
 static int axes_mask(const dg_tensor *x, const int *axes, int n, bool *mask, const char *op) {
@@ -104,7 +104,13 @@ dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     for (int i = 0; i < x->ndim; i++) if (mask[i]) cnt *= x->shape[i];
     DG_CHECK(cnt > 0, "mean: reducing an empty tensor %s", DG_SHAPE_STR(x));
     dg_scope *s = dg_scope_begin();
-    return dg_composite_end(s, dg_mul_scalar(dg_sum(x, axes, n, keepdim), 1.0 / (double)cnt));
+    dg_tensor *y = dg_mul_scalar(dg_sum(x, axes, n, keepdim), 1.0 / (double)cnt);
+    if (dg_tracing()) {   /* an exporter's ReduceMean */
+        dg_mean_trace_attr at = { .keepdim = keepdim };
+        memcpy(at.mask, mask, sizeof mask);
+        dg_trace_composite("mean", y, &x, 1, &at, sizeof at);
+    }
+    return dg_composite_end(s, y);
 }
 /* checked here too, so that a bad handle is reported under the name the caller used */
 dg_tensor *dg_sum_all(const dg_tensor *x) { DG_CHECK_INPUT("sum_all", x); return dg_sum(x, NULL, 0, false); }

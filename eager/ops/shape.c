@@ -2,7 +2,7 @@
  * the strides allow), contiguous, clone, cast, to_device, concat and split. */
 #include "op_util.h"
 
-typedef struct { int64_t a, b, c, d; int perm[DG_MAX_DIMS]; dg_dtype dt; dg_device dev; } shape_attr;
+typedef dg_shape_attr shape_attr;   /* eager/ops/op_attrs.h */
 #define SATTR(n) ((shape_attr *)dg_node_attr(n))
 
 /* Records a one-input node on y when x needs grad. true, with *node the node (NULL when none

@@ -2,7 +2,7 @@
  * axis of a contiguous [rows, cols] view; another axis is moved last first and back after. */
 #include "op_util.h"
 
-typedef struct { int axis; bool log; } sm_attr;
+typedef dg_sm_attr sm_attr;   /* eager/ops/op_attrs.h */
 
 /* Run the softmax kernel (or its backward when gy != NULL) along `axis`, no recording. */
 static dg_tensor *along_axis(const dg_tensor *x, const dg_tensor *gy, int axis, bool lg) {

@@ -45,6 +45,11 @@ int main(int argc, char **) {
     }
     CHECK(last < first * 0.5, "loss falling");
     std::printf("api_cxx (C++%ld): batch %d, loss %.4f -> %.4f\n", (long)__cplusplus / 100 % 100, n, first, last);
+    // dygraph/onnx.h: a by-value params struct, a refusal reported through the error API
+    dg_onnx_export_params op = dg_onnx_export_default_params();
+    op.opset = 11;
+    CHECK(op.dynamic_batch && dg_onnx_export(lin, x, "/tmp/never.onnx", op) != 0, "onnx export refuses opset 11");
+    dg_clear_error();
     dg_optimizer_free(opt);
     dg_layer_free(lin);
     dg_tensor_free(x);
