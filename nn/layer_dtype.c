@@ -9,7 +9,8 @@
 
 static bool is_norm(const dg_layer *l) {
     return dg_layer_is(l, dg_nn_batch_norm1d_class()) || dg_layer_is(l, dg_nn_batch_norm2d_class()) ||
-           dg_layer_is(l, dg_nn_layer_norm_class()) || dg_layer_is(l, dg_nn_group_norm_class());
+           dg_layer_is(l, dg_nn_sync_batch_norm_class()) || dg_layer_is(l, dg_nn_layer_norm_class()) ||
+           dg_layer_is(l, dg_nn_group_norm_class());
 }
 
 typedef struct keep { dg_tensor **t; int n, cap; bool oom; } keep;

@@ -231,3 +231,25 @@ Test(sync_batch_norm, bad_settings_and_inputs_are_errors_naming_the_layer_and_sh
     dg_layer_free(l);
     dg_comm_free(c);
 }
+
+/* mixed precision O2 keeps normalisation layers in float32, SyncBatchNorm among them, and the
+ * converted net runs a bf16 input through them */
+Test(sync_batch_norm, o2_keeps_it_float32) {
+    dg_comm *c = world_of_one();
+    dg_nn_conv2d_params cp = dg_nn_conv2d_default_params();
+    dg_layer *net = dg_nn_convert_sync_batch_norm(
+        dg_nn_sequential(2, dg_nn_conv2d(3, 4, 3, cp), dg_nn_batch_norm2d(4, dg_nn_batch_norm_default_params())), c);
+    cr_assert(net, "%s", dg_last_error());
+    cr_assert(dg_layer_is(dg_layer_child(net, 1), dg_nn_sync_batch_norm_class()));
+    cr_assert_eq(dg_layer_to_dtype(net, DG_BF16, true), 0, "%s", dg_last_error());
+    cr_assert_eq(dg_dtype_of(dg_layer_parameter(net, "0.weight")), DG_BF16);
+    cr_assert_eq(dg_dtype_of(dg_layer_parameter(net, "1.weight")), DG_F32, "O2 cast SyncBatchNorm's weight");
+    cr_assert_eq(dg_dtype_of(dg_layer_buffer(net, "1.running_mean")), DG_F32);
+    dg_tensor *x = dg_cast(dg_randn(DG_SHAPE(2, 3, 6, 6), DG_F32), DG_BF16);
+    dg_tensor *y = dg_forward(net, x);
+    cr_assert(y, "%s", dg_last_error());
+    dg_tensor_free(y);
+    dg_tensor_free(x);
+    dg_layer_free(net);
+    dg_comm_free(c);
+}
