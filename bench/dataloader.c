@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include "../samples/flags.h"
 
 static double now(void) {
     struct timespec ts;
@@ -126,7 +127,14 @@ static void bench(const char *name, dg_dataset *ds, double min_seconds) {
 }
 
 int main(int argc, char **argv) {
-    double min_seconds = argc > 1 ? atof(argv[1]) : 2.0;
+    static const char *const flags[] = { NULL };
+    su_positional pos = { .usage = "[MIN_SECONDS (2)]", .min = 0, .max = 1 };
+    su_args_pos(argc, argv, flags, &pos);
+    char *end = NULL;
+    double min_seconds = pos.n ? strtod(pos.args[0], &end) : 2.0;
+    if (pos.n && (end == pos.args[0] || *end || !(min_seconds > 0 && min_seconds < 3600)))
+        su_usage_error(argv[0], flags, &pos, "argument MIN_SECONDS: a number of seconds in (0, 3600), got '%s'", pos.args[0]);
+    free(pos.args);
     dg_init_params ip = dg_init_default_params();
     ip.quiet = true;
     dg_init(&ip);

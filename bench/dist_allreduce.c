@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include "../samples/flags.h"
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 
-int main(void) {
+int main(int argc, char **argv) {
+    static const char *const flags[] = { NULL };
+    su_args(argc, argv, flags);
     dg_init_params ip = dg_init_default_params();
     ip.quiet = true;
     ip.num_threads = 1;

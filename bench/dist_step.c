@@ -14,25 +14,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../samples/flags.h"
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 static int cmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 static double median(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp); return v[n / 2]; }
-static const char *flag(int argc, char **argv, const char *name, const char *def) {
-    for (int i = 1; i < argc - 1; i++) if (strcmp(argv[i], name) == 0) return argv[i + 1];
-    return def;
-}
-
 int main(int argc, char **argv) {
-    int64_t B = atoll(flag(argc, argv, "--batch", "64"));
-    int steps = atoi(flag(argc, argv, "--steps", "60")), warm = atoi(flag(argc, argv, "--warmup", "10"));
+    static const char *const flags[] = { "--batch=64", "--steps=60", "--warmup=10", "--overlap=0", "--bucket-mb=25 (first bucket 1)",
+                                         "--threads=1", "--local-sgd=0 (off)", NULL };
+    su_args(argc, argv, flags);
+    int64_t B = (int64_t)su_flag_range(argc, argv, "--batch", 64, 1, 65536);
+    int steps = (int)su_flag_range(argc, argv, "--steps", 60, 1, 1e6), warm = (int)su_flag_range(argc, argv, "--warmup", 10, 0, 1e6);
     dg_fleet_strategy st = dg_fleet_default_strategy();
-    st.overlap = atoi(flag(argc, argv, "--overlap", "0")) != 0;
-    if (flag(argc, argv, "--bucket-mb", NULL))   /* else Paddle's 25 MB and a 1 MB first bucket */
-        st.fuse_grad_size_in_MB = st.first_bucket_mb = atof(flag(argc, argv, "--bucket-mb", NULL));
+    st.overlap = su_flag_range(argc, argv, "--overlap", 0, 0, 1) != 0;
+    if (su_flag(argc, argv, "--bucket-mb", NULL))   /* else Paddle's 25 MB and a 1 MB first bucket */
+        st.fuse_grad_size_in_MB = st.first_bucket_mb = su_flag_range(argc, argv, "--bucket-mb", 25, 1e-9, 1e6);
     dg_init_params ip = dg_init_default_params();
     ip.quiet = true;
-    ip.num_threads = atoi(flag(argc, argv, "--threads", "1"));
+    ip.num_threads = (int)su_flag_range(argc, argv, "--threads", 1, 1, 1024);
     ip.seed = 7;
     if (dg_init(&ip) ||
         dg_fleet_init(true, &st)) {
@@ -48,7 +47,7 @@ int main(int argc, char **argv) {
     dg_optimizer *opt = dg_adam(params, n, adp);
     free(params);
     if (!dp || !opt) { fprintf(stderr, "bench_dist_step: %s\n", dg_last_error()); return 1; }
-    int local_k = atoi(flag(argc, argv, "--local-sgd", "0"));
+    int local_k = (int)su_flag_count(argc, argv, "--local-sgd", 0);
     if (local_k > 0 && dg_dp_set_local_sgd(dp, local_k, false)) { fprintf(stderr, "bench_dist_step: %s\n", dg_last_error()); return 1; }
     dg_tensor *x = dg_randn(DG_SHAPE(B, 1, 28, 28), DG_F32);
     dg_tensor *y = dg_cast(dg_mul_scalar(dg_rand(DG_SHAPE(B), DG_F32), 9.999), DG_I64);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../samples/flags.h"
 
 #define SKIP_STATUS 3
 static const dg_device GPU = { DG_CUDA, 0 };
@@ -151,7 +152,15 @@ static uint64_t bench(const workload *w, double seconds, double *ratio) {
 }
 
 int main(int argc, char **argv) {
-    bool probe = argc > 1 && strcmp(argv[1], "--probe") == 0;
+    static const char *const flags[] = { "--probe!", NULL };
+    su_positional pos = { .usage = "[resnet18_b32_96|resnet18_b128_224|resnet18_b16_224|mnist_cnn_b100|linearnet ...]", .min = 0, .max = 16 };
+    su_args_pos(argc, argv, flags, &pos);
+    for (int a = 0; a < pos.n; a++) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof WORKLOADS / sizeof WORKLOADS[0]; i++) known = known || strcmp(pos.args[a], WORKLOADS[i].name) == 0;
+        if (!known) su_usage_error(argv[0], flags, &pos, "argument WORKLOAD: unknown workload '%s'", pos.args[a]);
+    }
+    bool probe = su_has(argc, argv, "--probe");
     dg_init_params ip = dg_init_default_params();
     ip.device = "gpu:0";
     ip.quiet = true;
@@ -166,8 +175,8 @@ int main(int argc, char **argv) {
     int failed = 0, ran = 0;
     size_t nw = sizeof WORKLOADS / sizeof WORKLOADS[0];
     for (size_t i = 0; i < nw; i++) {
-        bool wanted = argc < 2;
-        for (int a = 1; a < argc && !wanted; a++) wanted = strcmp(argv[a], WORKLOADS[i].name) == 0;
+        bool wanted = pos.n == 0;
+        for (int a = 0; a < pos.n && !wanted; a++) wanted = strcmp(pos.args[a], WORKLOADS[i].name) == 0;
         if (!wanted) continue;
         ran++;
         double ratio = 0;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "../samples/flags.h"
 
 static double now(void) {
     struct timespec t;
@@ -67,10 +68,12 @@ static void bench_conv(const char *name, int n, int c, int hw, int oc, int k, in
 }
 
 int main(int argc, char **argv) {
+    static const char *const flags[] = { "--tiny!", NULL };
+    su_args(argc, argv, flags);
     dg_init_params ip = dg_init_default_params();
     ip.num_threads = 1;
     dg_init(&ip);
-    bool only_tiny = argc > 1 && strcmp(argv[1], "--tiny") == 0;
+    bool only_tiny = su_has(argc, argv, "--tiny");
     dg_manual_seed(1);
 
     /* tiny op: the per-op overhead of the eager engine (allocation, checks, tape node) */

