@@ -14,7 +14,7 @@ pt_env() { if [ -n "$PT_CORETYPE" ]; then OPENBLAS_CORETYPE=$PT_CORETYPE "$@"; e
 # peak (bench/fma_peak.c, next to the bench binaries in BIN_DIR), and the OpenBLAS setting.
 # Usage: bench_header BIN_DIR
 bench_header() {
-    echo "CPU: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1) (family $(sed -n 's/^cpu family[^:]*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model[^:]*: //p' /proc/cpuinfo | head -1)), $(nproc) CPUs; $("$1/bench_fma_peak" 2>/dev/null || echo "fma peak: not measured ($1/bench_fma_peak missing)")"
+    echo "CPU: $(sed -n 's/^model name[^:]*: //p' /proc/cpuinfo | head -1) (family $(sed -n 's/^cpu family[^:]*: //p' /proc/cpuinfo | head -1), model $(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(nproc) CPUs; $("$1/bench_fma_peak" 2>/dev/null || echo "fma peak: not measured ($1/bench_fma_peak missing)")"
     if [ -n "$PT_CORETYPE" ]; then echo "PyTorch's OpenBLAS: OPENBLAS_CORETYPE=$PT_CORETYPE (this CPU has AVX-512)"
     else echo "PyTorch's OpenBLAS: as it detects the CPU (no AVX-512 here, so no OPENBLAS_CORETYPE)"; fi
 }
