@@ -298,9 +298,9 @@ ORT_STAMP   := $(ORT_DIR)/node_modules/onnxruntime-node/package.json
 $(ORT_STAMP):
 	@mkdir -p $(ORT_DIR)
 	cd $(ORT_DIR) && npm install --ignore-scripts --no-audit --no-fund --no-save --loglevel=error onnxruntime-node@$(ORT_VERSION)
-$(BUILD)/bin/onnx_export_models: test/onnx/export_models.c $(STATIC)
+$(BUILD)/bin/onnx_export_models: test/onnx/export_models.c test/onnx/op_models.c test/onnx/op_models.h $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(STATIC) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ test/onnx/export_models.c test/onnx/op_models.c $(STATIC) $(LDLIBS)
 all: $(BUILD)/bin/onnx_export_models
 test-onnx: $(BUILD)/bin/onnx_export_models $(ORT_STAMP) $(BUILD)/bin/mnist $(BUILD)/bin/cifar10 $(BUILD)/bin/face_keypoints
 	rm -rf $(BUILD)/onnx && mkdir -p $(BUILD)/onnx

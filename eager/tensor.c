@@ -387,8 +387,16 @@ static dg_tensor *full_on(const dg_tensor *like, double v) {
     if (t && DG_KCALL(t, fill, DG_KV(t), v) != 0) { dg_tensor_free(t); return NULL; }
     return t;
 }
-dg_tensor *dg_zeros_like(const dg_tensor *t) { DG_CHECK_INPUT("zeros_like", t); return full_on(t, 0.0); }
-dg_tensor *dg_ones_like(const dg_tensor *t) { DG_CHECK_INPUT("ones_like", t); return full_on(t, 1.0); }
+/* zeros_like / ones_like: a trace sees them as a fill of the shape of t (ONNX Expand of t's Shape),
+ * since t may be a value from the input whose batch the constant must follow; the attribute is
+ * op_attrs.h's dg_fill_trace_attr, a single double */
+static dg_tensor *full_like(const char *name, const dg_tensor *like, double v) {
+    dg_tensor *t = full_on(like, v);
+    if (t && dg_trace_wants_value(t)) dg_trace_value(name, t, &like, 1, &v, sizeof v);
+    return t;
+}
+dg_tensor *dg_zeros_like(const dg_tensor *t) { DG_CHECK_INPUT("zeros_like", t); return full_like("zeros_like", t, 0.0); }
+dg_tensor *dg_ones_like(const dg_tensor *t) { DG_CHECK_INPUT("ones_like", t); return full_like("ones_like", t, 1.0); }
 
 dg_tensor *dg_arange(double start, double end, double step, dg_dtype dt) {
     DG_CHECK(step != 0 && isfinite(start) && isfinite(end), "arange: bad range start=%g end=%g step=%g", start, end, step);

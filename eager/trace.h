@@ -4,8 +4,11 @@
  * integer ids an exporter must name). Ops add what the node itself does not hold
  * (dg_trace_extra: batch norm's running statistics, an embedding's ids), and composite ops
  * (made of other ops) describe themselves as one unit (dg_trace_composite: linear, layer_norm,
- * mean, pad), so an exporter can write them as one operator. Used by eager/onnx/; when no trace
- * is active every hook is one thread-local load. */
+ * mean, pad, topk, cumsum, scatter), so an exporter can write them as one operator. Ops that make
+ * a value without recording a node (a comparison, argmax, an integer index, a cast to bool:
+ * nothing there has a gradient) report it with dg_trace_value, so a mask or an index computed
+ * from the input is an op of the graph rather than an unknown constant. Used by eager/onnx/;
+ * when no trace is active every hook is one thread-local load. */
 #ifndef DG_EAGER_TRACE_H
 #define DG_EAGER_TRACE_H
 
@@ -15,7 +18,8 @@
 #define DG_TRACE_ATTR_BYTES 160
 
 typedef struct dg_trace_rec {
-    struct dg_node *node;          /* the node (held): key of the value it made */
+    struct dg_node *node;          /* the node (held): key of the value it made; NULL for a
+                                    * dg_trace_value record, keyed by out itself */
     const char *name;              /* the op's name (the node's, or the composite's) */
     bool composite;                /* made of the recorded nodes before it, which it stands for */
     dg_tensor *out;                /* held */
@@ -23,7 +27,7 @@ typedef struct dg_trace_rec {
     dg_tensor *in[DG_MAX_NODE_INPUTS];        /* held; NULL where the op had none (no bias) */
     int n_extra;
     dg_tensor *extra[DG_TRACE_MAX_EXTRA];     /* held */
-    unsigned char attr[DG_TRACE_ATTR_BYTES];  /* a composite's attributes (op_attrs.h) */
+    unsigned char attr[DG_TRACE_ATTR_BYTES];  /* a composite's or value's attributes (op_attrs.h) */
 } dg_trace_rec;
 
 typedef struct dg_trace {
@@ -53,5 +57,13 @@ void dg_trace_extra(struct dg_node *n, const dg_tensor *a, const dg_tensor *b);
  * when y has no node (nothing needed recording). */
 void dg_trace_composite(const char *name, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
                         size_t attr_bytes);
+
+/* y, made from in[] by an op that recorded no node (its inputs need no gradient, or it has none:
+ * comparisons, argmax, argsort, integer and bool casts), is op `name` with attributes attr.
+ * Nothing when y has a node (the tape's record already describes it). */
+void dg_trace_value(const char *name, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
+                    size_t attr_bytes);
+/* Whether a trace on this thread wants dg_trace_value's reports (an op can skip building attr). */
+static inline bool dg_trace_wants_value(const dg_tensor *y) { return dg_trace_active && y && !y->node; }
 
 #endif

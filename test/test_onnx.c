@@ -1,7 +1,9 @@
 /* test/test_onnx.c — dg_onnx_export's refusals and bookkeeping (the exported models themselves are
  * checked in ONNX Runtime by make test-onnx): NULL and bad arguments, an unwritable path named in
- * the message, a custom op (dg_record from user code), a built-in op without an ONNX form and a
- * value the trace cannot follow each failing with a message naming it and writing no file; and
+ * the message, a custom op (dg_record from user code), a built-in op without an ONNX form (a loss,
+ * also one fed topk's traced indices) and a value the trace cannot follow (data built inside the
+ * forward) each failing with a message naming it and writing no file, while a mask made with
+ * comparison ops exports; and
  * the layer's train/eval modes (a mix of them), frozen parameters, grad mode and the thread's
  * trace state are as they were afterwards, on success and on failure. */
 #include "test_util.h"
@@ -103,11 +105,29 @@ static dg_tensor *bn_fw(dg_layer *self, const dg_tensor *x) {
     p.training = true;
     return dg_batch_norm(dg_forward(dg_layer_child(self, 0), x), NULL, NULL, NULL, NULL, p);
 }
-/* a mask from a comparison (no node: no gradient flows through it) */
+/* a tensor built inside the forward from data read off the input: no op the trace saw made it,
+ * so it would be the example's values frozen into the model */
+static const dg_layer_class host_cls = { .name = "UsesHostData" };
+static dg_tensor *host_fw(dg_layer *self, const dg_tensor *x) {
+    dg_tensor *h = dg_forward(dg_layer_child(self, 0), x);
+    dg_tensor *c = dg_contiguous(dg_detach(h));
+    float buf[2 * 3];
+    memcpy(buf, dg_data(c), sizeof buf);
+    for (int i = 0; i < 6; i++) buf[i] = buf[i] > 0 ? 1.0f : 0.0f;
+    return dg_mul(h, dg_from_data(DG_SHAPE(2, 3), DG_F32, buf));
+}
+/* the same mask made with ops (comparison, cast, zeros_like): exported, as Greater / Cast / Expand */
 static const dg_layer_class mask_cls = { .name = "UsesMask" };
 static dg_tensor *mask_fw(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = dg_forward(dg_layer_child(self, 0), x);
     return dg_mul(h, dg_cast(dg_greater(h, dg_zeros_like(h)), DG_F32));
+}
+/* a loss on topk's indices used as a label: cross_entropy has no mapping, even fed a traced value */
+static const dg_layer_class ce_cls = { .name = "UsesLossOnTopK" };
+static dg_tensor *ce_fw(dg_layer *self, const dg_tensor *x) {
+    dg_tensor *h = dg_forward(dg_layer_child(self, 0), x), *ix = NULL;
+    if (dg_topk(h, 1, 1, true, NULL, &ix)) return NULL;
+    return dg_nll_loss(dg_log_softmax(h, 1), dg_reshape(ix, DG_SHAPE(2)), DG_REDUCE_SUM, -100);
 }
 
 static void expect_refused(const dg_layer_class *cls, dg_layer_forward_fn fw, const char *needle) {
@@ -140,7 +160,24 @@ Test(onnx, unmapped_op_is_refused_by_name) {
     dg_tensor_free(label);
 }
 Test(onnx, training_batch_norm_is_refused) { expect_refused(&bn_cls, bn_fw, "'batch_norm'"); }
-Test(onnx, untraceable_value_is_refused) { expect_refused(&mask_cls, mask_fw, "made during the forward"); }
+Test(onnx, untraceable_value_is_refused) { expect_refused(&host_cls, host_fw, "made during the forward"); }
+Test(onnx, loss_on_traced_indices_is_refused) { expect_refused(&ce_cls, ce_fw, "'nll_loss'"); }
+
+/* a mask computed from the input now exports (ONNX Runtime checks such models in make test-onnx) */
+Test(onnx, mask_from_the_input_exports) {
+    make_tmpdir();
+    char path[128];
+    tmp_path("m.onnx", path, sizeof path);
+    dg_layer *l = dg_layer_new(&mask_cls, mask_fw, NULL, NULL);
+    cr_assert(l && dg_layer_add_sublayer(l, "fc", dg_nn_linear(4, 3)) == 0);
+    dg_tensor *x = dg_randn(DG_SHAPE(2, 4), DG_F32);
+    cr_assert_eq(dg_onnx_export(l, x, path, dg_onnx_export_default_params()), 0, "%s", dg_last_error());
+    cr_assert(exists(path));
+    unlink(path);
+    rmdir(tmpdir);
+    dg_tensor_free(x);
+    dg_layer_free(l);
+}
 
 Test(onnx, modes_and_flags_are_restored) {
     make_tmpdir();

@@ -62,16 +62,22 @@ static bool push(ox_graph *g, void ***arr, size_t *n, size_t *cap, void *p) {
 const char *ox_tmp(ox_graph *g, const char *hint) { return ox_fmt(g, "%s_%d", hint, g->counter++); }
 
 Onnx__NodeProto *ox_node(ox_graph *g, const char *op_type, const char *const *in, int n_in, const char *out) {
+    return ox_node_outs(g, op_type, in, n_in, &out, 1);
+}
+
+Onnx__NodeProto *ox_node_outs(ox_graph *g, const char *op_type, const char *const *in, int n_in, const char *const *out, int n_out) {
     Onnx__NodeProto *n = ox_alloc(g, sizeof *n);
     char **ins = ox_alloc(g, sizeof *ins * (size_t)(n_in ? n_in : 1));
-    char **outs = ox_alloc(g, sizeof *outs);
-    if (!n || !ins || !outs || !out) { g->oom = true; return NULL; }
+    char **outs = ox_alloc(g, sizeof *outs * (size_t)n_out);
+    bool named = true;
+    for (int i = 0; i < n_out; i++) named = named && out[i];
+    if (!n || !ins || !outs || !named) { g->oom = true; return NULL; }
     onnx__node_proto__init(n);
     for (int i = 0; i < n_in; i++) ins[i] = (char *)(in[i] ? in[i] : "");
-    outs[0] = (char *)out;
+    for (int i = 0; i < n_out; i++) outs[i] = (char *)out[i];
     n->n_input = (size_t)n_in;
     n->input = ins;
-    n->n_output = 1;
+    n->n_output = (size_t)n_out;
     n->output = outs;
     n->op_type = (char *)op_type;
     n->name = ox_fmt(g, "%s_%d", op_type, g->counter++);

@@ -14,10 +14,11 @@
  * forward dropped are not written, and a composite (linear, layer_norm) is written as one
  * operator because the output's chain reaches its last node first, which the composite's record
  * is keyed by. Where a value comes from is decided by identity: the traced input, a parameter or
- * buffer (initializer named as in the state dict), a traced op's output, or a constant that
- * existed before the forward; a tensor made during the forward that no traced op produced (an
- * integer or comparison op on the input) is refused, since baking it in as a constant would
- * silently give a different model. */
+ * buffer (initializer named as in the state dict), a traced op's output (a node's, or a value an op
+ * reported without one: a comparison, argmax, an index; keyed by the tensor), or a constant that
+ * existed before the forward; a tensor made during the forward that no traced op produced (data
+ * built inside the forward, a view of an integer value) is refused, since baking it in as a
+ * constant would silently give a different model. */
 #include "onnx_internal.h"
 #include <stdarg.h>
 
@@ -57,6 +58,7 @@ typedef struct exporter {
     vmap values;                   /* emitted values: producer node (or leaf tensor) -> name, batch axis */
     vmap params;                   /* parameter / buffer tensor -> state-dict name */
     vmap plain;                    /* node -> index + 1 of its plain record */
+    vmap nodeless;                 /* tensor -> index + 1 of its dg_trace_value record */
     vmap uses;                     /* node (or leaf) -> how many traced ops read it */
     int depth;
 } exporter;
@@ -149,14 +151,20 @@ static const dg_trace_rec *record_for(exporter *e, const dg_node *n) {
     return v ? &tr->recs[v->uses - 1] : NULL;
 }
 
+static const char *emit_rec(exporter *e, const dg_trace_rec *r);
 static const char *emit(exporter *e, const dg_trace_rec *by, const dg_tensor *t, int pos) {
-    ox_ctx *c = &e->c;
     const dg_trace_rec *r = record_for(e, t->node);
     if (!r) {
         ox_fail(by, DG_EUNSUPPORTED, "reads as input %d a value made by '%s' outside the traced forward (a tensor with history "
                 "from before the export)", pos, t->node->name);
         return NULL;
     }
+    return emit_rec(e, r);
+}
+
+/* r's nodes, and its value's name and batch axis noted under key_of(r->out) */
+static const char *emit_rec(exporter *e, const dg_trace_rec *r) {
+    ox_ctx *c = &e->c;
     if (!ox_onnx_dtype(r->out->dtype) || (dg_dtype_is_float(r->out->dtype) && r->out->dtype != DG_F32)) {
         ox_fail(r, DG_EUNSUPPORTED, "makes a %s value: export is float32 only", dg_dtype_name(r->out->dtype));
         return NULL;
@@ -174,11 +182,18 @@ static const char *emit(exporter *e, const dg_trace_rec *by, const dg_tensor *t,
             if (b >= 0 && b + r->out->ndim - r->in[i]->ndim >= 0) bdim = b + r->out->ndim - r->in[i]->ndim;
         }
     }
-    value *v = vmap_put(&e->values, r->node);
+    value *v = vmap_put(&e->values, key_of(r->out));
     if (!v) { DG_ERR(DG_ENOMEM, "onnx_export: out of memory"); return NULL; }
     v->name = out;
     v->bdim = bdim;
     return out;
+}
+
+void ox_bind(ox_ctx *c, const dg_tensor *t, const char *name, int bdim) {
+    value *v = name ? vmap_put(&((exporter *)c)->values, key_of(t)) : NULL;
+    if (!v) { c->g.oom = true; return; }
+    v->name = name;
+    v->bdim = bdim;
 }
 
 const char *ox_value(ox_ctx *c, const dg_trace_rec *r, const dg_tensor *t, int pos) {
@@ -186,7 +201,9 @@ const char *ox_value(ox_ctx *c, const dg_trace_rec *r, const dg_tensor *t, int p
     if (t == e->x) return e->in_name;
     value *v = vmap_get(&e->values, key_of(t));
     if (v) return v->name;
-    return t->node ? emit(e, r, t, pos) : leaf(e, r, t, pos);
+    if (t->node) return emit(e, r, t, pos);
+    value *n = vmap_get(&e->nodeless, t);
+    return n ? emit_rec(e, &e->c.tr->recs[n->uses - 1]) : leaf(e, r, t, pos);
 }
 
 /* ---- the entry ---- */
@@ -227,7 +244,11 @@ static int build(exporter *e, const char *path) {
     /* index the records: node -> its plain record, and how often each value is read */
     for (int i = 0; i < tr->n; i++) {
         const dg_trace_rec *r = &tr->recs[i];
-        if (!r->composite) {
+        if (!r->node) {
+            value *v = vmap_put(&e->nodeless, r->out);
+            if (!v) return DG_ENOMEM;
+            v->uses = i + 1;
+        } else if (!r->composite) {
             value *v = vmap_put(&e->plain, r->node);
             if (!v) return DG_ENOMEM;
             v->uses = i + 1;
@@ -242,7 +263,7 @@ static int build(exporter *e, const char *path) {
     }
     const dg_tensor *y = e->y;
     const char *name;
-    if (y == e->x || !y->node) {   /* the layer returned its input, or something no op made */
+    if (y == e->x || (!y->node && !vmap_get(&e->nodeless, y))) {   /* the layer returned its input, or something no op made */
         if (y != e->x) {
             DG_ERR(DG_EUNSUPPORTED, "onnx_export: the forward's output %s was not made by a traced op", DG_SHAPE_STR(y));
             return DG_EUNSUPPORTED;
@@ -315,9 +336,9 @@ int dg_onnx_export(dg_layer *layer, const dg_tensor *example_input, const char *
         e.y = y;
         if (!y) rc = dg_last_status() ? dg_last_status() : DG_EINVAL;
         else if (tr.status) { DG_ERR(tr.status, "onnx_export: out of memory recording the trace"); rc = tr.status; }
-        else if (y->dtype != DG_F32) {
-            DG_ERR(DG_EUNSUPPORTED, "onnx_export: the forward's output is %s %s; export is float32 only", dg_dtype_name(y->dtype),
-                   DG_SHAPE_STR(y));
+        else if (y->dtype != DG_F32 && y->dtype != DG_I64) {
+            DG_ERR(DG_EUNSUPPORTED, "onnx_export: the forward's output is %s %s; export is float32 (or int64 indices) only",
+                   dg_dtype_name(y->dtype), DG_SHAPE_STR(y));
             rc = DG_EUNSUPPORTED;
         } else rc = build(&e, path);
         dg_trace_free(&tr);
@@ -331,6 +352,7 @@ int dg_onnx_export(dg_layer *layer, const dg_tensor *example_input, const char *
     free(e.values.v);
     free(e.params.v);
     free(e.plain.v);
+    free(e.nodeless.v);
     free(e.uses.v);
     free(frozen);
     free(params);

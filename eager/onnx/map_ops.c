@@ -464,8 +464,16 @@ static const struct { const char *name; map_fn fn; bool composite; } table[] = {
     { "to_device", m_identity, false }, { "cast", m_cast, false },
     { "sum", m_reduce, false }, { "max", m_reduce, false }, { "min", m_reduce, false },
     { "embedding", m_embedding, false }, { "index_select", m_index, false }, { "gather", m_index, false },
+    { "where", ox_map_where, false },
+    /* values reported without a node (dg_trace_value) */
+    { "greater", ox_map_compare, false }, { "equal", ox_map_compare, false },
+    { "zeros_like", ox_map_fill_like, false }, { "ones_like", ox_map_fill_like, false },
+    { "argmax", ox_map_arg, false }, { "argmin", ox_map_arg, false },
+    { "topk_indices", ox_map_topk, false }, { "sort_indices", ox_map_topk, false }, { "argsort", ox_map_topk, false },
     /* composites (eager/trace.h) */
     { "linear", m_linear, true }, { "layer_norm", m_layer_norm, true }, { "mean", m_mean, true }, { "pad", m_pad, true },
+    { "topk", ox_map_topk, true }, { "sort", ox_map_topk, true }, { "cumsum", ox_map_cumsum, true },
+    { "scatter", ox_map_scatter, true }, { "scatter_add", ox_map_scatter, true }, { "masked_fill", ox_map_masked_fill, true },
 };
 
 bool ox_composite_accepted(ox_ctx *c, const dg_trace_rec *r) {

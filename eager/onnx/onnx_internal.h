@@ -28,6 +28,8 @@ void ox_free(ox_graph *g);
 /* A node op_type(in...) -> out appended to the graph (NULL inputs are written as "", ONNX's
  * absent optional input). */
 Onnx__NodeProto *ox_node(ox_graph *g, const char *op_type, const char *const *in, int n_in, const char *out);
+/* The same with n_out outputs (TopK's values and indices). */
+Onnx__NodeProto *ox_node_outs(ox_graph *g, const char *op_type, const char *const *in, int n_in, const char *const *out, int n_out);
 void ox_attr_i(ox_graph *g, Onnx__NodeProto *n, const char *name, int64_t v);
 void ox_attr_f(ox_graph *g, Onnx__NodeProto *n, const char *name, float v);
 void ox_attr_ints(ox_graph *g, Onnx__NodeProto *n, const char *name, const int64_t *v, int cnt);
@@ -57,6 +59,8 @@ struct ox_ctx {
 const char *ox_value(ox_ctx *c, const dg_trace_rec *r, const dg_tensor *t, int pos);
 /* The axis of t's value that is the batch (dynamic batch only; -1: none, or not dynamic). */
 int ox_bdim(ox_ctx *c, const dg_tensor *t);
+/* Names t's value (an op writing two outputs, TopK, names the other one it made). */
+void ox_bind(ox_ctx *c, const dg_tensor *t, const char *name, int bdim);
 /* The record that made t (a plain op's, not a composite's), or NULL. */
 const dg_trace_rec *ox_producer(ox_ctx *c, const dg_tensor *t);
 /* How many traced ops read t's value. */
@@ -78,6 +82,16 @@ int ox_fail(const dg_trace_rec *r, int status, const char *fmt, ...) __attribute
  * name instead). *bdim: the output's batch axis, when the op knows it (left at -2: the first
  * batched input's, aligned to the output's rank). 0 or a negative status with an error. */
 int ox_map(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+/* ---- map_select.c: comparisons, where, fills, arg extremes, topk / sort, cumsum, scatter ---- */
+int ox_map_compare(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+int ox_map_where(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+int ox_map_masked_fill(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+int ox_map_fill_like(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+int ox_map_arg(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+int ox_map_topk(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+int ox_map_cumsum(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+int ox_map_scatter(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+
 /* Whether a composite is written as one operator in this export (else its parts are). */
 bool ox_composite_accepted(ox_ctx *c, const dg_trace_rec *r);
 

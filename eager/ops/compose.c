@@ -125,7 +125,11 @@ dg_tensor *dg_masked_fill(const dg_tensor *x, const dg_tensor *mask, double valu
     DG_CHECK(ok, "masked_fill: mask %s does not broadcast to the input's shape %s", DG_SHAPE_STR(mask), DG_SHAPE_STR(x));
     dg_scope *s = dg_scope_begin();
     dg_tensor *v = dg_full_on(x, DG_SCALAR_SHAPE, value, x->dtype);
-    return dg_composite_end(s, v ? dg_where(mask, v, x) : NULL);
+    dg_tensor *y = v ? dg_where(mask, v, x) : NULL;
+    /* to a trace: Where(mask, value, x), the scalar made here being no value of the graph */
+    dg_trace_composite("masked_fill", y, (const dg_tensor *[]){ x, mask }, 2, &(dg_fill_trace_attr){ value },
+                       sizeof(dg_fill_trace_attr));
+    return dg_composite_end(s, y);
 }
 
 /* ---------------------------------------------------------------------------------- logsumexp */

@@ -244,6 +244,7 @@ static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a,
     bcast_view(a, shp, nd, &av);
     bcast_view(b, shp, nd, &bv);
     DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), 0, 0), y);
+    dg_trace_value(name, y, (const dg_tensor *[]){ a, b }, 2, NULL, 0);   /* no node: a mask has no gradient */
     return y;
 }
 dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b) { return compare("greater", DG_BIN_GT, a, b); }
@@ -280,6 +281,7 @@ dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) 
         dg_node *n = dg_record("where", y, in, 3, where_bw);
         if (!n || dg_node_save(n, c)) { dg_tensor_free(y); return NULL; }
     }
+    dg_trace_value("where", y, in, 3, NULL, 0);   /* nothing to record (constant branches): still a graph op */
     return y;
 }
 

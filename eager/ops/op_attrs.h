@@ -40,5 +40,13 @@ typedef struct { int k; double eps; } dg_ln_trace_attr;
 typedef struct { bool mask[DG_MAX_DIMS]; bool keepdim; } dg_mean_trace_attr;
 /* compose.c: pad; pads as dg_pad takes them (left, right per axis from the last) */
 typedef struct { int npads; int64_t pads[2 * DG_MAX_DIMS]; int mode; double value; } dg_pad_trace_attr;
+/* sort.c: topk / sort values (composites) and their indices (trace values: topk_indices,
+ * sort_indices, argsort): the first k along axis, largest first or smallest first; paired: the
+ * indices record comes just before the values' composite, so one TopK writes both */
+typedef struct { int64_t k; int axis; bool largest, paired; } dg_topk_trace_attr;
+/* argmax / argmin (trace values), cumsum, scatter and scatter_add (composites): the axis */
+typedef struct { int axis; bool keepdim; } dg_axis_trace_attr;
+/* masked_fill (composite) and zeros_like / ones_like (trace values, eager/tensor.c): the fill */
+typedef struct { double value; } dg_fill_trace_attr;
 
 #endif

@@ -133,6 +133,7 @@ static dg_tensor *arg_op(const char *name, dg_reduce_op op, const dg_tensor *x, 
         y->ndim = x->ndim - 1;
         dg_compute_strides(y->shape, y->ndim, y->stride);
     }
+    dg_trace_value(name, y, &x, 1, &(dg_axis_trace_attr){ a, keepdim }, sizeof(dg_axis_trace_attr));
     return y;
 }
 dg_tensor *dg_argmax(const dg_tensor *x, int axis, bool keepdim) { return arg_op("argmax", DG_RED_ARGMAX, x, axis, keepdim); }

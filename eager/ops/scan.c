@@ -26,6 +26,7 @@ dg_tensor *dg_cumsum(const dg_tensor *x, int axis) {
     dg_tensor *y = dg_clone(x);   /* a new tensor even with nothing to add, as torch's */
     int64_t n = x->ndim > 0 ? x->shape[a] : 1;
     for (int64_t k = 1; k < n && y; k *= 2) y = dg_add(y, shift_right(y, a, k));
+    dg_trace_composite("cumsum", y, &x, 1, &(dg_axis_trace_attr){ a, false }, sizeof(dg_axis_trace_attr));   /* ONNX CumSum */
     return dg_composite_end(s, y);
 }
 

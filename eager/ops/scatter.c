@@ -41,6 +41,13 @@ static dg_tensor *scatter_into(const dg_tensor *src, const dg_tensor *ix, int a,
     return z;
 }
 
+/* to a trace, both are one op (ONNX ScatterElements), not the zeros, counts and padding above */
+static void trace_scatter(const char *name, const dg_tensor *y, const dg_tensor *x, const dg_tensor *index, const dg_tensor *src,
+                          int a) {
+    dg_trace_composite(name, y, (const dg_tensor *[]){ x, index, src }, 3, &(dg_axis_trace_attr){ a, false },
+                       sizeof(dg_axis_trace_attr));
+}
+
 /* torch's argument rules for both ops; *a gets the axis */
 static dg_tensor *check_scatter(const char *op, const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src, int *a) {
     DG_CHECK_INPUT(op, x);
@@ -94,7 +101,9 @@ dg_tensor *dg_scatter_add(const dg_tensor *x, int axis, const dg_tensor *index, 
     dg_scope *s = dg_scope_begin();
     dg_tensor *ic = dg_contiguous(index), *sb = src_block(src, index);
     dg_tensor *z = ic && sb ? pad_to(scatter_into(sb, ic, a, x->shape[a]), x) : NULL;
-    return dg_composite_end(s, z ? dg_add(x, z) : NULL);
+    dg_tensor *y = z ? dg_add(x, z) : NULL;
+    trace_scatter("scatter_add", y, x, index, src, a);
+    return dg_composite_end(s, y);
 }
 
 dg_tensor *dg_scatter(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src) {
@@ -118,6 +127,7 @@ dg_tensor *dg_scatter(const dg_tensor *x, int axis, const dg_tensor *index, cons
         dg_tensor *zero = dg_full_on(x, DG_SCALAR_SHAPE, 0.0, x->dtype);
         dg_tensor *vals = pad_to(scatter_into(sb, ic, a, x->shape[a]), x);
         y = zero && vals ? dg_where(dg_greater(count, zero), vals, x) : NULL;
+        trace_scatter("scatter", y, x, index, src, a);
     }
     return dg_composite_end(s, y);
 }

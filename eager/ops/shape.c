@@ -51,6 +51,7 @@ dg_tensor *dg_cast(const dg_tensor *x, dg_dtype dt) {
         dg_tensor_free(y);
         return NULL;
     }
+    dg_trace_value("cast", y, &x, 1, NULL, 0);   /* an integer or bool cast records no node */
     return y;
 }
 

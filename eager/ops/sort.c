@@ -44,10 +44,23 @@ static dg_tensor *take_along(const dg_tensor *x, const dg_tensor *idx, int a) {
     return v ? dg_reshape(v, DG_SCALAR_SHAPE) : NULL;
 }
 
+/* To a trace, sort and topk are ONNX's TopK (sort: k the axis length): the indices as a value
+ * (they have no node) and the values, the gather of x at them, as a composite right after it,
+ * paired so that one TopK node writes both. A 0-d x (reshaped around the gather) is not described. */
+static void trace_topk(const char *name, const char *ix_name, const dg_tensor *x, int64_t k, int a, bool largest,
+                       const dg_tensor *v, const dg_tensor *ix) {
+    if (!dg_tracing() || x->ndim == 0) return;
+    dg_topk_trace_attr at = { .k = k, .axis = a, .largest = largest, .paired = v && v->node && ix };
+    if (ix) dg_trace_value(ix_name, ix, &x, 1, &at, sizeof at);
+    if (v) dg_trace_composite(name, v, &x, 1, &at, sizeof at);
+}
+
 dg_tensor *dg_argsort(const dg_tensor *x, int axis, bool descending) {
     int a = 0;
     if (check_sort_args("argsort", x, axis, &a)) return NULL;
-    return argsort_impl(x, a, descending);
+    dg_tensor *ix = argsort_impl(x, a, descending);
+    if (ix) trace_topk(NULL, "argsort", x, x->ndim ? x->shape[a] : 1, a, descending, NULL, ix);
+    return ix;
 }
 
 /* Hands the wanted results to the caller's scope; 0, or the failure's status. */
@@ -69,6 +82,7 @@ int dg_sort(const dg_tensor *x, int axis, bool descending, dg_tensor **values, d
     dg_scope *s = dg_scope_begin();
     dg_tensor *ix = argsort_impl(x, a, descending);
     dg_tensor *v = ix && values ? take_along(x, ix, a) : NULL;
+    if (ix) trace_topk("sort", "sort_indices", x, x->ndim ? x->shape[a] : 1, a, descending, v, ix);
     return deliver(s, v, ix, values, indices);
 }
 
@@ -87,5 +101,6 @@ int dg_topk(const dg_tensor *x, int64_t k, int axis, bool largest, dg_tensor **v
     dg_tensor *ix = argsort_impl(x, a, largest);
     if (ix && x->ndim > 0 && k < size) ix = dg_contiguous(dg_slice(ix, a, 0, k, 1));
     dg_tensor *v = ix && values ? take_along(x, ix, a) : NULL;
+    if (ix) trace_topk("topk", "topk_indices", x, k, a, largest, v, ix);
     return deliver(s, v, ix, values, indices);
 }

@@ -2,12 +2,14 @@
  * with dg_onnx_export (batch-1 example, dynamic batch) into OUTDIR/<name>.onnx, and for batch
  * sizes 1 and 7 an input and dygraph's eval output (under no_grad: the deployment path, with
  * nn/fuse.c's Conv+BN folding) as raw little-endian files, listed in OUTDIR/manifest.txt:
- *   name batch input_file input_dtype input_shape ref_file ref_shape
+ *   name batch input_file input_dtype input_shape ref_file ref_shape ref_dtype
  * Models: the MNIST CNN, CIFAR MyNet, ResNet18 (also with BatchNorm folded into the convolutions),
  * FaceNet, a layer of our own chaining many supported ops, and an Embedding + LayerNorm model
- * (opset 17's LayerNormalization, and opset 13 where it is written as arithmetic). BatchNorm
- * statistics and affine parameters are drawn at random, so they matter. */
-#include <dygraph.h>
+ * (opset 17's LayerNormalization, and opset 13 where it is written as arithmetic), and the small
+ * one-op-group models of op_models.c (TopK, sort, argmax, where, cumsum, scatter, 1-d conv and
+ * pools, GroupNorm, ceil-mode pools). BatchNorm statistics and affine parameters are drawn at
+ * random, so they matter. */
+#include "op_models.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,8 +78,8 @@ static void run_case(const char *name, dg_layer *net, make_input_fn make, dg_onn
         write_raw(ref_path, y);
         shape_str(x, ish, sizeof ish);
         shape_str(y, osh, sizeof osh);
-        fprintf(manifest, "%s %lld %s %s %s %s %s\n", name, (long long)batches[i], in_path,
-                dg_dtype_of(x) == DG_F32 ? "float32" : "int64", ish, ref_path, osh);
+        fprintf(manifest, "%s %lld %s %s %s %s %s %s\n", name, (long long)batches[i], in_path,
+                dg_dtype_of(x) == DG_F32 ? "float32" : "int64", ish, ref_path, osh, dg_dtype_of(y) == DG_F32 ? "float32" : "int64");
     }
     dg_layer_train(net);
     dg_scope_end(s);
@@ -192,6 +194,11 @@ int main(int argc, char **argv) {
     dg_onnx_export_params op13 = p;
     op13.opset = 13;
     run_case("embed_layernorm_opset13", embed, ids_input, op13);
+    for (int i = 0; i < n_op_models; i++) {
+        dg_layer *l = op_models[i].make();
+        run_case(op_models[i].name, l, op_models[i].input, p);
+        dg_layer_free(l);
+    }
     CHECK(fclose(manifest) == 0, mpath);
     dg_layer_free(mnist); dg_layer_free(mynet); dg_layer_free(resnet); dg_layer_free(face); dg_layer_free(custom); dg_layer_free(embed);
     dg_shutdown();

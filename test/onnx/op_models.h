@@ -1,0 +1,18 @@
+/* test/onnx/op_models.h — the small one-purpose test models of test/onnx/op_models.c (TopK and
+ * sort, argmax, masks and where, cumsum and scatter, 1-d convolution and pooling, GroupNorm,
+ * ceil-mode pooling), which export_models.c exports and records like the big ones. */
+#ifndef DG_TEST_ONNX_OP_MODELS_H
+#define DG_TEST_ONNX_OP_MODELS_H
+
+#include <dygraph.h>
+
+typedef struct op_model {
+    const char *name;                       /* the file's name, and check.py's key */
+    dg_layer *(*make)(void);
+    dg_tensor *(*input)(int64_t batch);
+} op_model;
+
+extern const op_model op_models[];
+extern const int n_op_models;
+
+#endif
