@@ -119,8 +119,8 @@ static const char *leaf(exporter *e, const dg_trace_rec *r, const dg_tensor *t, 
     const char *pname = ox_param_name(c, t);
     if (!pname && dg_trace_made_during(c->tr, t)) {
         ox_fail(r, DG_EUNSUPPORTED, "reads as input %d a %s %s tensor made during the forward by something the trace cannot "
-                "follow (an integer, comparison or index op on the input, or a tensor built from data inside the forward); "
-                "baking it in as a constant would give a different model", pos, dg_dtype_name(t->dtype), DG_SHAPE_STR(t));
+                "follow (a tensor built inside the forward from data or by a constructor such as arange or full, "
+                "or a view of an integer value); baking it in as a constant could give a different model", pos, dg_dtype_name(t->dtype), DG_SHAPE_STR(t));
         return NULL;
     }
     int dt = ox_onnx_dtype(dg_dtype_is_float(t->dtype) ? DG_F32 : DG_I64);

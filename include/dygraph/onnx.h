@@ -10,9 +10,11 @@
  * are fixed by that run, as in torch.onnx's tracing exporter.
  *
  * An op without an ONNX form, a custom op (dg_record from user code), or a value the trace
- * cannot see (an integer or comparison op on the input, a tensor made inside the forward from
- * it) is an error naming it: the file is then not written, never a different graph. Float32
- * only (the example input float32, or int64/int32 ids for an embedding model). */
+ * cannot see (a tensor built inside the forward from data, a view of an integer value) is an
+ * error naming it: the file is then not written, never a different graph. Masks and indices made
+ * by ops (greater, equal, argmax, topk, argsort, casts, zeros_like) are graph ops. Float32 only
+ * (the example input float32, or int64/int32 ids for an embedding model); the output float32,
+ * or int64 indices (topk's, argmax's). */
 #ifndef DYGRAPH_ONNX_H
 #define DYGRAPH_ONNX_H
 
