@@ -299,7 +299,7 @@ int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op) {
     staged s;
     if ((rc = stage_in(c, t, &s, true))) return rc;
     dg_comm_progress(c, "all_reduce of %lld values", (long long)dg_numel(t));
-    rc = dg_comm_all_reduce_raw(c, 0, s.host, dg_numel(t), dg_dtype_of(t), op);
+    rc = dg_comm_all_reduce_raw(c, DG_COMM_CH_USER, s.host, dg_numel(t), dg_dtype_of(t), op);
     int rc2 = stage_out(t, &s, rc == 0);
     if (!rc && c->be->wait) rc = c->be->wait(c);
     return rc ? rc : rc2;

@@ -22,9 +22,17 @@
  * the comm_num communicators (0 <= ch < c->comm_num); the other collectives use number 0. With
  * c->hierarchical the all-reduce runs in three stages over the node layout the transport found
  * (c->nodes, local_rank, local_size). */
+/* The channel of collectives made through dg_comm_all_reduce: a transport whose in-flight bucket
+ * all-reduces advance only when the reducer polls them (MPI's hierarchical stages) gives these a
+ * channel of their own, so one made during backward (SyncBatchNorm's, a recomputed forward's)
+ * never waits behind a bucket nobody is polling. */
+#define DG_COMM_CH_USER (-1)
+
 typedef struct dg_comm_backend {
     const char *name;
     bool device_buffers;          /* takes GPU memory (NCCL) rather than host memory */
+    /* ch: 0..comm_num-1, or DG_COMM_CH_USER for a collective the program (or a layer such as
+     * SyncBatchNorm) makes, perhaps while DataParallel's buckets are in flight */
     int (*all_reduce)(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, dg_comm_op op);
     int (*broadcast)(dg_comm *c, void *buf, int64_t n, dg_dtype dt, int root);
     int (*all_gather)(dg_comm *c, const void *send, void *recv, int64_t n, dg_dtype dt);

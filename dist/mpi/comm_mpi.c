@@ -86,7 +86,8 @@ static int hier_all_reduce(dg_comm *c, mpi_channel *ch, void *buf, int64_t n, dg
 static int mpi_all_reduce(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
     mpi_state *s = c->impl;
     MPI_Op mop = op == DG_COMM_MAX ? MPI_MAX : MPI_SUM;
-    if (c->hierarchical) return hier_all_reduce(c, &s->ch[ch], buf, n, dt, mop);
+    if (c->hierarchical) return hier_all_reduce(c, ch < 0 ? &s->user : &s->ch[ch], buf, n, dt, mop);
+    if (ch < 0) ch = 0;
     MPI_Request *req;
     int count;
     int rc = mpi_start_pieces(c, s->ch[ch].comm, buf, n, dt, mop, &req, &count);
@@ -210,6 +211,10 @@ static void mpi_destroy(dg_comm *c) {
             dg_mpi_hier_free(&s->ch[k]);
             if (s->ch[k].comm != MPI_COMM_NULL) MPI_Comm_free(&s->ch[k].comm);
         }
+    if (!fin && !c->abandoned && s->has_user) {
+        dg_mpi_hier_free(&s->user);
+        if (s->user.comm != MPI_COMM_NULL) MPI_Comm_free(&s->user.comm);
+    }
     free(s);
     c->impl = NULL;
 }
@@ -307,6 +312,17 @@ DG_MODULE_EXPORT int dg_comm_mpi_make(dg_comm *c, const dg_dist_env *env) {
         s->n = k + 1;
         MPI_Comm_set_errhandler(s->ch[k].comm, MPI_ERRORS_RETURN);
         if (c->hierarchical) rc = dg_mpi_hier_make(c, &s->ch[k], k == 0);
+    }
+    s->user = (mpi_channel){ .comm = MPI_COMM_NULL, .node_reduce = MPI_COMM_NULL, .node_bcast = MPI_COMM_NULL,
+                             .leaders = MPI_COMM_NULL };
+    if (!rc && c->hierarchical) {   /* the program's own collectives' channel (DG_COMM_CH_USER) */
+        int err = MPI_Comm_dup(MPI_COMM_WORLD, &s->user.comm);
+        if (err != MPI_SUCCESS) rc = dg_mpi_fail(err, "MPI_Comm_dup", c);
+        else {
+            s->has_user = true;
+            MPI_Comm_set_errhandler(s->user.comm, MPI_ERRORS_RETURN);
+            rc = dg_mpi_hier_make(c, &s->user, false);
+        }
     }
     if (rc) { mpi_destroy(c); return rc; }
     c->be = &mpi_backend;

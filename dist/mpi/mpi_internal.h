@@ -26,7 +26,10 @@ typedef struct mpi_channel {
     bool failed;                  /* a stage failed: the ones waiting behind it give up */
 } mpi_channel;
 
-typedef struct mpi_state { int n; mpi_channel ch[DG_COMM_MAX_NUM]; } mpi_state;
+/* user: the hierarchical channel of DG_COMM_CH_USER collectives (its own node and leader
+ * communicators; unused when flat, where every stage is posted at once and a later collective
+ * cannot wait behind an unposted one) */
+typedef struct mpi_state { int n; mpi_channel ch[DG_COMM_MAX_NUM]; mpi_channel user; bool has_user; } mpi_state;
 
 extern bool dg_mpi_abandoned;     /* a collective timed out: MPI_Finalize would wait for it forever */
 int dg_mpi_fail(int err, const char *what, const dg_comm *c);

@@ -87,6 +87,7 @@ static int hier_all_reduce(dg_comm *c, nccl_chan *ch, cudaStream_t st, void *buf
 }
 
 static int nccl_all_reduce(dg_comm *c, int k, void *buf, int64_t n, dg_dtype dt, dg_comm_op op) {
+    if (k < 0) k = 0;   /* DG_COMM_CH_USER: NCCL's buckets are all queued in apply, none is in flight before */
     int rc = usable(c, k);
     if (rc) return rc;
     nccl_chan *ch = &((nccl_state *)c->impl)->ch[k];

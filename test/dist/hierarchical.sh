@@ -50,4 +50,16 @@ for model in linear mnist; do
         done
     done
 done
+
+# collectives of the program's own during backward (SyncBatchNorm's) beside overlapped
+# hierarchical buckets: they must not wait behind a bucket stage nobody polls
+for cn in 1 3; do
+    rm -rf "$TMP/sbn"
+    if "$BIN/dgrun" --nproc_per_node 4 --log_dir "$TMP/sbn" "$BIN/hier_sbn_check" 1 1 $cn > "$TMP/sbn.out" 2>&1 &&
+       [ "$(cat "$TMP"/sbn/workerlog.* | grep -c 'hier_sbn_check: rank [0-3]: ok')" = 4 ]; then
+        echo "PASS: SyncBatchNorm under overlapped hierarchical buckets, comm_num $cn: 3 steps on 4 ranks"
+    else
+        tail -3 "$TMP"/sbn/workerlog.*; bad "SyncBatchNorm under overlapped hierarchical buckets, comm_num $cn"
+    fi
+done
 exit $fail
