@@ -108,34 +108,46 @@ dg_tensor *dg_recompute(const char *name, dg_recompute_fn fn, void *ctx, const d
     bool needs = dg_record_probe_end(token) || x_needs;
     dg_rng_log_swap(outer_log);
     if (!y || !needs) return y;
+    int rc = 0;
     if (log.overflow) {
         DG_ERR(DG_EUNSUPPORTED, "recompute(%s): the forward drew from more than %d random generators", name, DG_RNG_LOG_MAX);
+        rc = DG_EUNSUPPORTED;
+    } else if (y->node) {   /* a probed forward records nothing: this one returned a tensor made elsewhere */
+        DG_ERR(DG_ESTATE, "recompute(%s): the forward returned a tensor with history ('%s'); it must return one it made",
+               name, y->node->name);
+        rc = DG_ESTATE;
+    }
+    if (rc) {
+        if (y != x) dg_tensor_free(y);
         return NULL;
     }
-    dg_tensor *rng = dg_tensor_alloc((int64_t[]){ log.n, 3 }, 2, DG_I64, (dg_device){ DG_CPU, 0 });
-    if (!rng) return NULL;
-    for (int i = 0; i < log.n; i++) {
+    dg_tensor *out = y;
+    if (y == x || y->storage == x->storage) {
+        /* the node goes on a new tensor: the input itself (or a view of it) must stay as it is */
+        dg_no_grad_begin();
+        out = dg_clone(y);
+        dg_no_grad_end();
+        if (y != x) dg_tensor_free(y);   /* fn's own result, replaced by the copy */
+        if (!out) return NULL;
+    }
+    /* the log's tensor lives on only as the node's saved alias: made in a scope of its own so
+     * that nothing else holds it, whether or not the caller has a scope open */
+    dg_scope *sc = dg_scope_begin();
+    dg_tensor *rng = sc ? dg_tensor_alloc((int64_t[]){ log.n, 3 }, 2, DG_I64, (dg_device){ DG_CPU, 0 }) : NULL;
+    for (int i = 0; rng && i < log.n; i++) {
         int64_t *e = (int64_t *)dg_tensor_ptr(rng) + 3 * i;
         e[0] = (int64_t)(intptr_t)log.e[i].g;
         e[1] = (int64_t)log.e[i].seed;
         e[2] = (int64_t)log.e[i].counter;
     }
-    if (y->node) {   /* a probed forward records nothing: this one returned a tensor made elsewhere */
-        DG_ERR(DG_ESTATE, "recompute(%s): the forward returned a tensor with history ('%s'); it must return one it made",
-               name, y->node->name);
+    const dg_tensor *in[1] = { x };
+    dg_node *n = rng ? dg_record(name, out, in, 1, recompute_backward) : NULL;
+    if (n) memcpy(dg_node_attr(n), &a, sizeof a);
+    rc = !n || dg_node_save(n, x) || dg_node_save(n, rng);
+    if (sc) dg_scope_end(sc);
+    if (rc) {
+        dg_tensor_free(out);
         return NULL;
     }
-    if (y == x || y->storage == x->storage) {
-        /* the node goes on a new tensor: the input itself (or a view of it) must stay as it is */
-        dg_no_grad_begin();
-        y = dg_clone(y);
-        dg_no_grad_end();
-        if (!y) return NULL;
-    }
-    const dg_tensor *in[1] = { x };
-    dg_node *n = dg_record(name, y, in, 1, recompute_backward);
-    if (!n) return NULL;
-    memcpy(dg_node_attr(n), &a, sizeof a);
-    if (dg_node_save(n, x) || dg_node_save(n, rng)) return NULL;
-    return y;
+    return out;
 }

@@ -452,7 +452,7 @@ dg_tensor *dg_forward_multi(dg_layer *l, const dg_tensor *const *in, int n) {
         snprintf(what, sizeof what, "input %d", i);
         if (dg_tensor_check("forward_multi", what, in[i]) != 0) return NULL;
     }
-    if (l->forward) return dg_forward(l, in[0]);
+    if (l->forward || (l->recompute && n == 1)) return dg_forward(l, in[0]);   /* dg_forward recomputes */
     if (l->loss_forward) return dg_loss_forward(l, in[0], in[1]);
     RUN_SCOPED(l, l->forward_multi(l, in, n));
 }

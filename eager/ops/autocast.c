@@ -119,7 +119,9 @@ int dg_autocast_apply(const dg_autocast_snapshot *s) {
                  g_depth);
     int old = g_paused;
     if (s->active) memcpy(&g_stack[g_depth++], s->region, sizeof(region));
-    g_paused = s->paused;
+    /* a forward that ran outside every region runs again outside them, even when backward is
+     * called inside one: paused, any region open now is ignored */
+    g_paused = s->active ? s->paused : s->paused + 1;
     return old;
 }
 void dg_autocast_unapply(const dg_autocast_snapshot *s, int old_paused) {

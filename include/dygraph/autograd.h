@@ -71,6 +71,15 @@ DG_API int dg_clear_grad_hooks(dg_tensor *leaf);
  * checkpoint has the same limit). name names the node ("recompute" when NULL). */
 typedef dg_tensor *(*dg_recompute_fn)(void *ctx, const dg_tensor *x);
 DG_API dg_tensor *dg_recompute(const char *name, dg_recompute_fn fn, void *ctx, const dg_tensor *x);
+/* Limits, as torch's reentrant checkpoint has them: the generators fn drew from are put back to
+ * where it first drew and then forward again, so they must outlive the backward, and another
+ * thread drawing from the same generator while this backward runs may change the masks replayed;
+ * an in-place write on one of fn's intermediates, an error in an ordinary forward, is found only
+ * when backward runs fn again (the first run records nothing to check against); a forward that
+ * ran outside every autocast region runs again outside them even if backward is called inside one.
+ * A layer marked with dg_layer_set_recompute is fn's ctx: it must outlive the backward (not be
+ * replaced, e.g. by dg_nn_convert_sync_batch_norm, in between), and its train/eval mode at
+ * backward time is the one the second run sees. */
 /* True while backward runs a recomputed forward again. */
 DG_API bool dg_is_recomputing(void);
 

@@ -29,8 +29,14 @@ command -v ip >/dev/null 2>&1 && command -v unshare >/dev/null 2>&1 || skip "no 
 TMP=$(mktemp -d)
 TAG=dg$$
 NA=${TAG}a NB=${TAG}b
-cleanup() { ip netns del "$NA" 2>/dev/null; ip netns del "$NB" 2>/dev/null; rm -rf "$TMP"; }
+# also on a signal (dash runs no EXIT trap then): the namespaces, the veth, any dgrun still running
+cleanup() {
+    for p in $(jobs -p); do kill "$p" 2>/dev/null; done
+    ip netns del "$NA" 2>/dev/null; ip netns del "$NB" 2>/dev/null; ip link del "${NA}0" 2>/dev/null
+    rm -rf "$TMP"
+}
 trap cleanup EXIT
+trap 'cleanup; exit 1' INT TERM HUP
 ip netns add "$NA" 2>/dev/null || skip "cannot create network namespaces here (ip netns add failed)"
 ip netns add "$NB" || fail "ip netns add $NB"
 # a subnet of its own per run, so that two runs at once do not meet
