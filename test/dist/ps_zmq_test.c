@@ -26,8 +26,10 @@
 #define LIMIT (2 << 20)         /* the server's message limit in this test */
 #define MAX_SIZE (1 << 20)
 
+/* a failed assertion is counted and reported, and the test goes on to the next case; main exits 1
+ * when any failed */
 static int failures;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \
+#define ZMQ_ASSERT(cond, ...) do { if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); \
                                              printf("\n"); } } while (0)
 
 static int free_port(void) {
@@ -87,7 +89,7 @@ int main(void) {
     /* 1,000 requests, sizes spread over 0..1 MB with both ends included */
     dg_ps_transport *c = dg_ps_zmq_transport(LIMIT);
     const char *eps[1] = {endpoint};
-    CHECK(c && c->ops->connect(c, 1, eps) == 0, "connect: %s", dg_last_error());
+    ZMQ_ASSERT(c && c->ops->connect(c, 1, eps) == 0, "connect: %s", dg_last_error());
     unsigned char *msg = malloc(MAX_SIZE);
     size_t bytes = 0;
     struct timespec t0, t1;
@@ -105,7 +107,7 @@ int main(void) {
         uint64_t n = 0;
         if (good) memcpy(&n, (unsigned char *)reply + len, 8);
         good = good && n == len;
-        CHECK(good, "request %d (%zu bytes): rc %d, reply %zu bytes: %s", i, len, rc, rlen, rc ? dg_last_error() : "wrong bytes");
+        ZMQ_ASSERT(good, "request %d (%zu bytes): rc %d, reply %zu bytes: %s", i, len, rc, rlen, rc ? dg_last_error() : "wrong bytes");
         ok += good;
         bytes += len;
         free(reply);
@@ -120,11 +122,11 @@ int main(void) {
     snprintf(dead, sizeof dead, "127.0.0.1:%d", free_port());
     dg_ps_transport *d = zmq_new(LIMIT, TOKEN);
     const char *deps[1] = {dead};
-    CHECK(d && d->ops->connect(d, 1, deps) == 0, "connect to %s: %s", dead, dg_last_error());
+    ZMQ_ASSERT(d && d->ops->connect(d, 1, deps) == 0, "connect to %s: %s", dead, dg_last_error());
     void *reply = NULL;
     size_t rlen = 0;
     int rc = d->ops->request(d, 0, "x", 1, &reply, &rlen, 0.3);
-    CHECK(rc == DG_ETIMEOUT && strstr(dg_last_error(), dead), "dead endpoint: rc %d, '%s'", rc, dg_last_error());
+    ZMQ_ASSERT(rc == DG_ETIMEOUT && strstr(dg_last_error(), dead), "dead endpoint: rc %d, '%s'", rc, dg_last_error());
     printf("ps_zmq_test: dead endpoint: %s\n", dg_last_error());
     d->ops->destroy(d);
 
@@ -133,54 +135,54 @@ int main(void) {
     free(reply);
     unsigned char *big = calloc(1, LIMIT + 1);
     rc = c->ops->request(c, 0, big, LIMIT + 1, &reply, &rlen, 1.0);
-    CHECK(rc == DG_EINVAL && strstr(dg_last_error(), "limit"), "oversized request: rc %d, '%s'", rc, dg_last_error());
+    ZMQ_ASSERT(rc == DG_EINVAL && strstr(dg_last_error(), "limit"), "oversized request: rc %d, '%s'", rc, dg_last_error());
     printf("ps_zmq_test: oversized (sender): %s\n", dg_last_error());
     /* ... and a sender with a larger limit gets its connection dropped by the server: the
      * handler never sees it, the request times out, and the server goes on serving */
     dg_ps_transport *g = zmq_new(64 << 20, TOKEN);
-    CHECK(g && g->ops->connect(g, 1, eps) == 0, "connect: %s", dg_last_error());
+    ZMQ_ASSERT(g && g->ops->connect(g, 1, eps) == 0, "connect: %s", dg_last_error());
     int before = __atomic_load_n(&handled, __ATOMIC_SEQ_CST);
     rc = g->ops->request(g, 0, big, LIMIT + 1, &reply, &rlen, 1.0);
-    CHECK(rc == DG_ETIMEOUT, "oversized request past the sender's check: rc %d (want a timeout), '%s'", rc, dg_last_error());
-    CHECK(__atomic_load_n(&handled, __ATOMIC_SEQ_CST) == before, "the server's handler saw an oversized message");
+    ZMQ_ASSERT(rc == DG_ETIMEOUT, "oversized request past the sender's check: rc %d (want a timeout), '%s'", rc, dg_last_error());
+    ZMQ_ASSERT(__atomic_load_n(&handled, __ATOMIC_SEQ_CST) == before, "the server's handler saw an oversized message");
     printf("ps_zmq_test: oversized (receiver): dropped by the server, sender: %s\n", dg_last_error());
     g->ops->destroy(g);
     rc = c->ops->request(c, 0, msg, 100, &reply, &rlen, 5.0);
-    CHECK(rc == 0 && rlen == 108, "the server stopped answering after an oversized message: rc %d, '%s'", rc, dg_last_error());
+    ZMQ_ASSERT(rc == 0 && rlen == 108, "the server stopped answering after an oversized message: rc %d, '%s'", rc, dg_last_error());
     free(reply);
     free(big);
 
     /* a reply that comes after its request timed out is not taken for the next request's */
     rc = c->ops->request(c, 0, "sleep", 5, &reply, &rlen, 0.1);
-    CHECK(rc == DG_ETIMEOUT, "slow request: rc %d, want a timeout", rc);
+    ZMQ_ASSERT(rc == DG_ETIMEOUT, "slow request: rc %d, want a timeout", rc);
     rc = c->ops->request(c, 0, "ab", 2, &reply, &rlen, 5.0);
-    CHECK(rc == 0 && rlen == 10 && ((unsigned char *)reply)[0] == ('a' ^ 0x5a), "the request after a timed-out one got "
+    ZMQ_ASSERT(rc == 0 && rlen == 10 && ((unsigned char *)reply)[0] == ('a' ^ 0x5a), "the request after a timed-out one got "
           "%zu bytes (the stale reply has 13): rc %d", rlen, rc);
     free(reply);
 
     /* a worker of another job: refused with a message saying so, the handler untouched */
     dg_ps_transport *o = zmq_new(LIMIT, "another-job");
-    CHECK(o && o->ops->connect(o, 1, eps) == 0, "connect: %s", dg_last_error());
+    ZMQ_ASSERT(o && o->ops->connect(o, 1, eps) == 0, "connect: %s", dg_last_error());
     before = __atomic_load_n(&handled, __ATOMIC_SEQ_CST);
     rc = o->ops->request(o, 0, msg, 10, &reply, &rlen, 5.0);
-    CHECK(rc == DG_ECOMM && strstr(dg_last_error(), "another job") && strstr(dg_last_error(), endpoint),
+    ZMQ_ASSERT(rc == DG_ECOMM && strstr(dg_last_error(), "another job") && strstr(dg_last_error(), endpoint),
           "another job's request: rc %d, '%s'", rc, dg_last_error());
-    CHECK(__atomic_load_n(&handled, __ATOMIC_SEQ_CST) == before, "the handler saw another job's request");
+    ZMQ_ASSERT(__atomic_load_n(&handled, __ATOMIC_SEQ_CST) == before, "the handler saw another job's request");
     printf("ps_zmq_test: another job's worker: %s\n", dg_last_error());
     o->ops->destroy(o);
 
     /* the server binds to the endpoint's own address: one not on this machine is an error naming it */
     dg_ps_transport *b = zmq_new(LIMIT, TOKEN);
     rc = b->ops->bind(b, "192.0.2.1:7000");   /* TEST-NET-1: never a local address */
-    CHECK(rc != 0 && strstr(dg_last_error(), "192.0.2.1:7000"), "bind to a foreign address: rc %d, '%s'", rc, dg_last_error());
+    ZMQ_ASSERT(rc != 0 && strstr(dg_last_error(), "192.0.2.1:7000"), "bind to a foreign address: rc %d, '%s'", rc, dg_last_error());
     printf("ps_zmq_test: foreign bind: %s\n", dg_last_error());
     rc = b->ops->bind(b, "127.0.0.1:http");
-    CHECK(rc == DG_EINVAL, "bind to a bad port: rc %d", rc);
+    ZMQ_ASSERT(rc == DG_EINVAL, "bind to a bad port: rc %d", rc);
     b->ops->destroy(b);
 
     srv.stop = true;
     pthread_join(th, NULL);
-    CHECK(srv.rc == 0, "serve returned %d", srv.rc);
+    ZMQ_ASSERT(srv.rc == 0, "serve returned %d", srv.rc);
     c->ops->destroy(c);
     srv.t->ops->destroy(srv.t);
     free(msg);

@@ -9,23 +9,23 @@
  * one-op-group models of op_models.c (TopK, sort, argmax, where, cumsum, scatter, 1-d conv and
  * pools, GroupNorm, ceil-mode pools). BatchNorm statistics and affine parameters are drawn at
  * random, so they matter. */
+#define ONNX_PROGRAM "export_models"
 #include "op_models.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(cond, what) do { if (!(cond)) { fprintf(stderr, "export_models: %s failed: %s\n", what, dg_last_error()); exit(1); } } while (0)
 
 static const char *outdir;
 static FILE *manifest;
 
 static void write_raw(const char *path, const dg_tensor *t) {
     FILE *f = fopen(path, "wb");
-    CHECK(f, path);
+    ONNX_ASSERT(f, path);
     dg_tensor *c = dg_contiguous(dg_to_device(t, (dg_device){ DG_CPU, 0 }));
-    CHECK(c, "host copy");
+    ONNX_ASSERT(c, "host copy");
     size_t nb = (size_t)dg_numel(c) * dg_dtype_size(dg_dtype_of(c));
-    CHECK(fwrite(dg_data(c), 1, nb, f) == nb && fclose(f) == 0, path);
+    ONNX_ASSERT(fwrite(dg_data(c), 1, nb, f) == nb && fclose(f) == 0, path);
 }
 
 static void shape_str(const dg_tensor *t, char *buf, size_t len) {
@@ -40,15 +40,15 @@ static void randomize_buffers(dg_layer *net) {
     dg_named_tensor *b = dg_layer_named_buffers(net, &nb), *p = dg_layer_named_parameters(net, &np);
     dg_no_grad_begin();
     for (int i = 0; i < nb; i++) {
-        if (strstr(b[i].name, "running_mean")) CHECK(dg_uniform_(b[i].tensor, -0.3, 0.3) == 0, "running_mean");
-        if (strstr(b[i].name, "running_var")) CHECK(dg_uniform_(b[i].tensor, 0.5, 1.5) == 0, "running_var");
+        if (strstr(b[i].name, "running_mean")) ONNX_ASSERT(dg_uniform_(b[i].tensor, -0.3, 0.3) == 0, "running_mean");
+        if (strstr(b[i].name, "running_var")) ONNX_ASSERT(dg_uniform_(b[i].tensor, 0.5, 1.5) == 0, "running_var");
     }
     for (int i = 0; i < np; i++) {
         const char *n = p[i].name;
         size_t l = strlen(n);
         if (strstr(n, "bn") || strstr(n, "downsample.1")) {
-            if (l > 7 && !strcmp(n + l - 7, ".weight")) CHECK(dg_uniform_(p[i].tensor, 0.5, 1.5) == 0, "bn weight");
-            if (l > 5 && !strcmp(n + l - 5, ".bias")) CHECK(dg_uniform_(p[i].tensor, -0.2, 0.2) == 0, "bn bias");
+            if (l > 7 && !strcmp(n + l - 7, ".weight")) ONNX_ASSERT(dg_uniform_(p[i].tensor, 0.5, 1.5) == 0, "bn weight");
+            if (l > 5 && !strcmp(n + l - 5, ".bias")) ONNX_ASSERT(dg_uniform_(p[i].tensor, -0.2, 0.2) == 0, "bn bias");
         }
     }
     dg_no_grad_end();
@@ -62,8 +62,8 @@ static void run_case(const char *name, dg_layer *net, make_input_fn make, dg_onn
     char path[1024], in_path[1024], ref_path[1024], ish[128], osh[128];
     dg_scope *s = dg_scope_begin();
     snprintf(path, sizeof path, "%s/%s.onnx", outdir, name);
-    CHECK(dg_onnx_export(net, make(1), path, p) == 0, name);
-    CHECK(dg_layer_is_training(net), "the layer's train mode is back after export");
+    ONNX_ASSERT(dg_onnx_export(net, make(1), path, p) == 0, name);
+    ONNX_ASSERT(dg_layer_is_training(net), "the layer's train mode is back after export");
     dg_layer_eval(net);
     int64_t batches[2] = { 1, 7 };
     for (int i = 0; i < 2; i++) {
@@ -71,7 +71,7 @@ static void run_case(const char *name, dg_layer *net, make_input_fn make, dg_onn
         dg_no_grad_begin();
         dg_tensor *y = dg_forward(net, x);
         dg_no_grad_end();
-        CHECK(y, "eval forward");
+        ONNX_ASSERT(y, "eval forward");
         snprintf(in_path, sizeof in_path, "%s/%s.b%lld.in", outdir, name, (long long)batches[i]);
         snprintf(ref_path, sizeof ref_path, "%s/%s.b%lld.ref", outdir, name, (long long)batches[i]);
         write_raw(in_path, x);
@@ -133,8 +133,8 @@ static dg_tensor *custom_forward(dg_layer *self, const dg_tensor *x) {
 }
 static dg_layer *custom_layer(void) {
     dg_layer *l = dg_layer_new(&custom_class, custom_forward, NULL, NULL);
-    CHECK(l, "custom layer");
-    CHECK(dg_layer_add_parameter(l, "conv_weight", dg_uniform(DG_SHAPE(8, 4, 3, 3), -0.3, 0.3, DG_F32)) == 0 &&
+    ONNX_ASSERT(l, "custom layer");
+    ONNX_ASSERT(dg_layer_add_parameter(l, "conv_weight", dg_uniform(DG_SHAPE(8, 4, 3, 3), -0.3, 0.3, DG_F32)) == 0 &&
           dg_layer_add_parameter(l, "conv_bias", dg_uniform(DG_SHAPE(8), -0.1, 0.1, DG_F32)) == 0 &&
           dg_layer_add_parameter(l, "gconv_weight", dg_uniform(DG_SHAPE(8, 4, 3, 3), -0.3, 0.3, DG_F32)) == 0 &&
           dg_layer_add_parameter(l, "proj", dg_uniform(DG_SHAPE(16, 6), -0.3, 0.3, DG_F32)) == 0 &&
@@ -155,12 +155,12 @@ static dg_tensor *embed_forward(dg_layer *self, const dg_tensor *ids) {
 }
 static dg_layer *embed_model(void) {
     dg_layer *l = dg_layer_new(&embed_class, embed_forward, NULL, NULL);
-    CHECK(l && dg_layer_add_sublayer(l, "emb", dg_nn_embedding(100, 16, dg_nn_embedding_default_params())) == 0 &&
+    ONNX_ASSERT(l && dg_layer_add_sublayer(l, "emb", dg_nn_embedding(100, 16, dg_nn_embedding_default_params())) == 0 &&
           dg_layer_add_sublayer(l, "ln", dg_nn_layer_norm(DG_SHAPE(16), dg_nn_layer_norm_default_params())) == 0 &&
           dg_layer_add_sublayer(l, "fc", dg_nn_linear(16, 8)) == 0 &&
           dg_layer_add_sublayer(l, "drop", dg_nn_dropout(0.3)) == 0, "embedding model");
     dg_no_grad_begin();
-    CHECK(dg_uniform_(dg_layer_parameter(l, "ln.weight"), 0.5, 1.5) == 0 && dg_uniform_(dg_layer_parameter(l, "ln.bias"), -0.2, 0.2) == 0,
+    ONNX_ASSERT(dg_uniform_(dg_layer_parameter(l, "ln.weight"), 0.5, 1.5) == 0 && dg_uniform_(dg_layer_parameter(l, "ln.bias"), -0.2, 0.2) == 0,
           "ln params");
     dg_no_grad_end();
     return l;
@@ -171,15 +171,15 @@ int main(int argc, char **argv) {
     outdir = argv[1];
     char mpath[1024];
     snprintf(mpath, sizeof mpath, "%s/manifest.txt", outdir);
-    CHECK(dg_init(NULL) == 0, "init");
+    ONNX_ASSERT(dg_init(NULL) == 0, "init");
     dg_manual_seed(19);
     manifest = fopen(mpath, "w");
-    CHECK(manifest, mpath);
+    ONNX_ASSERT(manifest, mpath);
     dg_onnx_export_params p = dg_onnx_export_default_params();
 
     dg_layer *mnist = dg_mnist_cnn(), *mynet = dg_cifar_mynet(10), *resnet = dg_resnet18(dg_resnet_default_params());
     dg_layer *face = dg_facenet(15), *custom = custom_layer(), *embed = embed_model();
-    CHECK(mnist && mynet && resnet && face, "models");
+    ONNX_ASSERT(mnist && mynet && resnet && face, "models");
     randomize_buffers(resnet);
     randomize_buffers(face);
     run_case("mnist_cnn", mnist, mnist_input, p);
@@ -199,7 +199,7 @@ int main(int argc, char **argv) {
         run_case(op_models[i].name, l, op_models[i].input, p);
         dg_layer_free(l);
     }
-    CHECK(fclose(manifest) == 0, mpath);
+    ONNX_ASSERT(fclose(manifest) == 0, mpath);
     dg_layer_free(mnist); dg_layer_free(mynet); dg_layer_free(resnet); dg_layer_free(face); dg_layer_free(custom); dg_layer_free(embed);
     dg_shutdown();
     return 0;

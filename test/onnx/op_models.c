@@ -5,17 +5,17 @@
  * The ranking models (TopK, sort, argsort, argmax) rank the input plus a parameter, an exact
  * float sum in both runtimes, so the order ONNX Runtime finds is the order dygraph found (a
  * matmul first would let rounding reorder near-ties and make an exact index check flaky). */
+#define ONNX_PROGRAM "op_models"
 #include "op_models.h"
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(cond, what) do { if (!(cond)) { fprintf(stderr, "op_models: %s failed: %s\n", what, dg_last_error()); exit(1); } } while (0)
 
 static dg_tensor *param(dg_layer *l, const char *n) { return dg_layer_parameter(l, n); }
 static dg_layer *with_params(const dg_layer_class *cls, dg_layer_forward_fn fw, int n, const char *const *names, const dg_shape *shapes) {
     dg_layer *l = dg_layer_new(cls, fw, NULL, NULL);
-    CHECK(l, cls->name);
-    for (int i = 0; i < n; i++) CHECK(dg_layer_add_parameter(l, names[i], dg_uniform(shapes[i], -0.5, 0.5, DG_F32)) == 0, names[i]);
+    ONNX_ASSERT(l, cls->name);
+    for (int i = 0; i < n; i++) ONNX_ASSERT(dg_layer_add_parameter(l, names[i], dg_uniform(shapes[i], -0.5, 0.5, DG_F32)) == 0, names[i]);
     return l;
 }
 static dg_tensor *seq_input(int64_t b) { return dg_randn(DG_SHAPE(b, 5, 12), DG_F32); }
@@ -29,7 +29,7 @@ static dg_layer *shift_layer(const dg_layer_class *cls, dg_layer_forward_fn fw) 
 static const dg_layer_class topk_class = { .name = "TopKValues" };
 static dg_tensor *topk_forward(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = shifted(self, x), *v1 = NULL, *i1 = NULL, *v2 = NULL, *s = NULL;
-    CHECK(dg_topk(h, 4, 2, true, &v1, &i1) == 0 && dg_topk(h, 2, 1, false, &v2, NULL) == 0 &&
+    ONNX_ASSERT(dg_topk(h, 4, 2, true, &v1, &i1) == 0 && dg_topk(h, 2, 1, false, &v2, NULL) == 0 &&
           dg_sort(h, 1, false, &s, NULL) == 0, "topk / sort");
     dg_tensor *cat = dg_concat((dg_tensor *[]){ v1, dg_cast(i1, DG_F32), dg_gather(h, i1, 2) }, 3, 2);   /* [N,5,12] */
     return dg_concat((dg_tensor *[]){ dg_add(cat, s), v2 }, 2, 1);                                      /* [N,7,12] */
@@ -40,7 +40,7 @@ static dg_layer *topk_model(void) { return shift_layer(&topk_class, topk_forward
 static const dg_layer_class topk_ix_class = { .name = "TopKIndices" };
 static dg_tensor *topk_ix_forward(dg_layer *self, const dg_tensor *x) {
     dg_tensor *ix = NULL;
-    CHECK(dg_topk(shifted(self, x), 3, -1, false, NULL, &ix) == 0, "topk indices");
+    ONNX_ASSERT(dg_topk(shifted(self, x), 3, -1, false, NULL, &ix) == 0, "topk indices");
     return ix;
 }
 static dg_layer *topk_ix_model(void) { return shift_layer(&topk_ix_class, topk_ix_forward); }
@@ -79,7 +79,7 @@ static dg_tensor *scan_forward(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = shifted(self, x), *top = NULL;
     dg_tensor *c = dg_cumsum(h, 2);
     dg_tensor *s = dg_scatter(c, 2, dg_argsort(h, 2, false), h);
-    CHECK(dg_topk(h, 3, 2, true, NULL, &top) == 0, "topk");
+    ONNX_ASSERT(dg_topk(h, 3, 2, true, NULL, &top) == 0, "topk");
     dg_tensor *s2 = dg_scatter(s, 2, top, dg_mul_scalar(h, 2.0));
     dg_tensor *sa = dg_scatter_add(c, 1, dg_argsort(h, 1, true), h);
     return dg_add(dg_add(s2, sa), dg_cumsum(h, 1));
@@ -104,9 +104,9 @@ static dg_tensor *conv1d_forward(dg_layer *self, const dg_tensor *x) {
 }
 static dg_layer *conv1d_model(void) {
     dg_layer *l = with_params(&conv1d_class, conv1d_forward, 2, (const char *[]){ "w", "b" }, (dg_shape[]){ DG_SHAPE(6, 2, 3), DG_SHAPE(6) });
-    CHECK(dg_layer_add_sublayer(l, "gn", dg_nn_group_norm(3, 6, dg_nn_layer_norm_default_params())) == 0, "group norm");
+    ONNX_ASSERT(dg_layer_add_sublayer(l, "gn", dg_nn_group_norm(3, 6, dg_nn_layer_norm_default_params())) == 0, "group norm");
     dg_no_grad_begin();
-    CHECK(dg_uniform_(param(l, "gn.weight"), 0.5, 1.5) == 0 && dg_uniform_(param(l, "gn.bias"), -0.2, 0.2) == 0, "gn params");
+    ONNX_ASSERT(dg_uniform_(param(l, "gn.weight"), 0.5, 1.5) == 0 && dg_uniform_(param(l, "gn.bias"), -0.2, 0.2) == 0, "gn params");
     dg_no_grad_end();
     return l;
 }

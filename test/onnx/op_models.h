@@ -5,6 +5,18 @@
 #define DG_TEST_ONNX_OP_MODELS_H
 
 #include <dygraph.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* The assertion of the export programs: a failed check names the program, what failed and the
+ * library's last error, and ends the process with exit 1, which fails make test-onnx. */
+#define ONNX_ASSERT(cond, what)                                                                        \
+    do {                                                                                               \
+        if (!(cond)) {                                                                                 \
+            fprintf(stderr, "%s: %s failed: %s (%s:%d)\n", ONNX_PROGRAM, what, dg_last_error(), __FILE__, __LINE__); \
+            exit(1);                                                                                   \
+        }                                                                                              \
+    } while (0)
 
 typedef struct op_model {
     const char *name;                       /* the file's name, and check.py's key */
