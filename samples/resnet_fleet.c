@@ -137,20 +137,8 @@ int main(int argc, char **argv) {
             dg_scope_end(s);
         }
         if (strategy.use_local_sgd) {   /* every epoch ends averaged, so worker 0 evaluates the common model */
-            if (dg_dp_set_local_sgd(model, 1, true)) return su_die("local sgd");
-            if (rank == 0) printf("local sgd: epoch %lld ran with K %d; %lld averagings so far\n", (long long)epoch + 1, cur_k,
-                                  (long long)dg_dp_local_sgd_averagings(model));
-            if (adaptive) {
-                float mean = (float)(loss_sum / (nb ? nb : 1));
-                dg_scope *s = dg_scope_begin();
-                dg_tensor *t = dg_from_data(DG_SHAPE(1), DG_F32, &mean);
-                if (!t || dg_comm_all_reduce(dg_dp_comm(model), t, DG_COMM_AVG) || dg_to_host(t, &mean, sizeof mean)) return su_die("loss all-reduce");
-                dg_scope_end(s);
-                if (epoch == 0) ini_loss = mean;
-                int next = dg_fleet_adaptive_local_step(ini_loss, lr, mean, lr, local_k, cur_k);
-                if (rank == 0) printf("adaptive local sgd: epoch %lld mean loss %.4f -> K %d\n", (long long)epoch + 1, mean, next);
-                cur_k = next;
-            }
+            if (su_local_sgd_end_epoch(model, rank, epoch, true, adaptive, loss_sum / (nb ? nb : 1), lr, local_k, &ini_loss, &cur_k))
+                return 1;
         }
         double dt = su_now() - t0;
         t_train += dt;

@@ -56,6 +56,30 @@ static inline int su_init(int argc, char **argv, uint64_t seed) {
     return dg_init(&ip);
 }
 
+/* ---- Local SGD in the fleet samples (mnist_fleet, resnet_fleet) ----
+ * An epoch's end: K back to 1, which averages what each worker stepped alone (and the buffers
+ * with average_buffers), so the first worker evaluates the common model; then, with the adaptive
+ * rule, the workers' mean loss of this epoch (loss_mean, all-reduced here) sets the next K from
+ * base_k. *cur_k is the K the epoch ran with, and becomes the next one; *ini_loss is set at epoch
+ * 0. 0, or 1 after su_die's message. */
+static inline int su_local_sgd_end_epoch(dg_layer *model, int rank, int64_t epoch, bool average_buffers, bool adaptive,
+                                         double loss_mean, double lr, int base_k, double *ini_loss, int *cur_k) {
+    if (dg_dp_set_local_sgd(model, 1, average_buffers)) return su_die("local sgd");
+    if (rank == 0) printf("local sgd: epoch %lld ran with K %d; %lld averagings so far\n", (long long)epoch + 1, *cur_k,
+                          (long long)dg_dp_local_sgd_averagings(model));
+    if (!adaptive) return 0;
+    float mean = (float)loss_mean;
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *t = dg_from_data(DG_SHAPE(1), DG_F32, &mean);
+    if (!t || dg_comm_all_reduce(dg_dp_comm(model), t, DG_COMM_AVG) || dg_to_host(t, &mean, sizeof mean)) return su_die("loss all-reduce");
+    dg_scope_end(s);
+    if (epoch == 0) *ini_loss = mean;
+    int next = dg_fleet_adaptive_local_step(*ini_loss, lr, mean, lr, base_k, *cur_k);
+    if (rank == 0) printf("adaptive local sgd: epoch %lld mean loss %.4f -> K %d\n", (long long)epoch + 1, mean, next);
+    *cur_k = next;
+    return 0;
+}
+
 /* ---- progress: a bar on a TTY, a line every `every` steps otherwise ---- */
 typedef struct su_progress {
     int epoch, epochs;
