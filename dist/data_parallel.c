@@ -20,7 +20,7 @@ typedef struct dp_state {
     int64_t averagings;
 } dp_state;
 
-static const dg_layer_class data_parallel_class = { .name = "DataParallel" };
+static const dg_layer_class data_parallel_class = DG_LAYER_CLASS("DataParallel");
 const dg_layer_class *dg_data_parallel_class(void) { return &data_parallel_class; }
 
 static void dp_state_free(void *u) {

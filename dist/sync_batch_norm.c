@@ -27,7 +27,7 @@ typedef struct {
     bool has_weight;
 } sbn_attr;
 
-static const dg_layer_class sync_batch_norm_class = { .name = "SyncBatchNorm" };
+static const dg_layer_class sync_batch_norm_class = DG_LAYER_CLASS("SyncBatchNorm");
 const dg_layer_class *dg_nn_sync_batch_norm_class(void) { return &sync_batch_norm_class; }
 
 /* every axis but the channel's, and the shape [1, C, 1, ...] that broadcasts a [C] over x */

@@ -2,7 +2,15 @@
  * gradients each node and leaf will receive, then run node backward rules in an order where a
  * node runs only after every consumer has sent its gradient (reverse topological order).
  * Temporaries of each backward rule live in a private scope, so the user's scope only ever
- * sees the gradients that end up in leaves. */
+ * sees the gradients that end up in leaves.
+ *
+ * Failure. Anything that fails inside the walk (a rule, adding two gradients of one node,
+ * accumulating into a leaf, the walk's own bookkeeping) stops it and fails dg_backward with a
+ * message naming the node. A leaf's grad-ready hooks fire only when every gradient it was to
+ * receive has arrived, so a stopped walk never hands DataParallel a partial gradient. Leaf counts
+ * are counts, not flags: a walk nested in another (recompute's, run from a backward rule) adds
+ * to the outer walk's counts on the leaves they share, and on failure takes back exactly what it
+ * added and has not yet delivered. */
 #include "backend.h"
 
 typedef struct vec { void **p; int64_t n, cap; } vec;
@@ -25,22 +33,29 @@ static bool exclusively_owned(const dg_tensor *t) {
     return t->refcount == 1 && t->storage->refcount == 1 && !t->node && t->offset == 0 && dg_is_contiguous(t);
 }
 
-/* Returns acc + g as a tensor holding one reference owned by the caller; consumes both refs. */
-static dg_tensor *sum_into(dg_tensor *acc, dg_tensor *g) {
-    if (!acc) return g;
-    if (!g) return acc;
-    if (exclusively_owned(acc) && acc->dtype == g->dtype) {
-        int rc = DG_KCALL(acc, binary, DG_BIN_ADD, DG_KV(acc), DG_KV(g), DG_KV(acc), 0, 0);
-        dg_tensor_release(g);
-        return rc ? (dg_tensor_release(acc), NULL) : acc;
+/* *acc += g, *acc holding one reference owned by the caller; consumes g's reference. On failure
+ * *acc is released and set to NULL and the error is recorded (the node losing its gradient must
+ * fail the walk: its rule would otherwise be skipped as if no gradient had reached it). */
+static int sum_into(dg_tensor **acc, dg_tensor *g) {
+    if (!g) return 0;
+    if (!*acc) { *acc = g; return 0; }
+    dg_tensor *a = *acc;
+    int rc;
+    if (exclusively_owned(a) && a->dtype == g->dtype) {
+        rc = DG_KCALL(a, binary, DG_BIN_ADD, DG_KV(a), DG_KV(g), DG_KV(a), 0, 0);
+    } else {
+        dg_scope *s = dg_scope_begin();
+        dg_tensor *r = dg_add(a, g);
+        dg_tensor_retain(r);
+        dg_scope_end(s);
+        dg_tensor_release(a);
+        a = r;
+        rc = r ? 0 : (dg_last_status() ? dg_last_status() : DG_ENOMEM);
     }
-    dg_scope *s = dg_scope_begin();
-    dg_tensor *r = dg_add(acc, g);
-    dg_tensor_retain(r);
-    dg_scope_end(s);
-    dg_tensor_release(acc);
     dg_tensor_release(g);
-    return r;
+    if (rc) { dg_tensor_release(a); a = NULL; }
+    *acc = a;
+    return rc;
 }
 
 /* Make a gradient a leaf may own and later add into in place. Consumes g's reference. */
@@ -59,16 +74,38 @@ static dg_tensor *own_leaf_grad(dg_tensor *leaf, dg_tensor *g) {
 static int accumulate_leaf(dg_tensor *leaf, dg_tensor *g) {
     if (!leaf->grad) {
         leaf->grad = own_leaf_grad(leaf, g);
-        return leaf->grad ? 0 : DG_ENOMEM;
+        return leaf->grad ? 0 : (dg_last_status() ? dg_last_status() : DG_ENOMEM);
     }
     int rc = DG_KCALL(leaf->grad, binary, DG_BIN_ADD, DG_KV(leaf->grad), DG_KV(g), DG_KV(leaf->grad), 0, 0);
     dg_tensor_release(g);
     return rc;
 }
 
+/* Records a failure of the walk with the cause (the callee's message, copied first: it lives in
+ * the slot the new message is written to) after the context. */
+#define WALK_FAIL(rc, fmt, ...) do {                                                     \
+        char cause_[DG_ERROR_MSG_LEN];                                                   \
+        snprintf(cause_, sizeof cause_, "%s", dg_last_status() ? dg_last_error() : "no reason given"); \
+        DG_ERR((rc), fmt ": %s", __VA_ARGS__, cause_);                                   \
+    } while (0)
+
+/* One of the gradients the leaf was waiting for has arrived (or its edge carried none): the hooks
+ * run when it was the last. */
 static void leaf_done(dg_tensor *leaf) {
     if (--leaf->bw_pending == 0)
         for (int h = 0; h < leaf->n_hooks; h++) leaf->hooks[h](leaf, leaf->hook_user[h]);
+}
+
+/* The walk failed: take back the counts this walk added to leaves for edges it never delivered
+ * (edges [bw_edges_done, bw_edges_counted) of each node it collected), and nothing else, so an
+ * outer walk's counts on the same leaves stay as they were. No hook runs. */
+static void undo_leaf_counts(const vec *nodes) {
+    for (int64_t k = 0; k < nodes->n; k++) {
+        dg_node *n = nodes->p[k];
+        for (int i = n->bw_edges_done; i < n->bw_edges_counted; i++)
+            if (!n->in[i].node && n->in[i].leaf) n->in[i].leaf->bw_pending--;
+        n->bw_edges_counted = n->bw_edges_done = 0;
+    }
 }
 
 static bool shape_equal(const dg_tensor *t, dg_shape s) {
@@ -113,18 +150,27 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
         dg_tensor_retain(root_grad);
         dg_no_grad_end();
         dg_scope_end(s);
-        if (!root_grad) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+        if (!root_grad) {
+            int rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+            WALK_FAIL(rc, "backward: making the seed gradient of %s failed", DG_SHAPE_STR(t));
+            return rc;
+        }
     }
 
     if (!t->node) {  /* backward on a leaf: its gradient is the seed itself */
-        t->bw_pending = 1;
+        t->bw_pending++;
         int rc = accumulate_leaf(t, root_grad);
+        if (rc) {
+            t->bw_pending--;   /* no gradient: no hook */
+            WALK_FAIL(rc, "backward: accumulating the gradient of the leaf %s failed", DG_SHAPE_STR(t));
+            return rc;
+        }
         leaf_done(t);
         return rc;
     }
 
     /* 1. collect nodes and count the gradients each will receive */
-    vec nodes = {0}, leaves = {0}, stack = {0};
+    vec nodes = {0}, stack = {0};
     int rc = 0;
     int gen = __atomic_add_fetch(&g_generation, 1, __ATOMIC_RELAXED);
     dg_node *root = t->node;
@@ -139,6 +185,7 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
             rc = DG_ESTATE;
             break;
         }
+        n->bw_edges_counted = n->bw_edges_done = 0;
         if ((rc = vec_push(&nodes, n))) break;
         for (int i = 0; i < n->n_in; i++) {
             dg_edge *e = &n->in[i];
@@ -150,19 +197,22 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
                 }
                 e->node->deps++;
             } else if (e->leaf) {
-                if (e->leaf->bw_pending == 0 && (rc = vec_push(&leaves, e->leaf))) break;
                 e->leaf->bw_pending++;
             }
+            n->bw_edges_counted = i + 1;
         }
     }
     free(stack.p);
-    if (rc) goto done;
+    if (rc) {
+        if (rc == DG_ENOMEM) DG_ERR(rc, "backward: out of memory collecting the graph");   /* else: said above */
+        goto done;
+    }
 
     /* 2. run the rules; `ready` holds nodes whose consumers have all reported */
     vec ready = {0};
     root->grad_acc = root_grad;
     root_grad = NULL;
-    rc = vec_push(&ready, root);
+    if ((rc = vec_push(&ready, root))) DG_ERR(rc, "backward: out of memory starting the walk");
     while (!rc && ready.n > 0) {
         dg_node *n = ready.p[--ready.n];
         dg_tensor *g = n->grad_acc;
@@ -173,6 +223,12 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
             dg_no_grad_begin();
             uint64_t errs = dg_error_count();
             int brc = n->backward(n, g, gin);
+            /* A rule that returns 0 after an op inside it failed (its result NULL, taken for "no
+             * gradient") would cut the gradient silently: an input that needs a gradient and got
+             * none while an error was recorded fails the walk. */
+            if (!brc && dg_error_since(errs))
+                for (int i = 0; i < n->n_in && !brc; i++)
+                    if (!gin[i] && dg_node_needs_grad(n, i)) brc = dg_last_status() ? dg_last_status() : DG_ESTATE;
             for (int i = 0; i < n->n_in; i++) {
                 if (gin[i] && !dg_node_needs_grad(n, i)) gin[i] = NULL;
                 if (!gin[i]) continue;
@@ -187,7 +243,10 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
             dg_scope_end(s);
             dg_tensor_release(g);
             if (brc) {
+                /* the rule's own message may not say which node it was (an op inside it ran out
+                 * of memory): name it, keeping the cause */
                 if (!dg_error_since(errs)) DG_ERR(brc, "backward of '%s' failed", n->name);
+                else WALK_FAIL(brc, "backward of '%s' failed", n->name);
                 rc = brc;
                 for (int i = 0; i < n->n_in; i++) dg_tensor_release(gin[i]);
                 break;
@@ -195,16 +254,31 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
         }
         for (int i = 0; i < n->n_in; i++) {
             dg_edge *e = &n->in[i];
+            dg_tensor *gi = gin[i];
+            gin[i] = NULL;   /* consumed below, whatever happens */
             if (e->node) {
-                e->node->grad_acc = sum_into(e->node->grad_acc, gin[i]);
-                if (--e->node->deps == 0 && (rc = vec_push(&ready, e->node))) break;
+                if ((rc = sum_into(&e->node->grad_acc, gi))) {
+                    WALK_FAIL(rc, "backward of '%s': adding its gradient for input %d to the one '%s' already had failed",
+                              n->name, i, e->node->name);
+                    break;
+                }
+                if (--e->node->deps == 0 && (rc = vec_push(&ready, e->node))) {
+                    DG_ERR(rc, "backward of '%s': out of memory scheduling '%s'", n->name, e->node->name);
+                    break;
+                }
             } else if (e->leaf) {
-                if (gin[i] && (rc = accumulate_leaf(e->leaf, gin[i]))) break;
+                if (gi && (rc = accumulate_leaf(e->leaf, gi))) {
+                    WALK_FAIL(rc, "backward of '%s': accumulating its gradient for input %d (a leaf %s) failed", n->name, i,
+                              DG_SHAPE_STR(e->leaf));
+                    break;
+                }
                 leaf_done(e->leaf);
             } else {
-                dg_tensor_release(gin[i]);
+                dg_tensor_release(gi);
             }
+            n->bw_edges_done = i + 1;
         }
+        for (int i = 0; i < n->n_in; i++) dg_tensor_release(gin[i]);   /* those a failure left undelivered */
         if (!p.retain_graph) {
             for (int i = 0; i < n->n_saved; i++) dg_tensor_release(n->saved[i]);
             n->n_saved = 0;
@@ -219,12 +293,9 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
         n->grad_acc = NULL;
     }
 done:
-    /* on success every count is back where it was; a walk nested in another (recompute's, from
-     * a backward rule) must leave the outer walk's counts on leaves they share */
-    if (rc)
-        for (int64_t i = 0; i < leaves.n; i++) ((dg_tensor *)leaves.p[i])->bw_pending = 0;
+    /* on success every count is back where it was; on failure this walk takes back only its own */
+    if (rc) undo_leaf_counts(&nodes);
     dg_tensor_release(root_grad);
     free(nodes.p);
-    free(leaves.p);
     return rc;
 }

@@ -136,16 +136,7 @@ int dg_init(const dg_init_params *p) {
     const char *who = "dg_init's num_threads";
     if (threads == DG_FROM_ENV) {
         who = "DG_NUM_THREADS";
-        threads = 0;
-        const char *e = getenv("DG_NUM_THREADS");
-        if (e && *e) {
-            char *end;
-            long v = strtol(e, &end, 10);
-            if (*end || v < 0 || v > INT_MAX)   /* the environment is not the program: a notice, then automatic */
-                fprintf(stderr, "dygraph: DG_NUM_THREADS='%s' is not a thread count; the count stays automatic\n", e);
-            else
-                threads = (int)v;
-        }
+        threads = dg_env_num_threads();
     }
     if (threads > 0) dg_set_num_threads_from(threads, who);   /* else automatic */
     dg_manual_seed(d.seed);

@@ -87,6 +87,8 @@ struct dg_node {
     /* backward walk scratch */
     int deps;
     int visit;
+    int bw_edges_counted;         /* edges [0, this) added to their leaves' counts by the walk */
+    int bw_edges_done;            /* edges [0, this) delivered (the leaf's count taken back) */
     dg_tensor *grad_acc;
     union { unsigned char bytes[DG_NODE_ATTR_BYTES]; double align_; } attr;
 };
@@ -235,10 +237,18 @@ typedef struct dg_rng_log {
 } dg_rng_log;
 dg_rng_log *dg_rng_log_swap(dg_rng_log *log);   /* sets this thread's log (NULL: none), returns the old */
 
+/* ---- fault injection for tests (eager/cpu/cpu_backend.c) ----
+ * The nth tensor allocation the CPU backend makes on the calling thread from now on fails (once;
+ * 0 disarms); the count of its allocations so far on this thread. */
+void dg_cpu_alloc_fault(int64_t nth);
+int64_t dg_cpu_alloc_count(void);
+
 /* ---- threads (eager/threads.c) ---- */
 /* dg_set_num_threads, with `who` (a flag, an environment variable) named in the notice a count
  * above 4 per CPU gets when it is cut. */
 void dg_set_num_threads_from(int n, const char *who);
+/* DG_NUM_THREADS as a count: > 0 named, 0 unset or malformed (a notice on stderr says which) */
+int dg_env_num_threads(void);
 /* The thread count CPU kernels use now; also sets the calling thread's OpenMP count to it. */
 int dg_threads(void);
 /* The automatic count for ncpu CPUs while other processes keep `others` CPUs busy. */

@@ -2,6 +2,7 @@
  * automatic one that leaves out the CPUs other processes keep busy. A leaf of the core: the
  * kernels in eager/cpu/ ask it, and it asks nothing of tensors or backends. */
 #include "internal.h"
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -50,13 +51,29 @@ static int clamp_threads(int n, const char *who) {
     return n < 1 ? 1 : n;
 }
 
+int dg_env_num_threads(void) {
+    const char *e = getenv("DG_NUM_THREADS");
+    if (!e || !*e) return 0;
+    char *end;
+    long v = strtol(e, &end, 10);
+    if (*end || v < 0 || v > INT_MAX) {   /* the environment is not the program: a notice, then automatic */
+        fprintf(stderr, "dygraph: DG_NUM_THREADS='%s' is not a thread count; the count stays automatic\n", e);
+        return 0;
+    }
+    return (int)v;
+}
+
+/* The environment's count holds from the first op, whether or not the program calls dg_init
+ * (which reads it again, under the same rule: DG_NUM_THREADS before OMP_NUM_THREADS). */
 static void threads_init(void) {
     g_ncpu = omp_get_num_procs();
     if (g_ncpu < 1) g_ncpu = 1;
     g_auto = g_ncpu;
+    int dg = dg_env_num_threads();
     /* OMP_NUM_THREADS is the user's explicit choice; libgomp has already parsed it */
     const char *e = getenv("OMP_NUM_THREADS");
-    if (e && *e) g_explicit = clamp_threads(omp_get_max_threads(), "OMP_NUM_THREADS");
+    if (dg > 0) g_explicit = clamp_threads(dg, "DG_NUM_THREADS");
+    else if (e && *e) g_explicit = clamp_threads(omp_get_max_threads(), "OMP_NUM_THREADS");
 }
 
 int dg_threads_for_load(int ncpu, double others) {

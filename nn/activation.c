@@ -4,17 +4,17 @@
 
 typedef struct { double slope; bool approximate; int axis; } act_state;
 
-static const dg_layer_class relu_class = { .name = "ReLU" };
+static const dg_layer_class relu_class = DG_LAYER_CLASS("ReLU");
 const dg_layer_class *dg_nn_relu_class(void) { return &relu_class; }
-static const dg_layer_class leaky_relu_class = { .name = "LeakyReLU" };
+static const dg_layer_class leaky_relu_class = DG_LAYER_CLASS("LeakyReLU");
 const dg_layer_class *dg_nn_leaky_relu_class(void) { return &leaky_relu_class; }
-static const dg_layer_class sigmoid_class = { .name = "Sigmoid" };
+static const dg_layer_class sigmoid_class = DG_LAYER_CLASS("Sigmoid");
 const dg_layer_class *dg_nn_sigmoid_class(void) { return &sigmoid_class; }
-static const dg_layer_class tanh_class = { .name = "Tanh" };
+static const dg_layer_class tanh_class = DG_LAYER_CLASS("Tanh");
 const dg_layer_class *dg_nn_tanh_class(void) { return &tanh_class; }
-static const dg_layer_class gelu_class = { .name = "GELU" };
+static const dg_layer_class gelu_class = DG_LAYER_CLASS("GELU");
 const dg_layer_class *dg_nn_gelu_class(void) { return &gelu_class; }
-static const dg_layer_class softmax_class = { .name = "Softmax" };
+static const dg_layer_class softmax_class = DG_LAYER_CLASS("Softmax");
 const dg_layer_class *dg_nn_softmax_class(void) { return &softmax_class; }
 
 static dg_tensor *relu_fw(dg_layer *self, const dg_tensor *x) { return dg_relu(x); }

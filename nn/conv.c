@@ -7,7 +7,7 @@
 
 typedef struct { int64_t in, out; dg_conv2d_params conv; dg_tensor *weight, *bias; } conv_state;
 
-static const dg_layer_class conv2d_class = { .name = "Conv2d" };
+static const dg_layer_class conv2d_class = DG_LAYER_CLASS("Conv2d");
 const dg_layer_class *dg_nn_conv2d_class(void) { return &conv2d_class; }
 
 static dg_tensor *conv_forward(dg_layer *self, const dg_tensor *x) {

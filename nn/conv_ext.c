@@ -14,9 +14,9 @@ typedef struct {
     dg_tensor *weight, *bias;
 } convx_state;
 
-static const dg_layer_class conv1d_class = { .name = "Conv1d" };
+static const dg_layer_class conv1d_class = DG_LAYER_CLASS("Conv1d");
 const dg_layer_class *dg_nn_conv1d_class(void) { return &conv1d_class; }
-static const dg_layer_class conv_transpose2d_class = { .name = "ConvTranspose2d" };
+static const dg_layer_class conv_transpose2d_class = DG_LAYER_CLASS("ConvTranspose2d");
 const dg_layer_class *dg_nn_conv_transpose2d_class(void) { return &conv_transpose2d_class; }
 
 static dg_tensor *convx_forward(dg_layer *self, const dg_tensor *x) {

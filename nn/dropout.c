@@ -3,7 +3,7 @@
  * the input in eval mode. */
 #include "nn_internal.h"
 
-static const dg_layer_class dropout_class = { .name = "Dropout" };
+static const dg_layer_class dropout_class = DG_LAYER_CLASS("Dropout");
 const dg_layer_class *dg_nn_dropout_class(void) { return &dropout_class; }
 
 static dg_tensor *dropout_fw(dg_layer *self, const dg_tensor *x) {

@@ -6,7 +6,7 @@
 
 typedef struct { int64_t num, dim; dg_embedding_params op; dg_tensor *weight; } embedding_state;
 
-static const dg_layer_class embedding_class = { .name = "Embedding" };
+static const dg_layer_class embedding_class = DG_LAYER_CLASS("Embedding");
 const dg_layer_class *dg_nn_embedding_class(void) { return &embedding_class; }
 
 static dg_tensor *embedding_forward(dg_layer *self, const dg_tensor *ids) {

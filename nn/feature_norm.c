@@ -10,9 +10,9 @@ typedef struct {
     dg_tensor *weight, *bias;
 } feature_norm_state;
 
-static const dg_layer_class layer_norm_class = { .name = "LayerNorm" };
+static const dg_layer_class layer_norm_class = DG_LAYER_CLASS("LayerNorm");
 const dg_layer_class *dg_nn_layer_norm_class(void) { return &layer_norm_class; }
-static const dg_layer_class group_norm_class = { .name = "GroupNorm" };
+static const dg_layer_class group_norm_class = DG_LAYER_CLASS("GroupNorm");
 const dg_layer_class *dg_nn_group_norm_class(void) { return &group_norm_class; }
 
 dg_nn_layer_norm_params dg_nn_layer_norm_default_params(void) {

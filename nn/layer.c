@@ -95,11 +95,27 @@ static dg_tensor *layer_propagate_at(const dg_layer *l, const char *file, int li
 
 /* ---- lifetime ---- */
 
+/* True when cls carries DG_LAYER_CLASS's tag. Compared a byte at a time and stopped at the first
+ * difference: a type name passed in the class's place (the signature before layer classes took
+ * the string) differs at its first byte or, at the latest, at its terminating 0, so the check
+ * never reads past the end of a string. */
+static bool has_class_tag(const dg_layer_class *cls) {
+    static const char tag[] = DG_LAYER_CLASS_TAG;
+    const char *p = (const char *)cls;
+    for (size_t i = 0; i < sizeof tag; i++)
+        if (p[i] != tag[i]) return false;
+    return true;
+}
+
 static dg_layer *layer_new(const dg_layer_class *cls, void *user, void (*free_user)(void *)) {
-    if (!cls || !cls->name || !cls->name[0]) {
+    const char *why = !cls ? "class is NULL"
+                    : !has_class_tag(cls) ? "the class argument is not a dg_layer_class (no DG_LAYER_CLASS tag: a type "
+                                            "name string or uninitialised memory?); define one with "
+                                            "`static const dg_layer_class c = DG_LAYER_CLASS(\"Name\");` and pass &c"
+                    : (!cls->name || !cls->name[0]) ? "the class's name is NULL or empty" : NULL;
+    if (why) {
         if (free_user) free_user(user);
-        DG_ERR(DG_EINVAL, "layer_new: %s (a layer needs a dg_layer_class with its type name)",
-               !cls ? "class is NULL" : "the class's name is NULL or empty");
+        DG_ERR(DG_EINVAL, "layer_new: %s (a layer needs a dg_layer_class with its type name)", why);
         return NULL;
     }
     dg_layer *l = calloc(1, sizeof *l);

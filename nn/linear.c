@@ -6,7 +6,7 @@
 
 typedef struct { int64_t in, out; dg_tensor *weight, *bias; } linear_state;
 
-static const dg_layer_class linear_class = { .name = "Linear" };
+static const dg_layer_class linear_class = DG_LAYER_CLASS("Linear");
 const dg_layer_class *dg_nn_linear_class(void) { return &linear_class; }
 
 static dg_tensor *linear_forward(dg_layer *self, const dg_tensor *x) {

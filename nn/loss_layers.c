@@ -4,13 +4,13 @@
 
 typedef struct { dg_reduction r; dg_cross_entropy_params ce; } loss_state;
 
-static const dg_layer_class mse_loss_class = { .name = "MSELoss" };
+static const dg_layer_class mse_loss_class = DG_LAYER_CLASS("MSELoss");
 const dg_layer_class *dg_nn_mse_loss_class(void) { return &mse_loss_class; }
-static const dg_layer_class l1_loss_class = { .name = "L1Loss" };
+static const dg_layer_class l1_loss_class = DG_LAYER_CLASS("L1Loss");
 const dg_layer_class *dg_nn_l1_loss_class(void) { return &l1_loss_class; }
-static const dg_layer_class bce_loss_class = { .name = "BCEWithLogitsLoss" };
+static const dg_layer_class bce_loss_class = DG_LAYER_CLASS("BCEWithLogitsLoss");
 const dg_layer_class *dg_nn_bce_with_logits_loss_class(void) { return &bce_loss_class; }
-static const dg_layer_class cross_entropy_loss_class = { .name = "CrossEntropyLoss" };
+static const dg_layer_class cross_entropy_loss_class = DG_LAYER_CLASS("CrossEntropyLoss");
 const dg_layer_class *dg_nn_cross_entropy_loss_class(void) { return &cross_entropy_loss_class; }
 
 static dg_tensor *mse_fw(dg_layer *self, const dg_tensor *x, const dg_tensor *y) {

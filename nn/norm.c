@@ -14,9 +14,9 @@ typedef struct {
     dg_tensor *weight, *bias, *running_mean, *running_var, *num_batches_tracked;
 } bn_state;
 
-static const dg_layer_class batch_norm1d_class = { .name = "BatchNorm1d" };
+static const dg_layer_class batch_norm1d_class = DG_LAYER_CLASS("BatchNorm1d");
 const dg_layer_class *dg_nn_batch_norm1d_class(void) { return &batch_norm1d_class; }
-static const dg_layer_class batch_norm2d_class = { .name = "BatchNorm2d" };
+static const dg_layer_class batch_norm2d_class = DG_LAYER_CLASS("BatchNorm2d");
 const dg_layer_class *dg_nn_batch_norm2d_class(void) { return &batch_norm2d_class; }
 
 bool dg_nn_batch_norm_parts(const dg_layer *l, double *eps, dg_tensor **weight, dg_tensor **bias,

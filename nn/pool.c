@@ -5,11 +5,11 @@
 
 typedef struct { bool avg; dg_pool2d_params pool; int out_h, out_w; } pool_state;
 
-static const dg_layer_class max_pool2d_class = { .name = "MaxPool2d" };
+static const dg_layer_class max_pool2d_class = DG_LAYER_CLASS("MaxPool2d");
 const dg_layer_class *dg_nn_max_pool2d_class(void) { return &max_pool2d_class; }
-static const dg_layer_class avg_pool2d_class = { .name = "AvgPool2d" };
+static const dg_layer_class avg_pool2d_class = DG_LAYER_CLASS("AvgPool2d");
 const dg_layer_class *dg_nn_avg_pool2d_class(void) { return &avg_pool2d_class; }
-static const dg_layer_class adaptive_avg_pool2d_class = { .name = "AdaptiveAvgPool2d" };
+static const dg_layer_class adaptive_avg_pool2d_class = DG_LAYER_CLASS("AdaptiveAvgPool2d");
 const dg_layer_class *dg_nn_adaptive_avg_pool2d_class(void) { return &adaptive_avg_pool2d_class; }
 
 static dg_tensor *check_nchw(dg_layer *self, const dg_tensor *x) {

@@ -5,11 +5,11 @@
 typedef struct { int kind; dg_pool1d_params p; int out_h, out_w; } poolx_state;
 enum { PX_MAX1, PX_AVG1, PX_AMAX2 };
 
-static const dg_layer_class max_pool1d_class = { .name = "MaxPool1d" };
+static const dg_layer_class max_pool1d_class = DG_LAYER_CLASS("MaxPool1d");
 const dg_layer_class *dg_nn_max_pool1d_class(void) { return &max_pool1d_class; }
-static const dg_layer_class avg_pool1d_class = { .name = "AvgPool1d" };
+static const dg_layer_class avg_pool1d_class = DG_LAYER_CLASS("AvgPool1d");
 const dg_layer_class *dg_nn_avg_pool1d_class(void) { return &avg_pool1d_class; }
-static const dg_layer_class adaptive_max_pool2d_class = { .name = "AdaptiveMaxPool2d" };
+static const dg_layer_class adaptive_max_pool2d_class = DG_LAYER_CLASS("AdaptiveMaxPool2d");
 const dg_layer_class *dg_nn_adaptive_max_pool2d_class(void) { return &adaptive_max_pool2d_class; }
 
 static dg_tensor *poolx_forward(dg_layer *self, const dg_tensor *x) {

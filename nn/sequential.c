@@ -3,7 +3,7 @@
 #include "nn_internal.h"
 #include <stdarg.h>
 
-static const dg_layer_class sequential_class = { .name = "Sequential" };
+static const dg_layer_class sequential_class = DG_LAYER_CLASS("Sequential");
 const dg_layer_class *dg_nn_sequential_class(void) { return &sequential_class; }
 
 static dg_tensor *seq_forward(dg_layer *self, const dg_tensor *x) {

@@ -4,9 +4,9 @@
 
 typedef struct { int start, stop; } flatten_state;
 
-static const dg_layer_class flatten_class = { .name = "Flatten" };
+static const dg_layer_class flatten_class = DG_LAYER_CLASS("Flatten");
 const dg_layer_class *dg_nn_flatten_class(void) { return &flatten_class; }
-static const dg_layer_class identity_class = { .name = "Identity" };
+static const dg_layer_class identity_class = DG_LAYER_CLASS("Identity");
 const dg_layer_class *dg_nn_identity_class(void) { return &identity_class; }
 
 static dg_tensor *flatten_fw(dg_layer *self, const dg_tensor *x) {

@@ -424,7 +424,9 @@ dg_lr_scheduler *dg_linear_warmup_lr(dg_optimizer *opt, dg_lr_scheduler *after, 
     s->end_lr = new_doubles(s->n_groups);
     s->const_lr = new_doubles(s->n_groups);
     if (!s->end_lr || !s->const_lr) { dg_lr_scheduler_free(s); DG_ERR(DG_ENOMEM, "%s: out of memory", nm); return NULL; }
-    if (lr_field(s, "end_lr", p.end_lr, s->end_lr) != 0 || lr_field(s, "lr", p.lr, s->const_lr) != 0 ||
+    /* `lr` is the constant after warm-up only when nothing is wrapped; with `after` it is never
+     * read, so its default (DG_LR_FROM_OPTIMIZER) must not ask for an optimizer there is no need of */
+    if (lr_field(s, "end_lr", p.end_lr, s->end_lr) != 0 || (!after && lr_field(s, "lr", p.lr, s->const_lr) != 0) ||
         (after && check_child_groups(s, after, "after") != 0)) {
         dg_lr_scheduler_free(s);
         return NULL;

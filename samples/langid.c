@@ -76,7 +76,7 @@ static void featurize(const char *word, int64_t buckets, int64_t max, int64_t *i
 }
 
 /* ---- the model: a layer of three sublayers, so its state dict reads like torch's module ---- */
-static const dg_layer_class bag_class = { .name = "BagOfNgrams" };
+static const dg_layer_class bag_class = DG_LAYER_CLASS("BagOfNgrams");
 
 static dg_tensor *bag_forward(dg_layer *self, const dg_tensor *ids) {
     dg_tensor *e = dg_forward(dg_layer_sublayer(self, "embedding"), ids);            /* [B, L, D] */

@@ -343,7 +343,7 @@ static dg_tensor *first_only(dg_layer *self, const dg_tensor *x) {
 Test(dist_dp, world_of_one_unused_parameters_and_no_sync) {
     clear_env();
     cr_assert_eq(dg_fleet_init(true, NULL), 0, "%s", dg_last_error());
-    static const dg_layer_class two_heads_class = { .name = "TwoHeads" };
+    static const dg_layer_class two_heads_class = DG_LAYER_CLASS("TwoHeads");
     dg_layer *net = dg_layer_new(&two_heads_class, first_only, NULL, NULL);
     cr_assert_eq(dg_layer_add_sublayer(net, "a", dg_nn_linear(4, 2)), 0);
     cr_assert_eq(dg_layer_add_sublayer(net, "b", dg_nn_linear(4, 2)), 0);

@@ -80,7 +80,7 @@ Test(errors, layer_errors_and_propagation) {
     cr_assert(strstr(dg_last_error(), "Linear") == dg_last_error(), "the layer's error: %s", dg_last_error());
     cr_assert(strstr(dg_last_error(), "expected 4"), "%s", dg_last_error());
 
-    static const dg_layer_class silent_class = { .name = "Silent" };
+    static const dg_layer_class silent_class = DG_LAYER_CLASS("Silent");
     dg_layer *silent = dg_layer_new(&silent_class, silent_forward, NULL, NULL);
     cr_assert_null(dg_reshape(a, DG_SHAPE(7)));
     cr_assert_null(dg_forward(silent, a));

@@ -5,7 +5,7 @@
 #include <dygraph/extension.h>
 
 /* a layer that doubles its input and counts its calls, to see which layer a parent runs */
-static const dg_layer_class doubler_class = { .name = "Doubler" };
+static const dg_layer_class doubler_class = DG_LAYER_CLASS("Doubler");
 static int g_calls;
 static dg_tensor *doubler_forward(dg_layer *self, const dg_tensor *x) {
     g_calls++;

@@ -6,9 +6,9 @@
 
 /* ---------------- classes ---------------- */
 
-static const dg_layer_class gate_class = { .name = "Gate" };
-static const dg_layer_class other_gate_class = { .name = "Gate" };   /* same name, another class */
-static const dg_layer_class fake_dp_class = { .name = "DataParallel" };
+static const dg_layer_class gate_class = DG_LAYER_CLASS("Gate");
+static const dg_layer_class other_gate_class = DG_LAYER_CLASS("Gate");   /* same name, another class */
+static const dg_layer_class fake_dp_class = DG_LAYER_CLASS("DataParallel");
 
 Test(layer_class, user_class_identity_is_by_address) {
     dg_layer *a = dg_layer_new(&gate_class, NULL, NULL, NULL), *b = dg_layer_new(&other_gate_class, NULL, NULL, NULL);
@@ -85,7 +85,7 @@ Test(layer_class, data_parallel_refuses_other_layers) {
 }
 
 Test(layer_class, sequential_append_checks_the_class) {
-    static const dg_layer_class seq_name_class = { .name = "Sequential" };
+    static const dg_layer_class seq_name_class = DG_LAYER_CLASS("Sequential");
     dg_layer *fake = dg_layer_new(&seq_name_class, NULL, NULL, NULL);
     cr_assert_eq(dg_nn_sequential_append(fake, dg_nn_relu()), DG_EINVAL);
     expect_error_contains("append to a fake Sequential", "Sequential", "not a Sequential");
@@ -97,7 +97,7 @@ Test(layer_class, sequential_append_checks_the_class) {
 /* A gated sum of two inputs a, b [N, F]: g = sigmoid(a @ wa^T + b @ wb^T + c), y = g * a + (1 - g) * b,
  * with its own parameters wa, wb [F, F] and c [F]. */
 typedef struct { dg_tensor *wa, *wb, *c; int64_t f; } gated_sum;
-static const dg_layer_class gated_sum_class = { .name = "GatedSum" };
+static const dg_layer_class gated_sum_class = DG_LAYER_CLASS("GatedSum");
 
 static dg_tensor *gated_sum_forward(dg_layer *self, const dg_tensor *const *in, int n) {
     gated_sum *g = dg_layer_user(self);
@@ -226,7 +226,7 @@ Test(multi_input, wrong_input_counts_are_errors) {
  * Sequential like any other; DataParallel (a world of one) forwards both kinds. */
 static dg_tensor *double_it(dg_layer *self, const dg_tensor *const *in, int n) { return dg_mul_scalar(in[0], 2.0); }
 Test(multi_input, one_input_multi_layer_and_data_parallel) {
-    static const dg_layer_class double_class = { .name = "Double" };
+    static const dg_layer_class double_class = DG_LAYER_CLASS("Double");
     dg_scope *s = dg_scope_begin();
     dg_layer *seq = dg_nn_sequential(2, dg_layer_new_multi(&double_class, double_it, 1, NULL, NULL), dg_nn_relu());
     cr_assert(seq, "%s", dg_last_error());

@@ -185,6 +185,36 @@ Test(lr_scheduler, linear_warmup_wrapping_step) {
                    dg_linear_warmup_lr(f.opt, inner, wlp3));
     lr_teardown(f);
 }
+/* Issue 30.5: the warm-up wrapping a schedule, both built from their defaults with no optimizer
+ * anywhere (the header's "lr is used only when after is NULL"), equals torch's SequentialLR of
+ * LinearLR(start_factor 0.2, 5 iterations) and CosineAnnealingLR(T_max 10) at milestone 5; then
+ * the same two driving an optimizer. */
+Test(lr_scheduler, linear_warmup_wrapping_cosine_from_defaults) {
+    for (int with_opt = 0; with_opt < 2; with_opt++) {
+        lr_fixture f = lr_setup(0.1);
+        dg_tensor *want = golden_get(f.g, "lr_warmup_seq_linear_cosine");
+        const float *w = dg_data(want);
+        dg_cosine_annealing_lr_params c = dg_cosine_annealing_lr_default_params();
+        c.base_lr = 0.1;
+        c.t_max = 10;
+        dg_linear_warmup_lr_params wp = dg_linear_warmup_lr_default_params();
+        wp.warmup_steps = 5;
+        wp.start_lr = 0.02;
+        wp.end_lr = 0.1;
+        dg_lr_scheduler *s = dg_linear_warmup_lr(with_opt ? f.opt : NULL, dg_cosine_annealing_lr(NULL, c), wp);
+        cr_assert(s, "with_opt %d: %s", with_opt, dg_last_error());
+        for (int64_t e = 0; e < dg_numel(want); e++) {
+            if (e > 0) cr_assert_eq(dg_lr_scheduler_step(s), 0, "%s", dg_last_error());
+            double lr = dg_lr_scheduler_get_lr(s);
+            cr_expect(fabs(lr - w[e]) <= 1e-6 * fmax(fabs(w[e]), 1e-6), "with_opt %d epoch %lld: lr %.9g, torch %.9g",
+                      with_opt, (long long)e, lr, (double)w[e]);
+            if (with_opt) cr_assert_eq(dg_optimizer_get_lr(f.opt), lr);
+            else cr_assert_eq(dg_optimizer_get_lr(f.opt), 0.1, "a scheduler without an optimizer changed one");
+        }
+        dg_lr_scheduler_free(s);
+        lr_teardown(f);
+    }
+}
 Test(lr_scheduler, piecewise) {
     lr_fixture f = lr_setup(1.0);
     int b[] = { 3, 10, 20 };

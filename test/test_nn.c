@@ -123,7 +123,7 @@ Test(nn, names_and_counts_match_torch) {
 }
 
 /* Nested names as torchvision's ResNet ("layer1.0.conv1.weight", "layer1.0.bn1.running_mean"). */
-static const dg_layer_class block_class = { .name = "BasicBlock" }, net_class = { .name = "Net" };
+static const dg_layer_class block_class = DG_LAYER_CLASS("BasicBlock"), net_class = DG_LAYER_CLASS("Net");
 static dg_layer *basic_block(int64_t c) {
     dg_layer *b = dg_layer_new(&block_class, NULL, NULL, NULL);
     dg_nn_conv2d_params ncp = dg_nn_conv2d_default_params();
@@ -374,7 +374,7 @@ static dg_tensor *my_block_forward(dg_layer *self, const dg_tensor *x) {
 static dg_layer *my_block_new(int *freed) {
     my_block *b = calloc(1, sizeof *b);
     b->freed = freed;
-    static const dg_layer_class my_block_class = { .name = "MyBlock" };
+    static const dg_layer_class my_block_class = DG_LAYER_CLASS("MyBlock");
     dg_layer *l = dg_layer_new(&my_block_class, my_block_forward, b, my_block_free);
     if (!l) return NULL;
     int rc = dg_layer_add_parameter(l, "scale", b->scale = dg_full(DG_SHAPE(2), 2.0, DG_F32));
@@ -461,7 +461,7 @@ Test(nn, shared_and_tied) {
     cr_assert_eq(sd[0].tensor, sd[2].tensor);
     free(sd);
     /* tied: one tensor registered in two layers */
-    static const dg_layer_class a_class = { .name = "A" };
+    static const dg_layer_class a_class = DG_LAYER_CLASS("A");
     dg_layer *a = dg_layer_new(&a_class, NULL, NULL, NULL);
     dg_tensor *w = dg_randn(DG_SHAPE(2, 2), DG_F32);
     cr_assert_eq(dg_layer_add_parameter(a, "w", w), 0);

@@ -64,7 +64,7 @@ Test(nn, bad_input) {
     expect_error_contains("append to non-sequential", "BatchNorm2d", "not a Sequential");
 
     /* registration */
-    static const dg_layer_class custom_class = { .name = "Custom" }, unnamed_class = { .name = "" };
+    static const dg_layer_class custom_class = DG_LAYER_CLASS("Custom"), unnamed_class = DG_LAYER_CLASS("");
     dg_layer *c = dg_layer_new(&custom_class, NULL, NULL, NULL);
     cr_assert_eq(dg_layer_add_parameter(c, "w", dg_ones(DG_SHAPE(2), DG_F32)), 0);
     cr_assert_eq(dg_layer_add_parameter(c, "w", dg_ones(DG_SHAPE(2), DG_F32)), DG_EINVAL);
@@ -91,6 +91,29 @@ Test(nn, bad_input) {
     expect_error_contains("no type", "type name", NULL);
     cr_assert_null(dg_layer_new(&unnamed_class, NULL, NULL, NULL));
     expect_error_contains("empty type", "type name", "empty");
+    /* issue 30.4: a class that is not a class. The signature before layer classes took the type
+     * name, and C only warns about passing it; a string, one that starts like the tag, an empty
+     * one and zeroed or random bytes are refused, user state freed as documented. Each string is
+     * its own heap block so AddressSanitizer would report a read past its end. */
+    {
+        static const char *names[] = { "MyLayer", "", "\x7f", "\x7f" "dgLC", "\x7f" "dgLC1x" };
+        for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+            char *str = strdup(names[i]);
+            int *user = malloc(sizeof *user);
+            cr_assert_null(dg_layer_new((const dg_layer_class *)(const void *)str, NULL, user, free));
+            expect_error_contains("string as class", "not a dg_layer_class", "DG_LAYER_CLASS");
+            cr_assert_null(dg_loss_layer_new((const dg_layer_class *)(const void *)str, NULL, NULL, NULL));
+            expect_error_contains("string as loss class", "not a dg_layer_class", NULL);
+            free(str);
+        }
+        unsigned char junk[64];
+        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)(i * 37 + 11);
+        cr_assert_null(dg_layer_new_multi((const dg_layer_class *)(const void *)junk, NULL, 2, NULL, NULL));
+        expect_error_contains("garbage as class", "not a dg_layer_class", NULL);
+        memset(junk, 0, sizeof junk);
+        cr_assert_null(dg_layer_new((const dg_layer_class *)(const void *)junk, NULL, NULL, NULL));
+        expect_error_contains("zeros as class", "not a dg_layer_class", NULL);
+    }
     cr_assert_eq(dg_layer_train(NULL), DG_EINVAL);
     expect_error_contains("train NULL", "layer is NULL", NULL);
     cr_assert_null(dg_layer_parameters(NULL, NULL));

@@ -90,16 +90,16 @@ static dg_tensor *twice(const dg_tensor *x) {
     if (y && dg_needs_record(&x, 1) && !dg_record("my_twice_op", y, &x, 1, twice_bw)) { dg_tensor_free(y); return NULL; }
     return y;
 }
-static const dg_layer_class custom_cls = { .name = "UsesCustomOp" };
+static const dg_layer_class custom_cls = DG_LAYER_CLASS("UsesCustomOp");
 static dg_tensor *custom_fw(dg_layer *self, const dg_tensor *x) { return dg_relu(twice(dg_forward(dg_layer_child(self, 0), x))); }
 /* a loss inside the forward: nll_loss has no ONNX mapping (the label is a constant from before the export) */
 static dg_tensor *label;
-static const dg_layer_class nll_cls = { .name = "UsesNllLoss" };
+static const dg_layer_class nll_cls = DG_LAYER_CLASS("UsesNllLoss");
 static dg_tensor *nll_fw(dg_layer *self, const dg_tensor *x) {
     return dg_nll_loss(dg_log_softmax(dg_forward(dg_layer_child(self, 0), x), 1), label, DG_REDUCE_SUM, -100);
 }
 /* batch statistics whatever the mode: a functional batch norm with training = true */
-static const dg_layer_class bn_cls = { .name = "UsesTrainingBatchNorm" };
+static const dg_layer_class bn_cls = DG_LAYER_CLASS("UsesTrainingBatchNorm");
 static dg_tensor *bn_fw(dg_layer *self, const dg_tensor *x) {
     dg_batch_norm_params p = dg_batch_norm_default_params();
     p.training = true;
@@ -107,7 +107,7 @@ static dg_tensor *bn_fw(dg_layer *self, const dg_tensor *x) {
 }
 /* a tensor built inside the forward from data read off the input: no op the trace saw made it,
  * so it would be the example's values frozen into the model */
-static const dg_layer_class host_cls = { .name = "UsesHostData" };
+static const dg_layer_class host_cls = DG_LAYER_CLASS("UsesHostData");
 static dg_tensor *host_fw(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = dg_forward(dg_layer_child(self, 0), x);
     dg_tensor *c = dg_contiguous(dg_detach(h));
@@ -117,13 +117,13 @@ static dg_tensor *host_fw(dg_layer *self, const dg_tensor *x) {
     return dg_mul(h, dg_from_data(DG_SHAPE(2, 3), DG_F32, buf));
 }
 /* the same mask made with ops (comparison, cast, zeros_like): exported, as Greater / Cast / Expand */
-static const dg_layer_class mask_cls = { .name = "UsesMask" };
+static const dg_layer_class mask_cls = DG_LAYER_CLASS("UsesMask");
 static dg_tensor *mask_fw(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = dg_forward(dg_layer_child(self, 0), x);
     return dg_mul(h, dg_cast(dg_greater(h, dg_zeros_like(h)), DG_F32));
 }
 /* a loss on topk's indices used as a label: cross_entropy has no mapping, even fed a traced value */
-static const dg_layer_class ce_cls = { .name = "UsesLossOnTopK" };
+static const dg_layer_class ce_cls = DG_LAYER_CLASS("UsesLossOnTopK");
 static dg_tensor *ce_fw(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = dg_forward(dg_layer_child(self, 0), x), *ix = NULL;
     if (dg_topk(h, 1, 1, true, NULL, &ix)) return NULL;

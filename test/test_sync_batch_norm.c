@@ -100,7 +100,7 @@ Test(sync_batch_norm, names_and_settings_are_batch_norms) {
 
 /* ---- the converter ---- */
 
-static const dg_layer_class holder_class = { .name = "Holder" };
+static const dg_layer_class holder_class = DG_LAYER_CLASS("Holder");
 
 Test(sync_batch_norm, converter_replaces_every_batch_norm_and_keeps_the_rest) {
     dg_comm *c = world_of_one();

@@ -134,7 +134,7 @@ static int remote_step(void *ctx) {
     return dg_ps_dense_step(ctx);
 }
 
-static const dg_layer_class sparse_embedding_class = { .name = "SparseEmbedding" };
+static const dg_layer_class sparse_embedding_class = DG_LAYER_CLASS("SparseEmbedding");
 
 static dg_tensor *sparse_forward(dg_layer *self, const dg_tensor *ids) {
     sparse_layer *s = dg_layer_user(self);

@@ -6,9 +6,18 @@
 #include <math.h>
 
 
+/* Fault injection for tests (eager/internal.h): per thread, so a test's count is not disturbed
+ * by a loader thread's allocations. */
+static _Thread_local int64_t t_alloc_count, t_fail_at;
+void dg_cpu_alloc_fault(int64_t nth) { t_fail_at = nth > 0 ? t_alloc_count + nth : 0; }
+int64_t dg_cpu_alloc_count(void) { return t_alloc_count; }
+
 /* 64-byte aligned; small buffers come from the per-thread block cache (eager/block_cache.c),
  * large ones from the system */
-static void *cpu_alloc(const dg_backend *be, size_t n) { return dg_block_alloc(n); }
+static void *cpu_alloc(const dg_backend *be, size_t n) {
+    if (++t_alloc_count == t_fail_at) return NULL;
+    return dg_block_alloc(n);
+}
 static void cpu_free(const dg_backend *be, void *p) { dg_block_free(p); }
 static int cpu_copy_bytes(const dg_backend *be, void *dst, const void *src, size_t n) { if (n) memcpy(dst, src, n); return 0; }
 static int cpu_sync(const dg_backend *be) { return 0; }

@@ -56,8 +56,8 @@ typedef enum dg_dtype {
     DG_F64 = 1,
     DG_I64 = 2,
     DG_I32 = 3,
-    DG_F16 = 4,   /* reserved for mixed precision: making a tensor of it is a DG_EUNSUPPORTED error */
-    DG_BF16 = 5,  /* reserved likewise (CPU bf16 convolutions run inside f32 tensors: dg_set_cpu_bf16) */
+    DG_F16 = 4,   /* IEEE half: a storage type for mixed precision, computed in f32 (README, "Mixed precision") */
+    DG_BF16 = 5,  /* bfloat16, likewise (dg_set_cpu_bf16 is a different switch: bf16 convolutions inside f32 tensors) */
     DG_BOOL = 6,  /* masks produced by comparisons, stored one byte each */
 } dg_dtype;
 
@@ -93,7 +93,8 @@ typedef enum dg_status {
 typedef struct dg_init_params {
     const char *device;  /* "cpu", "gpu", "gpu:N"; NULL (default): $DG_DEVICE, else FLAGS_selected_gpus, else cpu */
     int num_threads;     /* >= 1: CPU threads (dg_set_num_threads); DG_FROM_ENV (default): $DG_NUM_THREADS,
-                            else $OMP_NUM_THREADS, else automatic (dg_set_num_threads); 0 is an error */
+                            else $OMP_NUM_THREADS, else automatic (dg_set_num_threads); 0 is an error.
+                            The two variables apply without dg_init too, read at the first op */
     uint64_t seed;       /* dg_manual_seed(seed) at init; default DG_DEFAULT_SEED; 0 is a seed like any other */
     bool quiet;          /* suppress the one-line device notice; default false */
     bool cpu_bf16;       /* dg_set_cpu_bf16(true); also $DG_CPU_BF16=1; default false */

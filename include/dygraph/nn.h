@@ -41,13 +41,20 @@ typedef struct dg_layer dg_layer;
 
 /* A layer's class. Identity is by address: two layers are of one class when they were made
  * with the same dg_layer_class object (dg_layer_is), never by comparing names. Define one per
- * kind of layer with static storage, e.g.
- *     static const dg_layer_class scaled_mlp_class = { .name = "ScaledMLP" };
+ * kind of layer with static storage through DG_LAYER_CLASS, e.g.
+ *     static const dg_layer_class scaled_mlp_class = DG_LAYER_CLASS("ScaledMLP");
  * it must outlive every layer made with it. The built-in layers' classes come from the
- * dg_nn_*_class() functions below (models.h and dist.h have their models' and DataParallel's). */
+ * dg_nn_*_class() functions below (models.h and dist.h have their models' and DataParallel's).
+ * The tag DG_LAYER_CLASS writes is what tells a class from anything else passed where one is
+ * expected (a type name string, as in `dg_layer_new("MyLayer", ...)`, or garbage): the layer
+ * constructors refuse an object without it. It is read one byte at a time, stopping at the
+ * first byte that differs, so a string is never read past its end. */
+#define DG_LAYER_CLASS_TAG "\x7f" "dgLC1"   /* 6 bytes, none of them 0, then the 0 */
 typedef struct dg_layer_class {
+    char tag[8];        /* DG_LAYER_CLASS_TAG (set by DG_LAYER_CLASS) */
     const char *name;   /* the type shown in messages and dg_layer_to_string ("Linear", "MyBlock") */
 } dg_layer_class;
+#define DG_LAYER_CLASS(type_name) { DG_LAYER_CLASS_TAG, (type_name) }
 
 /* forward(self, x): returns a tensor it made (see Ownership above); NULL with an error on
  * failure. A two-input (loss) forward gets (input, label). */

@@ -7,11 +7,11 @@
 
 /* ---- helpers ---- */
 
-static const dg_layer_class resnet_class = { .name = "ResNet" };
+static const dg_layer_class resnet_class = DG_LAYER_CLASS("ResNet");
 const dg_layer_class *dg_resnet_class(void) { return &resnet_class; }
-static const dg_layer_class basic_block_class = { .name = "BasicBlock" };
+static const dg_layer_class basic_block_class = DG_LAYER_CLASS("BasicBlock");
 const dg_layer_class *dg_resnet_basic_block_class(void) { return &basic_block_class; }
-static const dg_layer_class bottleneck_class = { .name = "Bottleneck" };
+static const dg_layer_class bottleneck_class = DG_LAYER_CLASS("Bottleneck");
 const dg_layer_class *dg_resnet_bottleneck_class(void) { return &bottleneck_class; }
 
 /* A bias-free Conv2d with torchvision's ResNet init: kaiming_normal_(fan_out, relu). */

@@ -5,11 +5,11 @@
 #include "../nn_internal.h"
 #include <dygraph/models.h>
 
-static const dg_layer_class mnist_class = { .name = "MNIST" };
+static const dg_layer_class mnist_class = DG_LAYER_CLASS("MNIST");
 const dg_layer_class *dg_mnist_cnn_class(void) { return &mnist_class; }
-static const dg_layer_class mynet_class = { .name = "MyNet" };
+static const dg_layer_class mynet_class = DG_LAYER_CLASS("MyNet");
 const dg_layer_class *dg_cifar_mynet_class(void) { return &mynet_class; }
-static const dg_layer_class facenet_class = { .name = "FaceNet" };
+static const dg_layer_class facenet_class = DG_LAYER_CLASS("FaceNet");
 const dg_layer_class *dg_facenet_class(void) { return &facenet_class; }
 
 #define ADD(rc, parent, name, ctor, slot)                                                    \

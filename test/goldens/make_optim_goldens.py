@@ -300,12 +300,12 @@ def clip_file():
 N_LR = 30
 
 
-def torch_sequence(make_sched, base_lr):
+def torch_sequence(make_sched, base_lr, n=N_LR):
     p = torch.zeros(1, requires_grad=True)
     opt = torch.optim.SGD([p], lr=base_lr)
     s = make_sched(opt)
     lrs = [s.get_last_lr()[0]]
-    for _ in range(N_LR):
+    for _ in range(n):
         opt.step()
         s.step()
         lrs.append(s.get_last_lr()[0])
@@ -408,7 +408,11 @@ def lr_file():
 
     def seq_warmup_cos(o):
         return S.SequentialLR(o, [S.LambdaLR(o, warmup_lambda), S.CosineAnnealingLR(o, T_max=20)], milestones=[4])
+    def seq_linear_cos(o):   # what dg_linear_warmup_lr(start 0.02, end 0.1, 5 steps) wrapping cosine(T_max 10) is
+        return S.SequentialLR(o, [S.LinearLR(o, start_factor=0.2, end_factor=1.0, total_iters=5),
+                                  S.CosineAnnealingLR(o, T_max=10)], milestones=[5])
     seqs = [
+        ("warmup_seq_linear_cosine", torch_sequence(seq_linear_cos, 0.1, n=20)),
         ("step", torch_sequence(lambda o: S.StepLR(o, step_size=3, gamma=0.5), 0.1)),
         ("step_default_gamma", torch_sequence(lambda o: S.StepLR(o, step_size=7), 0.5)),
         ("multi_step", torch_sequence(lambda o: S.MultiStepLR(o, milestones=[12, 5, 12, 20], gamma=0.3), 0.2)),

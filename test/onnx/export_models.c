@@ -97,7 +97,7 @@ static dg_tensor *ids_input(int64_t b) {
 
 /* ---- a layer of our own: conv (stride, dilation, groups), pads, pools, activations, arithmetic,
  * shapes, reductions and a matmul, chained in one forward ---- */
-static const dg_layer_class custom_class = { .name = "CustomChain" };
+static const dg_layer_class custom_class = DG_LAYER_CLASS("CustomChain");
 static dg_tensor *param(dg_layer *l, const char *n) { return dg_layer_parameter(l, n); }
 static dg_tensor *custom_forward(dg_layer *self, const dg_tensor *x) {
     dg_conv2d_params cp = dg_conv2d_default_params();
@@ -146,7 +146,7 @@ static dg_tensor *custom_input(int64_t b) { return dg_randn(DG_SHAPE(b, 4, 16, 1
 
 /* ---- Embedding + LayerNorm: ids [N, 5] -> embedding 16 -> LayerNorm -> GELU -> Linear (3-D: MatMul + Add)
  * -> dropout -> mean over the sequence ---- */
-static const dg_layer_class embed_class = { .name = "EmbedLN" };
+static const dg_layer_class embed_class = DG_LAYER_CLASS("EmbedLN");
 static dg_tensor *embed_forward(dg_layer *self, const dg_tensor *ids) {
     dg_tensor *y = dg_forward(dg_layer_sublayer(self, "emb"), ids);
     y = dg_gelu(dg_forward(dg_layer_sublayer(self, "ln"), y), false);

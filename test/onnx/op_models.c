@@ -26,7 +26,7 @@ static dg_layer *shift_layer(const dg_layer_class *cls, dg_layer_forward_fn fw) 
 
 /* ---- TopK values (largest and smallest, two axes), sort values, and the indices used as data:
  * cast to float and gathered with (GatherElements) ---- */
-static const dg_layer_class topk_class = { .name = "TopKValues" };
+static const dg_layer_class topk_class = DG_LAYER_CLASS("TopKValues");
 static dg_tensor *topk_forward(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = shifted(self, x), *v1 = NULL, *i1 = NULL, *v2 = NULL, *s = NULL;
     ONNX_ASSERT(dg_topk(h, 4, 2, true, &v1, &i1) == 0 && dg_topk(h, 2, 1, false, &v2, NULL) == 0 &&
@@ -37,7 +37,7 @@ static dg_tensor *topk_forward(dg_layer *self, const dg_tensor *x) {
 static dg_layer *topk_model(void) { return shift_layer(&topk_class, topk_forward); }
 
 /* ---- integer outputs: TopK's indices (smallest, last axis), argsort (descending), argmax, argmin ---- */
-static const dg_layer_class topk_ix_class = { .name = "TopKIndices" };
+static const dg_layer_class topk_ix_class = DG_LAYER_CLASS("TopKIndices");
 static dg_tensor *topk_ix_forward(dg_layer *self, const dg_tensor *x) {
     dg_tensor *ix = NULL;
     ONNX_ASSERT(dg_topk(shifted(self, x), 3, -1, false, NULL, &ix) == 0, "topk indices");
@@ -45,21 +45,21 @@ static dg_tensor *topk_ix_forward(dg_layer *self, const dg_tensor *x) {
 }
 static dg_layer *topk_ix_model(void) { return shift_layer(&topk_ix_class, topk_ix_forward); }
 
-static const dg_layer_class argsort_class = { .name = "ArgSort" };
+static const dg_layer_class argsort_class = DG_LAYER_CLASS("ArgSort");
 static dg_tensor *argsort_forward(dg_layer *self, const dg_tensor *x) { return dg_argsort(shifted(self, x), 1, true); }
 static dg_layer *argsort_model(void) { return shift_layer(&argsort_class, argsort_forward); }
 
-static const dg_layer_class argmax_class = { .name = "ArgMax" };
+static const dg_layer_class argmax_class = DG_LAYER_CLASS("ArgMax");
 static dg_tensor *argmax_forward(dg_layer *self, const dg_tensor *x) { return dg_argmax(shifted(self, x), 2, false); }
 static dg_layer *argmax_model(void) { return shift_layer(&argmax_class, argmax_forward); }
 
-static const dg_layer_class argmin_class = { .name = "ArgMinKeepdim" };
+static const dg_layer_class argmin_class = DG_LAYER_CLASS("ArgMinKeepdim");
 static dg_tensor *argmin_forward(dg_layer *self, const dg_tensor *x) { return dg_argmin(shifted(self, x), 1, true); }
 static dg_layer *argmin_model(void) { return shift_layer(&argmin_class, argmin_forward); }
 
 /* ---- masks from the input: greater against zeros_like (a fill following the batch), against a
  * parameter, equal; where, masked_fill, a bool mask cast to float ---- */
-static const dg_layer_class mask_class = { .name = "WhereMask" };
+static const dg_layer_class mask_class = DG_LAYER_CLASS("WhereMask");
 static dg_tensor *mask_forward(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = dg_add(dg_matmul(x, param(self, "w")), param(self, "b"));                   /* [N,5,8] */
     dg_tensor *y = dg_where(dg_greater(h, dg_zeros_like(h)), h, dg_mul_scalar(h, 0.1));          /* leaky relu */
@@ -74,7 +74,7 @@ static dg_layer *mask_model(void) {
 }
 
 /* ---- cumsum, scatter (a permutation from argsort; and topk's indices, smaller than src), scatter_add ---- */
-static const dg_layer_class scan_class = { .name = "CumsumScatter" };
+static const dg_layer_class scan_class = DG_LAYER_CLASS("CumsumScatter");
 static dg_tensor *scan_forward(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = shifted(self, x), *top = NULL;
     dg_tensor *c = dg_cumsum(h, 2);
@@ -87,7 +87,7 @@ static dg_tensor *scan_forward(dg_layer *self, const dg_tensor *x) {
 static dg_layer *scan_model(void) { return shift_layer(&scan_class, scan_forward); }
 
 /* ---- conv1d (padding, dilation, groups), max_pool1d and avg_pool1d with ceil_mode, GroupNorm ---- */
-static const dg_layer_class conv1d_class = { .name = "Conv1dPool1dGroupNorm" };
+static const dg_layer_class conv1d_class = DG_LAYER_CLASS("Conv1dPool1dGroupNorm");
 static dg_tensor *conv1d_forward(dg_layer *self, const dg_tensor *x) {
     dg_conv1d_params cp = { .stride = 1, .padding = 2, .dilation = 2, .groups = 2 };
     dg_tensor *y = dg_relu(dg_conv1d(x, param(self, "w"), param(self, "b"), cp));           /* [N,6,30] */
@@ -113,7 +113,7 @@ static dg_layer *conv1d_model(void) {
 static dg_tensor *conv1d_input(int64_t b) { return dg_randn(DG_SHAPE(b, 4, 30), DG_F32); }
 
 /* ---- 2-d pooling with ceil_mode where the last window hangs over the input (and its padding) ---- */
-static const dg_layer_class ceil_class = { .name = "CeilModePools" };
+static const dg_layer_class ceil_class = DG_LAYER_CLASS("CeilModePools");
 static dg_tensor *ceil_forward(dg_layer *self, const dg_tensor *x) {
     dg_pool2d_params p = dg_pool2d_default_params();
     p.kernel[0] = p.kernel[1] = 3; p.stride[0] = p.stride[1] = 2; p.ceil_mode = true;
