@@ -238,6 +238,7 @@ deps:
 # address/undefined/leak sanitizers (about half a minute).
 test: deps data
 	/usr/bin/python3 tools/check_layers.py
+	/usr/bin/python3 tools/check_params.py
 	@$(MAKE) --no-print-directory -j2 all
 	@$(MAKE) --no-print-directory interop-files
 	@$(MAKE) --no-print-directory test-run

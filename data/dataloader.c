@@ -231,10 +231,11 @@ static void stop_workers(dg_dataloader *dl) {
 }
 
 dg_dataloader_params dg_dataloader_default_params(void) {
-    return (dg_dataloader_params){ .batch_size = 1, .num_workers = 0, .prefetch_factor = 2, .seed = 0, .sampler = NULL };
+    return (dg_dataloader_params){ .params_tag = DG_PARAMS_TAG, .batch_size = 1, .num_workers = 0, .prefetch_factor = 2, .seed = 0, .sampler = NULL };
 }
 
 dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
+    DG_CHECK_PARAMS("dataloader_new", p, dg_dataloader_default_params);
     DG_CHECK_HANDLE(ds, "dataloader_new: dataset is NULL");
     int64_t len = dg_dataset_len(ds);
     DG_CHECK(len >= 0, "dataloader_new('%s'): dataset length %lld", dg_dataset_name(ds), (long long)len);

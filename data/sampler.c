@@ -145,10 +145,11 @@ static dg_batch_sampler *sampler_make(dg_batch_sampler *s) {
 }
 
 dg_batch_sampler_params dg_batch_sampler_default_params(void) {
-    return (dg_batch_sampler_params){ .batch_size = 1, .shuffle = false, .drop_last = false, .seed = 0 };
+    return (dg_batch_sampler_params){ .params_tag = DG_PARAMS_TAG, .batch_size = 1, .shuffle = false, .drop_last = false, .seed = 0 };
 }
 
 dg_batch_sampler *dg_batch_sampler_new(int64_t dataset_len, dg_batch_sampler_params p) {
+    DG_CHECK_PARAMS("batch_sampler_new", p, dg_batch_sampler_default_params);
     DG_CHECK(dataset_len >= 0, "batch_sampler_new: dataset length %lld is negative", (long long)dataset_len);
     DG_CHECK(p.batch_size >= 1, "batch_sampler_new: batch_size must be >= 1, got %lld", (long long)p.batch_size);
     dg_batch_sampler *s = calloc(1, sizeof *s);
@@ -179,11 +180,12 @@ static int env_int(const char *name, long lo, long hi, int *out) {
 }
 
 dg_distributed_batch_sampler_params dg_distributed_batch_sampler_default_params(void) {
-    return (dg_distributed_batch_sampler_params){ .batch_size = 1, .num_replicas = DG_FROM_ENV, .rank = DG_FROM_ENV,
+    return (dg_distributed_batch_sampler_params){ .params_tag = DG_PARAMS_TAG, .batch_size = 1, .num_replicas = DG_FROM_ENV, .rank = DG_FROM_ENV,
                                                   .shuffle = false, .drop_last = false, .seed = 0 };
 }
 
 dg_batch_sampler *dg_distributed_batch_sampler_new(int64_t dataset_len, dg_distributed_batch_sampler_params p) {
+    DG_CHECK_PARAMS("distributed_batch_sampler_new", p, dg_distributed_batch_sampler_default_params);
     DG_CHECK(dataset_len >= 0, "distributed_batch_sampler_new: dataset length %lld is negative", (long long)dataset_len);
     DG_CHECK(p.batch_size >= 1, "distributed_batch_sampler_new: batch_size must be >= 1, got %lld", (long long)p.batch_size);
     DG_CHECK(p.num_replicas >= 1 || p.num_replicas == DG_FROM_ENV,

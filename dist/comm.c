@@ -124,11 +124,12 @@ static int transport_make(const char *module, const char *entry, dg_comm *c, con
 }
 
 dg_comm_params dg_comm_default_params(void) {
-    return (dg_comm_params){ .kind = DG_COMM_AUTO, .timeout_s = DG_FROM_ENV, .hierarchical = false, .ranks_per_node = 0,
+    return (dg_comm_params){ .params_tag = DG_PARAMS_TAG, .kind = DG_COMM_AUTO, .timeout_s = DG_FROM_ENV, .hierarchical = false, .ranks_per_node = 0,
                              .comm_num = 1 };
 }
 
 dg_comm *dg_comm_new(dg_comm_params p) {
+    DG_CHECK_PARAMS("comm_new", p, dg_comm_default_params);
     DG_CHECK((p.timeout_s > 0 && isfinite(p.timeout_s)) || p.timeout_s == DG_FROM_ENV,
              "comm_new: timeout_s must be > 0 or DG_FROM_ENV, got %g", p.timeout_s);
     DG_CHECK(p.kind >= DG_COMM_AUTO && p.kind <= DG_COMM_NCCL, "comm_new: unknown kind %d", (int)p.kind);

@@ -70,10 +70,11 @@ static int broadcast_state(dg_layer *net, dg_comm *comm) {
 }
 
 dg_dp_params dg_dp_default_params(void) {
-    return (dg_dp_params){ .bucket_mb = 25, .first_bucket_mb = 1, .overlap = false, .find_unused_parameters = false };
+    return (dg_dp_params){ .params_tag = DG_PARAMS_TAG, .bucket_mb = 25, .first_bucket_mb = 1, .overlap = false, .find_unused_parameters = false };
 }
 
 dg_layer *dg_data_parallel(dg_layer *net, dg_comm *comm, dg_dp_params p) {
+    DG_CHECK_PARAMS("data_parallel", p, dg_dp_default_params);
     DG_CHECK_HANDLE(net, "data_parallel: net is NULL");
     if (!(p.bucket_mb > 0 && isfinite(p.bucket_mb)) || !(p.first_bucket_mb > 0 && isfinite(p.first_bucket_mb))) {
         dg_layer_free(net);

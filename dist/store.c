@@ -366,7 +366,7 @@ static int connect_until(const char *host, int port, double deadline, const char
 }
 
 dg_store_params dg_store_default_params(void) {
-    return (dg_store_params){ .host = NULL, .port = 0, .is_server = false, .timeout_s = DG_FROM_ENV, .token = NULL, .rank = -1 };
+    return (dg_store_params){ .params_tag = DG_PARAMS_TAG, .host = NULL, .port = 0, .is_server = false, .timeout_s = DG_FROM_ENV, .token = NULL, .rank = -1 };
 }
 
 /* The hello (after the connection's timeouts are set): 0, or an error naming the endpoint and
@@ -399,6 +399,7 @@ static int hello(dg_store *st, const char *token) {
 }
 
 dg_store *dg_store_new(dg_store_params p) {
+    DG_CHECK_PARAMS("store_new", p, dg_store_default_params);
     DG_CHECK(p.host && *p.host, "store: no host for rank 0");
     DG_CHECK(p.port > 0 && p.port < 65536, "store: port %d out of range", p.port);
     DG_CHECK((p.timeout_s > 0 && isfinite(p.timeout_s)) || p.timeout_s == DG_FROM_ENV,

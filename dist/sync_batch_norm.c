@@ -263,6 +263,7 @@ static dg_layer *sbn_make(int64_t c, dg_nn_batch_norm_params p, dg_comm *comm, s
 }
 
 dg_layer *dg_nn_sync_batch_norm(int64_t num_features, dg_nn_batch_norm_params p, dg_comm *comm) {
+    DG_CHECK_PARAMS("nn_sync_batch_norm", p, dg_nn_batch_norm_default_params);
     return sbn_make(num_features, p, comm, (sbn_tensors){ 0 });
 }
 

@@ -114,7 +114,7 @@ static bool shape_equal(const dg_tensor *t, dg_shape s) {
     return true;
 }
 
-dg_backward_params dg_backward_default_params(void) { return (dg_backward_params){ .grad_output = NULL, .retain_graph = false }; }
+dg_backward_params dg_backward_default_params(void) { return (dg_backward_params){ .params_tag = DG_PARAMS_TAG, .grad_output = NULL, .retain_graph = false }; }
 
 int dg_backward(dg_tensor *t) { return dg_backward_ext(t, dg_backward_default_params()); }
 
@@ -122,6 +122,7 @@ static int backward_walk(dg_tensor *t, dg_backward_params p);
 /* Backward rules run with autocast paused: a gradient keeps the dtype of what it is the
  * gradient of, wherever the loop calls backward (as torch's engine does). */
 int dg_backward_ext(dg_tensor *t, dg_backward_params p) {
+    DG_CHECK_PARAMS_INT("backward_ext", p, dg_backward_default_params);
     dg_autocast_pause(1);
     int rc = backward_walk(t, p);
     dg_autocast_pause(-1);

@@ -120,10 +120,11 @@ static int init_device(const dg_init_params *d) {
 }
 
 dg_init_params dg_init_default_params(void) {
-    return (dg_init_params){ .device = NULL, .num_threads = DG_FROM_ENV, .seed = DG_DEFAULT_SEED };
+    return (dg_init_params){ .params_tag = DG_PARAMS_TAG, .device = NULL, .num_threads = DG_FROM_ENV, .seed = DG_DEFAULT_SEED };
 }
 
 int dg_init(const dg_init_params *p) {
+    if (p) DG_CHECK_PARAMS_INT("init", *p, dg_init_default_params);
     dg_init_params d = p ? *p : dg_init_default_params();
     if (d.num_threads < 1 && d.num_threads != DG_FROM_ENV) {
         DG_ERR(DG_EINVAL, "init: num_threads must be >= 1 or DG_FROM_ENV, got %d (dg_init_default_params() has the defaults)",

@@ -83,3 +83,10 @@ bool dg_error_split_location(char *msg, const char **file, int *line) {
     open[-1] = 0;
     return true;
 }
+
+int dg_params_check(const char *op, uint32_t tag, const char *default_fn) {
+    if (tag == DG_PARAMS_TAG) return 0;
+    DG_ERR(DG_EINVAL, "%s: the params were not made by %s() (params_tag is %#x): a literal leaves every field it does not "
+           "name 0, not the default; start from %s() and set the fields that differ", op, default_fn, (unsigned)tag, default_fn);
+    return DG_EINVAL;
+}

@@ -37,7 +37,7 @@ static bool same_shape(const dg_tensor *a, const dg_tensor *b) {
     return true;
 }
 
-dg_load_params dg_load_default_params(void) { return (dg_load_params){ .strict = true }; }
+dg_load_params dg_load_default_params(void) { return (dg_load_params){ .params_tag = DG_PARAMS_TAG, .strict = true }; }
 
 static int load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_params p, dg_load_report *rep, const char *src) {
     DG_CHECK_HANDLE_INT(layer, "layer_load: layer is NULL");
@@ -96,10 +96,12 @@ static int load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_param
 }
 
 int dg_layer_load_dict(dg_layer *layer, const dg_tensor_dict *state, dg_load_params p, dg_load_report *rep) {
+    DG_CHECK_PARAMS_INT("layer_load_dict", p, dg_load_default_params);
     return load_dict(layer, state, p, rep, "a tensor dict");
 }
 
 int dg_layer_load(dg_layer *layer, const char *path, dg_load_params p, dg_load_report *rep) {
+    DG_CHECK_PARAMS_INT("layer_load", p, dg_load_default_params);
     DG_CHECK_HANDLE_INT(layer, "layer_load: layer is NULL");
     DG_CHECK_INT(path, "layer_load: path is NULL");
     dg_tensor_dict *d = dg_load_safetensors(path);

@@ -38,10 +38,11 @@ bool dg_nn_conv2d_parts(const dg_layer *l, dg_conv2d_params *p, dg_tensor **weig
 }
 
 dg_nn_conv2d_params dg_nn_conv2d_default_params(void) {
-    return (dg_nn_conv2d_params){ .stride = 1, .padding = 0, .dilation = 1, .groups = 1, .bias = true, .dtype = DG_F32 };
+    return (dg_nn_conv2d_params){ .params_tag = DG_PARAMS_TAG, .stride = 1, .padding = 0, .dilation = 1, .groups = 1, .bias = true, .dtype = DG_F32 };
 }
 
 dg_layer *dg_nn_conv2d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
+    DG_CHECK_PARAMS("nn_conv2d", p, dg_nn_conv2d_default_params);
     conv_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Conv2d: out of memory"); return NULL; }
     dg_layer *l = dg_layer_new(&conv2d_class, conv_forward, s, free);
@@ -49,8 +50,11 @@ dg_layer *dg_nn_conv2d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
     int stride = p.stride, dil = p.dilation, groups = p.groups;
     s->in = in;
     s->out = out;
-    s->conv = (dg_conv2d_params){ .stride = { stride, stride }, .padding = { p.padding, p.padding },
-                                  .dilation = { dil, dil }, .groups = groups };   /* every field set */
+    s->conv = dg_conv2d_default_params();
+    s->conv.stride[0] = s->conv.stride[1] = stride;
+    s->conv.padding[0] = s->conv.padding[1] = p.padding;
+    s->conv.dilation[0] = s->conv.dilation[1] = dil;
+    s->conv.groups = groups;
     /* torch's repr: defaults (padding 0, dilation 1, groups 1, bias) are left out */
     char extra[256];
     int at = snprintf(extra, sizeof extra, "%lld, %lld, kernel_size=(%d, %d), stride=(%d, %d)", (long long)in,
@@ -64,7 +68,8 @@ dg_layer *dg_nn_conv2d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
         in % groups || out % groups || (p.dtype != DG_F32 && p.dtype != DG_F64)) {
         DG_LAYER_ERROR(l, "bad configuration: need positive channels, kernel, stride, dilation, groups dividing both "
                           "channel counts, padding >= 0 and dtype float32/float64 (stride %d, dilation %d, groups %d, "
-                          "padding %d, dtype %s)", stride, dil, groups, p.padding, dg_dtype_name(p.dtype));
+                          "padding %d, dtype %s; dg_nn_conv2d_default_params() has the defaults)", stride, dil, groups, p.padding,
+                       dg_dtype_name(p.dtype));
         dg_layer_free(l);
         return NULL;
     }

@@ -30,7 +30,7 @@ static dg_tensor *convx_forward(dg_layer *self, const dg_tensor *x) {
 }
 
 dg_nn_conv_transpose2d_params dg_nn_conv_transpose2d_default_params(void) {
-    return (dg_nn_conv_transpose2d_params){ .stride = 1, .padding = 0, .output_padding = 0, .dilation = 1, .groups = 1,
+    return (dg_nn_conv_transpose2d_params){ .params_tag = DG_PARAMS_TAG, .stride = 1, .padding = 0, .output_padding = 0, .dilation = 1, .groups = 1,
                                             .bias = true, .dtype = DG_F32 };
 }
 
@@ -46,8 +46,8 @@ static dg_layer *convx_new(const dg_layer_class *cls, convx_state st, int k, dg_
     dg_layer_set_extra_repr(l, "%s", extra);
     if (bad) {
         DG_LAYER_ERROR(l, "bad configuration: need positive channels, kernel, stride, dilation, groups dividing both "
-                          "channel counts, padding >= 0, output_padding below stride or dilation, dtype float32/float64 (%s)",
-                       extra);
+                          "channel counts, padding >= 0, output_padding below stride or dilation, dtype float32/float64 (%s; %s() has "
+                          "the defaults)", extra, cls == &conv1d_class ? "dg_nn_conv2d_default_params" : "dg_nn_conv_transpose2d_default_params");
         dg_layer_free(l);
         return NULL;
     }
@@ -73,6 +73,7 @@ static bool bad_common(int64_t in, int64_t out, int k, int stride, int padding, 
 }
 
 dg_layer *dg_nn_conv1d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
+    DG_CHECK_PARAMS("nn_conv1d", p, dg_nn_conv2d_default_params);
     char extra[256];
     int at = snprintf(extra, sizeof extra, "%lld, %lld, kernel_size=(%d,), stride=(%d,)", (long long)in, (long long)out, k,
                       p.stride);
@@ -82,11 +83,13 @@ dg_layer *dg_nn_conv1d(int64_t in, int64_t out, int k, dg_nn_conv2d_params p) {
     if (!p.bias) snprintf(extra + at, sizeof extra - (size_t)at, ", bias=False");
     bool bad = bad_common(in, out, k, p.stride, p.padding, p.dilation, p.groups, p.dtype);
     convx_state st = { .in = in, .out = out,
-                       .c1 = { .stride = p.stride, .padding = p.padding, .dilation = p.dilation, .groups = p.groups } };
+                       .c1 = { .stride = p.stride, .padding = p.padding, .dilation = p.dilation, .groups = p.groups,
+                               .params_tag = DG_PARAMS_TAG } };   /* every field set */
     return convx_new(&conv1d_class, st, k, DG_SHAPE(out, bad ? 1 : in / p.groups, k), p.bias, p.dtype, extra, bad);
 }
 
 dg_layer *dg_nn_conv_transpose2d(int64_t in, int64_t out, int k, dg_nn_conv_transpose2d_params p) {
+    DG_CHECK_PARAMS("nn_conv_transpose2d", p, dg_nn_conv_transpose2d_default_params);
     char extra[256];
     int at = snprintf(extra, sizeof extra, "%lld, %lld, kernel_size=(%d, %d), stride=(%d, %d)", (long long)in, (long long)out,
                       k, k, p.stride, p.stride);
@@ -101,6 +104,7 @@ dg_layer *dg_nn_conv_transpose2d(int64_t in, int64_t out, int k, dg_nn_conv_tran
     convx_state st = { .transposed = true, .in = in, .out = out,
                        .ct = { .stride = { p.stride, p.stride }, .padding = { p.padding, p.padding },
                                .output_padding = { p.output_padding, p.output_padding },
-                               .dilation = { p.dilation, p.dilation }, .groups = p.groups } };
+                               .dilation = { p.dilation, p.dilation }, .groups = p.groups,
+                               .params_tag = DG_PARAMS_TAG } };   /* every field set */
     return convx_new(&conv_transpose2d_class, st, k, DG_SHAPE(in, bad ? 1 : out / p.groups, k, k), p.bias, p.dtype, extra, bad);
 }

@@ -8,13 +8,22 @@ const dg_layer_class *dg_nn_dropout_class(void) { return &dropout_class; }
 
 static dg_tensor *dropout_fw(dg_layer *self, const dg_tensor *x) {
     dg_nn_dropout_params *p = dg_layer_user(self);
-    return dg_dropout_ext(x, (dg_dropout_params){ .p = p->p, .training = dg_layer_is_training(self), .generator = p->generator });
+    dg_dropout_params dp = dg_dropout_default_params();
+    dp.p = p->p;
+    dp.training = dg_layer_is_training(self);
+    dp.generator = p->generator;
+    return dg_dropout_ext(x, dp);
 }
 
-dg_nn_dropout_params dg_nn_dropout_default_params(void) { return (dg_nn_dropout_params){ .p = 0.5, .generator = NULL }; }
-dg_layer *dg_nn_dropout(double p) { return dg_nn_dropout_ext((dg_nn_dropout_params){ .p = p }); }
+dg_nn_dropout_params dg_nn_dropout_default_params(void) { return (dg_nn_dropout_params){ .params_tag = DG_PARAMS_TAG, .p = 0.5, .generator = NULL }; }
+dg_layer *dg_nn_dropout(double p) {
+    dg_nn_dropout_params dp = dg_nn_dropout_default_params();
+    dp.p = p;
+    return dg_nn_dropout_ext(dp);
+}
 
 dg_layer *dg_nn_dropout_ext(dg_nn_dropout_params prm) {
+    DG_CHECK_PARAMS("nn_dropout_ext", prm, dg_nn_dropout_default_params);
     dg_nn_dropout_params *s = malloc(sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Dropout: out of memory"); return NULL; }
     *s = prm;

@@ -19,11 +19,12 @@ static dg_tensor *embedding_forward(dg_layer *self, const dg_tensor *ids) {
 }
 
 dg_nn_embedding_params dg_nn_embedding_default_params(void) {
-    return (dg_nn_embedding_params){ .padding_idx = DG_NO_PADDING_IDX, .max_norm = 0, .norm_type = 2.0, .sparse = false,
+    return (dg_nn_embedding_params){ .params_tag = DG_PARAMS_TAG, .padding_idx = DG_NO_PADDING_IDX, .max_norm = 0, .norm_type = 2.0, .sparse = false,
                                      .dtype = DG_F32 };
 }
 
 dg_layer *dg_nn_embedding(int64_t num, int64_t dim, dg_nn_embedding_params p) {
+    DG_CHECK_PARAMS("nn_embedding", p, dg_nn_embedding_default_params);
     embedding_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Embedding: out of memory"); return NULL; }
     dg_layer *l = dg_layer_new(&embedding_class, embedding_forward, s, free);
@@ -31,7 +32,8 @@ dg_layer *dg_nn_embedding(int64_t num, int64_t dim, dg_nn_embedding_params p) {
     bool has_pad = p.padding_idx != DG_NO_PADDING_IDX;
     int64_t pad = has_pad && p.padding_idx < 0 ? p.padding_idx + num : p.padding_idx;
     *s = (embedding_state){ .num = num, .dim = dim,
-                            .op = { .padding_idx = p.padding_idx, .max_norm = p.max_norm, .norm_type = p.norm_type, .sparse = p.sparse } };
+                            .op = { .padding_idx = p.padding_idx, .max_norm = p.max_norm, .norm_type = p.norm_type, .sparse = p.sparse,
+                                    .params_tag = DG_PARAMS_TAG } };   /* every field set */
     char extra[160];
     int len = snprintf(extra, sizeof extra, "%lld, %lld", (long long)num, (long long)dim);
     if (has_pad) len += snprintf(extra + len, sizeof extra - (size_t)len, ", padding_idx=%lld", (long long)pad);

@@ -16,7 +16,7 @@ static const dg_layer_class group_norm_class = DG_LAYER_CLASS("GroupNorm");
 const dg_layer_class *dg_nn_group_norm_class(void) { return &group_norm_class; }
 
 dg_nn_layer_norm_params dg_nn_layer_norm_default_params(void) {
-    return (dg_nn_layer_norm_params){ .eps = 1e-5, .elementwise_affine = true, .dtype = DG_F32 };
+    return (dg_nn_layer_norm_params){ .params_tag = DG_PARAMS_TAG, .eps = 1e-5, .elementwise_affine = true, .dtype = DG_F32 };
 }
 
 static dg_tensor *layer_norm_forward(dg_layer *self, const dg_tensor *x) {
@@ -59,6 +59,7 @@ static dg_layer *feature_norm_new(const dg_layer_class *cls, dg_layer_forward_fn
 }
 
 dg_layer *dg_nn_layer_norm(dg_shape shape, dg_nn_layer_norm_params p) {
+    DG_CHECK_PARAMS("nn_layer_norm", p, dg_nn_layer_norm_default_params);
     char repr[128] = "(";
     size_t len = 1;
     for (int i = 0; i < shape.ndim && i < DG_MAX_DIMS && len < sizeof repr - 24; i++)
@@ -68,6 +69,7 @@ dg_layer *dg_nn_layer_norm(dg_shape shape, dg_nn_layer_norm_params p) {
 }
 
 dg_layer *dg_nn_group_norm(int64_t groups, int64_t channels, dg_nn_layer_norm_params p) {
+    DG_CHECK_PARAMS("nn_group_norm", p, dg_nn_layer_norm_default_params);
     char repr[64];
     snprintf(repr, sizeof repr, "%lld, %lld", (long long)groups, (long long)channels);
     return feature_norm_new(&group_norm_class, group_norm_forward, DG_SHAPE(channels), groups, p, repr);

@@ -95,10 +95,11 @@ int dg_nn_init_xavier_uniform_(dg_tensor *t, double gain) { return xavier(t, gai
 int dg_nn_init_xavier_normal_(dg_tensor *t, double gain) { return xavier(t, gain, true, "init_xavier_normal_"); }
 
 dg_nn_kaiming_params dg_nn_kaiming_default_params(void) {
-    return (dg_nn_kaiming_params){ .a = 0, .mode = DG_FAN_IN, .nonlinearity = DG_NONLIN_LEAKY_RELU };
+    return (dg_nn_kaiming_params){ .params_tag = DG_PARAMS_TAG, .a = 0, .mode = DG_FAN_IN, .nonlinearity = DG_NONLIN_LEAKY_RELU };
 }
 
 static int kaiming(dg_tensor *t, dg_nn_kaiming_params p, bool normal, const char *op) {
+    DG_CHECK_PARAMS_INT(op, p, dg_nn_kaiming_default_params);
     int rc = check(t, op);
     if (rc) return rc;
     if (p.mode != DG_FAN_IN && p.mode != DG_FAN_OUT) { DG_ERR(DG_EINVAL, "%s: bad fan mode %d", op, (int)p.mode); return DG_EINVAL; }

@@ -22,9 +22,10 @@ static dg_tensor *linear_forward(dg_layer *self, const dg_tensor *x) {
     return dg_linear(x, s->weight, s->bias);   /* one op, so autocast casts the bias with the rest */
 }
 
-dg_nn_linear_params dg_nn_linear_default_params(void) { return (dg_nn_linear_params){ .bias = true, .dtype = DG_F32 }; }
+dg_nn_linear_params dg_nn_linear_default_params(void) { return (dg_nn_linear_params){ .params_tag = DG_PARAMS_TAG, .bias = true, .dtype = DG_F32 }; }
 
 dg_layer *dg_nn_linear_ext(int64_t in, int64_t out, dg_nn_linear_params p) {
+    DG_CHECK_PARAMS("nn_linear_ext", p, dg_nn_linear_default_params);
     linear_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "Linear: out of memory"); return NULL; }
     dg_layer *l = dg_layer_new(&linear_class, linear_forward, s, free);

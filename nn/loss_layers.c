@@ -41,5 +41,6 @@ dg_layer *dg_nn_mse_loss(dg_reduction r) { return loss_new(&mse_loss_class, mse_
 dg_layer *dg_nn_l1_loss(dg_reduction r) { return loss_new(&l1_loss_class, l1_fw, (loss_state){ .r = r }); }
 dg_layer *dg_nn_bce_with_logits_loss(dg_reduction r) { return loss_new(&bce_loss_class, bce_fw, (loss_state){ .r = r }); }
 dg_layer *dg_nn_cross_entropy_loss(dg_cross_entropy_params p) {
+    DG_CHECK_PARAMS("nn_cross_entropy_loss", p, dg_cross_entropy_default_params);
     return loss_new(&cross_entropy_loss_class, ce_fw, (loss_state){ .r = p.reduction, .ce = p });
 }

@@ -38,9 +38,13 @@ int dg_nn_batch_norm_settings(const dg_layer *l, dg_nn_batch_norm_params *p, int
                  "batch_norm_settings: layer is a %s, not a BatchNorm1d/BatchNorm2d", dg_layer_type(l));
     bn_state *s = dg_layer_user(l);
     const dg_tensor *ref = s->weight ? s->weight : s->running_mean;
-    *p = (dg_nn_batch_norm_params){ .momentum = s->momentum, .eps = s->eps, .cumulative_average = s->cumulative,
-                                    .affine = s->weight != NULL, .track_running_stats = s->running_mean != NULL,
-                                    .dtype = ref ? dg_dtype_of(ref) : s->dtype };
+    *p = dg_nn_batch_norm_default_params();   /* tagged: what it gives can make a layer again */
+    p->momentum = s->momentum;
+    p->eps = s->eps;
+    p->cumulative_average = s->cumulative;
+    p->affine = s->weight != NULL;
+    p->track_running_stats = s->running_mean != NULL;
+    p->dtype = ref ? dg_dtype_of(ref) : s->dtype;
     if (num_features) *num_features = s->c;
     return 0;
 }
@@ -96,11 +100,12 @@ dg_tensor *dg_nn_batch_norm_relu_forward(dg_layer *bn, const dg_tensor *x) {
 }
 
 dg_nn_batch_norm_params dg_nn_batch_norm_default_params(void) {
-    return (dg_nn_batch_norm_params){ .momentum = 0.1, .eps = 1e-5, .cumulative_average = false, .affine = true,
+    return (dg_nn_batch_norm_params){ .params_tag = DG_PARAMS_TAG, .momentum = 0.1, .eps = 1e-5, .cumulative_average = false, .affine = true,
                                       .track_running_stats = true, .dtype = DG_F32 };
 }
 
 static dg_layer *bn_new(const dg_layer_class *cls, int lo, int hi, int64_t c, dg_nn_batch_norm_params p) {
+    DG_CHECK_PARAMS(cls->name, p, dg_nn_batch_norm_default_params);
     bn_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", cls->name); return NULL; }
     dg_layer *l = dg_layer_new(cls, bn_forward, s, free);
@@ -117,7 +122,8 @@ static dg_layer *bn_new(const dg_layer_class *cls, int lo, int hi, int64_t c, dg
     if (c <= 0 || !(s->eps > 0 && isfinite(s->eps)) || !(s->momentum >= 0 && s->momentum <= 1) ||
         (p.dtype != DG_F32 && p.dtype != DG_F64)) {
         DG_LAYER_ERROR(l, "bad configuration: need num_features > 0, eps > 0, momentum in [0, 1] and dtype "
-                          "float32/float64 (num_features %lld, eps %g, momentum %g, dtype %s)", (long long)c, p.eps,
+                          "float32/float64 (num_features %lld, eps %g, momentum %g, dtype %s; dg_nn_batch_norm_default_params() "
+                          "has the defaults)", (long long)c, p.eps,
                        p.momentum, dg_dtype_name(p.dtype));
         dg_layer_free(l);
         return NULL;

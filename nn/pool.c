@@ -43,16 +43,22 @@ static dg_layer *pool_new(const dg_layer_class *cls, dg_layer_forward_fn fn, poo
 }
 
 dg_nn_pool2d_params dg_nn_pool2d_default_params(void) {
-    return (dg_nn_pool2d_params){ .stride = DG_STRIDE_KERNEL, .padding = 0, .ceil_mode = false, .count_include_pad = false,
+    return (dg_nn_pool2d_params){ .params_tag = DG_PARAMS_TAG, .stride = DG_STRIDE_KERNEL, .padding = 0, .ceil_mode = false, .count_include_pad = false,
                                   .dilation = 1, .divisor_override = 0 };
 }
 
 static dg_layer *pool2d(bool avg, int k, dg_nn_pool2d_params p) {
+    DG_CHECK_PARAMS(avg ? "AvgPool2d" : "MaxPool2d", p, dg_nn_pool2d_default_params);
     int stride = p.stride == DG_STRIDE_KERNEL ? k : p.stride;
-    int dil = p.dilation == 0 ? 1 : p.dilation;
-    dg_pool2d_params pp = { .kernel = { k, k }, .stride = { stride, stride }, .padding = { p.padding, p.padding },
-                            .ceil_mode = p.ceil_mode, .count_include_pad = p.count_include_pad,
-                            .dilation = { dil, dil }, .divisor_override = p.divisor_override };
+    int dil = p.dilation;
+    dg_pool2d_params pp = dg_pool2d_default_params();
+    pp.kernel[0] = pp.kernel[1] = k;
+    pp.stride[0] = pp.stride[1] = stride;
+    pp.padding[0] = pp.padding[1] = p.padding;
+    pp.ceil_mode = p.ceil_mode;
+    pp.count_include_pad = p.count_include_pad;
+    pp.dilation[0] = pp.dilation[1] = dil;
+    pp.divisor_override = p.divisor_override;
     dg_layer *l = pool_new(avg ? &avg_pool2d_class : &max_pool2d_class, pool_forward, (pool_state){ .avg = avg, .pool = pp });
     if (!l) return NULL;
     if (avg)
@@ -65,7 +71,8 @@ static dg_layer *pool2d(bool avg, int k, dg_nn_pool2d_params p) {
         p.divisor_override < 0 || (!avg && p.divisor_override)) {
         DG_LAYER_ERROR(l, "bad configuration: need kernel_size > 0, stride > 0 (or DG_STRIDE_KERNEL) and "
                           "0 <= padding <= kernel_size/2, dilation >= 1 (max pool only) and divisor_override >= 0 (avg pool only) "
-                          "(stride %d, padding %d, dilation %d, divisor_override %d)", p.stride, p.padding, p.dilation,
+                          "(stride %d, padding %d, dilation %d, divisor_override %d; dg_nn_pool2d_default_params() has the defaults)",
+                       p.stride, p.padding, p.dilation,
                        p.divisor_override);
         dg_layer_free(l);
         return NULL;

@@ -42,13 +42,14 @@ static dg_layer *poolx_new(const dg_layer_class *cls, poolx_state st, bool bad, 
 }
 
 static dg_layer *pool1d(int kind, dg_pool1d_params p) {
+    DG_CHECK_PARAMS(kind == PX_AVG1 ? "AvgPool1d" : "MaxPool1d", p, dg_pool1d_default_params);
     if (p.stride == DG_STRIDE_KERNEL) p.stride = p.kernel;
     bool bad = p.kernel <= 0 || p.stride <= 0 || p.padding < 0 || 2 * p.padding > p.kernel || p.dilation < 1 ||
                (kind == PX_AVG1 && p.dilation != 1);
     char why[200];
     snprintf(why, sizeof why, "need kernel_size > 0, stride > 0, 0 <= padding <= kernel_size/2 and dilation >= 1 "
-             "(1 for average pooling); got kernel %d, stride %d, padding %d, dilation %d", p.kernel, p.stride, p.padding,
-             p.dilation);
+             "(1 for average pooling); got kernel %d, stride %d, padding %d, dilation %d (dg_pool1d_default_params() has "
+             "the defaults)", p.kernel, p.stride, p.padding, p.dilation);
     return poolx_new(kind == PX_MAX1 ? &max_pool1d_class : &avg_pool1d_class, (poolx_state){ .kind = kind, .p = p }, bad, why);
 }
 

@@ -17,11 +17,12 @@ static const dg_opt_kind_info adagrad_info = {
 };
 
 dg_adagrad_params dg_adagrad_default_params(void) {
-    return (dg_adagrad_params){ .lr = 1e-2, .lr_decay = 0, .eps = 1e-10, .initial_accumulator_value = 0, .weight_decay = 0,
+    return (dg_adagrad_params){ .params_tag = DG_PARAMS_TAG, .lr = 1e-2, .lr_decay = 0, .eps = 1e-10, .initial_accumulator_value = 0, .weight_decay = 0,
                                 .grad_clip_norm = INFINITY };
 }
 
 dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p) {
+    DG_CHECK_PARAMS("adagrad", p, dg_adagrad_default_params);
     DG_CHECK(p.lr_decay >= 0 && isfinite(p.lr_decay), "adagrad: lr_decay must be >= 0, got %g", p.lr_decay);
     DG_CHECK(p.eps >= 0 && isfinite(p.eps), "adagrad: eps must be >= 0, got %g", p.eps);
     DG_CHECK(p.initial_accumulator_value >= 0 && isfinite(p.initial_accumulator_value),

@@ -47,21 +47,23 @@ static dg_optimizer *adam_common(dg_opt_kind kind, const dg_opt_kind_info *info,
 }
 
 dg_adam_params dg_adam_default_params(void) {
-    return (dg_adam_params){ .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .amsgrad = false,
+    return (dg_adam_params){ .params_tag = DG_PARAMS_TAG, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0, .amsgrad = false,
                              .grad_clip_norm = INFINITY };
 }
 
 dg_adamw_params dg_adamw_default_params(void) {
-    return (dg_adamw_params){ .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .amsgrad = false,
+    return (dg_adamw_params){ .params_tag = DG_PARAMS_TAG, .lr = 1e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .amsgrad = false,
                               .grad_clip_norm = INFINITY };
 }
 
 dg_optimizer *dg_adam(dg_tensor *const *params, int n, dg_adam_params p) {
+    DG_CHECK_PARAMS("adam", p, dg_adam_default_params);
     return adam_common(DG_OPT_ADAM, &adam_info, params, n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.amsgrad,
                        p.grad_clip_norm);
 }
 
 dg_optimizer *dg_adamw(dg_tensor *const *params, int n, dg_adamw_params p) {
+    DG_CHECK_PARAMS("adamw", p, dg_adamw_default_params);
     return adam_common(DG_OPT_ADAMW, &adamw_info, params, n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.amsgrad,
                        p.grad_clip_norm);
 }

@@ -19,11 +19,12 @@ static const dg_opt_kind_info adamax_info = {
 };
 
 dg_adamax_params dg_adamax_default_params(void) {
-    return (dg_adamax_params){ .lr = 2e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
+    return (dg_adamax_params){ .params_tag = DG_PARAMS_TAG, .lr = 2e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
                                .grad_clip_norm = INFINITY };
 }
 
 dg_optimizer *dg_adamax(dg_tensor *const *params, int n, dg_adamax_params p) {
+    DG_CHECK_PARAMS("adamax", p, dg_adamax_default_params);
     if (dg_opt_check_betas("adamax", p.beta1, p.beta2, p.eps) != 0) return NULL;
     dg_optimizer *o = dg_opt_new(DG_OPT_ADAMAX, &adamax_info, params, n, p.lr, p.weight_decay, p.grad_clip_norm);
     if (!o) return NULL;

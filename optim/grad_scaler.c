@@ -18,11 +18,12 @@ struct dg_amp_scaler {
 };
 
 dg_amp_params dg_amp_default_params(void) {
-    return (dg_amp_params){ .init_loss_scaling = 32768.0, .use_dynamic_loss_scaling = true, .incr_every_n_steps = 1000,
+    return (dg_amp_params){ .params_tag = DG_PARAMS_TAG, .init_loss_scaling = 32768.0, .use_dynamic_loss_scaling = true, .incr_every_n_steps = 1000,
                             .decr_every_n_nan_or_inf = 2, .incr_ratio = 2.0, .decr_ratio = 0.8 };
 }
 
 int dg_amp_params_check(const char *op, dg_amp_params p) {
+    DG_CHECK_PARAMS_INT("amp_params_check", p, dg_amp_default_params);
     if (!op) op = "amp_params_check";
     DG_CHECK_INT(isfinite(p.init_loss_scaling) && p.init_loss_scaling > 0 && isfinite((float)p.init_loss_scaling),
                  "%s: init_loss_scaling must be finite and > 0 (and fit a float32), got %g", op, p.init_loss_scaling);
@@ -35,6 +36,7 @@ int dg_amp_params_check(const char *op, dg_amp_params p) {
 }
 
 dg_amp_scaler *dg_amp_decorate(dg_optimizer *opt, dg_amp_params p) {
+    DG_CHECK_PARAMS("amp_decorate", p, dg_amp_default_params);
     DG_CHECK_HANDLE(opt, "amp_decorate: optimizer is NULL");
     if (dg_amp_params_check("amp_decorate", p)) return NULL;
     dg_amp_scaler *s = calloc(1, sizeof *s);

@@ -303,45 +303,46 @@ static dg_lr_scheduler *sched_start(dg_lr_scheduler *s) {
 static int cmp_int(const void *a, const void *b) { int x = *(const int *)a, y = *(const int *)b; return (x > y) - (x < y); }
 
 dg_step_lr_params dg_step_lr_default_params(void) {
-    return (dg_step_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .step_size = 0, .gamma = 0.1 };
+    return (dg_step_lr_params){ .params_tag = DG_PARAMS_TAG, .base_lr = DG_LR_FROM_OPTIMIZER, .step_size = 0, .gamma = 0.1 };
 }
 dg_multi_step_lr_params dg_multi_step_lr_default_params(void) {
-    return (dg_multi_step_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .milestones = NULL, .n_milestones = 0, .gamma = 0.1 };
+    return (dg_multi_step_lr_params){ .params_tag = DG_PARAMS_TAG, .base_lr = DG_LR_FROM_OPTIMIZER, .milestones = NULL, .n_milestones = 0, .gamma = 0.1 };
 }
 dg_exponential_lr_params dg_exponential_lr_default_params(void) {
-    return (dg_exponential_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .gamma = 0 };
+    return (dg_exponential_lr_params){ .params_tag = DG_PARAMS_TAG, .base_lr = DG_LR_FROM_OPTIMIZER, .gamma = 0 };
 }
 dg_cosine_annealing_lr_params dg_cosine_annealing_lr_default_params(void) {
-    return (dg_cosine_annealing_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .t_max = 0, .eta_min = 0 };
+    return (dg_cosine_annealing_lr_params){ .params_tag = DG_PARAMS_TAG, .base_lr = DG_LR_FROM_OPTIMIZER, .t_max = 0, .eta_min = 0 };
 }
 dg_linear_warmup_lr_params dg_linear_warmup_lr_default_params(void) {
-    return (dg_linear_warmup_lr_params){ .warmup_steps = 0, .start_lr = 0, .end_lr = DG_LR_FROM_OPTIMIZER,
+    return (dg_linear_warmup_lr_params){ .params_tag = DG_PARAMS_TAG, .warmup_steps = 0, .start_lr = 0, .end_lr = DG_LR_FROM_OPTIMIZER,
                                          .lr = DG_LR_FROM_OPTIMIZER };
 }
 dg_piecewise_lr_params dg_piecewise_lr_default_params(void) {
-    return (dg_piecewise_lr_params){ .boundaries = NULL, .n_boundaries = 0, .values = NULL };
+    return (dg_piecewise_lr_params){ .params_tag = DG_PARAMS_TAG, .boundaries = NULL, .n_boundaries = 0, .values = NULL };
 }
 dg_lambda_lr_params dg_lambda_lr_default_params(void) {
-    return (dg_lambda_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .fn = NULL, .user = NULL };
+    return (dg_lambda_lr_params){ .params_tag = DG_PARAMS_TAG, .base_lr = DG_LR_FROM_OPTIMIZER, .fn = NULL, .user = NULL };
 }
 dg_polynomial_decay_lr_params dg_polynomial_decay_lr_default_params(void) {
-    return (dg_polynomial_decay_lr_params){ .base_lr = DG_LR_FROM_OPTIMIZER, .decay_steps = 0, .end_lr = 1e-4, .power = 1.0,
+    return (dg_polynomial_decay_lr_params){ .params_tag = DG_PARAMS_TAG, .base_lr = DG_LR_FROM_OPTIMIZER, .decay_steps = 0, .end_lr = 1e-4, .power = 1.0,
                                             .cycle = false };
 }
 dg_one_cycle_lr_params dg_one_cycle_lr_default_params(void) {
-    return (dg_one_cycle_lr_params){ .max_lr = 0, .total_steps = 0, .pct_start = 0.3, .anneal_strategy = DG_ANNEAL_COS,
+    return (dg_one_cycle_lr_params){ .params_tag = DG_PARAMS_TAG, .max_lr = 0, .total_steps = 0, .pct_start = 0.3, .anneal_strategy = DG_ANNEAL_COS,
                                      .cycle_momentum = true, .base_momentum = 0.85, .max_momentum = 0.95, .div_factor = 25.,
                                      .final_div_factor = 1e4, .three_phase = false };
 }
 dg_reduce_lr_on_plateau_params dg_reduce_lr_on_plateau_default_params(void) {
-    return (dg_reduce_lr_on_plateau_params){ .mode = DG_PLATEAU_MIN, .factor = 0.1, .patience = 10, .threshold = 1e-4,
+    return (dg_reduce_lr_on_plateau_params){ .params_tag = DG_PARAMS_TAG, .mode = DG_PLATEAU_MIN, .factor = 0.1, .patience = 10, .threshold = 1e-4,
                                              .threshold_mode = DG_THRESHOLD_REL, .cooldown = 0, .min_lr = 0, .eps = 1e-8 };
 }
 dg_sequential_lr_params dg_sequential_lr_default_params(void) {
-    return (dg_sequential_lr_params){ .schedulers = NULL, .n_schedulers = 0, .milestones = NULL, .n_milestones = 0 };
+    return (dg_sequential_lr_params){ .params_tag = DG_PARAMS_TAG, .schedulers = NULL, .n_schedulers = 0, .milestones = NULL, .n_milestones = 0 };
 }
 
 dg_lr_scheduler *dg_step_lr(dg_optimizer *opt, dg_step_lr_params p) {
+    DG_CHECK_PARAMS("step_lr", p, dg_step_lr_default_params);
     DG_CHECK(p.step_size > 0, "step_lr: step_size must be > 0, got %d", p.step_size);
     DG_CHECK(p.gamma >= 0 && isfinite(p.gamma), "step_lr: gamma must be >= 0, got %g", p.gamma);
     dg_lr_scheduler *s = with_base(sched_new(LR_STEP, "step_lr", opt), p.base_lr, "base_lr");
@@ -352,6 +353,7 @@ dg_lr_scheduler *dg_step_lr(dg_optimizer *opt, dg_step_lr_params p) {
 }
 
 dg_lr_scheduler *dg_multi_step_lr(dg_optimizer *opt, dg_multi_step_lr_params p) {
+    DG_CHECK_PARAMS("multi_step_lr", p, dg_multi_step_lr_default_params);
     DG_CHECK(p.n_milestones >= 0 && (p.n_milestones == 0 || p.milestones), "multi_step_lr: %s",
              p.n_milestones < 0 ? "negative n_milestones" : "milestones is NULL");
     DG_CHECK(p.gamma >= 0 && isfinite(p.gamma), "multi_step_lr: gamma must be >= 0, got %g", p.gamma);
@@ -367,6 +369,7 @@ dg_lr_scheduler *dg_multi_step_lr(dg_optimizer *opt, dg_multi_step_lr_params p) 
 }
 
 dg_lr_scheduler *dg_exponential_lr(dg_optimizer *opt, dg_exponential_lr_params p) {
+    DG_CHECK_PARAMS("exponential_lr", p, dg_exponential_lr_default_params);
     DG_CHECK(p.gamma > 0 && isfinite(p.gamma), "exponential_lr: gamma must be > 0, got %g", p.gamma);
     dg_lr_scheduler *s = with_base(sched_new(LR_EXPONENTIAL, "exponential_lr", opt), p.base_lr, "base_lr");
     if (!s) return NULL;
@@ -375,6 +378,7 @@ dg_lr_scheduler *dg_exponential_lr(dg_optimizer *opt, dg_exponential_lr_params p
 }
 
 dg_lr_scheduler *dg_cosine_annealing_lr(dg_optimizer *opt, dg_cosine_annealing_lr_params p) {
+    DG_CHECK_PARAMS("cosine_annealing_lr", p, dg_cosine_annealing_lr_default_params);
     DG_CHECK(p.t_max > 0, "cosine_annealing_lr: t_max must be > 0, got %d", p.t_max);
     DG_CHECK(p.eta_min >= 0 && isfinite(p.eta_min), "cosine_annealing_lr: eta_min must be >= 0, got %g", p.eta_min);
     dg_lr_scheduler *s = with_base(sched_new(LR_COSINE, "cosine_annealing_lr", opt), p.base_lr, "base_lr");
@@ -411,6 +415,7 @@ static int check_child_groups(const dg_lr_scheduler *s, const dg_lr_scheduler *c
 
 dg_lr_scheduler *dg_linear_warmup_lr(dg_optimizer *opt, dg_lr_scheduler *after, dg_linear_warmup_lr_params p) {
     const char *nm = "linear_warmup_lr";
+    if (dg_params_check(nm, p.params_tag, "dg_linear_warmup_lr_default_params")) { dg_lr_scheduler_free(after); return NULL; }
     if (after && adopt(nm, &opt, after, -1) != 0) { dg_lr_scheduler_free(after); return NULL; }   /* owned from here on */
     if (p.warmup_steps <= 0 || !(p.start_lr >= 0 && isfinite(p.start_lr))) {
         DG_ERR(DG_EINVAL, "%s: %s (warmup_steps %d, start_lr %g)", nm,
@@ -437,6 +442,7 @@ dg_lr_scheduler *dg_linear_warmup_lr(dg_optimizer *opt, dg_lr_scheduler *after, 
 }
 
 dg_lr_scheduler *dg_piecewise_lr(dg_optimizer *opt, dg_piecewise_lr_params p) {
+    DG_CHECK_PARAMS("piecewise_lr", p, dg_piecewise_lr_default_params);
     const char *nm = "piecewise_lr";
     DG_CHECK(p.n_boundaries >= 0 && (p.n_boundaries == 0 || p.boundaries) && p.values, "%s: %s", nm,
              p.n_boundaries < 0 ? "negative n_boundaries" : !p.values ? "values is NULL" : "boundaries is NULL");
@@ -457,6 +463,7 @@ dg_lr_scheduler *dg_piecewise_lr(dg_optimizer *opt, dg_piecewise_lr_params p) {
 }
 
 dg_lr_scheduler *dg_lambda_lr(dg_optimizer *opt, dg_lambda_lr_params p) {
+    DG_CHECK_PARAMS("lambda_lr", p, dg_lambda_lr_default_params);
     DG_CHECK(p.fn, "lambda_lr: fn is NULL (a factor of the epoch: double fn(int64_t epoch, void *user))");
     dg_lr_scheduler *s = with_base(sched_new(LR_LAMBDA, "lambda_lr", opt), p.base_lr, "base_lr");
     if (!s) return NULL;
@@ -466,6 +473,7 @@ dg_lr_scheduler *dg_lambda_lr(dg_optimizer *opt, dg_lambda_lr_params p) {
 }
 
 dg_lr_scheduler *dg_polynomial_decay_lr(dg_optimizer *opt, dg_polynomial_decay_lr_params p) {
+    DG_CHECK_PARAMS("polynomial_decay_lr", p, dg_polynomial_decay_lr_default_params);
     const char *nm = "polynomial_decay_lr";
     DG_CHECK(p.decay_steps > 0, "%s: decay_steps must be > 0, got %d", nm, p.decay_steps);
     DG_CHECK(p.end_lr >= 0 && isfinite(p.end_lr), "%s: end_lr must be >= 0, got %g", nm, p.end_lr);
@@ -480,6 +488,7 @@ dg_lr_scheduler *dg_polynomial_decay_lr(dg_optimizer *opt, dg_polynomial_decay_l
 }
 
 dg_lr_scheduler *dg_one_cycle_lr(dg_optimizer *opt, dg_one_cycle_lr_params p) {
+    DG_CHECK_PARAMS("one_cycle_lr", p, dg_one_cycle_lr_default_params);
     const char *nm = "one_cycle_lr";
     DG_CHECK(p.max_lr == DG_LR_FROM_OPTIMIZER || (p.max_lr > 0 && isfinite(p.max_lr)),
              "%s: max_lr must be > 0 or DG_LR_FROM_OPTIMIZER, got %g", nm, p.max_lr);
@@ -509,7 +518,9 @@ dg_lr_scheduler *dg_sequential_lr(dg_optimizer *opt, dg_sequential_lr_params p) 
     int n = p.n_schedulers;
     int rc = 0;
     /* owned from here on, also on failure: each child is freed once, by s or here */
-    if (n < 1 || !p.schedulers) {
+    if ((rc = dg_params_check(nm, p.params_tag, "dg_sequential_lr_default_params"))) {
+        n = p.schedulers && n > 0 ? n : 0;   /* the children named are still freed below */
+    } else if (n < 1 || !p.schedulers) {
         DG_ERR(DG_EINVAL, "%s: %s", nm, !p.schedulers ? "schedulers is NULL" : "no schedulers (n_schedulers < 1)");
         rc = DG_EINVAL;
     }
@@ -558,6 +569,7 @@ dg_lr_scheduler *dg_sequential_lr(dg_optimizer *opt, dg_sequential_lr_params p) 
 }
 
 dg_lr_scheduler *dg_reduce_lr_on_plateau(dg_optimizer *opt, dg_reduce_lr_on_plateau_params p) {
+    DG_CHECK_PARAMS("reduce_lr_on_plateau", p, dg_reduce_lr_on_plateau_default_params);
     const char *nm = "reduce_lr_on_plateau";
     DG_CHECK_HANDLE(opt, "%s: opt is NULL (the scheduler lowers an optimizer's lrs)", nm);
     DG_CHECK(p.mode == DG_PLATEAU_MIN || p.mode == DG_PLATEAU_MAX, "%s: mode must be DG_PLATEAU_MIN or DG_PLATEAU_MAX, "

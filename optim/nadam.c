@@ -30,11 +30,12 @@ static const dg_opt_kind_info nadam_info = {
 };
 
 dg_nadam_params dg_nadam_default_params(void) {
-    return (dg_nadam_params){ .lr = 2e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
+    return (dg_nadam_params){ .params_tag = DG_PARAMS_TAG, .lr = 2e-3, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0,
                               .momentum_decay = 4e-3, .grad_clip_norm = INFINITY };
 }
 
 dg_optimizer *dg_nadam(dg_tensor *const *params, int n, dg_nadam_params p) {
+    DG_CHECK_PARAMS("nadam", p, dg_nadam_default_params);
     if (dg_opt_check_betas("nadam", p.beta1, p.beta2, p.eps) != 0) return NULL;
     DG_CHECK(p.momentum_decay >= 0 && isfinite(p.momentum_decay), "nadam: momentum_decay must be >= 0, got %g",
              p.momentum_decay);

@@ -153,10 +153,11 @@ dg_optimizer *dg_opt_finish(dg_optimizer *o) {
 }
 
 dg_param_group_params dg_param_group_default_params(void) {
-    return (dg_param_group_params){ .lr = DG_OPTIMIZER_DEFAULT, .weight_decay = DG_OPTIMIZER_DEFAULT };
+    return (dg_param_group_params){ .params_tag = DG_PARAMS_TAG, .lr = DG_OPTIMIZER_DEFAULT, .weight_decay = DG_OPTIMIZER_DEFAULT };
 }
 
 int dg_optimizer_add_param_group(dg_optimizer *o, dg_tensor *const *params, int n, dg_param_group_params p) {
+    DG_CHECK_PARAMS_INT("optimizer_add_param_group", p, dg_param_group_default_params);
     DG_CHECK_HANDLE_INT(o, "optimizer_add_param_group: optimizer is NULL");
     const char *nm = o->info->name;
     DG_CHECK_INT(params, "%s: add_param_group: params is NULL", nm);

@@ -18,11 +18,12 @@ static const dg_opt_kind_info rmsprop_info = {
 };
 
 dg_rmsprop_params dg_rmsprop_default_params(void) {
-    return (dg_rmsprop_params){ .lr = 1e-2, .alpha = 0.99, .eps = 1e-8, .weight_decay = 0, .momentum = 0,
+    return (dg_rmsprop_params){ .params_tag = DG_PARAMS_TAG, .lr = 1e-2, .alpha = 0.99, .eps = 1e-8, .weight_decay = 0, .momentum = 0,
                                 .centered = false, .grad_clip_norm = INFINITY };
 }
 
 dg_optimizer *dg_rmsprop(dg_tensor *const *params, int n, dg_rmsprop_params p) {
+    DG_CHECK_PARAMS("rmsprop", p, dg_rmsprop_default_params);
     DG_CHECK(p.alpha >= 0 && p.alpha <= 1, "rmsprop: alpha must be in [0, 1], got %g", p.alpha);
     DG_CHECK(p.eps >= 0 && isfinite(p.eps), "rmsprop: eps must be >= 0, got %g", p.eps);
     DG_CHECK(p.momentum >= 0 && isfinite(p.momentum), "rmsprop: momentum must be >= 0, got %g", p.momentum);

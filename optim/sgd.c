@@ -17,19 +17,21 @@ static const dg_opt_kind_info momentum_info = {
 };
 
 dg_sgd_params dg_sgd_default_params(void) {
-    return (dg_sgd_params){ .lr = 1e-3, .weight_decay = 0, .grad_clip_norm = INFINITY };
+    return (dg_sgd_params){ .params_tag = DG_PARAMS_TAG, .lr = 1e-3, .weight_decay = 0, .grad_clip_norm = INFINITY };
 }
 
 dg_momentum_params dg_momentum_default_params(void) {
-    return (dg_momentum_params){ .lr = 1e-3, .momentum = 0.9, .dampening = 0, .nesterov = false, .weight_decay = 0,
+    return (dg_momentum_params){ .params_tag = DG_PARAMS_TAG, .lr = 1e-3, .momentum = 0.9, .dampening = 0, .nesterov = false, .weight_decay = 0,
                                  .grad_clip_norm = INFINITY };
 }
 
 dg_optimizer *dg_sgd(dg_tensor *const *params, int n, dg_sgd_params p) {
+    DG_CHECK_PARAMS("sgd", p, dg_sgd_default_params);
     return dg_opt_finish(dg_opt_new(DG_OPT_SGD, &sgd_info, params, n, p.lr, p.weight_decay, p.grad_clip_norm));
 }
 
 dg_optimizer *dg_momentum(dg_tensor *const *params, int n, dg_momentum_params p) {
+    DG_CHECK_PARAMS("momentum", p, dg_momentum_default_params);
     DG_CHECK(p.momentum >= 0 && isfinite(p.momentum), "momentum: momentum must be >= 0, got %g", p.momentum);
     DG_CHECK(p.dampening >= 0 && p.dampening <= 1, "momentum: dampening must be in [0, 1], got %g", p.dampening);
     /* as torch.optim.SGD: Nesterov's look-ahead is defined for the undampened buffer */

@@ -125,7 +125,9 @@ static void *infer(void *arg) {
 
 Test(concurrency, threads_sharing_a_model_for_inference_get_what_one_thread_gets, .timeout = 120) {
     dg_manual_seed(5);
-    dg_layer *net = dg_resnet18((dg_resnet_params){ .num_classes = 10 });   /* folded Conv+BN in eval */
+    dg_resnet_params rp = dg_resnet_default_params();
+    rp.num_classes = 10;
+    dg_layer *net = dg_resnet18(rp);   /* folded Conv+BN in eval */
     cr_assert_not_null(net, "%s", dg_last_error());
     /* running statistics other than the initial ones, so batch norm's folding matters */
     dg_scope *s = dg_scope_begin();

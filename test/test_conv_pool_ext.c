@@ -32,8 +32,8 @@ static dg_tensor *apply(golden *g, dg_tensor *x, dg_tensor *w, dg_tensor *b, dg_
         return dg_conv_transpose2d(x, w, b, p);
     }
     case K_C1: {
-        dg_conv1d_params p = { .stride = (int)ip(g, 1), .padding = (int)ip(g, 2), .dilation = (int)ip(g, 3),
-                               .groups = (int)ip(g, 4) };
+        dg_conv1d_params p = dg_conv1d_default_params();
+        p.stride = (int)ip(g, 1), p.padding = (int)ip(g, 2), p.dilation = (int)ip(g, 3), p.groups = (int)ip(g, 4);
         return dg_conv1d(x, w, b, p);
     }
     case K_MP2: case K_AP2: {

@@ -31,7 +31,8 @@ Test(conv_pool_ext_grad, conv_transpose2d) {
 
 Test(conv_pool_ext_grad, conv1d) {
     dg_scope *s = dg_scope_begin();
-    dg_conv1d_params p = { .stride = 2, .padding = 2, .dilation = 2, .groups = 1 };
+    dg_conv1d_params p = dg_conv1d_default_params();
+    p.stride = 2, p.padding = 2, p.dilation = 2, p.groups = 1;
     dg_tensor *in[3] = { gc_input(DG_SHAPE(2, 3, 9), -1, 1), gc_input(DG_SHAPE(4, 3, 3), -1, 1), gc_input(DG_SHAPE(4), -1, 1) };
     gradcheck("conv1d", gc_c1, in, 3, &p, 1e-6);
     dg_scope_end(s);

@@ -669,7 +669,8 @@ Test(optim, param_groups_api) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         dg_clear_error();
-        dg_param_group_params bp = { .lr = bad[i].lr, .weight_decay = bad[i].wd };
+        dg_param_group_params bp = dg_param_group_default_params();
+        bp.lr = bad[i].lr, bp.weight_decay = bad[i].wd;
         cr_assert_eq(dg_optimizer_add_param_group(o, bad[i].ps, bad[i].n, bp), DG_EINVAL, "bad group %zu accepted", i);
         cr_assert(strstr(dg_last_error(), "momentum") && strstr(dg_last_error(), bad[i].needle), "bad group %zu: %s", i,
                   dg_last_error());

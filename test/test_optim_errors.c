@@ -161,7 +161,9 @@ Test(optim, bad_input) {
     EXPECT_OPT_NULL(dg_nadam((dg_tensor *[]){ p }, 1, np), "nadam: grad_clip_norm");
 #undef EXPECT_OPT_NULL
     dg_clear_error();
-    cr_assert_null(dg_rmsprop((dg_tensor *[]){ p }, 1, (dg_rmsprop_params){ .lr = 0.1, .alpha = 2 }));
+    dg_rmsprop_params rmsp = dg_rmsprop_default_params();
+    rmsp.lr = 0.1, rmsp.alpha = 2;
+    cr_assert_null(dg_rmsprop((dg_tensor *[]){ p }, 1, rmsp));
     cr_assert(strstr(dg_last_error(), "rmsprop: alpha must be in [0, 1]"), "%s", dg_last_error());
     dg_clear_error();
     cr_assert_lt(dg_optimizer_step(NULL), 0);

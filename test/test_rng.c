@@ -83,7 +83,9 @@ Test(rng, generators_do_not_disturb_each_other_or_the_default) {
     dg_manual_seed(5);
     expect_same(dg_randn(DG_SHAPE(10), DG_F32), ref1, "default, first draw");
     for (int i = 0; i < 5; i++) cr_assert_not_null(dg_generator_randn(g, DG_SHAPE(10), DG_F32));   /* g moves on... */
-    cr_assert_not_null(dg_dropout_ext(dg_ones(DG_SHAPE(50), DG_F32), (dg_dropout_params){ .p = 0.3, .training = true, .generator = g }));
+    dg_dropout_params d3 = dg_dropout_default_params();
+    d3.p = 0.3, d3.training = true, d3.generator = g;
+    cr_assert_not_null(dg_dropout_ext(dg_ones(DG_SHAPE(50), DG_F32), d3));
     expect_same(dg_randn(DG_SHAPE(10), DG_F32), ref2, "default, second draw");   /* ...the default does not */
     expect_same(dg_generator_rand(h, DG_SHAPE(6), DG_F64), h1, "h after g and the default drew");
 
@@ -100,7 +102,8 @@ Test(rng, a_saved_state_repeats_the_stream_exactly) {
     dg_scope *s = dg_scope_begin();
     dg_generator *g = dg_generator_new(2024);
     dg_tensor *x = dg_ones(DG_SHAPE(4, 64), DG_F32);
-    dg_dropout_params dp = { .p = 0.5, .training = true, .generator = g };
+    dg_dropout_params dp = dg_dropout_default_params();
+    dp.p = 0.5, dp.training = true, dp.generator = g;
     cr_assert_not_null(dg_dropout_ext(x, dp));   /* somewhere in the middle of the stream */
     dg_generator_state st;
     cr_assert_eq(dg_generator_get_state(g, &st), 0);
@@ -124,7 +127,9 @@ Test(rng, a_saved_state_repeats_the_stream_exactly) {
     dg_generator_set_state(dg_default_generator(), &st);
     expect_same(dg_forward(drop, x), l1, "Dropout layer after restoring the default generator");
     /* a layer with a generator of its own ignores the default one */
-    dg_layer *own = dg_nn_dropout_ext((dg_nn_dropout_params){ .p = 0.25, .generator = r });
+    dg_nn_dropout_params nd = dg_nn_dropout_default_params();
+    nd.p = 0.25, nd.generator = r;
+    dg_layer *own = dg_nn_dropout_ext(nd);
     cr_assert_not_null(own, "%s", dg_last_error());
     dg_generator_set_state(r, &st);
     dg_randn(DG_SHAPE(100), DG_F32);
@@ -310,10 +315,14 @@ Test(rng, bad_arguments_are_errors) {
     dg_manual_seed(9);
     cr_assert_eq(dg_get_seed(), 9);
     dg_tensor *x = dg_ones(DG_SHAPE(4), DG_F32);
-    cr_assert_null(dg_dropout_ext(x, (dg_dropout_params){ .p = 1.5, .training = true }));
+    dg_dropout_params bad = dg_dropout_default_params();
+    bad.p = 1.5;
+    cr_assert_null(dg_dropout_ext(x, bad));
     cr_assert(strstr(dg_last_error(), "p must be in [0, 1]"), "%s", dg_last_error());
     dg_clear_error();
-    cr_assert_null(dg_nn_dropout_ext((dg_nn_dropout_params){ .p = -0.1 }));
+    dg_nn_dropout_params nbad = dg_nn_dropout_default_params();
+    nbad.p = -0.1;
+    cr_assert_null(dg_nn_dropout_ext(nbad));
     cr_assert(strstr(dg_last_error(), "p must be in [0, 1]"), "%s", dg_last_error());
     dg_clear_error();
     cr_assert_null(dg_generator_rand(NULL, DG_SHAPE(2), DG_I64));

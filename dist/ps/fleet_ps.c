@@ -152,10 +152,11 @@ static void sparse_free(void *user) {
 }
 
 dg_fleet_sparse_params dg_fleet_sparse_default_params(void) {
-    return (dg_fleet_sparse_params){ .seed = 0, .init_range = 0.05, .entry_count = 0 };
+    return (dg_fleet_sparse_params){ .params_tag = DG_PARAMS_TAG, .seed = 0, .init_range = 0.05, .entry_count = 0 };
 }
 
 dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p) {
+    DG_CHECK_PARAMS("fleet_sparse_embedding", p, dg_fleet_sparse_default_params);
     DG_CHECK(g_ps.on && g_ps.env.role == DG_PS_WORKER, "fleet_sparse_embedding: a table on parameter servers needs a worker of "
              "a parameter-server job (dg_fleet_init(false, ...) with the role TRAINER)");
     DG_CHECK(dim >= 1 && dim <= 65536, "fleet_sparse_embedding: dim %lld (1..65536)", (long long)dim);

@@ -208,7 +208,7 @@ const char *ox_value(ox_ctx *c, const dg_trace_rec *r, const dg_tensor *t, int p
 
 /* ---- the entry ---- */
 dg_onnx_export_params dg_onnx_export_default_params(void) {
-    return (dg_onnx_export_params){ .opset = 17, .dynamic_batch = true, .input_name = "input", .output_name = "output",
+    return (dg_onnx_export_params){ .params_tag = DG_PARAMS_TAG, .opset = 17, .dynamic_batch = true, .input_name = "input", .output_name = "output",
                                     .fold_batch_norm = false, .producer = "dygraph" };
 }
 
@@ -282,6 +282,7 @@ static int build(exporter *e, const char *path) {
 }
 
 int dg_onnx_export(dg_layer *layer, const dg_tensor *example_input, const char *path, dg_onnx_export_params p) {
+    DG_CHECK_PARAMS_INT("onnx_export", p, dg_onnx_export_default_params);
     DG_CHECK_HANDLE_INT(layer, "onnx_export: layer is NULL");
     DG_CHECK_INPUT_INT("onnx_export", example_input);
     DG_CHECK_INT(path && *path, "onnx_export: path is %s", path ? "empty" : "NULL");

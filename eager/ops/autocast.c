@@ -24,7 +24,7 @@ static __thread region g_stack[MAX_DEPTH];
 static __thread int g_depth;
 static __thread int g_paused;   /* > 0 while an op runs its cast inputs */
 
-dg_autocast_params dg_autocast_default_params(void) { return (dg_autocast_params){ .dtype = DG_BF16 }; }
+dg_autocast_params dg_autocast_default_params(void) { return (dg_autocast_params){ .params_tag = DG_PARAMS_TAG, .dtype = DG_BF16 }; }
 
 static int op_index(const char *name) {
     for (int k = 0; k < DG_AC_COUNT; k++) if (name && strcmp(name, g_ops[k].name) == 0) return k;
@@ -51,6 +51,7 @@ static int apply_list(region *r, const char *const *names, int n, unsigned char 
 }
 
 int dg_autocast_begin_ext(dg_autocast_params p) {
+    DG_CHECK_PARAMS_INT("autocast_begin_ext", p, dg_autocast_default_params);
     DG_CHECK_INT(p.dtype == DG_BF16 || p.dtype == DG_F16, "autocast_begin: dtype must be float16 or bfloat16, got %s",
                  dg_dtype_name(p.dtype));
     DG_CHECK_INT(g_depth < MAX_DEPTH, "autocast_begin: more than %d nested regions", MAX_DEPTH);

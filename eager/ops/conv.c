@@ -108,10 +108,11 @@ static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor
 }
 
 dg_conv2d_params dg_conv2d_default_params(void) {
-    return (dg_conv2d_params){ .stride = { 1, 1 }, .padding = { 0, 0 }, .dilation = { 1, 1 }, .groups = 1 };
+    return (dg_conv2d_params){ .params_tag = DG_PARAMS_TAG, .stride = { 1, 1 }, .padding = { 0, 0 }, .dilation = { 1, 1 }, .groups = 1 };
 }
 
 dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+    DG_CHECK_PARAMS("conv2d", p, dg_conv2d_default_params);
     DG_AUTOCAST(DG_AC_CONV2D, dg_conv2d(AC(x), AC(w), AC(b), p), x, w, b);
     return conv2d(x, w, b, p, false);
 }
@@ -120,6 +121,7 @@ dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
  * the convolution's output and the ReLU's at once. It records no gradient: callers use it only
  * where none is wanted. */
 dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+    DG_CHECK_PARAMS("conv2d_relu_nograd", p, dg_conv2d_default_params);
     const dg_tensor *in[3] = { x, w, b };
     DG_CHECK(x && w && !dg_needs_record(in, 3), OP "+relu: for passes without gradients only (inputs %s, %s)",
              x ? DG_SHAPE_STR(x) : "NULL", w ? DG_SHAPE_STR(w) : "NULL");

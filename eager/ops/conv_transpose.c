@@ -68,11 +68,12 @@ static int ct_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 }
 
 dg_conv_transpose2d_params dg_conv_transpose2d_default_params(void) {
-    return (dg_conv_transpose2d_params){ .stride = { 1, 1 }, .padding = { 0, 0 }, .output_padding = { 0, 0 },
+    return (dg_conv_transpose2d_params){ .params_tag = DG_PARAMS_TAG, .stride = { 1, 1 }, .padding = { 0, 0 }, .output_padding = { 0, 0 },
                                          .dilation = { 1, 1 }, .groups = 1 };
 }
 
 dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv_transpose2d_params p) {
+    DG_CHECK_PARAMS("conv_transpose2d", p, dg_conv_transpose2d_default_params);
     DG_AUTOCAST(DG_AC_CONV_TRANSPOSE2D, dg_conv_transpose2d(AC(x), AC(w), AC(b), p), x, w, b);
     DG_CHECK_INPUT(OP, x);
     DG_CHECK_INPUT(OP, w);
@@ -168,10 +169,11 @@ dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_
 /* ---- conv1d ---- */
 
 dg_conv1d_params dg_conv1d_default_params(void) {
-    return (dg_conv1d_params){ .stride = 1, .padding = 0, .dilation = 1, .groups = 1 };
+    return (dg_conv1d_params){ .params_tag = DG_PARAMS_TAG, .stride = 1, .padding = 0, .dilation = 1, .groups = 1 };
 }
 
 dg_tensor *dg_conv1d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv1d_params p) {
+    DG_CHECK_PARAMS("conv1d", p, dg_conv1d_default_params);
     DG_AUTOCAST(DG_AC_CONV1D, dg_conv1d(AC(x), AC(w), AC(b), p), x, w, b);
     DG_CHECK_INPUT("conv1d", x);
     DG_CHECK_INPUT("conv1d", w);
@@ -180,8 +182,11 @@ dg_tensor *dg_conv1d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
     DG_CHECK(p.stride >= 1 && p.padding >= 0 && p.dilation >= 1 && p.groups >= 1,
              "conv1d: need stride >= 1, padding >= 0, dilation >= 1 and groups >= 1, got %d, %d, %d, %d (input %s, weight %s)",
              p.stride, p.padding, p.dilation, p.groups, DG_SHAPE_STR(x), DG_SHAPE_STR(w));
-    dg_conv2d_params q = { .stride = { 1, p.stride }, .padding = { 0, p.padding }, .dilation = { 1, p.dilation },
-                           .groups = p.groups };
+    dg_conv2d_params q = dg_conv2d_default_params();
+    q.stride[1] = p.stride;
+    q.padding[1] = p.padding;
+    q.dilation[1] = p.dilation;
+    q.groups = p.groups;
     dg_scope *s = dg_scope_begin();
     dg_tensor *x4 = dg_unsqueeze(x, 2), *w4 = dg_unsqueeze(w, 2);
     dg_tensor *y4 = (x4 && w4) ? dg_conv2d(x4, w4, b, q) : NULL;

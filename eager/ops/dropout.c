@@ -17,12 +17,16 @@ static int dropout_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 }
 
 dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
-    return dg_dropout_ext(x, (dg_dropout_params){ .p = p, .training = training });
+    dg_dropout_params dp = dg_dropout_default_params();
+    dp.p = p;
+    dp.training = training;
+    return dg_dropout_ext(x, dp);
 }
 
-dg_dropout_params dg_dropout_default_params(void) { return (dg_dropout_params){ .p = 0.5, .training = true, .generator = NULL }; }
+dg_dropout_params dg_dropout_default_params(void) { return (dg_dropout_params){ .params_tag = DG_PARAMS_TAG, .p = 0.5, .training = true, .generator = NULL }; }
 
 dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
+    DG_CHECK_PARAMS("dropout_ext", prm, dg_dropout_default_params);
     double p = prm.p;
     bool training = prm.training;
     DG_CHECK_INPUT(OP, x);

@@ -10,7 +10,7 @@
 typedef dg_emb_attr emb_attr;   /* eager/ops/op_attrs.h */
 
 dg_embedding_params dg_embedding_default_params(void) {
-    return (dg_embedding_params){ .padding_idx = DG_NO_PADDING_IDX, .max_norm = 0, .norm_type = 2.0, .sparse = false };
+    return (dg_embedding_params){ .params_tag = DG_PARAMS_TAG, .padding_idx = DG_NO_PADDING_IDX, .max_norm = 0, .norm_type = 2.0, .sparse = false };
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -196,6 +196,7 @@ static int renorm_rows(dg_tensor *w, const dg_tensor *ids, double max_norm, doub
 }
 
 dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedding_params p) {
+    DG_CHECK_PARAMS("embedding", p, dg_embedding_default_params);
     DG_AUTOCAST(DG_AC_EMBEDDING, dg_embedding(ids, AC(weight), p), weight);
     DG_CHECK_INPUT("embedding", ids);
     DG_CHECK_INPUT("embedding", weight);

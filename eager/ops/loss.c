@@ -184,9 +184,10 @@ static int to_rows(const dg_tensor *x, const dg_tensor *label, int axis, bool so
 
 static dg_tensor *nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_nll_loss_params p);
 dg_nll_loss_params dg_nll_loss_default_params(void) {
-    return (dg_nll_loss_params){ .reduction = DG_REDUCE_MEAN, .ignore_index = -100, .weight = NULL };
+    return (dg_nll_loss_params){ .params_tag = DG_PARAMS_TAG, .reduction = DG_REDUCE_MEAN, .ignore_index = -100, .weight = NULL };
 }
 dg_tensor *dg_nll_loss_ext(const dg_tensor *logp, const dg_tensor *label, dg_nll_loss_params p) {
+    DG_CHECK_PARAMS("nll_loss_ext", p, dg_nll_loss_default_params);
     DG_AUTOCAST(DG_AC_NLL, dg_nll_loss_ext(AC(logp), label, p), logp);
     DG_CHECK_INPUT("nll_loss", logp);
     DG_CHECK_INPUT("nll_loss", label);
@@ -221,13 +222,14 @@ static dg_tensor *nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_nll
 }
 
 dg_cross_entropy_params dg_cross_entropy_default_params(void) {
-    return (dg_cross_entropy_params){ .reduction = DG_REDUCE_MEAN, .soft_label = false, .use_ignore_index = false,
+    return (dg_cross_entropy_params){ .params_tag = DG_PARAMS_TAG, .reduction = DG_REDUCE_MEAN, .soft_label = false, .use_ignore_index = false,
                                       .ignore_index = -100, .input_is_probs = false, .axis = -1, .weight = NULL,
                                       .label_smoothing = 0 };
 }
 
 static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
 dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
+    DG_CHECK_PARAMS("cross_entropy_ext", p, dg_cross_entropy_default_params);
     DG_AUTOCAST(DG_AC_CROSS_ENTROPY, dg_cross_entropy_ext(AC(logits), AC(label), p), logits, label);
     DG_CHECK_INPUT("cross_entropy", logits);
     DG_CHECK_INPUT("cross_entropy", label);
@@ -291,7 +293,7 @@ dg_tensor *dg_cross_entropy(const dg_tensor *logits, const dg_tensor *label) {
     return dg_cross_entropy_ext(logits, label, dg_cross_entropy_default_params());
 }
 
-dg_bce_params dg_bce_default_params(void) { return (dg_bce_params){ .reduction = DG_REDUCE_MEAN, .weight = NULL, .pos_weight = NULL }; }
+dg_bce_params dg_bce_default_params(void) { return (dg_bce_params){ .params_tag = DG_PARAMS_TAG, .reduction = DG_REDUCE_MEAN, .weight = NULL, .pos_weight = NULL }; }
 
 /* An optional weight of a BCE loss: broadcasts to the input, its dtype and device. */
 static int check_bce_weight(const char *op, const char *field, const dg_tensor *w, const dg_tensor *x) {
@@ -310,6 +312,7 @@ static int check_bce_weight(const char *op, const char *field, const dg_tensor *
 }
 
 dg_tensor *dg_binary_cross_entropy_with_logits_ext(const dg_tensor *x, const dg_tensor *y, dg_bce_params p) {
+    DG_CHECK_PARAMS("binary_cross_entropy_with_logits_ext", p, dg_bce_default_params);
     DG_AUTOCAST(DG_AC_BCE_LOGITS, dg_binary_cross_entropy_with_logits_ext(AC(x), AC(y), p), x, y);
     CHECK_PAIR("binary_cross_entropy_with_logits", x, y);
     DG_CHECK_FLOAT("binary_cross_entropy_with_logits", x);
@@ -339,6 +342,7 @@ dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *x, const dg_tens
 }
 
 dg_tensor *dg_binary_cross_entropy(const dg_tensor *pr, const dg_tensor *y, dg_bce_params p) {
+    DG_CHECK_PARAMS("binary_cross_entropy", p, dg_bce_default_params);
     CHECK_PAIR("binary_cross_entropy", pr, y);
     DG_CHECK_FLOAT("binary_cross_entropy", pr);
     DG_CHECK(p.reduction >= DG_REDUCE_MEAN && p.reduction <= DG_REDUCE_NONE, "binary_cross_entropy: reduction %d is not MEAN, SUM or NONE",

@@ -94,7 +94,7 @@ static int update_running(dg_tensor *rm, dg_tensor *rv, const dg_tensor *mean, c
 }
 
 dg_batch_norm_params dg_batch_norm_default_params(void) {
-    return (dg_batch_norm_params){ .training = false, .momentum = 0.1, .eps = 1e-5 };
+    return (dg_batch_norm_params){ .params_tag = DG_PARAMS_TAG, .training = false, .momentum = 0.1, .eps = 1e-5 };
 }
 
 /* The normalisation (and the relu when `relu`) by the backend, in no-grad mode: y and its stats. */
@@ -178,10 +178,12 @@ static dg_tensor *batch_norm(const char *op, bool relu, const dg_tensor *x, dg_t
 
 dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
                          const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
+    DG_CHECK_PARAMS("batch_norm", p, dg_batch_norm_default_params);
     return batch_norm("batch_norm", false, x, running_mean, running_var, weight, bias, p);
 }
 
 dg_tensor *dg_batch_norm_relu(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
                               const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
+    DG_CHECK_PARAMS("batch_norm_relu", p, dg_batch_norm_default_params);
     return batch_norm("batch_norm_relu", true, x, running_mean, running_var, weight, bias, p);
 }

@@ -22,8 +22,8 @@ static int64_t pool_out(int64_t in, int64_t k, int s, int p, bool ceil_mode) {
 }
 
 /* Validates x and p and fills the geometry; false (with the error set) when they are bad.
- * Dilation 0 reads as 1 (params written without dg_pool2d_default_params); only max pooling
- * takes a dilation and only average pooling a divisor_override, as in torch. */
+ * Only max pooling takes a dilation (average pooling's is 1, the default) and only average
+ * pooling a divisor_override, as in torch. */
 bool dg_pool2d_make_geom(const char *op, bool avg, const dg_tensor *x, dg_pool2d_params p, dg_pool2d_geom *g) {
 #define PCHECK(cond, ...) do { if (!(cond)) { DG_ERR(DG_EINVAL, __VA_ARGS__); return false; } } while (0)
     PCHECK(x->ndim == 4, "%s: input must be 4-D [N, C, H, W], got %s", op, DG_SHAPE_STR(x));
@@ -37,7 +37,7 @@ bool dg_pool2d_make_geom(const char *op, bool avg, const dg_tensor *x, dg_pool2d
     PCHECK(p.padding[0] <= p.kernel[0] / 2 && p.padding[1] <= p.kernel[1] / 2,
            "%s: padding (%d,%d) must be at most half the kernel (%d,%d)", op, p.padding[0], p.padding[1],
            p.kernel[0], p.kernel[1]);
-    int dil[2] = { p.dilation[0] == 0 ? 1 : p.dilation[0], p.dilation[1] == 0 ? 1 : p.dilation[1] };
+    int dil[2] = { p.dilation[0], p.dilation[1] };
     PCHECK(dil[0] >= 1 && dil[1] >= 1, "%s: dilation must be >= 1, got (%d,%d)", op, p.dilation[0], p.dilation[1]);
     PCHECK(!avg || (dil[0] == 1 && dil[1] == 1), "%s: average pooling has no dilation, got (%d,%d)", op, dil[0], dil[1]);
     PCHECK(p.divisor_override >= 0 && (avg || p.divisor_override == 0),
@@ -110,11 +110,12 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
 }
 
 dg_pool2d_params dg_pool2d_default_params(void) {
-    return (dg_pool2d_params){ .kernel = { 0, 0 }, .stride = { DG_STRIDE_KERNEL, DG_STRIDE_KERNEL }, .padding = { 0, 0 },
+    return (dg_pool2d_params){ .params_tag = DG_PARAMS_TAG, .kernel = { 0, 0 }, .stride = { DG_STRIDE_KERNEL, DG_STRIDE_KERNEL }, .padding = { 0, 0 },
                                .ceil_mode = false, .count_include_pad = false, .dilation = { 1, 1 }, .divisor_override = 0 };
 }
 
 dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p) {
+    DG_CHECK_PARAMS("max_pool2d", p, dg_pool2d_default_params);
     DG_CHECK_INPUT("max_pool2d", x);
     dg_pool2d_geom g;
     if (!dg_pool2d_make_geom("max_pool2d", false, x, p, &g)) return NULL;
@@ -124,6 +125,7 @@ dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p) {
 }
 
 dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p) {
+    DG_CHECK_PARAMS("avg_pool2d", p, dg_pool2d_default_params);
     DG_CHECK_INPUT("avg_pool2d", x);
     dg_pool2d_geom g;
     if (!dg_pool2d_make_geom("avg_pool2d", true, x, p, &g)) return NULL;

@@ -5,7 +5,7 @@
 #include "op_util.h"
 
 dg_pool1d_params dg_pool1d_default_params(void) {
-    return (dg_pool1d_params){ .kernel = 0, .stride = DG_STRIDE_KERNEL, .padding = 0, .dilation = 1, .ceil_mode = false,
+    return (dg_pool1d_params){ .params_tag = DG_PARAMS_TAG, .kernel = 0, .stride = DG_STRIDE_KERNEL, .padding = 0, .dilation = 1, .ceil_mode = false,
                                .count_include_pad = true };
 }
 
@@ -33,6 +33,7 @@ static dg_pool2d_params to_2d(dg_pool1d_params p) {
 /* kind: 0 max, 1 avg, 2 adaptive max, 3 adaptive avg */
 static dg_tensor *pool1d(const char *op, int kind, const dg_tensor *x, dg_pool1d_params p, int out_l, dg_tensor **indices) {
     if (indices) *indices = NULL;
+    DG_CHECK_PARAMS(op, p, dg_pool1d_default_params);
     if (!check_ncl(op, x)) return NULL;
     if (kind < 2 && p.kernel <= 0) {   /* named here: the 2-d op would report a (1,k) kernel */
         DG_ERR(DG_EINVAL, "%s: kernel must be positive, got %d", op, p.kernel);
@@ -64,12 +65,13 @@ static dg_tensor *pool1d(const char *op, int kind, const dg_tensor *x, dg_pool1d
 
 dg_tensor *dg_max_pool1d(const dg_tensor *x, dg_pool1d_params p) { return pool1d("max_pool1d", 0, x, p, 0, NULL); }
 dg_tensor *dg_max_pool1d_with_indices(const dg_tensor *x, dg_pool1d_params p, dg_tensor **indices) {
+    DG_CHECK_PARAMS("max_pool1d_with_indices", p, dg_pool1d_default_params);
     return pool1d("max_pool1d_with_indices", 0, x, p, 0, indices);
 }
 dg_tensor *dg_avg_pool1d(const dg_tensor *x, dg_pool1d_params p) { return pool1d("avg_pool1d", 1, x, p, 0, NULL); }
 dg_tensor *dg_adaptive_max_pool1d(const dg_tensor *x, int out_l, dg_tensor **indices) {
-    return pool1d("adaptive_max_pool1d", 2, x, (dg_pool1d_params){ 0 }, out_l, indices);
+    return pool1d("adaptive_max_pool1d", 2, x, dg_pool1d_default_params(), out_l, indices);
 }
 dg_tensor *dg_adaptive_avg_pool1d(const dg_tensor *x, int out_l) {
-    return pool1d("adaptive_avg_pool1d", 3, x, (dg_pool1d_params){ 0 }, out_l, NULL);
+    return pool1d("adaptive_avg_pool1d", 3, x, dg_pool1d_default_params(), out_l, NULL);
 }

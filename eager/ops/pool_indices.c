@@ -57,6 +57,7 @@ static dg_tensor *idx_run(const char *op, bool adaptive, const dg_tensor *x, con
 }
 
 dg_tensor *dg_max_pool2d_with_indices(const dg_tensor *x, dg_pool2d_params p, dg_tensor **indices) {
+    DG_CHECK_PARAMS("max_pool2d_with_indices", p, dg_pool2d_default_params);
     if (indices) *indices = NULL;
     DG_CHECK_INPUT("max_pool2d_with_indices", x);
     dg_pool2d_geom g;

@@ -51,6 +51,7 @@ typedef struct dg_amp_params {
     int decr_every_n_nan_or_inf;     /* > 0: consecutive bad steps before the scale falls */
     double incr_ratio;               /* finite, > 1 */
     double decr_ratio;               /* in (0, 1) */
+    uint32_t params_tag;     /* set by dg_amp_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_amp_params;
 DG_API dg_amp_params dg_amp_default_params(void);
 /* 0, or DG_EINVAL with a message that starts with `op` (NULL: "amp_params_check") and names the

@@ -34,6 +34,7 @@ typedef struct dg_autocast_params {
     int n_white;
     const char *const *custom_black_list;    /* op names to run in float32; may be NULL */
     int n_black;
+    uint32_t params_tag;     /* set by dg_autocast_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_autocast_params;
 DG_API dg_autocast_params dg_autocast_default_params(void);
 

@@ -38,6 +38,7 @@ DG_API const char *dg_grad_fn_name(const dg_tensor *t);             /* op that m
 typedef struct dg_backward_params {
     const dg_tensor *grad_output;  /* NULL (default): t must have one element, gradient 1 */
     bool retain_graph;             /* keep saved tensors for another backward; default false */
+    uint32_t params_tag;     /* set by dg_backward_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_backward_params;
 DG_API dg_backward_params dg_backward_default_params(void);
 

@@ -19,6 +19,7 @@ typedef struct dg_load_params {
     bool strict;       /* true (default): any missing/unexpected key or shape/dtype mismatch is an
                           error and nothing is loaded; false: loads every entry that matches and
                           counts the rest in the report */
+    uint32_t params_tag;     /* set by dg_load_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_load_params;
 DG_API dg_load_params dg_load_default_params(void);
 

@@ -87,6 +87,20 @@ typedef enum dg_status {
  * such a field never takes otherwise). Out-of-range values are errors naming the field. */
 #define DG_FROM_ENV (-1)
 
+/* Params structs. Every struct of options a function takes (dg_adam_params, dg_conv2d_params,
+ * ...) has a dg_<name>_default_params() with PyTorch's (or Paddle's) defaults; start from it and
+ * set what differs:
+ *     dg_adam_params p = dg_adam_default_params();
+ *     p.lr = 1e-2;
+ * Fields are then taken literally (0 means 0). The last field, params_tag, is what the default
+ * function sets to DG_PARAMS_TAG: a struct written as a literal ({0}, or designated initialisers
+ * such as (dg_adam_params){ .lr = 1e-2 }) leaves it 0, and every function given one refuses it
+ * with an error naming the default function, because the literal's other fields are 0 rather
+ * than the defaults (Adam's betas and eps 0, SGD's gradient scale 0: NaN or no learning, with no
+ * error). The one exception is dg_update_params (extension.h), a fused step's complete
+ * description, which has no defaults. */
+#define DG_PARAMS_TAG 0x64677031u
+
 /* The random stream's starting key when none is given (dg_init_default_params().seed). */
 #define DG_DEFAULT_SEED 0x2024u
 
@@ -99,6 +113,7 @@ typedef struct dg_init_params {
     bool quiet;          /* suppress the one-line device notice; default false */
     bool cpu_bf16;       /* dg_set_cpu_bf16(true); also $DG_CPU_BF16=1; default false */
     bool checked;        /* checked mode (see above); also $DG_CHECKED=1; default false */
+    uint32_t params_tag;     /* set by dg_init_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_init_params;
 DG_API dg_init_params dg_init_default_params(void);
 

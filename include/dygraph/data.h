@@ -147,6 +147,7 @@ typedef struct dg_batch_sampler_params {
     bool shuffle;          /* false (default): sequential; true: a permutation per epoch from (seed, epoch) */
     bool drop_last;        /* default false */
     uint64_t seed;         /* default 0 */
+    uint32_t params_tag;     /* set by dg_batch_sampler_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_batch_sampler_params;
 DG_API dg_batch_sampler_params dg_batch_sampler_default_params(void);
 DG_API dg_batch_sampler *dg_batch_sampler_new(int64_t dataset_len, dg_batch_sampler_params p);
@@ -168,6 +169,7 @@ typedef struct dg_distributed_batch_sampler_params {
     bool shuffle;          /* default false */
     bool drop_last;        /* default false */
     uint64_t seed;         /* default 0: Paddle's order (RandomState(epoch)) */
+    uint32_t params_tag;     /* set by dg_distributed_batch_sampler_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_distributed_batch_sampler_params;
 DG_API dg_distributed_batch_sampler_params dg_distributed_batch_sampler_default_params(void);
 /* Bad values (negative sizes, rank outside [0, num_replicas), a non-numeric or out-of-range
@@ -201,6 +203,7 @@ typedef struct dg_dataloader_params {
     void (*host_free)(void *p, void *user);
     void *host_user;
     bool pin_memory;           /* no hooks given: use dg_pinned_alloc/dg_pinned_free (torch's pin_memory); default false */
+    uint32_t params_tag;     /* set by dg_dataloader_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_dataloader_params;
 DG_API dg_dataloader_params dg_dataloader_default_params(void);
 

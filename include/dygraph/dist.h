@@ -51,6 +51,7 @@ typedef struct dg_store_params {
     const char *token;        /* the job's token, at most DG_STORE_MAX_TOKEN characters; NULL or "" (default):
                                  none, which meets only stores and clients without one */
     int rank;                 /* this process's rank, named in messages on both sides; -1 (default): not said */
+    uint32_t params_tag;     /* set by dg_store_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_store_params;
 DG_API dg_store_params dg_store_default_params(void);
 DG_API dg_store *dg_store_new(dg_store_params p);
@@ -84,6 +85,7 @@ typedef struct dg_comm_params {
     int comm_num;             /* communicators the all-reduce rotates over (Paddle's nccl_comm_num), each NCCL one on
                                  a CUDA stream of its own; DataParallel's bucket k uses number k % comm_num;
                                  1..DG_COMM_MAX_NUM; default 1 */
+    uint32_t params_tag;     /* set by dg_comm_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_comm_params;
 #define DG_COMM_MAX_NUM 8
 DG_API dg_comm_params dg_comm_default_params(void);
@@ -116,6 +118,7 @@ typedef struct dg_dp_params {
                                      the grad-ready hooks); default false */
     bool find_unused_parameters;  /* parameters without a gradient count as zero instead of being
                                      reported by name; default false */
+    uint32_t params_tag;     /* set by dg_dp_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_dp_params;
 DG_API dg_dp_params dg_dp_default_params(void);
 /* Wraps net (takes a reference): broadcasts parameters and buffers from rank 0, then forward
@@ -269,6 +272,7 @@ typedef struct dg_fleet_sparse_params {
     double init_range;      /* >= 0; default 0.05 */
     int64_t entry_count;    /* Paddle's CountFilterEntry: an id's row is looked up as zeros and not
                                trained until pushes from this many steps named it; default 0 (at once) */
+    uint32_t params_tag;     /* set by dg_fleet_sparse_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_fleet_sparse_params;
 DG_API dg_fleet_sparse_params dg_fleet_sparse_default_params(void);
 DG_API dg_layer *dg_fleet_sparse_embedding(int64_t dim, dg_fleet_sparse_params p);

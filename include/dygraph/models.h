@@ -46,6 +46,7 @@ typedef struct dg_resnet_params {
     int64_t num_classes;       /* >= 1; default 1000 (torchvision's) */
     bool zero_init_residual;   /* torchvision's option: the last BN weight of each block starts at 0; default false */
     dg_dtype dtype;            /* default DG_F32; DG_F64 for gradient checks */
+    uint32_t params_tag;     /* set by dg_resnet_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_resnet_params;
 DG_API dg_resnet_params dg_resnet_default_params(void);
 

@@ -246,6 +246,7 @@ DG_API const dg_layer_class *dg_nn_bce_with_logits_loss_class(void); /* "BCEWith
 typedef struct dg_nn_linear_params {
     bool bias;         /* learnable bias; default true (torch's) */
     dg_dtype dtype;    /* default DG_F32 */
+    uint32_t params_tag;     /* set by dg_nn_linear_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_linear_params;
 DG_API dg_nn_linear_params dg_nn_linear_default_params(void);
 DG_API dg_layer *dg_nn_linear(int64_t in_features, int64_t out_features);   /* with the default params */
@@ -262,6 +263,7 @@ typedef struct dg_nn_conv2d_params {   /* defaults are torch's */
     int groups;        /* >= 1, must divide in_channels and out_channels; default 1 */
     bool bias;         /* learnable bias; default true */
     dg_dtype dtype;    /* default DG_F32 */
+    uint32_t params_tag;     /* set by dg_nn_conv2d_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_conv2d_params;
 DG_API dg_nn_conv2d_params dg_nn_conv2d_default_params(void);
 DG_API dg_layer *dg_nn_conv2d(int64_t in_channels, int64_t out_channels, int kernel_size, dg_nn_conv2d_params p);
@@ -272,8 +274,9 @@ typedef struct dg_nn_pool2d_params {
     int padding;              /* >= 0, at most half the kernel; default 0 */
     bool ceil_mode;           /* default false */
     bool count_include_pad;   /* avg pool: default false = Paddle's exclusive=True (torch's default is true) */
-    int dilation;             /* max pool only; >= 1 (0 reads as 1); default 1 */
+    int dilation;             /* max pool only (average pooling: 1); >= 1; default 1 */
     int divisor_override;     /* avg pool only; > 0 divides every window's sum by it; default 0 (none) */
+    uint32_t params_tag;     /* set by dg_nn_pool2d_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_pool2d_params;
 DG_API dg_nn_pool2d_params dg_nn_pool2d_default_params(void);
 DG_API dg_layer *dg_nn_max_pool2d(int kernel_size, dg_nn_pool2d_params p);
@@ -294,6 +297,7 @@ typedef struct dg_nn_conv_transpose2d_params {   /* defaults are torch's */
     int stride, padding, output_padding, dilation, groups;   /* 1, 0, 0, 1, 1 */
     bool bias;                                               /* default true */
     dg_dtype dtype;                                          /* default DG_F32 */
+    uint32_t params_tag;     /* set by dg_nn_conv_transpose2d_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_conv_transpose2d_params;
 DG_API dg_nn_conv_transpose2d_params dg_nn_conv_transpose2d_default_params(void);
 DG_API dg_layer *dg_nn_conv_transpose2d(int64_t in_channels, int64_t out_channels, int kernel_size,
@@ -317,6 +321,7 @@ typedef struct dg_nn_batch_norm_params {   /* defaults are torch's */
     bool affine;              /* learnable weight and bias; default true */
     bool track_running_stats; /* default true */
     dg_dtype dtype;           /* default DG_F32 (num_batches_tracked is always i64) */
+    uint32_t params_tag;     /* set by dg_nn_batch_norm_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_batch_norm_params;
 DG_API dg_nn_batch_norm_params dg_nn_batch_norm_default_params(void);
 DG_API dg_layer *dg_nn_batch_norm1d(int64_t num_features, dg_nn_batch_norm_params p);
@@ -339,6 +344,7 @@ typedef struct dg_nn_embedding_params {   /* defaults are torch's */
     double norm_type;      /* default 2 */
     bool sparse;           /* weight's gradient as rows (dg_sparse_grad); default false */
     dg_dtype dtype;        /* default DG_F32 */
+    uint32_t params_tag;     /* set by dg_nn_embedding_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_embedding_params;
 DG_API dg_nn_embedding_params dg_nn_embedding_default_params(void);
 DG_API dg_layer *dg_nn_embedding(int64_t num_embeddings, int64_t embedding_dim, dg_nn_embedding_params p);
@@ -348,6 +354,7 @@ typedef struct dg_nn_layer_norm_params {  /* defaults are torch's */
     double eps;               /* >= 0; default 1e-5 */
     bool elementwise_affine;  /* default true */
     dg_dtype dtype;           /* default DG_F32 */
+    uint32_t params_tag;     /* set by dg_nn_layer_norm_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_layer_norm_params;
 DG_API dg_nn_layer_norm_params dg_nn_layer_norm_default_params(void);
 DG_API dg_layer *dg_nn_layer_norm(dg_shape normalized_shape, dg_nn_layer_norm_params p);
@@ -363,6 +370,7 @@ typedef struct dg_nn_dropout_params {
     double p;
     dg_generator *generator;   /* NULL: the generator of the thread that runs forward; else it
                                   must outlive the layer */
+    uint32_t params_tag;     /* set by dg_nn_dropout_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_dropout_params;
 DG_API dg_nn_dropout_params dg_nn_dropout_default_params(void);   /* p 0.5 (torch's), the thread's generator */
 DG_API dg_layer *dg_nn_dropout_ext(dg_nn_dropout_params p);
@@ -414,6 +422,7 @@ typedef struct dg_nn_kaiming_params {   /* defaults are torch's */
     dg_fan_mode mode;             /* default DG_FAN_IN */
     dg_nonlinearity nonlinearity; /* default DG_NONLIN_LEAKY_RELU */
     dg_generator *generator;      /* NULL: the calling thread's generator */
+    uint32_t params_tag;     /* set by dg_nn_kaiming_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nn_kaiming_params;
 DG_API dg_nn_kaiming_params dg_nn_kaiming_default_params(void);
 

@@ -34,6 +34,7 @@ typedef struct dg_onnx_export_params {
     const char *output_name;   /* default "output" */
     bool fold_batch_norm;      /* BatchNorm after a Conv folded into its weight and bias; default false */
     const char *producer;      /* producer_name in the file; default "dygraph" */
+    uint32_t params_tag;     /* set by dg_onnx_export_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_onnx_export_params;
 DG_API dg_onnx_export_params dg_onnx_export_default_params(void);
 

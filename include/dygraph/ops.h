@@ -128,6 +128,7 @@ typedef struct dg_embedding_params {        /* defaults are torch's */
     double norm_type;      /* > 0, INFINITY allowed; default 2 */
     bool sparse;           /* weight's gradient kept as rows (dg_sparse_grad) when weight is a leaf;
                               default false. dg_grad gives the dense equivalent on request */
+    uint32_t params_tag;     /* set by dg_embedding_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_embedding_params;
 DG_API dg_embedding_params dg_embedding_default_params(void);
 DG_API dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedding_params p);
@@ -187,6 +188,7 @@ typedef struct dg_cross_entropy_params {
                                  the rows counted, as torch does */
     double label_smoothing;   /* in [0, 1]; default 0. torch's: the target becomes (1 - e) one-hot +
                                  e / C, with torch's reductions of the smoothing term */
+    uint32_t params_tag;     /* set by dg_cross_entropy_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_cross_entropy_params;
 DG_API dg_cross_entropy_params dg_cross_entropy_default_params(void);
 /* Labels: integer class ids of shape [N] or [N,1] (Paddle's layout), or soft labels. The plain
@@ -199,6 +201,7 @@ typedef struct dg_nll_loss_params {
     dg_reduction reduction;   /* default DG_REDUCE_MEAN (divided by the weights of the rows counted) */
     int64_t ignore_index;     /* labels equal to it are skipped; default -100 */
     const dg_tensor *weight;  /* [C] weight per class, borrowed for the call; NULL (default): all 1 */
+    uint32_t params_tag;     /* set by dg_nll_loss_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nll_loss_params;
 DG_API dg_nll_loss_params dg_nll_loss_default_params(void);
 DG_API dg_tensor *dg_nll_loss_ext(const dg_tensor *log_probs, const dg_tensor *label, dg_nll_loss_params p);
@@ -209,6 +212,7 @@ typedef struct dg_bce_params {
     const dg_tensor *weight;      /* broadcast to the input: weight per element; NULL (default): 1 */
     const dg_tensor *pos_weight;  /* with logits only: weight of the positive term, broadcast over the
                                      last axis (one per class); NULL (default): 1 */
+    uint32_t params_tag;     /* set by dg_bce_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_bce_params;
 DG_API dg_bce_params dg_bce_default_params(void);
 DG_API dg_tensor *dg_binary_cross_entropy_with_logits_ext(const dg_tensor *logits, const dg_tensor *label, dg_bce_params p);
@@ -234,6 +238,7 @@ typedef struct dg_conv2d_params {           /* defaults are torch's */
     int padding[2];                          /* >= 0; default (0, 0) */
     int dilation[2];                         /* >= 1; default (1, 1) */
     int groups;                              /* >= 1; default 1 */
+    uint32_t params_tag;     /* set by dg_conv2d_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_conv2d_params;
 DG_API dg_conv2d_params dg_conv2d_default_params(void);
 /* x [N,C,H,W], w [OC, C/groups, KH, KW], b [OC] or NULL */
@@ -248,9 +253,10 @@ typedef struct dg_pool2d_params {
     bool ceil_mode;                          /* default false */
     bool count_include_pad;                  /* avg pool; default false as Paddle's exclusive=True
                                                 (torch's default is true) */
-    int dilation[2];                         /* max pool only; >= 1 (0 reads as 1); default (1, 1) */
+    int dilation[2];                         /* max pool only (average pooling: 1); >= 1; default (1, 1) */
     int divisor_override;                    /* avg pool only; > 0 divides every window's sum by it;
                                                 default 0 (none) */
+    uint32_t params_tag;     /* set by dg_pool2d_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_pool2d_params;
 DG_API dg_pool2d_params dg_pool2d_default_params(void);
 DG_API dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p);
@@ -264,12 +270,13 @@ typedef struct dg_conv_transpose2d_params {  /* defaults are torch's */
     int output_padding[2];                   /* >= 0, < stride or < dilation (torch's rule); default (0, 0) */
     int dilation[2];                         /* >= 1; default (1, 1) */
     int groups;                              /* >= 1; default 1 */
+    uint32_t params_tag;     /* set by dg_conv_transpose2d_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_conv_transpose2d_params;
 DG_API dg_conv_transpose2d_params dg_conv_transpose2d_default_params(void);
 /* x [N, C_in, H, W], w [C_in, C_out/groups, KH, KW], b [C_out] or NULL ->
  * [N, C_out, (H-1)*stride - 2*padding + dilation*(KH-1) + output_padding + 1, (same for W)] */
 DG_API dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv_transpose2d_params p);
-typedef struct dg_conv1d_params { int stride, padding, dilation, groups; } dg_conv1d_params;   /* torch's: 1, 0, 1, 1 */
+typedef struct dg_conv1d_params { int stride, padding, dilation, groups; uint32_t params_tag; } dg_conv1d_params;   /* torch's: 1, 0, 1, 1 */
 DG_API dg_conv1d_params dg_conv1d_default_params(void);
 /* x [N, C, L], w [OC, C/groups, K], b [OC] or NULL */
 DG_API dg_tensor *dg_conv1d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv1d_params p);
@@ -286,6 +293,7 @@ typedef struct dg_pool1d_params {           /* defaults are torch's max_pool1d /
     int dilation;                            /* max pool only; default 1 */
     bool ceil_mode;                          /* default false */
     bool count_include_pad;                  /* avg pool; default true (torch's) */
+    uint32_t params_tag;     /* set by dg_pool1d_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_pool1d_params;
 DG_API dg_pool1d_params dg_pool1d_default_params(void);
 /* x [N, C, L] */
@@ -299,6 +307,7 @@ typedef struct dg_batch_norm_params {       /* torch.nn.functional.batch_norm's 
     bool training;           /* batch statistics + running-stat update; else running stats; default false */
     double momentum;         /* PyTorch convention: running = (1-m)*running + m*batch, in [0, 1]; default 0.1 */
     double eps;              /* > 0; default 1e-5 */
+    uint32_t params_tag;     /* set by dg_batch_norm_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_batch_norm_params;
 DG_API dg_batch_norm_params dg_batch_norm_default_params(void);
 /* x [N,C,...]; weight/bias [C] or NULL; running_mean/var [C] (updated in place when training),
@@ -317,6 +326,7 @@ typedef struct dg_dropout_params {
     double p;
     bool training;
     dg_generator *generator;   /* NULL: the calling thread's generator */
+    uint32_t params_tag;     /* set by dg_dropout_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_dropout_params;
 DG_API dg_dropout_params dg_dropout_default_params(void);   /* p 0.5, training, the thread's generator (torch's) */
 DG_API dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params p);

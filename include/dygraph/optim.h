@@ -49,6 +49,7 @@ typedef struct dg_sgd_params {
     double lr;              /* >= 0; default 1e-3 (Paddle's; PyTorch has none) */
     double weight_decay;    /* L2 coefficient added to the gradient, >= 0; default 0 */
     double grad_clip_norm;  /* >= 0: clip to this global norm before each step; default INFINITY: never */
+    uint32_t params_tag;     /* set by dg_sgd_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_sgd_params;
 DG_API dg_sgd_params dg_sgd_default_params(void);
 
@@ -62,6 +63,7 @@ typedef struct dg_momentum_params {   /* defaults are paddle.optimizer.Momentum'
     bool nesterov;          /* requires dampening 0 (as torch); default false */
     double weight_decay;    /* L2 added to the gradient, >= 0; default 0 */
     double grad_clip_norm;  /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_momentum_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_momentum_params;
 DG_API dg_momentum_params dg_momentum_default_params(void);
 
@@ -74,6 +76,7 @@ typedef struct dg_adagrad_params {   /* defaults are torch.optim.Adagrad's */
     double initial_accumulator_value;  /* >= 0; default 0 */
     double weight_decay;               /* L2 added to the gradient, >= 0; default 0 */
     double grad_clip_norm;             /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_adagrad_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_adagrad_params;
 DG_API dg_adagrad_params dg_adagrad_default_params(void);
 
@@ -85,6 +88,7 @@ typedef struct dg_adam_params {      /* defaults are torch.optim.Adam's */
     double weight_decay;    /* L2 added to the gradient (PyTorch Adam), >= 0; default 0 */
     bool amsgrad;           /* AMSGrad: the denominator uses the running maximum of exp_avg_sq; default false */
     double grad_clip_norm;  /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_adam_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_adam_params;
 DG_API dg_adam_params dg_adam_default_params(void);
 
@@ -96,6 +100,7 @@ typedef struct dg_adamw_params {     /* defaults are torch.optim.AdamW's */
     double weight_decay;    /* >= 0; default 0.01 (0: Adam without decay, bit for bit) */
     bool amsgrad;           /* as Adam's; default false */
     double grad_clip_norm;  /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_adamw_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_adamw_params;
 DG_API dg_adamw_params dg_adamw_default_params(void);
 
@@ -112,6 +117,7 @@ typedef struct dg_rmsprop_params {   /* defaults are torch.optim.RMSprop's */
     double momentum;        /* >= 0; default 0 (no momentum buffer) */
     bool centered;          /* normalise by the estimated variance; default false */
     double grad_clip_norm;  /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_rmsprop_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_rmsprop_params;
 DG_API dg_rmsprop_params dg_rmsprop_default_params(void);
 
@@ -124,6 +130,7 @@ typedef struct dg_adamax_params {    /* defaults are torch.optim.Adamax's */
     double eps;             /* >= 0; default 1e-8 */
     double weight_decay;    /* L2 added to the gradient, >= 0; default 0 */
     double grad_clip_norm;  /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_adamax_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_adamax_params;
 DG_API dg_adamax_params dg_adamax_default_params(void);
 
@@ -139,6 +146,7 @@ typedef struct dg_nadam_params {     /* defaults are torch.optim.NAdam's */
     double weight_decay;    /* L2 added to the gradient, >= 0; default 0 */
     double momentum_decay;  /* >= 0; default 4e-3 */
     double grad_clip_norm;  /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_nadam_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_nadam_params;
 DG_API dg_nadam_params dg_nadam_default_params(void);
 
@@ -159,6 +167,7 @@ DG_API void dg_optimizer_free(dg_optimizer *opt);          /* frees the state, n
 typedef struct dg_param_group_params {
     double lr;              /* >= 0; default DG_OPTIMIZER_DEFAULT */
     double weight_decay;    /* >= 0 (AdamW's decoupled decay for adamw); default DG_OPTIMIZER_DEFAULT */
+    uint32_t params_tag;     /* set by dg_param_group_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_param_group_params;
 DG_API dg_param_group_params dg_param_group_default_params(void);
 /* Adds params (leaves that require grad, none already in the optimizer) as the next group;
@@ -247,6 +256,7 @@ typedef struct dg_step_lr_params {
     double base_lr;         /* >= 0; default DG_LR_FROM_OPTIMIZER */
     int step_size;          /* > 0; no default */
     double gamma;           /* >= 0; default 0.1 (PyTorch's) */
+    uint32_t params_tag;     /* set by dg_step_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_step_lr_params;
 DG_API dg_step_lr_params dg_step_lr_default_params(void);
 /* MultiStepLR: base_lr * gamma ^ (number of milestones <= epoch); milestones are copied, any order,
@@ -255,12 +265,14 @@ typedef struct dg_multi_step_lr_params {
     double base_lr;         /* >= 0; default DG_LR_FROM_OPTIMIZER */
     const int *milestones; int n_milestones;
     double gamma;           /* >= 0; default 0.1 (PyTorch's) */
+    uint32_t params_tag;     /* set by dg_multi_step_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_multi_step_lr_params;
 DG_API dg_multi_step_lr_params dg_multi_step_lr_default_params(void);
 /* ExponentialLR: base_lr * gamma ^ epoch */
 typedef struct dg_exponential_lr_params {
     double base_lr;         /* >= 0; default DG_LR_FROM_OPTIMIZER */
     double gamma;           /* > 0; no default */
+    uint32_t params_tag;     /* set by dg_exponential_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_exponential_lr_params;
 DG_API dg_exponential_lr_params dg_exponential_lr_default_params(void);
 /* CosineAnnealingLR (PyTorch's closed form): eta_min + (base_lr - eta_min) (1 + cos(pi epoch / t_max)) / 2 */
@@ -268,6 +280,7 @@ typedef struct dg_cosine_annealing_lr_params {
     double base_lr;         /* >= 0; default DG_LR_FROM_OPTIMIZER */
     int t_max;              /* > 0; no default */
     double eta_min;         /* >= 0; default 0 (PyTorch's) */
+    uint32_t params_tag;     /* set by dg_cosine_annealing_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_cosine_annealing_lr_params;
 DG_API dg_cosine_annealing_lr_params dg_cosine_annealing_lr_default_params(void);
 /* Paddle's LinearWarmup: for epoch < warmup_steps, start_lr + (end_lr - start_lr) epoch / warmup_steps;
@@ -278,12 +291,14 @@ typedef struct dg_linear_warmup_lr_params {
     double end_lr;          /* >= 0; default DG_LR_FROM_OPTIMIZER */
     double lr;              /* constant after warm-up when `after` is NULL, >= 0 (Paddle's learning_rate);
                                default DG_LR_FROM_OPTIMIZER */
+    uint32_t params_tag;     /* set by dg_linear_warmup_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_linear_warmup_lr_params;
 DG_API dg_linear_warmup_lr_params dg_linear_warmup_lr_default_params(void);
 /* Paddle's PiecewiseDecay: values[i] for the first i with epoch < boundaries[i], else
  * values[n_boundaries]; boundaries ascending, n_boundaries + 1 values; both copied. */
 typedef struct dg_piecewise_lr_params {
     const int *boundaries; int n_boundaries; const double *values;   /* no defaults: NULL, 0, NULL */
+    uint32_t params_tag;     /* set by dg_piecewise_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_piecewise_lr_params;
 DG_API dg_piecewise_lr_params dg_piecewise_lr_default_params(void);
 
@@ -306,6 +321,7 @@ typedef struct dg_lambda_lr_params {
     double base_lr;         /* >= 0; default DG_LR_FROM_OPTIMIZER */
     dg_lr_lambda_fn fn;     /* no default (NULL) */
     void *user;             /* handed to fn; default NULL */
+    uint32_t params_tag;     /* set by dg_lambda_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_lambda_lr_params;
 DG_API dg_lambda_lr_params dg_lambda_lr_default_params(void);
 DG_API dg_lr_scheduler *dg_lambda_lr(dg_optimizer *opt, dg_lambda_lr_params p);
@@ -320,6 +336,7 @@ typedef struct dg_polynomial_decay_lr_params {   /* defaults are Paddle's */
     double end_lr;          /* >= 0, every group's; default 1e-4 */
     double power;           /* > 0; default 1.0 */
     bool cycle;             /* rise again after each decay_steps; default false */
+    uint32_t params_tag;     /* set by dg_polynomial_decay_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_polynomial_decay_lr_params;
 DG_API dg_polynomial_decay_lr_params dg_polynomial_decay_lr_default_params(void);
 DG_API dg_lr_scheduler *dg_polynomial_decay_lr(dg_optimizer *opt, dg_polynomial_decay_lr_params p);
@@ -348,6 +365,7 @@ typedef struct dg_one_cycle_lr_params {   /* defaults are torch's */
     double div_factor;      /* > 0; default 25 */
     double final_div_factor;   /* > 0; default 1e4 */
     bool three_phase;       /* default false */
+    uint32_t params_tag;     /* set by dg_one_cycle_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_one_cycle_lr_params;
 DG_API dg_one_cycle_lr_params dg_one_cycle_lr_default_params(void);
 DG_API dg_lr_scheduler *dg_one_cycle_lr(dg_optimizer *opt, dg_one_cycle_lr_params p);
@@ -359,6 +377,7 @@ DG_API dg_lr_scheduler *dg_one_cycle_lr(dg_optimizer *opt, dg_one_cycle_lr_param
 typedef struct dg_sequential_lr_params {
     dg_lr_scheduler *const *schedulers; int n_schedulers;   /* >= 1; no default (NULL, 0) */
     const int *milestones; int n_milestones;                /* n_schedulers - 1, > 0 and ascending; copied */
+    uint32_t params_tag;     /* set by dg_sequential_lr_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_sequential_lr_params;
 DG_API dg_sequential_lr_params dg_sequential_lr_default_params(void);
 DG_API dg_lr_scheduler *dg_sequential_lr(dg_optimizer *opt, dg_sequential_lr_params p);
@@ -381,6 +400,7 @@ typedef struct dg_reduce_lr_on_plateau_params {   /* defaults are torch's */
     int cooldown;           /* >= 0; default 0 */
     double min_lr;          /* >= 0, every group's; default 0 */
     double eps;             /* >= 0: smaller reductions are skipped; default 1e-8 */
+    uint32_t params_tag;     /* set by dg_reduce_lr_on_plateau_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_reduce_lr_on_plateau_params;
 DG_API dg_reduce_lr_on_plateau_params dg_reduce_lr_on_plateau_default_params(void);
 DG_API dg_lr_scheduler *dg_reduce_lr_on_plateau(dg_optimizer *opt, dg_reduce_lr_on_plateau_params p);

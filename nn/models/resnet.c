@@ -147,10 +147,11 @@ static dg_tensor *resnet_forward(dg_layer *self, const dg_tensor *x) {
 }
 
 dg_resnet_params dg_resnet_default_params(void) {
-    return (dg_resnet_params){ .num_classes = 1000, .zero_init_residual = false, .dtype = DG_F32 };
+    return (dg_resnet_params){ .params_tag = DG_PARAMS_TAG, .num_classes = 1000, .zero_init_residual = false, .dtype = DG_F32 };
 }
 
 dg_layer *dg_resnet(dg_resnet_block_kind block, const int layers[4], dg_resnet_params p) {
+    DG_CHECK_PARAMS("resnet", p, dg_resnet_default_params);
     int64_t nc = p.num_classes;
     bool bad = (block != DG_RESNET_BASIC && block != DG_RESNET_BOTTLENECK) || !layers || nc < 1 ||
                (p.dtype != DG_F32 && p.dtype != DG_F64);

@@ -5,6 +5,7 @@
 #include <dygraph.h>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #define CHECK(cond, what)                                                           \
     do {                                                                            \
@@ -24,8 +25,12 @@ int main(int argc, char **) {
     dg_tensor *s = dg_full(DG_SCALAR_SHAPE, 2.0, DG_F32);
     CHECK(x && y && s && dg_ndim(s) == 0 && dg_dim(x, 0) == n, "tensors with runtime shapes");
 
-    // a designated initialiser (C++20, accepted as an extension in C++11/17 by g++ and clang++)
-    dg_layer *lin = dg_nn_linear_ext(4, 1, dg_nn_linear_params{ .bias = true, .dtype = DG_F32 });
+    // a literal is refused (core.h, DG_PARAMS_TAG): the params start from their default function
+    dg_layer *refused = dg_nn_linear_ext(4, 1, dg_nn_linear_params{});
+    CHECK(!refused && std::strstr(dg_last_error(), "dg_nn_linear_default_params"), "a params literal is refused");
+    dg_nn_linear_params lp = dg_nn_linear_default_params();
+    lp.bias = true;
+    dg_layer *lin = dg_nn_linear_ext(4, 1, lp);
     int np = 0;
     dg_tensor **ps = dg_layer_parameters(lin, &np);
     dg_adam_params ap = dg_adam_default_params();   // PyTorch's betas and eps

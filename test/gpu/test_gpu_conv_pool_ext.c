@@ -33,7 +33,8 @@ CT(f_ct_op_past_stride, false, p.dilation[0] = p.dilation[1] = 3, p.padding[0] =
    p.output_padding[0] = 1, p.output_padding[1] = 2)
 
 static dg_tensor *f_conv1d(dg_tensor *const *in) {
-    dg_conv1d_params p = { .stride = 2, .padding = 1, .dilation = 2, .groups = 2 };
+    dg_conv1d_params p = dg_conv1d_default_params();
+    p.stride = 2, p.padding = 1, p.dilation = 2, p.groups = 2;
     return dg_conv1d(in[0], in[1], in[2], p);
 }
 

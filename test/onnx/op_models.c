@@ -89,7 +89,8 @@ static dg_layer *scan_model(void) { return shift_layer(&scan_class, scan_forward
 /* ---- conv1d (padding, dilation, groups), max_pool1d and avg_pool1d with ceil_mode, GroupNorm ---- */
 static const dg_layer_class conv1d_class = DG_LAYER_CLASS("Conv1dPool1dGroupNorm");
 static dg_tensor *conv1d_forward(dg_layer *self, const dg_tensor *x) {
-    dg_conv1d_params cp = { .stride = 1, .padding = 2, .dilation = 2, .groups = 2 };
+    dg_conv1d_params cp = dg_conv1d_default_params();
+    cp.stride = 1, cp.padding = 2, cp.dilation = 2, cp.groups = 2;
     dg_tensor *y = dg_relu(dg_conv1d(x, param(self, "w"), param(self, "b"), cp));           /* [N,6,30] */
     dg_pool1d_params mp = dg_pool1d_default_params();
     mp.kernel = 3; mp.stride = 2; mp.padding = 1; mp.ceil_mode = true;
