@@ -6,6 +6,7 @@
  * resnet18_infer (ResNet18 eval, batch 32 at 224x224), linear (Paddle's dynamic-graph distributed quick start LinearNet, batch 10,
  * MSE, Adam: an overhead-bound loop, reported in steps/s). Prints
  *   <workload>_t<threads> <images/s | steps/s> img/s|steps/s <peak RSS MB> MB
+ * and on stderr the peak bytes held by live tensors (dg_memory_stats_get's peak_allocated).
  * bench/run_models.sh alternates it with bench/models_torch.py. DG_BENCH_AMP=bf16|fp16 trains and
  * infers under autocast (O1; DG_BENCH_AMP_LEVEL=O2 also casts the model, norm layers kept f32). */
 #include <dygraph.h>
@@ -106,6 +107,11 @@ int main(int argc, char **argv) {
     do { step(&w); steps++; t = now() - t0; } while (t < 4.0 || steps < 3);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
+    /* the most bytes live tensors held at once (the library's large blocks: activations, saved
+     * tensors), on stderr so the figure line keeps its format */
+    dg_memory_stats ms;
+    if (dg_memory_stats_get(dg_cpu(), &ms) == 0)
+        fprintf(stderr, "%s_t%d peak live %.1f MB (dg_memory_stats_get)\n", name, threads, ms.peak_allocated / 1048576.0);
     if (per_step) printf("%s_t%d %.1f steps/s %.0f MB\n", name, threads, steps / t, ru.ru_maxrss / 1024.0);
     else printf("%s_t%d %.1f img/s %.0f MB\n", name, threads, steps * w.batch / t, ru.ru_maxrss / 1024.0);
     dg_optimizer_free(w.opt);

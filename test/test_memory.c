@@ -123,3 +123,36 @@ Test(memory, conv_training_loop_keeps_the_cpu_pool_flat) {
     dg_tensor_free(x);
     dg_tensor_free(y);
 }
+
+/* Issue 30.7: a binary op's node keeps only what its rule reads. add and sub read nothing, mul
+ * the other side only where this side needs a gradient: once the scope that made their outputs
+ * ends, those outputs are gone before backward (they were all kept alive by their nodes). */
+Test(memory, binary_nodes_keep_only_what_their_rule_reads) {
+    if (getenv("ASAN_OPTIONS")) cr_skip_test("no pool statistics under AddressSanitizer");
+    const int64_t n = 1 << 20;   /* 4 MB: the pool's blocks, which the statistics count */
+    const size_t mb4 = (size_t)n * sizeof(float);
+    dg_tensor *x = dg_randn(DG_SHAPE(n), DG_F32), *w = dg_randn(DG_SHAPE(n), DG_F32);
+    dg_tensor *c = dg_randn(DG_SHAPE(n), DG_F32);   /* a constant: needs no gradient */
+    dg_set_requires_grad(x, true);
+    dg_set_requires_grad(w, true);
+    size_t base = cpu_stats().allocated;
+    dg_scope *outer = dg_scope_begin();
+    dg_scope *inner = dg_scope_begin();
+    /* three 4 MB intermediates (x + w, that - x, that * c) and the kept result (* 2, which saves nothing) */
+    dg_tensor *y = dg_mul_scalar(dg_mul(dg_sub(dg_add(x, w), x), c), 2.0);
+    cr_assert(y, "%s", dg_last_error());
+    dg_keep_in_parent(y);
+    dg_scope_end(inner);
+    size_t live = cpu_stats().allocated - base;
+    /* y, and c saved by mul for the gradient of its other side (c was live anyway): nothing else */
+    cr_expect(live >= mb4 && live < mb4 + 65536, "after the forward %zu bytes are live beyond the inputs, %zu expected "
+              "(the result only, and its block's rounding)", live, mb4);
+    cr_assert_eq(dg_backward(dg_sum_all(y)), 0, "%s", dg_last_error());
+    dg_scope_end(outer);
+    /* d/dx of 2 (x + w - x) c = 0 up to rounding, d/dw = 2 c */
+    const float *gw = dg_data(dg_grad(w)), *cv = dg_data(c);
+    for (int64_t i = 0; i < n; i += 4099) cr_assert_float_eq(gw[i], 2.f * cv[i], 1e-6f);
+    dg_tensor_free(x);
+    dg_tensor_free(w);
+    dg_tensor_free(c);
+}

@@ -122,6 +122,33 @@ static dg_tensor *binary_promoted(const char *name, dg_binary_op op, const dg_te
     return dg_composite_end(s, (dg_tensor *)y);
 }
 
+/* What a binary node keeps for its rule, and nothing more: a saved tensor stays alive until
+ * backward, so saving the output of every add (as this once did) held each sum's memory through
+ * the whole forward. The rule finds a, b and y through the slot numbers kept in the node's
+ * attributes (BIN_SAVED; -1: not saved). mul's rule needs b only for a's gradient and a only for
+ * b's, so a side whose partner needs no gradient is not kept. */
+typedef struct bin_attr { int8_t slot[3]; } bin_attr;   /* a, b, y */
+enum { BIN_A, BIN_B, BIN_Y };
+static int save_operands(dg_node *n, const dg_tensor *a, const dg_tensor *b, const dg_tensor *y, bool save_a, bool save_b,
+                         bool save_y) {
+    bin_attr *at = dg_node_attr(n);
+    const dg_tensor *t[3] = { a, b, y };
+    bool want[3] = { save_a, save_b, save_y };
+    int k = 0;
+    for (int i = 0; i < 3; i++) {
+        at->slot[i] = -1;
+        if (!want[i]) continue;
+        int rc = dg_node_save(n, t[i]);
+        if (rc) return rc;
+        at->slot[i] = (int8_t)k++;
+    }
+    return 0;
+}
+static const dg_tensor *bin_saved(const dg_node *n, int which) {
+    const bin_attr *at = dg_node_attr((dg_node *)n);
+    return at->slot[which] < 0 ? NULL : dg_node_saved(n, at->slot[which]);
+}
+
 static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
                          dg_backward_fn bw, bool save_a, bool save_b, bool save_y) {
     DG_CHECK_INPUT(name, a);
@@ -140,12 +167,14 @@ static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, 
     const dg_tensor *in[2] = { a, b };
     if (bw && dg_needs_record(in, 2)) {
         dg_node *n = dg_record(name, y, in, 2, bw);
-        /* a node saves exactly three slots so rules can index them: a, b, y (unused ones hold y) */
-        if (!n || dg_node_save(n, save_a ? a : y) || dg_node_save(n, save_b ? b : y) || dg_node_save(n, y)) {
+        if (n && op == DG_BIN_MUL) {   /* each side serves only the other's gradient */
+            save_a = dg_node_needs_grad(n, 1);
+            save_b = dg_node_needs_grad(n, 0);
+        }
+        if (!n || save_operands(n, a, b, y, save_a, save_b, save_y)) {
             dg_tensor_free(y);   /* record/save said why; an output without its node would cut the graph */
             return NULL;
         }
-        (void)save_y;
     }
     return y;
 }
@@ -161,13 +190,13 @@ static int sub_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 static int mul_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
-    const dg_tensor *a = dg_node_saved(n, 0), *b = dg_node_saved(n, 1);
+    const dg_tensor *a = bin_saved(n, BIN_A), *b = bin_saved(n, BIN_B);
     if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(dg_mul(g, b), dg_node_input_shape(n, 0));
     if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_mul(g, a), dg_node_input_shape(n, 1));
     return 0;
 }
 static int div_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
-    const dg_tensor *b = dg_node_saved(n, 1), *y = dg_node_saved(n, 2);
+    const dg_tensor *b = bin_saved(n, BIN_B), *y = bin_saved(n, BIN_Y);
     dg_tensor *ga = dg_div(g, b);
     if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(ga, dg_node_input_shape(n, 0));
     if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(dg_neg(dg_mul(ga, y)), dg_node_input_shape(n, 1));
@@ -177,7 +206,7 @@ static int div_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
  * says); the side that lost gets none. A NaN compares unequal and loses to nothing, so with a NaN
  * both sides get the whole gradient, as in PyTorch. */
 static int maxmin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi, bool is_max) {
-    const dg_tensor *a = dg_node_saved(n, 0), *b = dg_node_saved(n, 1);
+    const dg_tensor *a = bin_saved(n, BIN_A), *b = bin_saved(n, BIN_B);
     dg_tensor *shared = dg_where(dg_equal(a, b), dg_mul_scalar(g, 0.5), g);
     dg_tensor *zero = dg_zeros_like(shared);
     if (dg_node_needs_grad(n, 0)) {
@@ -195,7 +224,7 @@ static int min_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { return maxmi
 /* Where the true derivative is 0 the formulas meet 0 * inf (d/da of a^0 at a = 0) and
  * 0 * log 0 (d/db at a = 0, b >= 0): those are masked to 0, as PyTorch does. */
 static int pow_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
-    const dg_tensor *a = dg_node_saved(n, 0), *b = dg_node_saved(n, 1), *y = dg_node_saved(n, 2);
+    const dg_tensor *a = bin_saved(n, BIN_A), *b = bin_saved(n, BIN_B), *y = bin_saved(n, BIN_Y);
     if (dg_node_needs_grad(n, 0)) {
         dg_tensor *d = dg_mul(b, dg_pow(a, dg_sub_scalar(b, 1.0)));
         dg_tensor *b_zero = dg_equal(b, dg_zeros_like(b));
@@ -215,7 +244,7 @@ dg_tensor *dg_add(const dg_tensor *a, const dg_tensor *b) { return binary("add",
 /* relu(a + b): ResNet's residual join in one pass over the data instead of two, and one output
  * instead of two. Saves its output, as relu does: the gradient g * (y > 0) goes to both inputs. */
 static int add_relu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
-    dg_tensor *gm = bin_k(DG_BIN_RELU_GRAD, g, dg_node_saved(n, 2), 0, 0);
+    dg_tensor *gm = bin_k(DG_BIN_RELU_GRAD, g, bin_saved(n, BIN_Y), 0, 0);
     if (!gm) return DG_ENOMEM;
     if (dg_node_needs_grad(n, 0)) gi[0] = dg_sum_to(gm, dg_node_input_shape(n, 0));
     if (dg_node_needs_grad(n, 1)) gi[1] = dg_sum_to(gm, dg_node_input_shape(n, 1));
