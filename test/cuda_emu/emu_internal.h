@@ -60,7 +60,8 @@ void dgemu_called(const char *entry);
 /* Fault injection: whether DGEMU_FAIL (a comma-separated list of entry points, read at every
  * call) names `entry`; DGEMU_INJECT(status) at the top of an entry point then returns status,
  * as a library that refuses the call would (a cuDNN without a kernel for this case, say), so
- * the callers' fallback and cleanup paths can be run. */
+ * the callers' fallback and cleanup paths can be run. The item `cudaMalloc:N` (runtime.cc) fails
+ * the Nth device allocation from when the value was set and every later one. */
 bool dgemu_injected(const char *entry);
 #define DGEMU_INJECT(status) do { if (dgemu_injected(__func__)) return (status); } while (0)
 

@@ -557,11 +557,40 @@ extern "C" cudaError_t cudaDeviceDisablePeerAccess(int peer_device) {
 
 /* ---------------------------------------------------------------- allocation */
 
+/* Fault injection into device allocations: an item `cudaMalloc:N` of DGEMU_FAIL (emu_internal.h)
+ * makes the Nth cudaMalloc counted from when the variable took its value, and every one after it,
+ * fail with cudaErrorMemoryAllocation, as a full device would (a caching allocator's retry after
+ * emptying its cache fails too); a plain `cudaMalloc` item fails every call. The value is read at
+ * each call, so a test arms and disarms it with setenv/unsetenv around the code under test
+ * (test/gpu/test_gpu_backward_faults.c). Called with g_mu held. */
+static bool injected_malloc_failure() {
+    static std::string seen;
+    static long long count, at;
+    const char *e = getenv("DGEMU_FAIL");
+    std::string v = e ? e : "";
+    if (v != seen) {
+        seen = v;
+        count = 0;
+        at = 0;
+        size_t pos = 0;
+        while (pos <= v.size()) {   /* the comma-separated items */
+            size_t end = v.find(',', pos);
+            std::string item = v.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+            if (item == "cudaMalloc") at = 1;
+            else if (item.rfind("cudaMalloc:", 0) == 0) at = atoll(item.c_str() + 11);
+            if (end == std::string::npos) break;
+            pos = end + 1;
+        }
+    }
+    return at > 0 && ++count >= at;
+}
+
 extern "C" cudaError_t cudaMalloc(void **p, size_t n) {
     STICKY();
     if (!p) return fail(cudaErrorInvalidValue);
     guard l(g_mu);
     if (cfg().devices <= 0) return fail(cudaErrorNoDevice);
+    if (injected_malloc_failure()) { *p = nullptr; return fail(cudaErrorMemoryAllocation); }
     device_state &d = dev(t_device);
     size_t size = n ? (n + 255) / 256 * 256 : 256;
     size_t pages = (size + PAGE - 1) / PAGE;
