@@ -48,8 +48,8 @@ Test(gpu_backward_faults, every_device_allocation_of_the_walk_failing_in_turn) {
     gt_use(gt_dut_name());
     bool emulated = getenv("DGEMU_CALLS_FILE") != NULL;   /* set by test/cuda_emu/run_tests.sh */
     dg_manual_seed(3);
-    dg_tensor *x = dg_randn((dg_shape){ 2, { 96, 256 } }, DG_F32);
-    dg_tensor *w[NLEAF] = { dg_randn((dg_shape){ 2, { 256, 512 } }, DG_F32), dg_randn((dg_shape){ 2, { 512, 8 } }, DG_F32) };
+    dg_tensor *x = dg_randn((dg_shape){ 2, { 192, 256 } }, DG_F32);   /* h: 768 KB, two to a small segment */
+    dg_tensor *w[NLEAF] = { dg_randn((dg_shape){ 2, { 256, 1024 } }, DG_F32), dg_randn((dg_shape){ 2, { 1024, 8 } }, DG_F32) };
     double *want[NLEAF];
     for (int i = 0; i < NLEAF; i++) {
         dg_set_requires_grad(w[i], true);
