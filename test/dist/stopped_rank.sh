@@ -109,7 +109,7 @@ for T in ${STOP_TIMEOUTS:-4}; do
         job $overlap "$T" -1 --epochs 50
         what="overlap $overlap, rank 1 stopped for good under a $T s timeout"
         [[ $RC -ne 0 ]] || fail "$what: the job succeeded"
-        [[ $RC -ne 124 && $RC -ne 137 ]] || fail "$what: the job hung (ended by the test's safety timeout after ${END_MS} ms)"
+        [[ $RC -ne 124 && $RC -ne 137 ]] || fail "$what: the job hung (ended by the test's safety timeout after ${END_MS} ms; the timeout message came after ${MSG_MS} ms)"
         [[ $MSG_MS -ge 0 ]] || fail "$what: rank 0 never said that its collective timed out"
         grep -q "did not finish within $T s on rank 0 of 2" "$TMP/log/workerlog.0" || fail "$what: rank 0's message does not say 'within $T s on rank 0'"
         grep -q "Rank 1 is silent: its last heartbeat is [0-9.]* s old" "$TMP/log/workerlog.0" || fail "$what: rank 0 does not name rank 1 as silent"
