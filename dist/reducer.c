@@ -295,6 +295,15 @@ static int check_unused(dg_reducer *r) {
     return 0;
 }
 
+/* After a blocking all-reduce of this step failed on a communicator now abandoned: the request that
+ * timed out (MPI cannot cancel it) or the collectives queued with it may still write into their
+ * buckets, so every bucket is kept as in flight (dg_reducer_free keeps its buffers) and later
+ * steps fail at once instead of packing into them. */
+static void abandon_buckets(dg_reducer *r) {
+    r->abandoned = true;
+    for (int k = 0; k < r->nb; k++) r->buckets[k].state = DG_BUCKET_REDUCING;
+}
+
 int dg_reducer_apply(dg_reducer *r) {
     int rc = 0;
     if (r->no_sync) return 0;
@@ -313,6 +322,7 @@ int dg_reducer_apply(dg_reducer *r) {
             if (!rc) rc = dg_comm_all_reduce_raw(r->comm, channel(r, k), b->host, b->numel, b->dtype, DG_COMM_SUM);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
+        if (rc && r->comm->abandoned) abandon_buckets(r);
         for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);
         reset(r);
         return rc;
@@ -347,6 +357,7 @@ int dg_reducer_apply(dg_reducer *r) {
                                         DG_COMM_SUM);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
+        if (rc && r->comm->abandoned) abandon_buckets(r);
     }
     for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);
     reset(r);
