@@ -44,6 +44,11 @@ typedef struct dg_comm_backend {
      * and the handle freed when it completes or fails. What the DataParallel overlap uses. */
     int (*start_all_reduce)(dg_comm *c, int ch, void *buf, int64_t n, dg_dtype dt, void **handle);
     int (*poll)(dg_comm *c, void *handle, bool *done);
+    /* optional: called once by dg_comm_timed_out, whoever waited (the transport's own wait or
+     * the reducer's polls of the overlapped buckets, which the transport never sees time out):
+     * the transport marks its own state so that nothing later waits on the abandoned
+     * collectives, process exit included (MPI: no MPI_Finalize; NCCL: the communicators aborted) */
+    void (*abandon)(dg_comm *c);
     void (*destroy)(dg_comm *c);
 } dg_comm_backend;
 
@@ -116,8 +121,9 @@ void dg_comm_progress(dg_comm *c, const char *fmt, ...) __attribute__((format(pr
 struct dg_watchdog *dg_watchdog_start(dg_comm *c, const dg_dist_env *env);   /* NULL: none (no store) */
 void dg_watchdog_stop(struct dg_watchdog *w);
 /* The error for a collective that outlived the timeout: names the transport's call, the latest
- * collective, and what the other ranks' heartbeats say; abandons the communicator (`aborted`:
- * the transport could abort it, as NCCL can). Provided to the transport modules. */
+ * collective, and what the other ranks' heartbeats say; abandons the communicator, telling its
+ * transport (backend `abandon`), `aborted`: the transport could abort it, as NCCL can. Provided
+ * to the transport modules. */
 int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail, bool aborted);
 
 /* Transports. Each make function fills c->impl and returns 0, or an error with a message. */

@@ -20,6 +20,7 @@ int dg_mpi_broadcast_bytes(void *buf, size_t n, int root) {
 int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail, bool aborted) {
     DG_MODULE_FN(int (*)(dg_comm *, const char *, const char *, const char *, bool), "dg_comm_timed_out");
     if (fn) return fn(c, transport, what, detail, aborted);
+    if (!c->abandoned && c->be && c->be->abandon) c->be->abandon(c);
     c->abandoned = true;
     return DG_ETIMEOUT;
 }

@@ -148,12 +148,29 @@ static bool poll_all(dg_reducer *r) {
     return all;
 }
 
+/* The error for a step on a communicator abandoned after a timeout (buckets of an earlier step may
+ * still be posted into their buffers, which must not be packed again). */
+static int abandoned_error(const dg_reducer *r) {
+    DG_ERR(DG_ECOMM, "data_parallel: rank %d of %d: the communicator was abandoned after a collective timed out; end the "
+           "program", r->comm->rank, r->comm->size);
+    return DG_ECOMM;
+}
+
 /* Completes whatever is in flight (apply, errors, free): a request must not outlive its buffer.
- * Touches the communicator only when something is in flight. */
+ * Touches the communicator only when something is in flight. Requests that outlived the timeout
+ * once are not waited for again: they wait for a rank that stopped, and every later wait (the
+ * step's reset, dg_reducer_free) used to last the whole timeout too, so the error came at twice
+ * the timeout. The same holds when another collective abandoned the communicator. */
 static void finish_pending(dg_reducer *r) {
+    if (r->abandoned) return;
     bool any = false;
     for (int k = 0; r->buckets && k < r->next_launch && !any; k++) any = r->buckets[k].state == DG_BUCKET_REDUCING;
     if (!any) return;
+    if (r->comm->abandoned) {
+        r->abandoned = true;
+        fail(r, abandoned_error(r));
+        return;
+    }
     dg_peer_wait w = dg_peer_wait_begin();
     while (!poll_all(r)) {
         if (dg_peer_wait_pause(&w, r->comm->timeout_s)) continue;
@@ -170,7 +187,7 @@ static void finish_pending(dg_reducer *r) {
 
 static void grad_ready(dg_tensor *leaf, void *user) {
     dg_reducer *r = user;
-    if (r->no_sync || r->error) return;
+    if (r->no_sync || r->error || r->abandoned) return;
     int i = 0;
     while (i < r->np && r->params[i] != leaf) i++;
     if (i == r->np || r->ready[i]) return;
@@ -254,7 +271,12 @@ int dg_reducer_num_buckets(const dg_reducer *r) { return r ? r->nb : 0; }
 static void reset(dg_reducer *r) {
     finish_pending(r);
     for (int i = 0; i < r->np; i++) r->ready[i] = false;
-    for (int k = 0; k < r->nb; k++) { r->buckets[k].nready = 0; r->buckets[k].state = DG_BUCKET_IDLE; }
+    /* an abandoned bucket stays REDUCING: its request may still write into it, so
+     * dg_reducer_free keeps its buffers */
+    for (int k = 0; k < r->nb; k++) {
+        r->buckets[k].nready = 0;
+        if (!r->abandoned || r->buckets[k].state != DG_BUCKET_REDUCING) r->buckets[k].state = DG_BUCKET_IDLE;
+    }
     r->next_launch = 0;
     r->error = 0;
     r->error_msg[0] = 0;
@@ -273,9 +295,19 @@ static int check_unused(dg_reducer *r) {
     return 0;
 }
 
+/* After a blocking all-reduce of this step failed on a communicator now abandoned: the request that
+ * timed out (MPI cannot cancel it) or the collectives queued with it may still write into their
+ * buckets, so every bucket is kept as in flight (dg_reducer_free keeps its buffers) and later
+ * steps fail at once instead of packing into them. */
+static void abandon_buckets(dg_reducer *r) {
+    r->abandoned = true;
+    for (int k = 0; k < r->nb; k++) r->buckets[k].state = DG_BUCKET_REDUCING;
+}
+
 int dg_reducer_apply(dg_reducer *r) {
     int rc = 0;
     if (r->no_sync) return 0;
+    if (r->abandoned) return abandoned_error(r);   /* nothing packed into buffers still posted */
     if (r->comm->size == 1) {       /* nothing to sum, but unused parameters are still an error */
         rc = check_unused(r);
         reset(r);
@@ -290,6 +322,7 @@ int dg_reducer_apply(dg_reducer *r) {
             if (!rc) rc = dg_comm_all_reduce_raw(r->comm, channel(r, k), b->host, b->numel, b->dtype, DG_COMM_SUM);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
+        if (rc && r->comm->abandoned) abandon_buckets(r);
         for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);
         reset(r);
         return rc;
@@ -324,6 +357,7 @@ int dg_reducer_apply(dg_reducer *r) {
                                         DG_COMM_SUM);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
+        if (rc && r->comm->abandoned) abandon_buckets(r);
     }
     for (int k = 0; k < r->nb && !rc; k++) rc = unpack_bucket(r, &r->buckets[k]);
     reset(r);

@@ -177,6 +177,9 @@ static void describe_peers(struct dg_watchdog *w, uint64_t mine, char *out, size
 }
 
 int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail, bool aborted) {
+    /* the transport learns it here, once, also when the reducer (not the transport) did the
+     * waiting: MPI would otherwise finalize at exit on the abandoned requests and wait for ever */
+    if (!c->abandoned && c->be && c->be->abandon) c->be->abandon(c);
     c->abandoned = true;
     char act[sizeof c->activity];
     pthread_mutex_lock(&c->progress_lock);

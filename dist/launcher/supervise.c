@@ -56,6 +56,10 @@ void begin_stop(supervisor *S) {
     S->stopping = true;
     S->deadline = now_ms() + STOP_GRACE_MS;
     signal_all(S, SIGTERM);
+    /* a stopped worker (SIGSTOP, a debugger's or Ctrl-Z's stop: the rank its peers timed out
+     * on) acts on SIGTERM only once it runs again; continued now, it ends now, not at the
+     * SIGKILL after the grace period */
+    signal_all(S, SIGCONT);
 }
 
 void report_failure(supervisor *S, int i) {

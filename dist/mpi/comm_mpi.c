@@ -11,6 +11,11 @@
 #include <limits.h>
 
 static bool g_we_initialised;
+/* Set by the backend's abandon (dg_comm_timed_out calls it, whichever wait timed out): a
+ * collective outlived the timeout and its requests stay posted, waiting for a rank that stopped,
+ * so MPI_Finalize, which completes them first, would never return and the rank would never exit
+ * (its peers' launcher waits for it). Such a process exits without finalizing; mpirun counts it
+ * as failed, which it is. */
 bool dg_mpi_abandoned;
 static void finalize_at_exit(void) {
     int fin = 0;
@@ -36,12 +41,15 @@ MPI_Datatype dg_mpi_type(dg_dtype dt) {
     }
 }
 
+static void mpi_abandon(dg_comm *c) { dg_mpi_abandoned = true; }
+
 /* The core's timeout error (dist/watchdog.c: it names the silent ranks). This module does not
  * link dist/module_shim.c, whose MPI forwarders would shadow its own entries, so it asks for
  * this one function itself. */
 int dg_comm_timed_out(dg_comm *c, const char *transport, const char *what, const char *detail, bool aborted) {
     DG_MODULE_FN(int (*)(dg_comm *, const char *, const char *, const char *, bool), "dg_comm_timed_out");
-    if (fn) return fn(c, transport, what, detail, aborted);
+    if (fn) return fn(c, transport, what, detail, aborted);   /* calls mpi_abandon */
+    mpi_abandon(c);
     c->abandoned = true;
     return DG_ETIMEOUT;
 }
@@ -58,10 +66,7 @@ int dg_mpi_wait(dg_comm *c, int n, MPI_Request *req, const char *what) {
             return dg_mpi_fail(err, what, c);
         }
         if (flag) return 0;
-        if (!dg_peer_wait_pause(&w, c->timeout_s)) {
-            dg_mpi_abandoned = true;
-            return dg_comm_timed_out(c, "mpi", what, "", false);
-        }
+        if (!dg_peer_wait_pause(&w, c->timeout_s)) return dg_comm_timed_out(c, "mpi", what, "", false);
     }
 }
 
@@ -75,10 +80,7 @@ static int hier_all_reduce(dg_comm *c, mpi_channel *ch, void *buf, int64_t n, dg
     dg_peer_wait w = dg_peer_wait_begin();
     for (bool done = false; !rc;) {
         if ((rc = dg_mpi_hier_poll(c, h, &done)) || done) break;
-        if (!dg_peer_wait_pause(&w, c->timeout_s)) {
-            dg_mpi_abandoned = true;
-            return dg_comm_timed_out(c, "mpi", "the hierarchical all-reduce", "", false);
-        }
+        if (!dg_peer_wait_pause(&w, c->timeout_s)) return dg_comm_timed_out(c, "mpi", "the hierarchical all-reduce", "", false);
     }
     return rc;
 }
@@ -222,6 +224,7 @@ static void mpi_destroy(dg_comm *c) {
 static const dg_comm_backend mpi_backend = {
     .name = "mpi", .all_reduce = mpi_all_reduce, .broadcast = mpi_broadcast, .all_gather = mpi_all_gather,
     .barrier = mpi_barrier, .destroy = mpi_destroy, .start_all_reduce = mpi_start_all_reduce, .poll = mpi_poll,
+    .abandon = mpi_abandon,
 };
 
 

@@ -31,7 +31,7 @@ typedef struct mpi_channel {
  * cannot wait behind an unposted one) */
 typedef struct mpi_state { int n; mpi_channel ch[DG_COMM_MAX_NUM]; mpi_channel user; bool has_user; } mpi_state;
 
-extern bool dg_mpi_abandoned;     /* a collective timed out: MPI_Finalize would wait for it forever */
+extern bool dg_mpi_abandoned;     /* a collective timed out (set by the backend's abandon): MPI_Finalize would wait for it forever */
 int dg_mpi_fail(int err, const char *what, const dg_comm *c);
 MPI_Datatype dg_mpi_type(dg_dtype dt);
 /* Waits for n posted requests, bounded by the communicator's timeout. */

@@ -42,6 +42,12 @@ static int nccl_fail(dg_comm *c, ncclComm_t comm, ncclResult_t r, const char *wh
     return DG_ECOMM;
 }
 
+/* The backend's abandon (dg_comm_timed_out): the transport's own waits abort before they call
+ * it; this covers any other waiter. */
+static void nccl_abandon(dg_comm *c) {
+    if (c->impl) abort_all(c->impl);
+}
+
 /* Polls comm until its pending operation leaves ncclInProgress or the timeout. */
 static int settle(dg_comm *c, ncclComm_t comm, ncclResult_t r, const char *what) {
     nccl_state *s = c->impl;
@@ -188,7 +194,8 @@ static void nccl_destroy(dg_comm *c) {
 
 static const dg_comm_backend nccl_backend = {
     .name = "nccl", .device_buffers = true, .all_reduce = nccl_all_reduce, .broadcast = nccl_broadcast,
-    .all_gather = nccl_all_gather, .barrier = nccl_barrier, .wait = nccl_wait, .destroy = nccl_destroy,
+    .all_gather = nccl_all_gather, .barrier = nccl_barrier, .wait = nccl_wait, .abandon = nccl_abandon,
+    .destroy = nccl_destroy,
 };
 
 /* *out split from parent (collective over parent's ranks); NULL for NCCL_SPLIT_NOCOLOR. The

@@ -14,6 +14,7 @@
 #      mpirun (the NCCL id broadcast over MPI, buckets staged through pinned memory); the
 #      collective watchdog: a rank stopped under dgrun --gpus ends the job naming it, a slow one
 #      does not;
+#      the same with mnist_fleet, overlap on and off (test/dist/stopped_rank.sh);
 #      the hierarchical all-reduce and comm_num 3 over 4 emulated GPUs (2 nodes x 2: by
 #      inter-nranks, and by endpoint IP with two dgruns on 127.0.0.1 / 127.0.0.2) against flat;
 #   5. a job on 2 hosts (network namespaces, test/dist/multinode.sh) x 2 emulated GPUs equal to
@@ -201,6 +202,11 @@ if [ $RC -eq 0 ] && [ $same = 1 ]; then
 else
     tail -5 "$TMP"/st.slow/workerlog.* "$TMP"/st.plain/workerlog.*; bad "a slow rank over NCCL: exit $RC, results differ or missing"
 fi
+
+# the same with mnist_fleet, overlap on and off (test/dist/stopped_rank.sh): stopped for good
+# under a 4 s timeout, the message at 4 s and the job over within 4 + 5 s; stopped 3 s under
+# 15 s, the undisturbed run's model
+bash test/dist/stopped_rank.sh gpu "$B" || bad "mnist_fleet with a stopped or slow rank over emulated NCCL (test/dist/stopped_rank.sh)"
 
 step "GPU tensors over MPI under plain mpirun"
 MPIRUN="mpirun -np 2 --oversubscribe"

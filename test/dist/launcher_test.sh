@@ -8,6 +8,7 @@
 set -euo pipefail
 
 BIN=$(cd "${1:-build/bin}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd)   # this script's folder (the test cds into its own)
 DGRUN=$BIN/dgrun
 for b in dgrun env_worker sleeper_worker failing_worker rendezvous_worker stall_worker flood_worker ps_env_check; do
     [[ -x $BIN/$b ]] || { echo "FAIL: $BIN/$b is not built" >&2; exit 1; }
@@ -325,6 +326,14 @@ for r in 0 1; do
 done
 no_orphans "slow rank"
 pass "10b. a 20 s stop under a 60 s timeout is only slow: the job finishes (${ELAPSED} ms) with the undisturbed run's parameters"
+
+# --- 10c. the same with a real training program: mnist_fleet, overlap on (its default) and off ---
+# test/dist/stopped_rank.sh: rank 1 stopped for good under a 4 s timeout (rank 0 reports at 4 s,
+# naming rank 1, and the job ends within 4 + 5 s), and for 3 s under 15 s (the undisturbed run's
+# model). With overlap on, the buckets' all-reduces are polled by the reducer: it used to wait the
+# timeout twice and then hang in MPI_Finalize. Needs the MNIST digits (make data).
+bash "$HERE/stopped_rank.sh" cpu "$BIN" || fail "10c. stopped_rank.sh cpu (above)"
+pass "10c. mnist_fleet, overlap on and off: a stopped rank ends the job at the timeout, a 3 s stop is only slow"
 
 # --- 11. a terminal that reads nothing: the log has every byte, no one waits, memory stays small --
 # Rank 0 prints 200 MiB while dgrun's stdout is a pipe whose reader never reads. The worker writes
