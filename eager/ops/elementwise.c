@@ -232,12 +232,24 @@ dg_tensor *dg_minimum(const dg_tensor *a, const dg_tensor *b) { return binary("m
 dg_tensor *dg_pow(const dg_tensor *a, const dg_tensor *b) { return binary("pow", DG_BIN_POW, a, b, pow_bw, true, true, true); }
 
 /* ---- comparisons and where ---- */
+/* Operands of different dtypes are first cast to the dtype the arithmetic promotes them to, as
+ * torch compares (int32 with float32 in float32, a float32 tensor with a 0-d float64 in float32);
+ * the kernels then compare within one dtype, int64 as int64 (a double cannot tell 2^53 + 1 from
+ * 2^53). The casts are made without recording: a mask has no gradient. */
 static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b) {
     DG_CHECK_INPUT(name, a);
     DG_CHECK_INPUT(name, b);
     DG_CHECK_SAME_DEVICE(name, a, b);
     int64_t shp[DG_MAX_DIMS]; int nd;
     DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
+    dg_dtype dt = promote(a, b);
+    if (a->dtype != dt || b->dtype != dt) {
+        dg_scope *s = dg_scope_begin();
+        dg_no_grad_begin();
+        const dg_tensor *ac = a->dtype == dt ? a : dg_cast(a, dt), *bc = b->dtype == dt ? b : dg_cast(b, dt);
+        dg_no_grad_end();
+        return dg_composite_end(s, ac && bc ? compare(name, op, ac, bc) : NULL);
+    }
     dg_tensor *y = dg_new_on(a, shp, nd, DG_BOOL);
     if (!y) return NULL;
     dg_kview av, bv;
