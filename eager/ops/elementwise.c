@@ -303,6 +303,21 @@ enum { SAVE_NONE, SAVE_X, SAVE_Y };
 static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, double p0, double p1,
                         dg_backward_fn bw, int save);
 
+/* A whole-number scalar acts as torch's Python int from -2^63 to 2^63 (2^63 itself comes from
+ * sub_scalar's -(-2^63) and is -2^63 modulo 2^64); past that a Python int would not fit int64,
+ * so the scalar acts as a Python float. */
+static bool int_scalar(double v) { return v == trunc(v) && fabs(v) <= 0x1p63; }
+/* An int_scalar v wrapped into dt modulo 2^32 or 2^64, as torch converts an int scalar to the
+ * tensor's type (3e9 into int32 is -1294967296), as the double holding that integer exactly. The
+ * conversions go through the unsigned types: converting a double outside the target's range is
+ * undefined in C. */
+static double wrap_int_scalar(double v, dg_dtype dt) {
+    int64_t w = v >= 0x1p63 ? INT64_MIN : (int64_t)v;
+    if (dt != DG_I32) return (double)w;
+    uint32_t u = (uint32_t)(uint64_t)w;
+    return u >= 0x80000000u ? (double)u - 0x1p32 : (double)u;
+}
+
 /* Integer inputs, as torch: scalar add/sub/mul by a whole number, neg and abs stay integer (on
  * the integer kernels); the math functions (exp, log, sqrt, sigmoid, tanh, gelu, s / x) and a
  * fractional scalar give float32; the rest (relu, clip, pow_scalar, ...) are refused by
@@ -312,6 +327,8 @@ static dg_tensor *unary_int(dg_unary_op op, const dg_tensor *x, double p0, doubl
     dg_tensor *y;
     if (op == DG_UN_ABS) y = dg_maximum(x, dg_neg(x));
     else {
+        p0 = wrap_int_scalar(p0, x->dtype);
+        p1 = wrap_int_scalar(p1, x->dtype);
         y = p0 == 1 ? (dg_tensor *)x : dg_mul(x, dg_full_on(x, DG_SHAPE(1), p0, x->dtype));
         if (p1 != 0) y = dg_add(y, dg_full_on(x, DG_SHAPE(1), p1, x->dtype));
         if (y == x) y = dg_clone(x);
@@ -325,7 +342,7 @@ static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, do
     if (x->dtype == DG_I32 || x->dtype == DG_I64) {
         bool math = op == DG_UN_AFFINE || op == DG_UN_EXP || op == DG_UN_LOG || op == DG_UN_SQRT || op == DG_UN_SIGMOID ||
                     op == DG_UN_TANH || op == DG_UN_GELU || op == DG_UN_GELU_TANH || op == DG_UN_RDIV;
-        bool whole = op == DG_UN_AFFINE && p0 == trunc(p0) && p1 == trunc(p1) && fabs(p0) < 0x1p62 && fabs(p1) < 0x1p62;
+        bool whole = op == DG_UN_AFFINE && int_scalar(p0) && int_scalar(p1);
         if (op == DG_UN_ABS || whole) return unary_int(op, x, p0, p1);
         if (math) {
             dg_scope *s = dg_scope_begin();
