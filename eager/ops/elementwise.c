@@ -270,13 +270,21 @@ static int where_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 
+/* Branches of different dtypes are cast to the dtype the arithmetic promotes them to, as torch's
+ * where does (int32 with float32 gives float32, int32 with int64 int64, float32 with float64
+ * float64); the casts are recorded, so a float branch gets its gradient in its own dtype. */
 dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) {
     DG_CHECK_INPUT("where", c);
     DG_CHECK_INPUT("where", a);
     DG_CHECK_INPUT("where", b);
-    DG_CHECK_SAME_DTYPE("where", a, b);
     DG_CHECK_SAME_DEVICE("where", a, b);
     DG_CHECK_SAME_DEVICE("where", c, a);
+    if (a->dtype != b->dtype) {
+        dg_dtype dt = promote(a, b);
+        dg_scope *s = dg_scope_begin();
+        const dg_tensor *ac = a->dtype == dt ? a : dg_cast(a, dt), *bc = b->dtype == dt ? b : dg_cast(b, dt);
+        return dg_composite_end(s, ac && bc ? dg_where(c, ac, bc) : NULL);
+    }
     int64_t s1[DG_MAX_DIMS], s2[DG_MAX_DIMS]; int n1, n2;
     DG_CHECK(dg_broadcast_shape(a, b, s1, &n1), "where: shapes %s and %s do not broadcast", DG_SHAPE_STR(a), DG_SHAPE_STR(b));
     DG_CHECK(broadcast_shapes(c->shape, c->ndim, s1, n1, s2, &n2), "where: condition %s does not broadcast with %s",
