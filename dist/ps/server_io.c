@@ -280,7 +280,7 @@ int dg_ps_server_load(dg_ps_server *s, const char *dir, int index, int count) {
             if (!vi) { rc = DG_EFORMAT; break; }
             if (a < b) memcpy(val + (a - lo), (const float *)dg_tensor_ptr(vi) + (a - off), sizeof(float) * (size_t)(b - a));
             for (int e = 0; e < n_state && !rc; e++) {
-                snprintf(name, sizeof name, "t%d.opt.%s", k, state_names[e]);
+                snprintf(name, sizeof name, "t%d.opt.%.63s", k, state_names[e]);   /* %.63s: a state_names entry (64 bytes) always fits name */
                 dg_tensor *si = need(f[i], names[i], name, DG_F32, len);
                 if (!si) { rc = DG_EFORMAT; break; }
                 if (a < b) memcpy(state[e] + (a - lo), (const float *)dg_tensor_ptr(si) + (a - off), sizeof(float) * (size_t)(b - a));
