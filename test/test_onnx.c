@@ -3,7 +3,7 @@
  * the message, a custom op (dg_record from user code), a built-in op without an ONNX form (a loss,
  * also one fed topk's traced indices) and a value the trace cannot follow (data built inside the
  * forward) each failing with a message naming it and writing no file, while a mask made with
- * comparison ops exports; and
+ * comparison ops exports, as do a comparison and a where across dtypes (promoted, with Cast); and
  * the layer's train/eval modes (a mix of them), frozen parameters, grad mode and the thread's
  * trace state are as they were afterwards, on success and on failure. */
 #include "test_util.h"
@@ -122,6 +122,13 @@ static dg_tensor *mask_fw(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = dg_forward(dg_layer_child(self, 0), x);
     return dg_mul(h, dg_cast(dg_greater(h, dg_zeros_like(h)), DG_F32));
 }
+/* a comparison and a where across dtypes (float32 with the int32 truncation of the same values):
+ * promoted to float32 as the arithmetic is, so they export as Cast, then Greater and Where on one type */
+static const dg_layer_class mixed_cls = { .name = "UsesMixedDtypes" };
+static dg_tensor *mixed_fw(dg_layer *self, const dg_tensor *x) {
+    dg_tensor *h = dg_forward(dg_layer_child(self, 0), x), *t = dg_cast(h, DG_I32);
+    return dg_where(dg_greater(h, t), t, h);
+}
 /* a loss on topk's indices used as a label: cross_entropy has no mapping, even fed a traced value */
 static const dg_layer_class ce_cls = DG_LAYER_CLASS("UsesLossOnTopK");
 static dg_tensor *ce_fw(dg_layer *self, const dg_tensor *x) {
@@ -173,6 +180,37 @@ Test(onnx, mask_from_the_input_exports) {
     dg_tensor *x = dg_randn(DG_SHAPE(2, 4), DG_F32);
     cr_assert_eq(dg_onnx_export(l, x, path, dg_onnx_export_default_params()), 0, "%s", dg_last_error());
     cr_assert(exists(path));
+    unlink(path);
+    rmdir(tmpdir);
+    dg_tensor_free(x);
+    dg_layer_free(l);
+}
+
+/* the file holds the bytes of each of the n names (operator types are plain strings in the protobuf) */
+static void expect_ops_in_file(const char *path, const char *const *names, int n) {
+    FILE *f = fopen(path, "rb");
+    cr_assert(f, "%s", path);
+    static char buf[1 << 16];
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    for (int i = 0; i < n; i++) {
+        bool found = false;
+        for (size_t k = 0; !found && k + strlen(names[i]) <= len; k++) found = !memcmp(buf + k, names[i], strlen(names[i]));
+        cr_expect(found, "%s: no %s node", path, names[i]);
+    }
+}
+
+/* where and greater across dtypes used to be refused (where in the forward, greater at export:
+ * "ONNX compares one type"); promoted, they export with the casts in the graph */
+Test(onnx, mixed_dtype_compare_and_where_export) {
+    make_tmpdir();
+    char path[128];
+    tmp_path("m.onnx", path, sizeof path);
+    dg_layer *l = dg_layer_new(&mixed_cls, mixed_fw, NULL, NULL);
+    cr_assert(l && dg_layer_add_sublayer(l, "fc", dg_nn_linear(4, 3)) == 0);
+    dg_tensor *x = dg_randn(DG_SHAPE(2, 4), DG_F32);
+    cr_assert_eq(dg_onnx_export(l, x, path, dg_onnx_export_default_params()), 0, "%s", dg_last_error());
+    expect_ops_in_file(path, (const char *[]){ "Cast", "Greater", "Where" }, 3);
     unlink(path);
     rmdir(tmpdir);
     dg_tensor_free(x);

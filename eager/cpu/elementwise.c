@@ -169,13 +169,25 @@ static int int_binary(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_
 }
 
 
+/* greater / equal into bool. eager/ops/elementwise.c sends operands of one dtype (promoted first):
+ * int64 pairs are compared as int64, since a double cannot tell values past 2^53 apart; every
+ * other dtype is exact in double, which also serves operands of mixed dtypes. */
 static int compare(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y) {
     dg_iter it;
     const dg_kview *ops[3] = { y, a, b };
     dg_iter_init(&it, ops, 3);
+    bool i64 = a->dtype == DG_I64 && b->dtype == DG_I64;
     for (int64_t r = 0; r < it.rows; r++) {
         char *p[3]; int64_t st[3];
         int64_t len = dg_iter_row(&it, r, p, st);
+        if (i64) {
+            const int64_t *ap = (const int64_t *)p[1], *bp = (const int64_t *)p[2];
+            for (int64_t i = 0; i < len; i++) {
+                int64_t av = ap[i * st[1]], bv = bp[i * st[2]];
+                ((uint8_t *)p[0])[i * st[0]] = op == DG_BIN_GT ? av > bv : av == bv;
+            }
+            continue;
+        }
         for (int64_t i = 0; i < len; i++) {
             double av = dg_load_as_double(p[1] + i * st[1] * (int64_t)it.esize[1], a->dtype);
             double bv = dg_load_as_double(p[2] + i * st[2] * (int64_t)it.esize[2], b->dtype);

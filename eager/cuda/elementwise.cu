@@ -111,12 +111,18 @@ __global__ void int_binary_kernel(const T *a, const T *b, T *y, const __grid_con
     }
 }
 
-/* comparisons: any input dtypes, compared as doubles like the CPU; y is DG_BOOL */
+/* comparisons, like the CPU's: two int64 operands compared as int64 (a double cannot tell values
+ * past 2^53 apart), any other dtypes as doubles, which is exact for each; y is DG_BOOL */
 template <bool GT>
 __global__ void compare_kernel(const void *a, int adt, const void *b, int bdt, uint8_t *y, const __grid_constant__ dgk_geom g) {
     DGK_FOR(i, g.numel) {
         int64_t off[3];
         dgk_offsets<3>(g, i, off);
+        if (adt == DG_I64 && bdt == DG_I64) {
+            long long av = ((const long long *)a)[off[1]], bv = ((const long long *)b)[off[2]];
+            y[off[0]] = GT ? av > bv : av == bv;
+            continue;
+        }
         double av = dgk_load_any(a, adt, off[1]), bv = dgk_load_any(b, bdt, off[2]);
         y[off[0]] = GT ? av > bv : av == bv;
     }

@@ -138,16 +138,20 @@ dg_tensor *dg_logsumexp(const dg_tensor *x, const int *axes, int n, bool keepdim
     DG_CHECK_FLOAT("logsumexp", x);
     bool mask[DG_MAX_DIMS];
     if (!axes_mask("logsumexp", x, axes, n, mask)) return NULL;
-    for (int i = 0; i < x->ndim; i++)
-        DG_CHECK(!mask[i] || x->shape[i] > 0, "logsumexp: reducing the empty axis %d of %s", i, DG_SHAPE_STR(x));
+    bool empty = false;   /* over no elements: log(0) = -inf, as torch; there is no max to take out */
+    for (int i = 0; i < x->ndim; i++) empty |= mask[i] && x->shape[i] == 0;
     dg_scope *s = dg_scope_begin();
     /* torch's: the max taken out is a constant (its gradient terms cancel), and an infinite max
      * is taken as 0 so that inf - inf does not make a NaN */
     dg_no_grad_begin();
-    dg_tensor *m = dg_detach(dg_max(x, axes, n, true));
-    dg_tensor *inf = m ? dg_full_on(m, DG_SCALAR_SHAPE, INFINITY, m->dtype) : NULL;
-    dg_tensor *zero = m ? dg_full_on(m, DG_SCALAR_SHAPE, 0.0, m->dtype) : NULL;
-    m = inf && zero ? dg_where(dg_equal(dg_abs(m), inf), zero, m) : NULL;
+    dg_tensor *m;
+    if (empty) m = dg_full_on(x, reduced_shape(x, mask, true), 0.0, x->dtype);
+    else {
+        m = dg_detach(dg_max(x, axes, n, true));
+        dg_tensor *inf = m ? dg_full_on(m, DG_SCALAR_SHAPE, INFINITY, m->dtype) : NULL;
+        dg_tensor *zero = m ? dg_full_on(m, DG_SCALAR_SHAPE, 0.0, m->dtype) : NULL;
+        m = inf && zero ? dg_where(dg_equal(dg_abs(m), inf), zero, m) : NULL;
+    }
     dg_no_grad_end();
     dg_tensor *lse = m ? dg_log(dg_sum(dg_exp(dg_sub(x, m)), axes, n, keepdim)) : NULL;
     dg_tensor *y = lse ? dg_add(lse, keepdim ? m : dg_reshape(m, reduced_shape(x, mask, false))) : NULL;

@@ -261,12 +261,24 @@ dg_tensor *dg_minimum(const dg_tensor *a, const dg_tensor *b) { return binary("m
 dg_tensor *dg_pow(const dg_tensor *a, const dg_tensor *b) { return binary("pow", DG_BIN_POW, a, b, pow_bw, true, true, true); }
 
 /* ---- comparisons and where ---- */
+/* Operands of different dtypes are first cast to the dtype the arithmetic promotes them to, as
+ * torch compares (int32 with float32 in float32, a float32 tensor with a 0-d float64 in float32);
+ * the kernels then compare within one dtype, int64 as int64 (a double cannot tell 2^53 + 1 from
+ * 2^53). The casts are made without recording: a mask has no gradient. */
 static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b) {
     DG_CHECK_INPUT(name, a);
     DG_CHECK_INPUT(name, b);
     DG_CHECK_SAME_DEVICE(name, a, b);
     int64_t shp[DG_MAX_DIMS]; int nd;
     DG_CHECK(dg_broadcast_shape(a, b, shp, &nd), "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
+    dg_dtype dt = promote(a, b);
+    if (a->dtype != dt || b->dtype != dt) {
+        dg_scope *s = dg_scope_begin();
+        dg_no_grad_begin();
+        const dg_tensor *ac = a->dtype == dt ? a : dg_cast(a, dt), *bc = b->dtype == dt ? b : dg_cast(b, dt);
+        dg_no_grad_end();
+        return dg_composite_end(s, ac && bc ? compare(name, op, ac, bc) : NULL);
+    }
     dg_tensor *y = dg_new_on(a, shp, nd, DG_BOOL);
     if (!y) return NULL;
     dg_kview av, bv;
@@ -287,13 +299,21 @@ static int where_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 
+/* Branches of different dtypes are cast to the dtype the arithmetic promotes them to, as torch's
+ * where does (int32 with float32 gives float32, int32 with int64 int64, float32 with float64
+ * float64); the casts are recorded, so a float branch gets its gradient in its own dtype. */
 dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) {
     DG_CHECK_INPUT("where", c);
     DG_CHECK_INPUT("where", a);
     DG_CHECK_INPUT("where", b);
-    DG_CHECK_SAME_DTYPE("where", a, b);
     DG_CHECK_SAME_DEVICE("where", a, b);
     DG_CHECK_SAME_DEVICE("where", c, a);
+    if (a->dtype != b->dtype) {
+        dg_dtype dt = promote(a, b);
+        dg_scope *s = dg_scope_begin();
+        const dg_tensor *ac = a->dtype == dt ? a : dg_cast(a, dt), *bc = b->dtype == dt ? b : dg_cast(b, dt);
+        return dg_composite_end(s, ac && bc ? dg_where(c, ac, bc) : NULL);
+    }
     int64_t s1[DG_MAX_DIMS], s2[DG_MAX_DIMS]; int n1, n2;
     DG_CHECK(dg_broadcast_shape(a, b, s1, &n1), "where: shapes %s and %s do not broadcast", DG_SHAPE_STR(a), DG_SHAPE_STR(b));
     DG_CHECK(broadcast_shapes(c->shape, c->ndim, s1, n1, s2, &n2), "where: condition %s does not broadcast with %s",
@@ -320,6 +340,21 @@ enum { SAVE_NONE, SAVE_X, SAVE_Y };
 static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, double p0, double p1,
                         dg_backward_fn bw, int save);
 
+/* A whole-number scalar acts as torch's Python int from -2^63 to 2^63 (2^63 itself comes from
+ * sub_scalar's -(-2^63) and is -2^63 modulo 2^64); past that a Python int would not fit int64,
+ * so the scalar acts as a Python float. */
+static bool int_scalar(double v) { return v == trunc(v) && fabs(v) <= 0x1p63; }
+/* An int_scalar v wrapped into dt modulo 2^32 or 2^64, as torch converts an int scalar to the
+ * tensor's type (3e9 into int32 is -1294967296), as the double holding that integer exactly. The
+ * conversions go through the unsigned types: converting a double outside the target's range is
+ * undefined in C. */
+static double wrap_int_scalar(double v, dg_dtype dt) {
+    int64_t w = v >= 0x1p63 ? INT64_MIN : (int64_t)v;
+    if (dt != DG_I32) return (double)w;
+    uint32_t u = (uint32_t)(uint64_t)w;
+    return u >= 0x80000000u ? (double)u - 0x1p32 : (double)u;
+}
+
 /* Integer inputs, as torch: scalar add/sub/mul by a whole number, neg and abs stay integer (on
  * the integer kernels); the math functions (exp, log, sqrt, sigmoid, tanh, gelu, s / x) and a
  * fractional scalar give float32; the rest (relu, clip, pow_scalar, ...) are refused by
@@ -329,6 +364,8 @@ static dg_tensor *unary_int(dg_unary_op op, const dg_tensor *x, double p0, doubl
     dg_tensor *y;
     if (op == DG_UN_ABS) y = dg_maximum(x, dg_neg(x));
     else {
+        p0 = wrap_int_scalar(p0, x->dtype);
+        p1 = wrap_int_scalar(p1, x->dtype);
         y = p0 == 1 ? (dg_tensor *)x : dg_mul(x, dg_full_on(x, DG_SHAPE(1), p0, x->dtype));
         if (p1 != 0) y = dg_add(y, dg_full_on(x, DG_SHAPE(1), p1, x->dtype));
         if (y == x) y = dg_clone(x);
@@ -342,7 +379,7 @@ static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, do
     if (x->dtype == DG_I32 || x->dtype == DG_I64) {
         bool math = op == DG_UN_AFFINE || op == DG_UN_EXP || op == DG_UN_LOG || op == DG_UN_SQRT || op == DG_UN_SIGMOID ||
                     op == DG_UN_TANH || op == DG_UN_GELU || op == DG_UN_GELU_TANH || op == DG_UN_RDIV;
-        bool whole = op == DG_UN_AFFINE && p0 == trunc(p0) && p1 == trunc(p1) && fabs(p0) < 0x1p62 && fabs(p1) < 0x1p62;
+        bool whole = op == DG_UN_AFFINE && int_scalar(p0) && int_scalar(p1);
         if (op == DG_UN_ABS || whole) return unary_int(op, x, p0, p1);
         if (math) {
             dg_scope *s = dg_scope_begin();

@@ -171,6 +171,7 @@ static int embedding_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 /* torch's embedding_renorm_: each distinct row looked up whose p-norm exceeds max_norm is scaled
  * by max_norm / (norm + 1e-7), in place and outside autograd. */
 static int renorm_rows(dg_tensor *w, const dg_tensor *ids, double max_norm, double p) {
+    if (ids->numel == 0) return 0;   /* no row looked up: none to renormalise (and no kernel over zero rows) */
     int64_t *h = host_ids(ids);
     if (!h) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
     dg_scope *s = dg_scope_begin();
@@ -178,7 +179,9 @@ static int renorm_rows(dg_tensor *w, const dg_tensor *ids, double max_norm, doub
     int rc = DG_ENOMEM;
     dg_tensor *u = unique_ids(h, ids->numel, false, 0, w, NULL);
     dg_tensor *rows = u ? dg_index_select(w, u, 0) : NULL;
-    dg_tensor *flat = rows ? dg_reshape(rows, DG_SHAPE(rows->shape[0], -1)) : NULL;
+    int64_t row = 1;   /* a row's size, stated: -1 has nothing to infer from when there are no rows */
+    for (int i = 1; i < w->ndim; i++) row *= w->shape[i];
+    dg_tensor *flat = rows ? dg_reshape(rows, DG_SHAPE(rows->shape[0], row)) : NULL;
     int ax = 1;
     dg_tensor *norm = NULL;
     if (flat && isinf(p)) norm = dg_max(dg_abs(flat), &ax, 1, true);

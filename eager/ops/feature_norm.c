@@ -7,6 +7,7 @@
 
 /* (x - mean) / sqrt(var + eps) over the last k axes of x. */
 static dg_tensor *standardize_last(const dg_tensor *x, int k, double eps) {
+    if (!x) return NULL;   /* the failed op before said why */
     int axes[DG_MAX_DIMS];
     for (int i = 0; i < k; i++) axes[i] = x->ndim - k + i;
     dg_tensor *xc = dg_sub(x, dg_mean(x, axes, k, true));
@@ -61,8 +62,12 @@ dg_tensor *dg_group_norm(const dg_tensor *x, int64_t num_groups, const dg_tensor
     DG_CHECK(eps >= 0 && isfinite(eps), "group_norm: eps %g must be >= 0", eps);
     CHECK_AFFINE("group_norm", x, weight, DG_SHAPE(c));
     CHECK_AFFINE("group_norm", x, bias, DG_SHAPE(c));
+    /* [N, G, C / G * spatial], the group's size stated rather than inferred: an empty batch has
+     * no elements to infer it from (and gives the empty tensor, as torch) */
+    int64_t group = c / num_groups;
+    for (int i = 2; i < x->ndim; i++) group *= x->shape[i];
     dg_scope *s = dg_scope_begin();
-    dg_tensor *y = dg_reshape(standardize_last(dg_reshape(x, DG_SHAPE(x->shape[0], num_groups, -1)), 1, eps), dg_shape_of(x));
+    dg_tensor *y = dg_reshape(standardize_last(dg_reshape(x, DG_SHAPE(x->shape[0], num_groups, group)), 1, eps), dg_shape_of(x));
     /* weight and bias per channel: [1, C, 1, ...] against x's rank */
     dg_shape per_c = { .ndim = x->ndim };
     for (int i = 0; i < x->ndim; i++) per_c.d[i] = i == 1 ? c : 1;

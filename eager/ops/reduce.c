@@ -1,5 +1,6 @@
 /* eager/ops/reduce.c — sum, mean, max, min over axes (keepdim or not), argmax/argmin. */
 #include "op_util.h"
+#include <math.h>
 
 typedef dg_red_attr red_attr;   /* eager/ops/op_attrs.h */
 
@@ -102,9 +103,9 @@ dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     if (axes_mask(x, axes, n, mask, "mean")) return NULL;
     int64_t cnt = 1;
     for (int i = 0; i < x->ndim; i++) if (mask[i]) cnt *= x->shape[i];
-    DG_CHECK(cnt > 0, "mean: reducing an empty tensor %s", DG_SHAPE_STR(x));
     dg_scope *s = dg_scope_begin();
-    dg_tensor *y = dg_mul_scalar(dg_sum(x, axes, n, keepdim), 1.0 / (double)cnt);
+    /* over no elements the sum is 0 and the mean 0 / 0 = NaN, as torch's */
+    dg_tensor *y = dg_mul_scalar(dg_sum(x, axes, n, keepdim), cnt > 0 ? 1.0 / (double)cnt : NAN);
     if (dg_tracing()) {   /* an exporter's ReduceMean */
         dg_mean_trace_attr at = { .keepdim = keepdim };
         memcpy(at.mask, mask, sizeof mask);

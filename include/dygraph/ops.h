@@ -31,7 +31,8 @@ DG_API dg_tensor *dg_log(const dg_tensor *a);
 DG_API dg_tensor *dg_sqrt(const dg_tensor *a);
 DG_API dg_tensor *dg_abs(const dg_tensor *a);
 DG_API dg_tensor *dg_clip(const dg_tensor *a, double min, double max);
-/* comparisons (not differentiable): DG_BOOL result */
+/* comparisons (not differentiable): DG_BOOL result. Operands of two dtypes are promoted as the
+ * arithmetic's are and compared in that dtype (int64 exactly), as torch's. */
 DG_API dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b);
 DG_API dg_tensor *dg_equal(const dg_tensor *a, const dg_tensor *b);
 
@@ -55,7 +56,8 @@ DG_API dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool trans
 DG_API dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b);
 
 /* ---- reductions ---- */
-/* axes: NULL/n_axes 0 reduces every axis. */
+/* axes: NULL/n_axes 0 reduces every axis. Over no elements the sum is 0 and the mean NaN, as
+ * torch's; max and min refuse an empty axis, as torch's do. */
 DG_API dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
 DG_API dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
 DG_API dg_tensor *dg_max(const dg_tensor *x, const int *axes, int n_axes, bool keepdim);
@@ -82,6 +84,7 @@ DG_API dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, in
 /* torch.gather: index has x's rank and may be smaller than x off the axis (the leading part is read) */
 DG_API dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis);
 DG_API dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes);              /* f32 */
+/* a where cond is nonzero, else b; a and b of two dtypes are promoted as the arithmetic's are. */
 DG_API dg_tensor *dg_where(const dg_tensor *cond, const dg_tensor *a, const dg_tensor *b);
 
 /* ---- composite ops (eager/ops/compose.c): built from the ops above, so they run on every
@@ -96,7 +99,8 @@ DG_API dg_tensor *dg_tile(const dg_tensor *x, const int64_t *reps, int n);
  * true, x elsewhere. The gradient is 0 where filled. */
 DG_API dg_tensor *dg_masked_fill(const dg_tensor *x, const dg_tensor *mask, double value);
 /* torch.logsumexp over axes (n 0: all): log(sum(exp(x - m))) + m with m the max, as a constant
- * (and 0 where infinite), so large inputs do not overflow. Gradient softmax(x) over the axes. */
+ * (and 0 where infinite), so large inputs do not overflow. Gradient softmax(x) over the axes.
+ * Over an empty axis: -inf (log 0), as torch's. */
 DG_API dg_tensor *dg_logsumexp(const dg_tensor *x, const int *axes, int n, bool keepdim);
 /* torch.var / torch.std over axes (n 0: all), divided by N - 1 when unbiased (torch's default),
  * else N; N - 1 = 0 gives NaN as torch's. std's gradient where the variance is 0 is 0 (torch 1.13's,
