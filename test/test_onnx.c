@@ -124,7 +124,7 @@ static dg_tensor *mask_fw(dg_layer *self, const dg_tensor *x) {
 }
 /* a comparison and a where across dtypes (float32 with the int32 truncation of the same values):
  * promoted to float32 as the arithmetic is, so they export as Cast, then Greater and Where on one type */
-static const dg_layer_class mixed_cls = { .name = "UsesMixedDtypes" };
+static const dg_layer_class mixed_cls = DG_LAYER_CLASS("UsesMixedDtypes");
 static dg_tensor *mixed_fw(dg_layer *self, const dg_tensor *x) {
     dg_tensor *h = dg_forward(dg_layer_child(self, 0), x), *t = dg_cast(h, DG_I32);
     return dg_where(dg_greater(h, t), t, h);
