@@ -155,6 +155,19 @@ static inline void dg_store_from_double(void *p, dg_dtype dt, double v) {
     }
 }
 
+/* An int64 stored into dt with one rounding, as torch casts: through a double it would round
+ * twice (2^53 + 2^29 + 1 to float32 gave 2^53, torch 2^53 + 2^30), and a value outside int32
+ * would be an undefined conversion; int32 keeps the low 32 bits, as torch's cast wraps. */
+static inline void dg_store_from_i64(void *p, dg_dtype dt, int64_t v) {
+    switch (dt) {
+    case DG_F32: *(float *)p = (float)v; break;
+    case DG_I32: *(int32_t *)p = (int32_t)(uint32_t)(uint64_t)v; break;
+    case DG_F16: *(uint16_t *)p = dg_f32_to_f16((float)v); break;
+    case DG_BF16: *(uint16_t *)p = dg_f32_to_bf16((float)v); break;
+    default: dg_store_from_double(p, dt, (double)v); break;
+    }
+}
+
 /* ---- dtypes (eager/dtype.c) ---- */
 /* dg_dtype_size for the per-call paths (kernel views), inlined: one table load */
 static inline size_t dg_dtype_bytes(dg_dtype dt) {

@@ -266,4 +266,22 @@ static inline void nc_mean_empty(dg_device dev) {
     dg_scope_end(s);
 }
 
+/* Casting int64 rounds once, as torch does (through a double it rounded twice), and wraps into
+ * int32; a comparison promoting int64 against float32 goes through that cast. */
+static inline void nc_int64_cast(dg_device dev) {
+    dg_scope *s = dg_scope_begin();
+    const int64_t big = ((int64_t)1 << 53) + ((int64_t)1 << 29) + 1;
+    dg_tensor *a = NC_I64(dev, big, -big, INT64_MAX, ((int64_t)1 << 31) + 5, -((int64_t)1 << 31) - 7, 16777217);
+    cr_assert(a, "%s", dg_last_error());
+    /* a = torch.tensor([2**53+2**29+1, -(2**53+2**29+1), 2**63-1, 2**31+5, -2**31-7, 16777217]);
+     * a.float() -> [9007200328482816, -9007200328482816, 9.223372036854776e18, 2147483648, -2147483648, 16777216] */
+    NC_EXPECT("i64 -> f32", dg_cast(a, DG_F32), DG_F32, float, 9007200328482816.0f, -9007200328482816.0f, 9.223372036854776e18f,
+              2147483648.0f, -2147483648.0f, 16777216.0f);
+    /* a.to(torch.int32) -> [536870913, -536870913, -1, -2147483643, 2147483641, 16777217] */
+    NC_EXPECT("i64 -> i32", dg_cast(a, DG_I32), DG_I32, int32_t, 536870913, -536870913, -1, -2147483643, 2147483641, 16777217);
+    /* torch.tensor([2**53+2**29+1]) == torch.tensor([2.0**53 + 2.0**30]) -> [True] (compared in float32) */
+    NC_EXPECT("equal i64 with f32 past 2^53", dg_equal(NC_I64(dev, big), NC_F32(dev, 9007200328482816.0f)), DG_BOOL, uint8_t, 1);
+    dg_scope_end(s);
+}
+
 #endif

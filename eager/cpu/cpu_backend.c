@@ -69,6 +69,11 @@ int dg_cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y) {
             else for (int64_t i = 0; i < len; i++) b[i * st[0]] = dg_f16_to_f32(a[i * st[1]]);
             continue;
         }
+        if (x->dtype == DG_I64) {   /* one rounding, not two through a double */
+            for (int64_t i = 0; i < len; i++)
+                dg_store_from_i64(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, ((const int64_t *)p[1])[i * st[1]]);
+            continue;
+        }
         for (int64_t i = 0; i < len; i++)
             dg_store_from_double(p[0] + i * st[0] * (int64_t)it.esize[0], y->dtype, dg_load_as_double(p[1] + i * st[1] * (int64_t)it.esize[1], x->dtype));
     }

@@ -59,14 +59,15 @@ extern "C" int dg_cuda_fill(const dg_backend *be, dg_kview *y, double value) {
     return rc;
 }
 
-/* TS -> TD through double unless the dtypes are the same (then TS == TD is a raw type) */
+/* TS -> TD (dgk_cast: through double, int64 with one rounding) unless the dtypes are the same
+ * (then TS == TD is a raw type) */
 template <typename TS, typename TD, bool RAW>
 __global__ void copy_kernel(const TS *x, TD *y, const __grid_constant__ dgk_geom g) {
     DGK_FOR(i, g.numel) {
         int64_t off[2];
         dgk_offsets<2>(g, i, off);
         if constexpr (RAW) y[off[0]] = x[off[1]];
-        else y[off[0]] = dgk_from_double<TD>(dgk_to_double<TS>(x[off[1]]));
+        else y[off[0]] = dgk_cast<TS, TD>::run(x[off[1]]);
     }
 }
 

@@ -155,6 +155,27 @@ template <> __device__ __forceinline__ double dgk_to_double<dgk_bf16>(dgk_bf16 v
 template <> __device__ __forceinline__ dgk_f16 dgk_from_double<dgk_f16>(double v) { return dgk_f16{ dgk_f32_to_f16((float)v) }; }
 template <> __device__ __forceinline__ dgk_bf16 dgk_from_double<dgk_bf16>(double v) { return dgk_bf16{ dgk_f32_to_bf16((float)v) }; }
 
+/* A cast element by element (copy.cu): through double, except from int64, which is converted with
+ * one rounding and wraps into int32, as dg_store_from_i64 (eager/internal.h) does on the CPU. */
+template <typename TS, typename TD> struct dgk_cast {
+    static __device__ __forceinline__ TD run(TS v) { return dgk_from_double<TD>(dgk_to_double<TS>(v)); }
+};
+template <typename TD> struct dgk_cast<long long, TD> {
+    static __device__ __forceinline__ TD run(long long v) { return dgk_from_double<TD>((double)v); }
+};
+template <> struct dgk_cast<long long, float> {
+    static __device__ __forceinline__ float run(long long v) { return (float)v; }
+};
+template <> struct dgk_cast<long long, int32_t> {
+    static __device__ __forceinline__ int32_t run(long long v) { return (int32_t)(uint32_t)(unsigned long long)v; }
+};
+template <> struct dgk_cast<long long, dgk_f16> {
+    static __device__ __forceinline__ dgk_f16 run(long long v) { return dgk_f16{ dgk_f32_to_f16((float)v) }; }
+};
+template <> struct dgk_cast<long long, dgk_bf16> {
+    static __device__ __forceinline__ dgk_bf16 run(long long v) { return dgk_bf16{ dgk_f32_to_bf16((float)v) }; }
+};
+
 /* Load element off of a tensor of runtime dtype dt as double (comparisons, where's cond). */
 __device__ __forceinline__ double dgk_load_any(const void *p, int dt, int64_t off) {
     switch (dt) {

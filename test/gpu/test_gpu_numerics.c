@@ -14,3 +14,4 @@ Test(gpu_numerics, where_promotes_mixed_dtypes, .init = gt_gpu_begin) { nc_where
 Test(gpu_numerics, logsumexp_empty_axis_is_minus_inf, .init = gt_gpu_begin) { nc_logsumexp_empty(gt_dut()); }
 Test(gpu_numerics, embedding_max_norm_empty_ids, .init = gt_gpu_begin) { nc_embedding_max_norm_empty(gt_dut()); }
 Test(gpu_numerics, mean_of_nothing_is_nan, .init = gt_gpu_begin) { nc_mean_empty(gt_dut()); }
+Test(gpu_numerics, int64_casts_round_once, .init = gt_gpu_begin) { nc_int64_cast(gt_dut()); }
