@@ -16,7 +16,10 @@ EXCEPT = {'dg_update_params'}
 def main(root):
     bad = []
     test = open(os.path.join(root, 'test/test_params_literal.c')).read()
-    for h in sorted(glob.glob(os.path.join(root, 'include/dygraph/*.h'))):
+    headers = sorted(glob.glob(os.path.join(root, 'include/dygraph/*.h')))
+    decls = [(fm.group(1), fm.group(2)) for fm in re.finditer(r'DG_API [^;(]*?\b(dg_[a-z0-9_]+)\(([^;]*?)\);',
+                                                               ''.join(open(x).read() for x in headers), re.S)]
+    for h in headers:
         text = open(h).read()
         rel = os.path.relpath(h, root)
         for m in re.finditer(r'typedef struct (dg_[a-z0-9_]+_params) \{(.*?)\} \1;', text, re.S):
@@ -31,9 +34,7 @@ def main(root):
                 bad.append('%s: %s does not end with params_tag' % (rel, name))
             if 'LIT(%s)' % base not in test:
                 bad.append('%s: %s is never passed as a literal in test/test_params_literal.c' % (rel, name))
-            for fm in re.finditer(r'DG_API [^;(]*?\b(dg_[a-z0-9_]+)\(([^;]*?)\);', ''.join(
-                    open(x).read() for x in glob.glob(os.path.join(root, 'include/dygraph/*.h'))), re.S):
-                fn, args = fm.group(1), fm.group(2)
+            for fn, args in decls:
                 if fn.endswith('_default_params') or fn == 'dg_nn_batch_norm_settings':
                     continue
                 if re.search(r'\b%s\b\s*[a-z_]' % name, args) and fn + '(' not in test:

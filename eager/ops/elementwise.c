@@ -93,6 +93,10 @@ static dg_dtype promote(const dg_tensor *a, const dg_tensor *b) {
 static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
                          dg_backward_fn bw, bool save_a, bool save_b, bool save_y);
 
+/* t in dtype dt: t itself, or a cast (recorded unless the caller is in no-grad mode) made in the
+ * caller's scope */
+static const dg_tensor *as_dtype(const dg_tensor *t, dg_dtype dt) { return t->dtype == dt ? t : dg_cast(t, dt); }
+
 /* Operands of different dtypes, or integers: cast to the promoted type (recorded, so a float
  * input still gets its gradient in its own dtype), true division of integers in float32 (torch's
  * default dtype), and the integer kernels for add, sub, mul, maximum and minimum. */
@@ -107,7 +111,7 @@ static dg_tensor *binary_promoted(const char *name, dg_binary_op op, const dg_te
              DG_SHAPE_STR(a), dg_dtype_name(b->dtype), DG_SHAPE_STR(b));
     DG_CHECK_SAME_DEVICE(name, a, b);
     dg_scope *s = dg_scope_begin();
-    const dg_tensor *ac = a->dtype == dt ? a : dg_cast(a, dt), *bc = b->dtype == dt ? b : dg_cast(b, dt), *y = NULL;
+    const dg_tensor *ac = as_dtype(a, dt), *bc = as_dtype(b, dt), *y = NULL;
     if (ac && bc && !is_int(dt)) y = binary(name, op, ac, bc, bw, save_a, save_b, save_y);
     else if (ac && bc) {
         int64_t shp[DG_MAX_DIMS]; int nd;
@@ -275,7 +279,7 @@ static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a,
     if (a->dtype != dt || b->dtype != dt) {
         dg_scope *s = dg_scope_begin();
         dg_no_grad_begin();
-        const dg_tensor *ac = a->dtype == dt ? a : dg_cast(a, dt), *bc = b->dtype == dt ? b : dg_cast(b, dt);
+        const dg_tensor *ac = as_dtype(a, dt), *bc = as_dtype(b, dt);
         dg_no_grad_end();
         return dg_composite_end(s, ac && bc ? compare(name, op, ac, bc) : NULL);
     }
@@ -311,7 +315,7 @@ dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) 
     if (a->dtype != b->dtype) {
         dg_dtype dt = promote(a, b);
         dg_scope *s = dg_scope_begin();
-        const dg_tensor *ac = a->dtype == dt ? a : dg_cast(a, dt), *bc = b->dtype == dt ? b : dg_cast(b, dt);
+        const dg_tensor *ac = as_dtype(a, dt), *bc = as_dtype(b, dt);
         return dg_composite_end(s, ac && bc ? dg_where(c, ac, bc) : NULL);
     }
     int64_t s1[DG_MAX_DIMS], s2[DG_MAX_DIMS]; int n1, n2;

@@ -53,11 +53,13 @@ DG_API int dg_tensor_check(const char *op, const char *arg, const dg_tensor *t);
 #define DG_CHECK_INT(cond, ...) do { if (!(cond)) { DG_RAISE(DG_EINVAL, __VA_ARGS__); return DG_EINVAL; } } while (0)
 /* A params struct argument (core.h, DG_PARAMS_TAG): 0 when its params_tag says it started from
  * its default function, else the error "op: the params were not made by default_fn() ..." and
- * DG_EINVAL. The macros fail the calling function with it; default_fn is the function's name. */
+ * DG_EINVAL. The macros fail the calling function with it; default_fn is the function's name.
+ * They compare the tag in place and call only on a mismatch: every op taking params passes here. */
 DG_API int dg_params_check(const char *op, uint32_t params_tag, const char *default_fn);
-#define DG_CHECK_PARAMS(op, p, default_fn) do { if (dg_params_check((op), (p).params_tag, #default_fn)) return NULL; } while (0)
+#define DG_CHECK_PARAMS(op, p, default_fn) do { \
+        if ((p).params_tag != DG_PARAMS_TAG && dg_params_check((op), (p).params_tag, #default_fn)) return NULL; } while (0)
 #define DG_CHECK_PARAMS_INT(op, p, default_fn) do { \
-        int rc_ = dg_params_check((op), (p).params_tag, #default_fn); if (rc_) return rc_; } while (0)
+        if ((p).params_tag != DG_PARAMS_TAG) return dg_params_check((op), (p).params_tag, #default_fn); } while (0)
 /* A handle argument (layer, optimizer, dataset, ...) that is NULL because the call that should
  * have made it failed: that call's message stands. */
 #define DG_CHECK_HANDLE(p, ...) do { if (!(p)) { DG_PROPAGATE(DG_EINVAL, __VA_ARGS__); return NULL; } } while (0)
