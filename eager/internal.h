@@ -78,6 +78,8 @@ typedef struct dg_edge {
 struct dg_node {
     int refcount;
     const char *name;
+    int16_t op;                   /* registry id (eager/ops/registry.h), DG_OP_CUSTOM (-1) for dg_record's */
+    char *anomaly_where;          /* anomaly mode: the layer the forward op ran in (malloc'd), or NULL */
     dg_backward_fn backward;
     int n_in;
     dg_edge in[DG_MAX_NODE_INPUTS];
@@ -229,6 +231,13 @@ int dg_record_probe_begin(void);
 bool dg_record_probe_end(int token); /* true: some op saw an input that needs a gradient */
 /* The calling thread's autocast state: the innermost region (its dtype and op policies) and the
  * pause count, copied so that a later forward can run under the same casts. */
+/* ---- anomaly mode (eager/ops/op_entry.c) ---- */
+/* NaN and infinite elements of a float tensor on any device (NaNs in *n_nan); -1 when the check
+ * itself failed (it said why) */
+int64_t dg_count_nonfinite(const dg_tensor *t, int64_t *n_nan);
+/* the innermost layer the calling thread runs in (dg_op_context_push), or "" */
+void dg_op_context_describe(char *buf, size_t len);
+
 typedef struct dg_autocast_snapshot { int active; int paused; unsigned char region[64]; } dg_autocast_snapshot;
 void dg_autocast_save(dg_autocast_snapshot *s);
 /* Runs under s (pushes its region, sets its pause count): the old pause count, or a negative

@@ -147,7 +147,13 @@ dg_node *dg_record(const char *name, dg_tensor *out, const dg_tensor *const *in,
     memset(node, 0, sizeof *node);
     node->refcount = 1;
     node->name = name;
+    node->op = -1;   /* dg_record_op sets the registry's id */
     node->backward = bw;
+    if (dg_anomaly_enabled()) {   /* where the forward ran, for a backward that fails later */
+        char where[320];
+        dg_op_context_describe(where, sizeof where);
+        node->anomaly_where = where[0] ? strdup(where) : NULL;
+    }
     node->n_in = n;
     for (int i = 0; i < n; i++) {
         dg_tensor *t = (dg_tensor *)in[i];   /* the edge holds a reference: refcounts only, no values */
@@ -211,6 +217,7 @@ void dg_node_release(dg_node *n) {
         if (__atomic_sub_fetch(&x->refcount, 1, __ATOMIC_ACQ_REL) != 0) continue;
         release_saved(x);
         dg_tensor_release(x->grad_acc);
+        free(x->anomaly_where);
         for (int i = 0; i < x->n_in; i++) {
             dg_tensor_release(x->in[i].leaf);
             if (!x->in[i].node) continue;

@@ -11,6 +11,7 @@
  * structs, never tensor data, and is emptied by dg_shutdown. */
 #include "backend.h"
 #include "trace.h"
+#include "ops/op_entry.h"
 #include <math.h>
 #include <pthread.h>
 
@@ -390,13 +391,20 @@ static dg_tensor *full_on(const dg_tensor *like, double v) {
 /* zeros_like / ones_like: a trace sees them as a fill of the shape of t (ONNX Expand of t's Shape),
  * since t may be a value from the input whose batch the constant must follow; the attribute is
  * op_attrs.h's dg_fill_trace_attr, a single double */
-static dg_tensor *full_like(const char *name, const dg_tensor *like, double v) {
+static dg_tensor *full_like(dg_op_id id, const dg_tensor *like, double v) {
     dg_tensor *t = full_on(like, v);
-    if (t && dg_trace_wants_value(t)) dg_trace_value(name, t, &like, 1, &v, sizeof v);
+    if (t && dg_trace_wants_value(t)) dg_trace_value(id, t, &like, 1, &v, sizeof v);
     return t;
 }
-dg_tensor *dg_zeros_like(const dg_tensor *t) { DG_CHECK_INPUT("zeros_like", t); return full_like("zeros_like", t, 0.0); }
-dg_tensor *dg_ones_like(const dg_tensor *t) { DG_CHECK_INPUT("ones_like", t); return full_like("ones_like", t, 1.0); }
+static dg_tensor *full_like_entry(dg_op_id id, const dg_tensor *like, double v) {
+    dg_op_frame f;
+    dg_op_enter(&f, id, DG_OP_IN(like));
+    dg_tensor *t = dg_tensor_live(like) ? full_like(id, like, v) : NULL;
+    if (!t && !dg_tensor_live(like)) dg_tensor_bad(dg_op_name(id), "t", like);
+    return dg_op_leave(&f, t);
+}
+dg_tensor *dg_zeros_like(const dg_tensor *t) { return full_like_entry(DG_OP_ZEROS_LIKE, t, 0.0); }
+dg_tensor *dg_ones_like(const dg_tensor *t) { return full_like_entry(DG_OP_ONES_LIKE, t, 1.0); }
 
 dg_tensor *dg_arange(double start, double end, double step, dg_dtype dt) {
     DG_CHECK(step != 0 && isfinite(start) && isfinite(end), "arange: bad range start=%g end=%g step=%g", start, end, step);

@@ -71,6 +71,7 @@ void dg_trace_on_record(dg_node *n, dg_tensor *out, const dg_tensor *const *in, 
     r->node = n;
     __atomic_add_fetch(&n->refcount, 1, __ATOMIC_RELAXED);
     r->name = n->name;
+    r->op = n->op;
     r->out = out;
     dg_tensor_retain(out);
     hold_inputs(r, in, n_in);
@@ -92,21 +93,22 @@ void dg_trace_extra(dg_node *n, const dg_tensor *a, const dg_tensor *b) {
     }
 }
 
-void dg_trace_value(const char *name, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
+void dg_trace_value(dg_op_id op, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
                     size_t attr_bytes) {
     dg_trace *t = dg_trace_active;
     if (!t || t->status || !y || y->node) return;
     if (attr_bytes > DG_TRACE_ATTR_BYTES || n_in > DG_MAX_NODE_INPUTS) { t->status = DG_EINVAL; return; }
     dg_trace_rec *r = new_rec(t);
     if (!r) return;
-    r->name = name;
+    r->name = dg_op_name(op);
+    r->op = op;
     r->out = (dg_tensor *)y;   /* held: the handle is the value's key, so it must not be freed and reused */
     dg_tensor_retain(r->out);
     hold_inputs(r, in, n_in);
     if (attr_bytes) memcpy(r->attr, attr, attr_bytes);
 }
 
-void dg_trace_composite(const char *name, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
+void dg_trace_composite(dg_op_id op, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
                         size_t attr_bytes) {
     dg_trace *t = dg_trace_active;
     if (!t || t->status || !y || !y->node) return;
@@ -115,7 +117,8 @@ void dg_trace_composite(const char *name, const dg_tensor *y, const dg_tensor *c
     if (!r) return;
     r->node = y->node;
     __atomic_add_fetch(&y->node->refcount, 1, __ATOMIC_RELAXED);
-    r->name = name;
+    r->name = dg_op_name(op);
+    r->op = op;
     r->composite = true;
     r->out = (dg_tensor *)y;
     dg_tensor_retain(r->out);

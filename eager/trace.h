@@ -13,6 +13,7 @@
 #define DG_EAGER_TRACE_H
 
 #include "internal.h"
+#include "ops/registry.h"
 
 #define DG_TRACE_MAX_EXTRA 4
 #define DG_TRACE_ATTR_BYTES 160
@@ -21,6 +22,7 @@ typedef struct dg_trace_rec {
     struct dg_node *node;          /* the node (held): key of the value it made; NULL for a
                                     * dg_trace_value record, keyed by out itself */
     const char *name;              /* the op's name (the node's, or the composite's) */
+    int op;                        /* its registry id (eager/ops/registry.h), DG_OP_CUSTOM for a custom node */
     bool composite;                /* made of the recorded nodes before it, which it stands for */
     dg_tensor *out;                /* held */
     int n_in;
@@ -53,15 +55,15 @@ static inline bool dg_trace_made_during(const dg_trace *tr, const dg_tensor *t) 
 void dg_trace_on_record(struct dg_node *n, dg_tensor *out, const dg_tensor *const *in, int n_in);
 /* The op that recorded node n also read these (NULL entries skipped). */
 void dg_trace_extra(struct dg_node *n, const dg_tensor *a, const dg_tensor *b);
-/* y, made from in[] by the ops recorded just before, is op `name` with attributes attr. Nothing
+/* y, made from in[] by the ops recorded just before, is op `op` with attributes attr. Nothing
  * when y has no node (nothing needed recording). */
-void dg_trace_composite(const char *name, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
+void dg_trace_composite(dg_op_id op, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
                         size_t attr_bytes);
 
 /* y, made from in[] by an op that recorded no node (its inputs need no gradient, or it has none:
- * comparisons, argmax, argsort, integer and bool casts), is op `name` with attributes attr.
+ * comparisons, argmax, argsort, integer and bool casts), is op `op` with attributes attr.
  * Nothing when y has a node (the tape's record already describes it). */
-void dg_trace_value(const char *name, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
+void dg_trace_value(dg_op_id op, const dg_tensor *y, const dg_tensor *const *in, int n_in, const void *attr,
                     size_t attr_bytes);
 /* Whether a trace on this thread wants dg_trace_value's reports (an op can skip building attr). */
 static inline bool dg_trace_wants_value(const dg_tensor *y) { return dg_trace_active && y && !y->node; }

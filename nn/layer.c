@@ -64,6 +64,8 @@ static void describe(const dg_layer *l, char *buf, size_t len) {
              l->extra_repr && l->extra_repr[0] ? ")" : "");
 }
 
+static void describe_for_ops(const void *l, char *buf, size_t len) { describe(l, buf, len); }
+
 static void layer_error_v(const dg_layer *l, int status, const char *file, int line, const char *fmt, va_list ap) {
     char who[512], msg[768];
     if (l) describe(l, who, sizeof who);
@@ -415,7 +417,10 @@ int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
     uint64_t errs_ = dg_error_count();                                                         \
     dg_scope *s_ = dg_scope_begin();                                                           \
     if (!s_) return NULL;                                                                      \
+    bool ctx_ = dg_anomaly_enabled();   /* anomaly mode names the layer an op ran in */          \
+    if (ctx_) dg_op_context_push(describe_for_ops, (l));                                        \
     dg_tensor *y_ = (call);                                                                    \
+    if (ctx_) dg_op_context_pop();                                                             \
     bool mine_ = dg_scope_owns(s_, y_);                                                        \
     if (mine_) dg_keep_in_parent(y_);                                                          \
     dg_scope_end(s_);                                                                          \

@@ -1,51 +1,47 @@
 /* eager/ops/autocast.c — autocast regions (dygraph/autocast.h): a per-thread stack of regions,
  * each with its low dtype and the policy of every op that takes part (Paddle's white and black
- * lists, moved by the region's custom lists). Ops ask dg_autocast_pick at entry (DG_AUTOCAST in
- * op_util.h); when it names a dtype the op runs again on cast inputs, with autocast paused so
- * the ops it is made of do not cast a second time. */
+ * lists, moved by the region's custom lists; the defaults are registry.h's autocast column). The
+ * entry path (op_entry.c) asks dg_autocast_pick; when it names a dtype the op runs on cast
+ * inputs, with autocast paused so the ops it is made of do not cast a second time. */
 #include "op_util.h"
+#include "registry.h"
 
-enum { FOLLOW, WHITE, BLACK };
-static const struct { const char *name; unsigned char policy; } g_ops[DG_AC_COUNT] = {
-    [DG_AC_CONV2D] = { "conv2d", WHITE }, [DG_AC_MATMUL] = { "matmul", WHITE }, [DG_AC_LINEAR] = { "linear", WHITE },
-    [DG_AC_EXP] = { "exp", BLACK }, [DG_AC_LOG] = { "log", BLACK }, [DG_AC_MEAN] = { "mean", BLACK },
-    [DG_AC_SUM] = { "sum", BLACK }, [DG_AC_SOFTMAX] = { "softmax", BLACK }, [DG_AC_LOG_SOFTMAX] = { "log_softmax", BLACK },
-    [DG_AC_CROSS_ENTROPY] = { "cross_entropy", BLACK }, [DG_AC_BCE_LOGITS] = { "binary_cross_entropy_with_logits", BLACK },
-    [DG_AC_NLL] = { "nll_loss", BLACK }, [DG_AC_MSE] = { "mse_loss", BLACK },
-    [DG_AC_CONV1D] = { "conv1d", FOLLOW }, [DG_AC_CONV_TRANSPOSE2D] = { "conv_transpose2d", FOLLOW },
-    [DG_AC_BATCH_NORM] = { "batch_norm", FOLLOW }, [DG_AC_LAYER_NORM] = { "layer_norm", FOLLOW },
-    [DG_AC_GROUP_NORM] = { "group_norm", FOLLOW }, [DG_AC_RELU] = { "relu", FOLLOW }, [DG_AC_SIGMOID] = { "sigmoid", FOLLOW },
-    [DG_AC_TANH] = { "tanh", FOLLOW }, [DG_AC_GELU] = { "gelu", FOLLOW }, [DG_AC_EMBEDDING] = { "embedding", FOLLOW },
-};
-
+/* A region's policy per op: 2 bits each (DG_AC_* of registry.h), so a region fits the
+ * snapshot recompute keeps in its node. */
 #define MAX_DEPTH 16
-typedef struct region { dg_dtype dtype; unsigned char policy[DG_AC_COUNT]; } region;
+typedef struct region { dg_dtype dtype; unsigned char policy[(DG_OP_COUNT * 2 + 7) / 8]; } region;
+static inline int policy_of(const region *r, int op) { return (r->policy[op >> 2] >> ((op & 3) * 2)) & 3; }
+static inline void set_policy(region *r, int op, int v) {
+    r->policy[op >> 2] = (unsigned char)((r->policy[op >> 2] & ~(3 << ((op & 3) * 2))) | (v << ((op & 3) * 2)));
+}
 static __thread region g_stack[MAX_DEPTH];
 static __thread int g_depth;
 static __thread int g_paused;   /* > 0 while an op runs its cast inputs */
 
 dg_autocast_params dg_autocast_default_params(void) { return (dg_autocast_params){ .params_tag = DG_PARAMS_TAG, .dtype = DG_BF16 }; }
 
+/* ops that take part: every registered op whose policy is not NONE */
 static int op_index(const char *name) {
-    for (int k = 0; k < DG_AC_COUNT; k++) if (name && strcmp(name, g_ops[k].name) == 0) return k;
-    return -1;
+    int k = dg_op_find(name);
+    return k >= 0 && dg_op_table[k].autocast != DG_AC_NONE ? k : -1;
 }
 
-static int apply_list(region *r, const char *const *names, int n, unsigned char policy, const char *which) {
+static int apply_list(region *r, const char *const *names, int n, int policy, const char *which) {
     DG_CHECK_INT(n >= 0 && (n == 0 || names), "autocast_begin: %s has %d names but no array", which, n);
     for (int i = 0; i < n; i++) {
         int k = op_index(names[i]);
         if (k < 0) {
-            char known[512] = "";
-            for (int j = 0; j < DG_AC_COUNT; j++) {
-                strncat(known, g_ops[j].name, sizeof known - strlen(known) - 1);
-                if (j + 1 < DG_AC_COUNT) strncat(known, ", ", sizeof known - strlen(known) - 1);
+            char known[1024] = "";
+            for (int j = 0; j < DG_OP_COUNT; j++) {
+                if (dg_op_table[j].autocast == DG_AC_NONE) continue;
+                if (known[0]) strncat(known, ", ", sizeof known - strlen(known) - 1);
+                strncat(known, dg_op_table[j].name, sizeof known - strlen(known) - 1);
             }
             DG_ERR(DG_EINVAL, "autocast_begin: %s names '%s', which does not take part in autocast (ops that do: %s)", which,
                    names[i] ? names[i] : "(null)", known);
             return DG_EINVAL;
         }
-        r->policy[k] = policy;
+        set_policy(r, k, policy);
     }
     return 0;
 }
@@ -56,9 +52,9 @@ int dg_autocast_begin_ext(dg_autocast_params p) {
                  dg_dtype_name(p.dtype));
     DG_CHECK_INT(g_depth < MAX_DEPTH, "autocast_begin: more than %d nested regions", MAX_DEPTH);
     region r = { .dtype = p.dtype };
-    for (int k = 0; k < DG_AC_COUNT; k++) r.policy[k] = g_ops[k].policy;
-    int rc = apply_list(&r, p.custom_white_list, p.n_white, WHITE, "custom_white_list");
-    if (!rc) rc = apply_list(&r, p.custom_black_list, p.n_black, BLACK, "custom_black_list");
+    for (int k = 0; k < DG_OP_COUNT; k++) set_policy(&r, k, dg_op_table[k].autocast);
+    int rc = apply_list(&r, p.custom_white_list, p.n_white, DG_AC_WHITE, "custom_white_list");
+    if (!rc) rc = apply_list(&r, p.custom_black_list, p.n_black, DG_AC_BLACK, "custom_black_list");
     for (int i = 0; !rc && i < p.n_white; i++)
         for (int j = 0; j < p.n_black; j++)
             DG_CHECK_INT(strcmp(p.custom_white_list[i], p.custom_black_list[j]) != 0,
@@ -83,11 +79,12 @@ dg_dtype dg_autocast_dtype(void) { return g_depth > 0 ? g_stack[g_depth - 1].dty
 /* float32 and the half types are cast; float64 and integers never are (torch's rule) */
 static bool castable(const dg_tensor *t) { return t && (t->dtype == DG_F32 || dg_dtype_is_half(t->dtype)); }
 
-int dg_autocast_pick(dg_autocast_op op, const dg_tensor *const *in, int n) {
+int dg_autocast_pick(int op, const dg_tensor *const *in, int n) {
     if (g_depth == 0 || g_paused) return -1;
     const region *r = &g_stack[g_depth - 1];
-    if (r->policy[op] == FOLLOW) return -1;
-    dg_dtype want = r->policy[op] == WHITE ? r->dtype : DG_F32;
+    int pol = policy_of(r, op);
+    if (pol != DG_AC_WHITE && pol != DG_AC_BLACK) return -1;
+    dg_dtype want = pol == DG_AC_WHITE ? r->dtype : DG_F32;
     for (int i = 0; i < n; i++)
         if (castable(in[i]) && dg_tensor_live(in[i]) && in[i]->dtype != want) return (int)want;
     return -1;

@@ -57,7 +57,7 @@ static dg_tensor *sqrt_zero_safe(const dg_tensor *v) {
 }
 
 /* ---------------------------------------------------------------------------------- flip */
-dg_tensor *dg_flip(const dg_tensor *x, const int *axes, int n) {
+static dg_tensor *flip_op(const dg_tensor *x, const int *axes, int n) {
     DG_CHECK_INPUT("flip", x);
     DG_CHECK(n >= 0 && (n == 0 || axes), "flip: %d axes given%s for %s", n, axes ? "" : " with a NULL array", DG_SHAPE_STR(x));
     bool seen[DG_MAX_DIMS] = { false };
@@ -80,9 +80,14 @@ dg_tensor *dg_flip(const dg_tensor *x, const int *axes, int n) {
     if (y == x) y = dg_clone(x);   /* nothing to reverse: still a new tensor, as torch.flip's */
     return dg_composite_end(s, y);
 }
+dg_tensor *dg_flip(const dg_tensor *x, const int *axes, int n) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_FLIP, DG_OP_IN(x));
+    return dg_op_leave(&f, flip_op(f.arg[0], axes, n));
+}
 
 /* ---------------------------------------------------------------------------------- tile */
-dg_tensor *dg_tile(const dg_tensor *x, const int64_t *reps, int n) {
+static dg_tensor *tile_op(const dg_tensor *x, const int64_t *reps, int n) {
     DG_CHECK_INPUT("tile", x);
     DG_CHECK(n >= 0 && (n == 0 || reps), "tile: %d repetitions given%s for %s", n, reps ? "" : " with a NULL array", DG_SHAPE_STR(x));
     int nd = n > x->ndim ? n : x->ndim;
@@ -111,9 +116,14 @@ dg_tensor *dg_tile(const dg_tensor *x, const int64_t *reps, int n) {
     if (y && !copied) y = dg_clone(y);   /* all ones: a copy, as torch's */
     return dg_composite_end(s, y);
 }
+dg_tensor *dg_tile(const dg_tensor *x, const int64_t *reps, int n) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_TILE, DG_OP_IN(x));
+    return dg_op_leave(&f, tile_op(f.arg[0], reps, n));
+}
 
 /* ---------------------------------------------------------------------------------- masked_fill */
-dg_tensor *dg_masked_fill(const dg_tensor *x, const dg_tensor *mask, double value) {
+static dg_tensor *masked_fill_op(const dg_tensor *x, const dg_tensor *mask, double value) {
     DG_CHECK_INPUT("masked_fill", x);
     DG_CHECK_INPUT("masked_fill", mask);
     DG_CHECK(mask->dtype == DG_BOOL, "masked_fill: mask must be bool, got %s %s (input %s)", dg_dtype_name(mask->dtype),
@@ -127,13 +137,18 @@ dg_tensor *dg_masked_fill(const dg_tensor *x, const dg_tensor *mask, double valu
     dg_tensor *v = dg_full_on(x, DG_SCALAR_SHAPE, value, x->dtype);
     dg_tensor *y = v ? dg_where(mask, v, x) : NULL;
     /* to a trace: Where(mask, value, x), the scalar made here being no value of the graph */
-    dg_trace_composite("masked_fill", y, (const dg_tensor *[]){ x, mask }, 2, &(dg_fill_trace_attr){ value },
+    dg_trace_composite(DG_OP_MASKED_FILL, y, (const dg_tensor *[]){ x, mask }, 2, &(dg_fill_trace_attr){ value },
                        sizeof(dg_fill_trace_attr));
     return dg_composite_end(s, y);
 }
+dg_tensor *dg_masked_fill(const dg_tensor *x, const dg_tensor *mask, double value) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MASKED_FILL, DG_OP_IN(x, mask));
+    return dg_op_leave(&f, masked_fill_op(f.arg[0], f.arg[1], value));
+}
 
 /* ---------------------------------------------------------------------------------- logsumexp */
-dg_tensor *dg_logsumexp(const dg_tensor *x, const int *axes, int n, bool keepdim) {
+static dg_tensor *logsumexp_op(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     DG_CHECK_INPUT("logsumexp", x);
     DG_CHECK_FLOAT("logsumexp", x);
     bool mask[DG_MAX_DIMS];
@@ -157,6 +172,11 @@ dg_tensor *dg_logsumexp(const dg_tensor *x, const int *axes, int n, bool keepdim
     dg_tensor *y = lse ? dg_add(lse, keepdim ? m : dg_reshape(m, reduced_shape(x, mask, false))) : NULL;
     return dg_composite_end(s, y);
 }
+dg_tensor *dg_logsumexp(const dg_tensor *x, const int *axes, int n, bool keepdim) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_LOGSUMEXP, DG_OP_IN(x));
+    return dg_op_leave(&f, logsumexp_op(f.arg[0], axes, n, keepdim));
+}
 
 /* ---------------------------------------------------------------------------------- var, std */
 static dg_tensor *var_impl(const char *op, const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim) {
@@ -172,21 +192,31 @@ static dg_tensor *var_impl(const char *op, const dg_tensor *x, const int *axes, 
     if (!ss) return NULL;
     return div > 0 ? dg_div_scalar(ss, div) : dg_mul_scalar(ss, NAN);
 }
-dg_tensor *dg_var(const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim) {
+static dg_tensor *var_op(const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim) {
     DG_CHECK_INPUT("var", x);
     DG_CHECK_FLOAT("var", x);
     dg_scope *s = dg_scope_begin();
     return dg_composite_end(s, var_impl("var", x, axes, n, unbiased, keepdim));
 }
-dg_tensor *dg_std(const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim) {
+dg_tensor *dg_var(const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_VAR, DG_OP_IN(x));
+    return dg_op_leave(&f, var_op(f.arg[0], axes, n, unbiased, keepdim));
+}
+static dg_tensor *std_op(const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim) {
     DG_CHECK_INPUT("std", x);
     DG_CHECK_FLOAT("std", x);
     dg_scope *s = dg_scope_begin();
     return dg_composite_end(s, sqrt_zero_safe(var_impl("std", x, axes, n, unbiased, keepdim)));
 }
+dg_tensor *dg_std(const dg_tensor *x, const int *axes, int n, bool unbiased, bool keepdim) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_STD, DG_OP_IN(x));
+    return dg_op_leave(&f, std_op(f.arg[0], axes, n, unbiased, keepdim));
+}
 
 /* ---------------------------------------------------------------------------------- norm */
-dg_tensor *dg_norm(const dg_tensor *x, double p, const int *axes, int n, bool keepdim) {
+static dg_tensor *norm_op(const dg_tensor *x, double p, const int *axes, int n, bool keepdim) {
     DG_CHECK_INPUT("norm", x);
     DG_CHECK_FLOAT("norm", x);
     DG_CHECK(p == 1.0 || p == 2.0 || p == INFINITY, "norm: p must be 1, 2 or INFINITY, got %g (input %s)", p, DG_SHAPE_STR(x));
@@ -201,6 +231,11 @@ dg_tensor *dg_norm(const dg_tensor *x, double p, const int *axes, int n, bool ke
     else if (p == 2.0) y = sqrt_zero_safe(dg_sum(dg_mul(x, x), axes, n, keepdim));
     else y = dg_max(dg_abs(x), axes, n, keepdim);   /* ties share the gradient equally, as torch's */
     return dg_composite_end(s, y);
+}
+dg_tensor *dg_norm(const dg_tensor *x, double p, const int *axes, int n, bool keepdim) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_NORM, DG_OP_IN(x));
+    return dg_op_leave(&f, norm_op(f.arg[0], p, axes, n, keepdim));
 }
 
 /* ---------------------------------------------------------------------------------- pad */
@@ -223,7 +258,7 @@ static dg_tensor *pad_gather(const dg_tensor *y, int a, int64_t l, int64_t r, dg
     return out;
 }
 
-dg_tensor *dg_pad(const dg_tensor *x, const int64_t *pads, int npads, dg_pad_mode mode, double value) {
+static dg_tensor *pad_op(const dg_tensor *x, const int64_t *pads, int npads, dg_pad_mode mode, double value) {
     DG_CHECK_INPUT("pad", x);
     DG_CHECK(mode == DG_PAD_CONSTANT || mode == DG_PAD_REFLECT || mode == DG_PAD_REPLICATE,
              "pad: unknown mode %d (input %s)", (int)mode, DG_SHAPE_STR(x));
@@ -276,7 +311,12 @@ dg_tensor *dg_pad(const dg_tensor *x, const int64_t *pads, int npads, dg_pad_mod
     if (dg_tracing()) {   /* an exporter's Pad */
         dg_pad_trace_attr at = { .npads = npads, .mode = mode, .value = value };
         memcpy(at.pads, pads, sizeof(int64_t) * (size_t)npads);
-        dg_trace_composite("pad", y, &x, 1, &at, sizeof at);
+        dg_trace_composite(DG_OP_PAD, y, &x, 1, &at, sizeof at);
     }
     return dg_composite_end(s, y);
+}
+dg_tensor *dg_pad(const dg_tensor *x, const int64_t *pads, int npads, dg_pad_mode mode, double value) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_PAD, DG_OP_IN(x));
+    return dg_op_leave(&f, pad_op(f.arg[0], pads, npads, mode, value));
 }

@@ -87,8 +87,8 @@ static dg_tensor *conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor
     dg_tensor *y = (xc && wc && (!b || bc)) ? dg_new_on(x, shape, 4, x->dtype) : NULL;
     int rc = y ? DG_KCALL(x, conv2d, &g, DG_KV(xc), DG_KV(wc), DG_KV_OPT(bc), DG_KV(y)) : DG_ENOMEM;
     const dg_tensor *in[3] = { x, w, b };
-    if (!rc && !relu && dg_needs_record(in, 3)) {
-        dg_node *n = dg_record(OP, y, in, 3, conv_bw);
+    if (!rc && !relu && dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_CONV2D, y, in, 3, conv_bw);
         if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
             *(dg_conv2d_geom *)dg_node_attr(n) = g;
@@ -111,19 +111,27 @@ dg_conv2d_params dg_conv2d_default_params(void) {
     return (dg_conv2d_params){ .params_tag = DG_PARAMS_TAG, .stride = { 1, 1 }, .padding = { 0, 0 }, .dilation = { 1, 1 }, .groups = 1 };
 }
 
-dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+static dg_tensor *conv2d_op(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
     DG_CHECK_PARAMS("conv2d", p, dg_conv2d_default_params);
-    DG_AUTOCAST(DG_AC_CONV2D, dg_conv2d(AC(x), AC(w), AC(b), p), x, w, b);
     return conv2d(x, w, b, p, false);
+}
+dg_tensor *dg_conv2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CONV2D, DG_OP_IN(x, w, b));
+    return dg_op_leave(&f, conv2d_op(f.arg[0], f.arg[1], f.arg[2], p));
 }
 
 /* The backend applies the ReLU to the convolution's output in place, so inference never holds
  * the convolution's output and the ReLU's at once. It records no gradient: callers use it only
  * where none is wanted. */
-dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+static dg_tensor *conv2d_relu_nograd_op(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
     DG_CHECK_PARAMS("conv2d_relu_nograd", p, dg_conv2d_default_params);
-    const dg_tensor *in[3] = { x, w, b };
-    DG_CHECK(x && w && !dg_needs_record(in, 3), OP "+relu: for passes without gradients only (inputs %s, %s)",
+    DG_CHECK(x && w && !dg_op_records(), OP "+relu: for passes without gradients only (inputs %s, %s)",
              x ? DG_SHAPE_STR(x) : "NULL", w ? DG_SHAPE_STR(w) : "NULL");
     return conv2d(x, w, b, p, true);
+}
+dg_tensor *dg_conv2d_relu_nograd(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv2d_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CONV2D_RELU, DG_OP_IN(x, w, b));
+    return dg_op_leave(&f, conv2d_relu_nograd_op(f.arg[0], f.arg[1], f.arg[2], p));
 }

@@ -72,9 +72,8 @@ dg_conv_transpose2d_params dg_conv_transpose2d_default_params(void) {
                                          .dilation = { 1, 1 }, .groups = 1 };
 }
 
-dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv_transpose2d_params p) {
+static dg_tensor *conv_transpose2d_op(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv_transpose2d_params p) {
     DG_CHECK_PARAMS("conv_transpose2d", p, dg_conv_transpose2d_default_params);
-    DG_AUTOCAST(DG_AC_CONV_TRANSPOSE2D, dg_conv_transpose2d(AC(x), AC(w), AC(b), p), x, w, b);
     DG_CHECK_INPUT(OP, x);
     DG_CHECK_INPUT(OP, w);
     DG_CHECK(x->ndim == 4, OP ": input must be 4-D [N, C_in, H, W], got %s", DG_SHAPE_STR(x));
@@ -145,8 +144,8 @@ dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_
         rc = be->binary(be, DG_BIN_ADD, DG_KV(y), bv, DG_KV(y), 0, 0);
     }
     const dg_tensor *in[3] = { x, w, b };
-    if (!rc && dg_needs_record(in, 3)) {
-        dg_node *n = dg_record(OP, y, in, 3, ct_bw);
+    if (!rc && dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_CONV_TRANSPOSE2D, y, in, 3, ct_bw);
         if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
             *(ct_attr *)dg_node_attr(n) = at;
@@ -165,6 +164,11 @@ dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_
     }
     return y;
 }
+dg_tensor *dg_conv_transpose2d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv_transpose2d_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CONV_TRANSPOSE2D, DG_OP_IN(x, w, b));
+    return dg_op_leave(&f, conv_transpose2d_op(f.arg[0], f.arg[1], f.arg[2], p));
+}
 
 /* ---- conv1d ---- */
 
@@ -172,9 +176,8 @@ dg_conv1d_params dg_conv1d_default_params(void) {
     return (dg_conv1d_params){ .params_tag = DG_PARAMS_TAG, .stride = 1, .padding = 0, .dilation = 1, .groups = 1 };
 }
 
-dg_tensor *dg_conv1d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv1d_params p) {
+static dg_tensor *conv1d_op(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv1d_params p) {
     DG_CHECK_PARAMS("conv1d", p, dg_conv1d_default_params);
-    DG_AUTOCAST(DG_AC_CONV1D, dg_conv1d(AC(x), AC(w), AC(b), p), x, w, b);
     DG_CHECK_INPUT("conv1d", x);
     DG_CHECK_INPUT("conv1d", w);
     DG_CHECK(x->ndim == 3, "conv1d: input must be 3-D [N, C, L], got %s", DG_SHAPE_STR(x));
@@ -191,4 +194,9 @@ dg_tensor *dg_conv1d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b,
     dg_tensor *x4 = dg_unsqueeze(x, 2), *w4 = dg_unsqueeze(w, 2);
     dg_tensor *y4 = (x4 && w4) ? dg_conv2d(x4, w4, b, q) : NULL;
     return dg_composite_end(s, y4 ? dg_squeeze(y4, 2) : NULL);
+}
+dg_tensor *dg_conv1d(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b, dg_conv1d_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CONV1D, DG_OP_IN(x, w, b));
+    return dg_op_leave(&f, conv1d_op(f.arg[0], f.arg[1], f.arg[2], p));
 }

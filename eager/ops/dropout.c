@@ -25,7 +25,7 @@ dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
 
 dg_dropout_params dg_dropout_default_params(void) { return (dg_dropout_params){ .params_tag = DG_PARAMS_TAG, .p = 0.5, .training = true, .generator = NULL }; }
 
-dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
+static dg_tensor *dropout_ext_op(const dg_tensor *x, dg_dropout_params prm) {
     DG_CHECK_PARAMS("dropout_ext", prm, dg_dropout_default_params);
     double p = prm.p;
     bool training = prm.training;
@@ -53,8 +53,8 @@ dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
         }
     }
     const dg_tensor *in[1] = { x };
-    if (!rc && dg_needs_record(in, 1)) {
-        dg_node *n = dg_record(OP, y, in, 1, dropout_bw);
+    if (!rc && dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_DROPOUT, y, in, 1, dropout_bw);
         if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else if (mask) rc = dg_node_save(n, mask);
     }
@@ -65,4 +65,9 @@ dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
         return NULL;
     }
     return y;
+}
+dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_DROPOUT, DG_OP_IN(x));
+    return dg_op_leave(&f, dropout_ext_op(f.arg[0], prm));
 }

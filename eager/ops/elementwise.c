@@ -90,7 +90,7 @@ static dg_dtype promote(const dg_tensor *a, const dg_tensor *b) {
     return width(a->dtype) >= width(b->dtype) ? a->dtype : b->dtype;
 }
 
-static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
+static dg_tensor *binary(dg_op_id id, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
                          dg_backward_fn bw, bool save_a, bool save_b, bool save_y);
 
 /* t in dtype dt: t itself, or a cast (recorded unless the caller is in no-grad mode) made in the
@@ -100,8 +100,9 @@ static const dg_tensor *as_dtype(const dg_tensor *t, dg_dtype dt) { return t->dt
 /* Operands of different dtypes, or integers: cast to the promoted type (recorded, so a float
  * input still gets its gradient in its own dtype), true division of integers in float32 (torch's
  * default dtype), and the integer kernels for add, sub, mul, maximum and minimum. */
-static dg_tensor *binary_promoted(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
+static dg_tensor *binary_promoted(dg_op_id id, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
                                   dg_backward_fn bw, bool save_a, bool save_b, bool save_y) {
+    const char *name = dg_op_name(id);
     DG_CHECK(a->dtype != DG_BOOL && b->dtype != DG_BOOL, "%s: %s %s and %s %s: arithmetic is defined on float and integer tensors (cast bool masks first)",
              name, dg_dtype_name(a->dtype), DG_SHAPE_STR(a), dg_dtype_name(b->dtype), DG_SHAPE_STR(b));
     dg_dtype dt = promote(a, b);
@@ -112,7 +113,7 @@ static dg_tensor *binary_promoted(const char *name, dg_binary_op op, const dg_te
     DG_CHECK_SAME_DEVICE(name, a, b);
     dg_scope *s = dg_scope_begin();
     const dg_tensor *ac = as_dtype(a, dt), *bc = as_dtype(b, dt), *y = NULL;
-    if (ac && bc && !is_int(dt)) y = binary(name, op, ac, bc, bw, save_a, save_b, save_y);
+    if (ac && bc && !is_int(dt)) y = binary(id, op, ac, bc, bw, save_a, save_b, save_y);
     else if (ac && bc) {
         int64_t shp[DG_MAX_DIMS]; int nd;
         if (!dg_broadcast_shape(ac, bc, shp, &nd)) DG_ERR(DG_EINVAL, "%s: shapes %s and %s do not broadcast", name, DG_SHAPE_STR(a), DG_SHAPE_STR(b));
@@ -131,7 +132,7 @@ static dg_tensor *binary_promoted(const char *name, dg_binary_op op, const dg_te
  * the whole forward. The rule finds a, b and y through the slot numbers kept in the node's
  * attributes (BIN_SAVED; -1: not saved). mul's rule needs b only for a's gradient and a only for
  * b's, so a side whose partner needs no gradient is not kept. */
-typedef struct bin_attr { int8_t slot[3]; } bin_attr;   /* a, b, y */
+typedef dg_bin_attr bin_attr;   /* op_attrs.h: slots of a, b, y */
 enum { BIN_A, BIN_B, BIN_Y };
 static int save_operands(dg_node *n, const dg_tensor *a, const dg_tensor *b, const dg_tensor *y, bool save_a, bool save_b,
                          bool save_y) {
@@ -153,11 +154,12 @@ static const dg_tensor *bin_saved(const dg_node *n, int which) {
     return at->slot[which] < 0 ? NULL : dg_node_saved(n, at->slot[which]);
 }
 
-static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
+static dg_tensor *binary(dg_op_id id, dg_binary_op op, const dg_tensor *a, const dg_tensor *b,
                          dg_backward_fn bw, bool save_a, bool save_b, bool save_y) {
+    const char *name = dg_op_name(id);
     DG_CHECK_INPUT(name, a);
     DG_CHECK_INPUT(name, b);
-    if (a->dtype != b->dtype || !dg_dtype_is_float(a->dtype)) return binary_promoted(name, op, a, b, bw, save_a, save_b, save_y);
+    if (a->dtype != b->dtype || !dg_dtype_is_float(a->dtype)) return binary_promoted(id, op, a, b, bw, save_a, save_b, save_y);
     DG_CHECK_FLOAT(name, a);
     DG_CHECK_SAME_DEVICE(name, a, b);
     int64_t shp[DG_MAX_DIMS]; int nd;
@@ -169,8 +171,8 @@ static dg_tensor *binary(const char *name, dg_binary_op op, const dg_tensor *a, 
     bcast_view(b, shp, nd, &bv);
     DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), 0, 0), y);
     const dg_tensor *in[2] = { a, b };
-    if (bw && dg_needs_record(in, 2)) {
-        dg_node *n = dg_record(name, y, in, 2, bw);
+    if (bw && dg_op_records()) {
+        dg_node *n = dg_record_op(id, y, in, 2, bw);
         if (n && op == DG_BIN_MUL) {   /* each side serves only the other's gradient */
             save_a = dg_node_needs_grad(n, 1);
             save_b = dg_node_needs_grad(n, 0);
@@ -243,7 +245,15 @@ static int pow_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 
-dg_tensor *dg_add(const dg_tensor *a, const dg_tensor *b) { return binary("add", DG_BIN_ADD, a, b, add_bw, false, false, false); }
+/* The public binary ops: the entry path (op_entry.h) around binary() */
+static dg_tensor *bin_entry(dg_op_id id, dg_binary_op op, const dg_tensor *a, const dg_tensor *b, dg_backward_fn bw,
+                            bool save_a, bool save_b, bool save_y) {
+    dg_op_frame f;
+    dg_op_enter(&f, id, DG_OP_IN(a, b));
+    return dg_op_leave(&f, binary(id, op, f.arg[0], f.arg[1], bw, save_a, save_b, save_y));
+}
+
+dg_tensor *dg_add(const dg_tensor *a, const dg_tensor *b) { return bin_entry(DG_OP_ADD, DG_BIN_ADD, a, b, add_bw, false, false, false); }
 
 /* relu(a + b): ResNet's residual join in one pass over the data instead of two, and one output
  * instead of two. Saves its output, as relu does: the gradient g * (y > 0) goes to both inputs. */
@@ -255,21 +265,22 @@ static int add_relu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 dg_tensor *dg_add_relu(const dg_tensor *a, const dg_tensor *b) {
-    return binary("add_relu", DG_BIN_ADD_RELU, a, b, add_relu_bw, false, false, true);
+    return bin_entry(DG_OP_ADD_RELU, DG_BIN_ADD_RELU, a, b, add_relu_bw, false, false, true);
 }
-dg_tensor *dg_sub(const dg_tensor *a, const dg_tensor *b) { return binary("sub", DG_BIN_SUB, a, b, sub_bw, false, false, false); }
-dg_tensor *dg_mul(const dg_tensor *a, const dg_tensor *b) { return binary("mul", DG_BIN_MUL, a, b, mul_bw, true, true, false); }
-dg_tensor *dg_div(const dg_tensor *a, const dg_tensor *b) { return binary("div", DG_BIN_DIV, a, b, div_bw, false, true, true); }
-dg_tensor *dg_maximum(const dg_tensor *a, const dg_tensor *b) { return binary("maximum", DG_BIN_MAX, a, b, max_bw, true, true, false); }
-dg_tensor *dg_minimum(const dg_tensor *a, const dg_tensor *b) { return binary("minimum", DG_BIN_MIN, a, b, min_bw, true, true, false); }
-dg_tensor *dg_pow(const dg_tensor *a, const dg_tensor *b) { return binary("pow", DG_BIN_POW, a, b, pow_bw, true, true, true); }
+dg_tensor *dg_sub(const dg_tensor *a, const dg_tensor *b) { return bin_entry(DG_OP_SUB, DG_BIN_SUB, a, b, sub_bw, false, false, false); }
+dg_tensor *dg_mul(const dg_tensor *a, const dg_tensor *b) { return bin_entry(DG_OP_MUL, DG_BIN_MUL, a, b, mul_bw, true, true, false); }
+dg_tensor *dg_div(const dg_tensor *a, const dg_tensor *b) { return bin_entry(DG_OP_DIV, DG_BIN_DIV, a, b, div_bw, false, true, true); }
+dg_tensor *dg_maximum(const dg_tensor *a, const dg_tensor *b) { return bin_entry(DG_OP_MAXIMUM, DG_BIN_MAX, a, b, max_bw, true, true, false); }
+dg_tensor *dg_minimum(const dg_tensor *a, const dg_tensor *b) { return bin_entry(DG_OP_MINIMUM, DG_BIN_MIN, a, b, min_bw, true, true, false); }
+dg_tensor *dg_pow(const dg_tensor *a, const dg_tensor *b) { return bin_entry(DG_OP_POW, DG_BIN_POW, a, b, pow_bw, true, true, true); }
 
 /* ---- comparisons and where ---- */
 /* Operands of different dtypes are first cast to the dtype the arithmetic promotes them to, as
  * torch compares (int32 with float32 in float32, a float32 tensor with a 0-d float64 in float32);
  * the kernels then compare within one dtype, int64 as int64 (a double cannot tell 2^53 + 1 from
  * 2^53). The casts are made without recording: a mask has no gradient. */
-static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a, const dg_tensor *b) {
+static dg_tensor *compare(dg_op_id id, dg_binary_op op, const dg_tensor *a, const dg_tensor *b) {
+    const char *name = dg_op_name(id);
     DG_CHECK_INPUT(name, a);
     DG_CHECK_INPUT(name, b);
     DG_CHECK_SAME_DEVICE(name, a, b);
@@ -281,7 +292,7 @@ static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a,
         dg_no_grad_begin();
         const dg_tensor *ac = as_dtype(a, dt), *bc = as_dtype(b, dt);
         dg_no_grad_end();
-        return dg_composite_end(s, ac && bc ? compare(name, op, ac, bc) : NULL);
+        return dg_composite_end(s, ac && bc ? compare(id, op, ac, bc) : NULL);
     }
     dg_tensor *y = dg_new_on(a, shp, nd, DG_BOOL);
     if (!y) return NULL;
@@ -289,11 +300,16 @@ static dg_tensor *compare(const char *name, dg_binary_op op, const dg_tensor *a,
     bcast_view(a, shp, nd, &av);
     bcast_view(b, shp, nd, &bv);
     DG_TRY_KERNEL(DG_KCALL(a, binary, op, &av, &bv, DG_KV(y), 0, 0), y);
-    dg_trace_value(name, y, (const dg_tensor *[]){ a, b }, 2, NULL, 0);   /* no node: a mask has no gradient */
+    dg_trace_value(id, y, (const dg_tensor *[]){ a, b }, 2, NULL, 0);   /* no node: a mask has no gradient */
     return y;
 }
-dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b) { return compare("greater", DG_BIN_GT, a, b); }
-dg_tensor *dg_equal(const dg_tensor *a, const dg_tensor *b) { return compare("equal", DG_BIN_EQ, a, b); }
+static dg_tensor *compare_entry(dg_op_id id, dg_binary_op op, const dg_tensor *a, const dg_tensor *b) {
+    dg_op_frame f;
+    dg_op_enter(&f, id, DG_OP_IN(a, b));
+    return dg_op_leave(&f, compare(id, op, f.arg[0], f.arg[1]));
+}
+dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b) { return compare_entry(DG_OP_GREATER, DG_BIN_GT, a, b); }
+dg_tensor *dg_equal(const dg_tensor *a, const dg_tensor *b) { return compare_entry(DG_OP_EQUAL, DG_BIN_EQ, a, b); }
 
 static int where_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     const dg_tensor *c = dg_node_saved(n, 0);
@@ -306,7 +322,7 @@ static int where_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 /* Branches of different dtypes are cast to the dtype the arithmetic promotes them to, as torch's
  * where does (int32 with float32 gives float32, int32 with int64 int64, float32 with float64
  * float64); the casts are recorded, so a float branch gets its gradient in its own dtype. */
-dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) {
+static dg_tensor *where_op(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) {
     DG_CHECK_INPUT("where", c);
     DG_CHECK_INPUT("where", a);
     DG_CHECK_INPUT("where", b);
@@ -316,7 +332,7 @@ dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) 
         dg_dtype dt = promote(a, b);
         dg_scope *s = dg_scope_begin();
         const dg_tensor *ac = as_dtype(a, dt), *bc = as_dtype(b, dt);
-        return dg_composite_end(s, ac && bc ? dg_where(c, ac, bc) : NULL);
+        return dg_composite_end(s, ac && bc ? where_op(c, ac, bc) : NULL);
     }
     int64_t s1[DG_MAX_DIMS], s2[DG_MAX_DIMS]; int n1, n2;
     DG_CHECK(dg_broadcast_shape(a, b, s1, &n1), "where: shapes %s and %s do not broadcast", DG_SHAPE_STR(a), DG_SHAPE_STR(b));
@@ -330,18 +346,23 @@ dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) 
     bcast_view(b, s2, n2, &bv);
     DG_TRY_KERNEL(DG_KCALL(a, where, &cv, &av, &bv, DG_KV(y)), y);
     const dg_tensor *in[3] = { c, a, b };
-    if (dg_dtype_is_float(a->dtype) && dg_needs_record(in, 3)) {
-        dg_node *n = dg_record("where", y, in, 3, where_bw);
+    if (dg_dtype_is_float(a->dtype) && dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_WHERE, y, in, 3, where_bw);
         if (!n || dg_node_save(n, c)) { dg_tensor_free(y); return NULL; }
     }
-    dg_trace_value("where", y, in, 3, NULL, 0);   /* nothing to record (constant branches): still a graph op */
+    dg_trace_value(DG_OP_WHERE, y, in, 3, NULL, 0);   /* nothing to record (constant branches): still a graph op */
     return y;
+}
+dg_tensor *dg_where(const dg_tensor *c, const dg_tensor *a, const dg_tensor *b) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_WHERE, DG_OP_IN(c, a, b));
+    return dg_op_leave(&f, where_op(f.arg[0], f.arg[1], f.arg[2]));
 }
 
 /* ---- unary ops ---- */
 enum { SAVE_NONE, SAVE_X, SAVE_Y };
 
-static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, double p0, double p1,
+static dg_tensor *unary(dg_op_id id, dg_unary_op op, const dg_tensor *x, double p0, double p1,
                         dg_backward_fn bw, int save);
 
 /* A whole-number scalar acts as torch's Python int from -2^63 to 2^63 (2^63 itself comes from
@@ -377,8 +398,9 @@ static dg_tensor *unary_int(dg_unary_op op, const dg_tensor *x, double p0, doubl
     return dg_composite_end(s, y);
 }
 
-static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, double p0, double p1,
+static dg_tensor *unary(dg_op_id id, dg_unary_op op, const dg_tensor *x, double p0, double p1,
                         dg_backward_fn bw, int save) {
+    const char *name = dg_op_name(id);
     DG_CHECK_INPUT(name, x);
     if (x->dtype == DG_I32 || x->dtype == DG_I64) {
         bool math = op == DG_UN_AFFINE || op == DG_UN_EXP || op == DG_UN_LOG || op == DG_UN_SQRT || op == DG_UN_SIGMOID ||
@@ -387,7 +409,7 @@ static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, do
         if (op == DG_UN_ABS || whole) return unary_int(op, x, p0, p1);
         if (math) {
             dg_scope *s = dg_scope_begin();
-            return dg_composite_end(s, unary(name, op, dg_cast(x, DG_F32), p0, p1, bw, save));
+            return dg_composite_end(s, unary(id, op, dg_cast(x, DG_F32), p0, p1, bw, save));
         }
     }
     DG_CHECK_FLOAT(name, x);
@@ -395,8 +417,8 @@ static dg_tensor *unary(const char *name, dg_unary_op op, const dg_tensor *x, do
     if (!y) return NULL;
     DG_TRY_KERNEL(DG_KCALL(x, unary, op, DG_KV(x), DG_KV(y), p0, p1), y);
     const dg_tensor *in[1] = { x };
-    if (bw && dg_needs_record(in, 1)) {
-        dg_node *n = dg_record(name, y, in, 1, bw);
+    if (bw && dg_op_records()) {
+        dg_node *n = dg_record_op(id, y, in, 1, bw);
         if (!n || (save == SAVE_X && dg_node_save(n, x)) || (save == SAVE_Y && dg_node_save(n, y))) {
             dg_tensor_free(y);
             return NULL;
@@ -437,38 +459,54 @@ static int gelu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 
-dg_tensor *dg_add_scalar(const dg_tensor *a, double s) { return unary("add_scalar", DG_UN_AFFINE, a, 1.0, s, pass_bw, SAVE_NONE); }
-dg_tensor *dg_sub_scalar(const dg_tensor *a, double s) { return unary("sub_scalar", DG_UN_AFFINE, a, 1.0, -s, pass_bw, SAVE_NONE); }
-dg_tensor *dg_rsub_scalar(const dg_tensor *a, double s) { return unary("rsub_scalar", DG_UN_AFFINE, a, -1.0, s, affine_bw, SAVE_NONE); }
-dg_tensor *dg_mul_scalar(const dg_tensor *a, double s) { return unary("mul_scalar", DG_UN_AFFINE, a, s, 0.0, affine_bw, SAVE_NONE); }
-dg_tensor *dg_div_scalar(const dg_tensor *a, double s) {
+/* The public unary ops: the entry path (op_entry.h) around unary() */
+static dg_tensor *un_entry(dg_op_id id, dg_unary_op op, const dg_tensor *x, double p0, double p1, dg_backward_fn bw, int save) {
+    dg_op_frame f;
+    dg_op_enter(&f, id, DG_OP_IN(x));
+    return dg_op_leave(&f, unary(id, op, f.arg[0], p0, p1, bw, save));
+}
+
+dg_tensor *dg_add_scalar(const dg_tensor *a, double s) { return un_entry(DG_OP_ADD_SCALAR, DG_UN_AFFINE, a, 1.0, s, pass_bw, SAVE_NONE); }
+dg_tensor *dg_sub_scalar(const dg_tensor *a, double s) { return un_entry(DG_OP_SUB_SCALAR, DG_UN_AFFINE, a, 1.0, -s, pass_bw, SAVE_NONE); }
+dg_tensor *dg_rsub_scalar(const dg_tensor *a, double s) { return un_entry(DG_OP_RSUB_SCALAR, DG_UN_AFFINE, a, -1.0, s, affine_bw, SAVE_NONE); }
+dg_tensor *dg_mul_scalar(const dg_tensor *a, double s) { return un_entry(DG_OP_MUL_SCALAR, DG_UN_AFFINE, a, s, 0.0, affine_bw, SAVE_NONE); }
+static dg_tensor *div_scalar_op(const dg_tensor *a, double s) {
     if (a && dg_tensor_live(a) && (a->dtype == DG_I32 || a->dtype == DG_I64)) {   /* true division, as torch: float32 */
         dg_scope *sc = dg_scope_begin();
-        return dg_composite_end(sc, dg_div_scalar(dg_cast(a, DG_F32), s));
+        return dg_composite_end(sc, div_scalar_op(dg_cast(a, DG_F32), s));
     }
-    return unary("div_scalar", DG_UN_AFFINE, a, 1.0 / s, 0.0, affine_bw, SAVE_NONE);
+    return unary(DG_OP_DIV_SCALAR, DG_UN_AFFINE, a, 1.0 / s, 0.0, affine_bw, SAVE_NONE);
 }
-dg_tensor *dg_rdiv_scalar(const dg_tensor *a, double s) { return unary("rdiv_scalar", DG_UN_RDIV, a, s, 0.0, rdiv_bw, SAVE_X); }
-dg_tensor *dg_pow_scalar(const dg_tensor *a, double e) { return unary("pow_scalar", DG_UN_POWS, a, e, 0.0, pows_bw, SAVE_X); }
-dg_tensor *dg_neg(const dg_tensor *a) { return unary("neg", DG_UN_AFFINE, a, -1.0, 0.0, affine_bw, SAVE_NONE); }
-dg_tensor *dg_exp(const dg_tensor *a) { DG_AUTOCAST(DG_AC_EXP, dg_exp(AC(a)), a); return unary("exp", DG_UN_EXP, a, 0, 0, exp_bw, SAVE_Y); }
-dg_tensor *dg_log(const dg_tensor *a) { DG_AUTOCAST(DG_AC_LOG, dg_log(AC(a)), a); return unary("log", DG_UN_LOG, a, 0, 0, log_bw, SAVE_X); }
-dg_tensor *dg_sqrt(const dg_tensor *a) { return unary("sqrt", DG_UN_SQRT, a, 0, 0, sqrt_bw, SAVE_Y); }
-dg_tensor *dg_abs(const dg_tensor *a) { return unary("abs", DG_UN_ABS, a, 0, 0, abs_bw, SAVE_X); }
-dg_tensor *dg_clip(const dg_tensor *a, double lo, double hi) {
+dg_tensor *dg_div_scalar(const dg_tensor *a, double s) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_DIV_SCALAR, DG_OP_IN(a));
+    return dg_op_leave(&f, div_scalar_op(f.arg[0], s));
+}
+dg_tensor *dg_rdiv_scalar(const dg_tensor *a, double s) { return un_entry(DG_OP_RDIV_SCALAR, DG_UN_RDIV, a, s, 0.0, rdiv_bw, SAVE_X); }
+dg_tensor *dg_pow_scalar(const dg_tensor *a, double e) { return un_entry(DG_OP_POW_SCALAR, DG_UN_POWS, a, e, 0.0, pows_bw, SAVE_X); }
+dg_tensor *dg_neg(const dg_tensor *a) { return un_entry(DG_OP_NEG, DG_UN_AFFINE, a, -1.0, 0.0, affine_bw, SAVE_NONE); }
+dg_tensor *dg_exp(const dg_tensor *a) { return un_entry(DG_OP_EXP, DG_UN_EXP, a, 0, 0, exp_bw, SAVE_Y); }
+dg_tensor *dg_log(const dg_tensor *a) { return un_entry(DG_OP_LOG, DG_UN_LOG, a, 0, 0, log_bw, SAVE_X); }
+dg_tensor *dg_sqrt(const dg_tensor *a) { return un_entry(DG_OP_SQRT, DG_UN_SQRT, a, 0, 0, sqrt_bw, SAVE_Y); }
+dg_tensor *dg_abs(const dg_tensor *a) { return un_entry(DG_OP_ABS, DG_UN_ABS, a, 0, 0, abs_bw, SAVE_X); }
+static dg_tensor *clip_op(const dg_tensor *a, double lo, double hi) {
     DG_CHECK(!(lo > hi), "clip: min %g is greater than max %g", lo, hi);
-    return unary("clip", DG_UN_CLIP, a, lo, hi, clip_bw, SAVE_X);
+    return unary(DG_OP_CLIP, DG_UN_CLIP, a, lo, hi, clip_bw, SAVE_X);
+}
+dg_tensor *dg_clip(const dg_tensor *a, double lo, double hi) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CLIP, DG_OP_IN(a));
+    return dg_op_leave(&f, clip_op(f.arg[0], lo, hi));
 }
 /* relu saves its output: y > 0 exactly where x > 0, and y is what the next layer keeps anyway,
  * so the input (a batch norm's output, say) can be freed during the forward (as torch's
  * inplace ReLU allows) */
-dg_tensor *dg_relu(const dg_tensor *x) { DG_AUTOCAST(DG_AC_RELU, dg_relu(AC(x)), x); return unary("relu", DG_UN_RELU, x, 0, 0, relu_bw, SAVE_Y); }
-dg_tensor *dg_leaky_relu(const dg_tensor *x, double slope) { return unary("leaky_relu", DG_UN_LEAKY_RELU, x, slope, 0, leaky_bw, SAVE_X); }
-dg_tensor *dg_sigmoid(const dg_tensor *x) { DG_AUTOCAST(DG_AC_SIGMOID, dg_sigmoid(AC(x)), x); return unary("sigmoid", DG_UN_SIGMOID, x, 0, 0, sigmoid_bw, SAVE_Y); }
-dg_tensor *dg_tanh(const dg_tensor *x) { DG_AUTOCAST(DG_AC_TANH, dg_tanh(AC(x)), x); return unary("tanh", DG_UN_TANH, x, 0, 0, tanh_bw, SAVE_Y); }
+dg_tensor *dg_relu(const dg_tensor *x) { return un_entry(DG_OP_RELU, DG_UN_RELU, x, 0, 0, relu_bw, SAVE_Y); }
+dg_tensor *dg_leaky_relu(const dg_tensor *x, double slope) { return un_entry(DG_OP_LEAKY_RELU, DG_UN_LEAKY_RELU, x, slope, 0, leaky_bw, SAVE_X); }
+dg_tensor *dg_sigmoid(const dg_tensor *x) { return un_entry(DG_OP_SIGMOID, DG_UN_SIGMOID, x, 0, 0, sigmoid_bw, SAVE_Y); }
+dg_tensor *dg_tanh(const dg_tensor *x) { return un_entry(DG_OP_TANH, DG_UN_TANH, x, 0, 0, tanh_bw, SAVE_Y); }
 dg_tensor *dg_gelu(const dg_tensor *x, bool approx) {
-    DG_AUTOCAST(DG_AC_GELU, dg_gelu(AC(x), approx), x);
-    return unary("gelu", approx ? DG_UN_GELU_TANH : DG_UN_GELU, x, 0, approx ? 1.0 : 0.0, gelu_bw, SAVE_X);
+    return un_entry(DG_OP_GELU, approx ? DG_UN_GELU_TANH : DG_UN_GELU, x, 0, approx ? 1.0 : 0.0, gelu_bw, SAVE_X);
 }
 
 /* ---- in-place (untracked) updates ---- */

@@ -198,9 +198,8 @@ static int renorm_rows(dg_tensor *w, const dg_tensor *ids, double max_norm, doub
     return rc;
 }
 
-dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedding_params p) {
+static dg_tensor *embedding_op(const dg_tensor *ids, const dg_tensor *weight, dg_embedding_params p) {
     DG_CHECK_PARAMS("embedding", p, dg_embedding_default_params);
-    DG_AUTOCAST(DG_AC_EMBEDDING, dg_embedding(ids, AC(weight), p), weight);
     DG_CHECK_INPUT("embedding", ids);
     DG_CHECK_INPUT("embedding", weight);
     DG_CHECK(ids->dtype == DG_I64 || ids->dtype == DG_I32, "embedding: ids must be int64/int32, got %s %s",
@@ -229,8 +228,8 @@ dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedd
     for (int i = 1; i < weight->ndim; i++) shp.d[shp.ndim++] = weight->shape[i];
     dg_tensor *y = rows ? dg_reshape(rows, shp) : NULL;
     const dg_tensor *in[1] = { weight };
-    if (y && dg_needs_record(in, 1)) {
-        dg_node *n = dg_record("embedding", y, in, 1, embedding_bw);
+    if (y && dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_EMBEDDING, y, in, 1, embedding_bw);
         if (!n || dg_node_save(n, flat)) y = NULL;   /* record/save said why */
         else {
             *(emb_attr *)dg_node_attr(n) = (emb_attr){ .has_pad = has_pad, .sparse = p.sparse, .pad = pad };
@@ -238,4 +237,9 @@ dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedd
         }
     }
     return dg_composite_end(s, y);
+}
+dg_tensor *dg_embedding(const dg_tensor *ids, const dg_tensor *weight, dg_embedding_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_EMBEDDING, DG_OP_IN(ids, weight));
+    return dg_op_leave(&f, embedding_op(f.arg[0], f.arg[1], p));
 }

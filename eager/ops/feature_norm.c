@@ -29,9 +29,8 @@ static bool same_shape(const dg_tensor *t, dg_shape s) {
     DG_CHECK_SAME_DEVICE(op, x, t);                                                                    \
 } } while (0)
 
-dg_tensor *dg_layer_norm(const dg_tensor *x, dg_shape normalized_shape, const dg_tensor *weight, const dg_tensor *bias,
+static dg_tensor *layer_norm_op(const dg_tensor *x, dg_shape normalized_shape, const dg_tensor *weight, const dg_tensor *bias,
                          double eps) {
-    DG_AUTOCAST(DG_AC_LAYER_NORM, dg_layer_norm(AC(x), normalized_shape, AC(weight), AC(bias), eps), x, weight, bias);
     DG_CHECK_INPUT("layer_norm", x);
     DG_CHECK_FLOAT("layer_norm", x);
     int k = normalized_shape.ndim;
@@ -46,13 +45,18 @@ dg_tensor *dg_layer_norm(const dg_tensor *x, dg_shape normalized_shape, const dg
     dg_tensor *y = standardize_last(x, k, eps);
     if (weight) y = dg_mul(y, weight);
     if (bias) y = dg_add(y, bias);
-    dg_trace_composite("layer_norm", y, (const dg_tensor *[]){ x, weight, bias }, 3, &(dg_ln_trace_attr){ k, eps },
+    dg_trace_composite(DG_OP_LAYER_NORM, y, (const dg_tensor *[]){ x, weight, bias }, 3, &(dg_ln_trace_attr){ k, eps },
                        sizeof(dg_ln_trace_attr));   /* an exporter's LayerNormalization */
     return dg_composite_end(s, y);
 }
+dg_tensor *dg_layer_norm(const dg_tensor *x, dg_shape normalized_shape, const dg_tensor *weight, const dg_tensor *bias,
+                         double eps) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_LAYER_NORM, DG_OP_IN(x, weight, bias));
+    return dg_op_leave(&f, layer_norm_op(f.arg[0], normalized_shape, f.arg[1], f.arg[2], eps));
+}
 
-dg_tensor *dg_group_norm(const dg_tensor *x, int64_t num_groups, const dg_tensor *weight, const dg_tensor *bias, double eps) {
-    DG_AUTOCAST(DG_AC_GROUP_NORM, dg_group_norm(AC(x), num_groups, AC(weight), AC(bias), eps), x, weight, bias);
+static dg_tensor *group_norm_op(const dg_tensor *x, int64_t num_groups, const dg_tensor *weight, const dg_tensor *bias, double eps) {
     DG_CHECK_INPUT("group_norm", x);
     DG_CHECK_FLOAT("group_norm", x);
     DG_CHECK(x->ndim >= 2, "group_norm: input %s must be [N, C, ...]", DG_SHAPE_STR(x));
@@ -74,4 +78,9 @@ dg_tensor *dg_group_norm(const dg_tensor *x, int64_t num_groups, const dg_tensor
     if (weight) y = dg_mul(y, dg_reshape(weight, per_c));
     if (bias) y = dg_add(y, dg_reshape(bias, per_c));
     return dg_composite_end(s, y);
+}
+dg_tensor *dg_group_norm(const dg_tensor *x, int64_t num_groups, const dg_tensor *weight, const dg_tensor *bias, double eps) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_GROUP_NORM, DG_OP_IN(x, weight, bias));
+    return dg_op_leave(&f, group_norm_op(f.arg[0], num_groups, f.arg[1], f.arg[2], eps));
 }

@@ -23,7 +23,7 @@ static int index_select_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return DG_KCALL(gx, index_add, DG_KV(gc), DG_KV(ix), DG_KV(gx), outer, gx->shape[a], inner);
 }
 
-dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis) {
+static dg_tensor *index_select_op(const dg_tensor *x, const dg_tensor *index, int axis) {
     DG_CHECK_INPUT("index_select", x);
     DG_CHECK_INPUT("index_select", index);
     DG_CHECK(is_index(index) && index->ndim == 1, "index_select: index must be a 1-D int64/int32 tensor, got %s %s",
@@ -48,13 +48,18 @@ dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis)
     dg_scope_end(s);
     if (!y) { dg_tensor_free(keep_ix); return NULL; }
     const dg_tensor *in[1] = { x };
-    if (dg_dtype_is_float(x->dtype) && dg_needs_record(in, 1)) {
-        dg_node *n = dg_record("index_select", y, in, 1, index_select_bw);
+    if (dg_dtype_is_float(x->dtype) && dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_INDEX_SELECT, y, in, 1, index_select_bw);
         if (!n || dg_node_save(n, ic)) { dg_tensor_free(y); y = NULL; }   /* record/save said why */
         else { ((ix_attr *)dg_node_attr(n))->axis = a; dg_trace_extra(n, index, NULL); }
     }
     dg_tensor_free(keep_ix);
     return y;
+}
+dg_tensor *dg_index_select(const dg_tensor *x, const dg_tensor *index, int axis) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_INDEX_SELECT, DG_OP_IN(x, index));
+    return dg_op_leave(&f, index_select_op(f.arg[0], f.arg[1], axis));
 }
 
 static int gather_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
@@ -68,7 +73,7 @@ static int gather_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return DG_KCALL(gx, scatter_add, DG_KV(gc), DG_KV(ix), DG_KV(gx), outer, gx->shape[a], ix->shape[a], inner);
 }
 
-dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis) {
+static dg_tensor *gather_op(const dg_tensor *x, const dg_tensor *index, int axis) {
     DG_CHECK_INPUT("gather", x);
     DG_CHECK_INPUT("gather", index);
     DG_CHECK(is_index(index), "gather: index must be int64/int32, got %s", dg_dtype_name(index->dtype));
@@ -102,16 +107,21 @@ dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis) {
     dg_scope_end(s);
     if (!y) { dg_tensor_free(keep_ix); return NULL; }
     const dg_tensor *in[1] = { x };
-    if (dg_dtype_is_float(x->dtype) && dg_needs_record(in, 1)) {
-        dg_node *n = dg_record("gather", y, in, 1, gather_bw);
+    if (dg_dtype_is_float(x->dtype) && dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_GATHER, y, in, 1, gather_bw);
         if (!n || dg_node_save(n, keep_ix)) { dg_tensor_free(y); y = NULL; }   /* record/save said why */
         else { ((ix_attr *)dg_node_attr(n))->axis = a; dg_trace_extra(n, index, NULL); }
     }
     dg_tensor_free(keep_ix);
     return y;
 }
+dg_tensor *dg_gather(const dg_tensor *x, const dg_tensor *index, int axis) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_GATHER, DG_OP_IN(x, index));
+    return dg_op_leave(&f, gather_op(f.arg[0], f.arg[1], axis));
+}
 
-dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes) {
+static dg_tensor *one_hot_op(const dg_tensor *labels, int64_t num_classes) {
     DG_CHECK_INPUT("one_hot", labels);
     DG_CHECK(is_index(labels) && num_classes > 0 && labels->ndim < DG_MAX_DIMS, "one_hot: labels must be int64/int32, got %s, classes %lld",
              dg_dtype_name(labels->dtype), (long long)num_classes);
@@ -125,4 +135,9 @@ dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes) {
     dg_tensor *y = dg_keep_in_parent(dg_reshape(rows, shp));
     dg_scope_end(s);
     return y;
+}
+dg_tensor *dg_one_hot(const dg_tensor *labels, int64_t num_classes) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_ONE_HOT, DG_OP_IN(labels));
+    return dg_op_leave(&f, one_hot_op(f.arg[0], num_classes));
 }

@@ -6,7 +6,7 @@
  * they occur. */
 #include "op_util.h"
 
-typedef struct { int64_t rows, cols, ignore; } nll_attr;
+typedef dg_nll_attr nll_attr;   /* op_attrs.h */
 
 static dg_tensor *reduce_loss(dg_tensor *per, dg_reduction r) {
     if (!per) return NULL;
@@ -31,24 +31,38 @@ static const char *check_pair(const char *op, const dg_tensor *x, const dg_tenso
     DG_CHECK(!w_, "%s: input %s %s and label %s %s differ in %s", op, DG_SHAPE_STR(x), dg_dtype_name((x)->dtype), \
              DG_SHAPE_STR(y), dg_dtype_name((y)->dtype), w_); } while (0)
 
-dg_tensor *dg_square_error_cost(const dg_tensor *x, const dg_tensor *y) {
+static dg_tensor *square_error_cost_op(const dg_tensor *x, const dg_tensor *y) {
     CHECK_PAIR("square_error_cost", x, y);
     dg_scope *s = dg_scope_begin();
     dg_tensor *d = dg_sub(x, y);
     return dg_composite_end(s, dg_mul(d, d));
 }
-dg_tensor *dg_mse_loss_ext(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
-    DG_AUTOCAST(DG_AC_MSE, dg_mse_loss_ext(AC(x), AC(y), r), x, y);
+dg_tensor *dg_square_error_cost(const dg_tensor *x, const dg_tensor *y) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SQUARE_ERROR_COST, DG_OP_IN(x, y));
+    return dg_op_leave(&f, square_error_cost_op(f.arg[0], f.arg[1]));
+}
+static dg_tensor *mse_loss_ext_op(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
     CHECK_PAIR("mse_loss", x, y);
     dg_scope *s = dg_scope_begin();
     dg_tensor *d = dg_sub(x, y);
     return dg_composite_end(s, reduce_loss(dg_mul(d, d), r));
 }
+dg_tensor *dg_mse_loss_ext(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MSE_LOSS, DG_OP_IN(x, y));
+    return dg_op_leave(&f, mse_loss_ext_op(f.arg[0], f.arg[1], r));
+}
 dg_tensor *dg_mse_loss(const dg_tensor *x, const dg_tensor *y) { return dg_mse_loss_ext(x, y, DG_REDUCE_MEAN); }
-dg_tensor *dg_l1_loss(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
+static dg_tensor *l1_loss_op(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
     CHECK_PAIR("l1_loss", x, y);
     dg_scope *s = dg_scope_begin();
     return dg_composite_end(s, reduce_loss(dg_abs(dg_sub(x, y)), r));
+}
+dg_tensor *dg_l1_loss(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_L1_LOSS, DG_OP_IN(x, y));
+    return dg_op_leave(&f, l1_loss_op(f.arg[0], f.arg[1], r));
 }
 
 /* ---- negative log likelihood over [rows, cols] ---- */
@@ -77,7 +91,7 @@ static dg_tensor *nll_rows(const dg_tensor *logp, const dg_tensor *label, int64_
     if (loss) {
         const dg_tensor *in[1] = { logp };
         if (dg_needs_record(in, 1)) {
-            dg_node *n = dg_record("nll_loss", loss, in, 1, nll_rows_bw);
+            dg_node *n = dg_record_op(DG_OP_NLL_LOSS, loss, in, 1, nll_rows_bw);
             if (!n || dg_node_save(n, ykeep)) {   /* record/save said why */
                 dg_tensor_free(loss);
                 loss = NULL;
@@ -186,9 +200,8 @@ static dg_tensor *nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_nll
 dg_nll_loss_params dg_nll_loss_default_params(void) {
     return (dg_nll_loss_params){ .params_tag = DG_PARAMS_TAG, .reduction = DG_REDUCE_MEAN, .ignore_index = -100, .weight = NULL };
 }
-dg_tensor *dg_nll_loss_ext(const dg_tensor *logp, const dg_tensor *label, dg_nll_loss_params p) {
+static dg_tensor *nll_loss_ext_op(const dg_tensor *logp, const dg_tensor *label, dg_nll_loss_params p) {
     DG_CHECK_PARAMS("nll_loss_ext", p, dg_nll_loss_default_params);
-    DG_AUTOCAST(DG_AC_NLL, dg_nll_loss_ext(AC(logp), label, p), logp);
     DG_CHECK_INPUT("nll_loss", logp);
     DG_CHECK_INPUT("nll_loss", label);
     DG_CHECK_FLOAT("nll_loss", logp);
@@ -199,6 +212,11 @@ dg_tensor *dg_nll_loss_ext(const dg_tensor *logp, const dg_tensor *label, dg_nll
     if (check_class_weight("nll_loss", p.weight, logp, logp->shape[logp->ndim >= 2 ? 1 : 0])) return NULL;
     dg_scope *s = dg_scope_begin();
     return dg_composite_end(s, nll_loss(logp, label, p));
+}
+dg_tensor *dg_nll_loss_ext(const dg_tensor *logp, const dg_tensor *label, dg_nll_loss_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_NLL_LOSS, DG_OP_IN(logp, label));
+    return dg_op_leave(&f, nll_loss_ext_op(f.arg[0], f.arg[1], p));
 }
 dg_tensor *dg_nll_loss(const dg_tensor *logp, const dg_tensor *label, dg_reduction r, int64_t ignore_index) {
     dg_nll_loss_params p = dg_nll_loss_default_params();
@@ -228,9 +246,8 @@ dg_cross_entropy_params dg_cross_entropy_default_params(void) {
 }
 
 static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p);
-dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
+static dg_tensor *cross_entropy_ext_op(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
     DG_CHECK_PARAMS("cross_entropy_ext", p, dg_cross_entropy_default_params);
-    DG_AUTOCAST(DG_AC_CROSS_ENTROPY, dg_cross_entropy_ext(AC(logits), AC(label), p), logits, label);
     DG_CHECK_INPUT("cross_entropy", logits);
     DG_CHECK_INPUT("cross_entropy", label);
     DG_CHECK_FLOAT("cross_entropy", logits);
@@ -244,6 +261,11 @@ dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label,
     if (check_class_weight("cross_entropy", p.weight, logits, logits->shape[a])) return NULL;
     dg_scope *s = dg_scope_begin();
     return dg_composite_end(s, cross_entropy(logits, label, p));
+}
+dg_tensor *dg_cross_entropy_ext(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CROSS_ENTROPY, DG_OP_IN(logits, label));
+    return dg_op_leave(&f, cross_entropy_ext_op(f.arg[0], f.arg[1], p));
 }
 static dg_tensor *cross_entropy(const dg_tensor *logits, const dg_tensor *label, dg_cross_entropy_params p) {
     int axis = p.axis;
@@ -311,9 +333,8 @@ static int check_bce_weight(const char *op, const char *field, const dg_tensor *
     return 0;
 }
 
-dg_tensor *dg_binary_cross_entropy_with_logits_ext(const dg_tensor *x, const dg_tensor *y, dg_bce_params p) {
+static dg_tensor *binary_cross_entropy_with_logits_ext_op(const dg_tensor *x, const dg_tensor *y, dg_bce_params p) {
     DG_CHECK_PARAMS("binary_cross_entropy_with_logits_ext", p, dg_bce_default_params);
-    DG_AUTOCAST(DG_AC_BCE_LOGITS, dg_binary_cross_entropy_with_logits_ext(AC(x), AC(y), p), x, y);
     CHECK_PAIR("binary_cross_entropy_with_logits", x, y);
     DG_CHECK_FLOAT("binary_cross_entropy_with_logits", x);
     DG_CHECK(p.reduction >= DG_REDUCE_MEAN && p.reduction <= DG_REDUCE_NONE,
@@ -334,6 +355,11 @@ dg_tensor *dg_binary_cross_entropy_with_logits_ext(const dg_tensor *x, const dg_
     if (p.weight) per = dg_mul(per, p.weight);
     return dg_composite_end(s, reduce_loss(per, p.reduction));
 }
+dg_tensor *dg_binary_cross_entropy_with_logits_ext(const dg_tensor *x, const dg_tensor *y, dg_bce_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_BCE_WITH_LOGITS, DG_OP_IN(x, y));
+    return dg_op_leave(&f, binary_cross_entropy_with_logits_ext_op(f.arg[0], f.arg[1], p));
+}
 
 dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *x, const dg_tensor *y, dg_reduction r) {
     dg_bce_params p = dg_bce_default_params();
@@ -341,7 +367,7 @@ dg_tensor *dg_binary_cross_entropy_with_logits(const dg_tensor *x, const dg_tens
     return dg_binary_cross_entropy_with_logits_ext(x, y, p);
 }
 
-dg_tensor *dg_binary_cross_entropy(const dg_tensor *pr, const dg_tensor *y, dg_bce_params p) {
+static dg_tensor *binary_cross_entropy_op(const dg_tensor *pr, const dg_tensor *y, dg_bce_params p) {
     DG_CHECK_PARAMS("binary_cross_entropy", p, dg_bce_default_params);
     CHECK_PAIR("binary_cross_entropy", pr, y);
     DG_CHECK_FLOAT("binary_cross_entropy", pr);
@@ -365,6 +391,11 @@ dg_tensor *dg_binary_cross_entropy(const dg_tensor *pr, const dg_tensor *y, dg_b
     if (p.weight) per = dg_mul(per, p.weight);
     return dg_composite_end(s, reduce_loss(per, p.reduction));
 }
+dg_tensor *dg_binary_cross_entropy(const dg_tensor *pr, const dg_tensor *y, dg_bce_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_BCE, DG_OP_IN(pr, y));
+    return dg_op_leave(&f, binary_cross_entropy_op(f.arg[0], f.arg[1], p));
+}
 
 /* 0.5 d^2 / scale below `knee`, slope * (|d| - knee / 2) above: smooth_l1 (scale = knee = beta,
  * slope 1) and huber (scale 1, knee = slope = delta). The quadratic side is written in d, not
@@ -379,20 +410,30 @@ static dg_tensor *quad_linear_loss(const char *op, const dg_tensor *x, const dg_
                    dg_mul_scalar(dg_sub_scalar(ad, 0.5 * knee), slope));
     return dg_composite_end(s, reduce_loss(per, r));
 }
-dg_tensor *dg_smooth_l1_loss(const dg_tensor *x, const dg_tensor *y, dg_reduction r, double beta) {
+static dg_tensor *smooth_l1_loss_op(const dg_tensor *x, const dg_tensor *y, dg_reduction r, double beta) {
     CHECK_PAIR("smooth_l1_loss", x, y);
     DG_CHECK_FLOAT("smooth_l1_loss", x);
     DG_CHECK(beta >= 0 && isfinite(beta), "smooth_l1_loss: beta must be >= 0, got %g", beta);
     return quad_linear_loss("smooth_l1_loss", x, y, r, beta, beta, 1.0);
 }
-dg_tensor *dg_huber_loss(const dg_tensor *x, const dg_tensor *y, dg_reduction r, double delta) {
+dg_tensor *dg_smooth_l1_loss(const dg_tensor *x, const dg_tensor *y, dg_reduction r, double beta) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SMOOTH_L1_LOSS, DG_OP_IN(x, y));
+    return dg_op_leave(&f, smooth_l1_loss_op(f.arg[0], f.arg[1], r, beta));
+}
+static dg_tensor *huber_loss_op(const dg_tensor *x, const dg_tensor *y, dg_reduction r, double delta) {
     CHECK_PAIR("huber_loss", x, y);
     DG_CHECK_FLOAT("huber_loss", x);
     DG_CHECK(delta > 0 && isfinite(delta), "huber_loss: delta must be > 0, got %g", delta);
     return quad_linear_loss("huber_loss", x, y, r, delta, 1.0, delta);
 }
+dg_tensor *dg_huber_loss(const dg_tensor *x, const dg_tensor *y, dg_reduction r, double delta) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_HUBER_LOSS, DG_OP_IN(x, y));
+    return dg_op_leave(&f, huber_loss_op(f.arg[0], f.arg[1], r, delta));
+}
 
-dg_tensor *dg_kl_div(const dg_tensor *x, const dg_tensor *t, dg_reduction r, bool log_target) {
+static dg_tensor *kl_div_op(const dg_tensor *x, const dg_tensor *t, dg_reduction r, bool log_target) {
     CHECK_PAIR("kl_div", x, t);
     DG_CHECK_FLOAT("kl_div", x);
     DG_CHECK(r >= DG_REDUCE_MEAN && r <= DG_REDUCE_BATCHMEAN, "kl_div: unknown reduction %d", (int)r);
@@ -410,8 +451,13 @@ dg_tensor *dg_kl_div(const dg_tensor *x, const dg_tensor *t, dg_reduction r, boo
     dg_tensor *out = r == DG_REDUCE_BATCHMEAN ? dg_div_scalar(dg_sum_all(per), x->ndim ? (double)x->shape[0] : 1.0) : reduce_loss(per, r);
     return dg_composite_end(s, out);
 }
+dg_tensor *dg_kl_div(const dg_tensor *x, const dg_tensor *t, dg_reduction r, bool log_target) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_KL_DIV, DG_OP_IN(x, t));
+    return dg_op_leave(&f, kl_div_op(f.arg[0], f.arg[1], r, log_target));
+}
 
-dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k) {
+static dg_tensor *accuracy_op(const dg_tensor *scores, const dg_tensor *label, int k) {
     DG_CHECK_INPUT("accuracy", scores);
     DG_CHECK_INPUT("accuracy", label);
     DG_CHECK_FLOAT("accuracy", scores);
@@ -432,4 +478,9 @@ dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k) {
     acc = dg_keep_in_parent(acc);
     dg_scope_end(s);
     return acc;
+}
+dg_tensor *dg_accuracy(const dg_tensor *scores, const dg_tensor *label, int k) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_ACCURACY, DG_OP_IN(scores, label));
+    return dg_op_leave(&f, accuracy_op(f.arg[0], f.arg[1], k));
 }

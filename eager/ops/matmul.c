@@ -112,8 +112,8 @@ static dg_tensor *matmul_nd(const dg_tensor *a, const dg_tensor *b, bool ta, boo
     dg_tensor_free(bv);
     if (rc) { if (!dg_error_since(errs)) DG_ERR(rc, "matmul: kernel failed"); dg_tensor_free(y); return NULL; }
     const dg_tensor *in[2] = { a, b };
-    if (dg_needs_record(in, 2)) {
-        dg_node *n = dg_record("matmul", y, in, 2, mm_bw);
+    if (dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_MATMUL, y, in, 2, mm_bw);
         if (!n || dg_node_save(n, a) || dg_node_save(n, b)) { dg_tensor_free(y); return NULL; }   /* they said why */
         mm_attr *at = dg_node_attr(n);
         at->ta = ta;
@@ -122,8 +122,7 @@ static dg_tensor *matmul_nd(const dg_tensor *a, const dg_tensor *b, bool ta, boo
     return y;
 }
 
-dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool ta, bool tb) {
-    DG_AUTOCAST(DG_AC_MATMUL, dg_matmul_t(AC(a), AC(b), ta, tb), a, b);
+static dg_tensor *matmul_t_op(const dg_tensor *a, const dg_tensor *b, bool ta, bool tb) {
     DG_CHECK_INPUT("matmul", a);
     DG_CHECK_INPUT("matmul", b);
     DG_CHECK_FLOAT("matmul", a);
@@ -141,11 +140,15 @@ dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool ta, bool tb)
     if (y && b->ndim == 1) y = dg_squeeze(y, -1);
     return y;
 }
+dg_tensor *dg_matmul_t(const dg_tensor *a, const dg_tensor *b, bool ta, bool tb) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MATMUL, DG_OP_IN(a, b));
+    return dg_op_leave(&f, matmul_t_op(f.arg[0], f.arg[1], ta, tb));
+}
 
 dg_tensor *dg_matmul(const dg_tensor *a, const dg_tensor *b) { return dg_matmul_t(a, b, false, false); }
 
-dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b) {
-    DG_AUTOCAST(DG_AC_LINEAR, dg_linear(AC(x), AC(w), AC(b)), x, w, b);
+static dg_tensor *linear_op(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b) {
     DG_CHECK_INPUT("linear", x);
     DG_CHECK_INPUT("linear", w);
     DG_CHECK_OPT_INPUT("linear", b);
@@ -157,6 +160,11 @@ dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b)
     if (!b) return dg_matmul_t(x, w, false, true);
     dg_scope *s = dg_scope_begin();      /* x @ w^T dies here; only the sum leaves */
     dg_tensor *y = dg_add(dg_matmul_t(x, w, false, true), b);
-    dg_trace_composite("linear", y, (const dg_tensor *[]){ x, w, b }, 3, NULL, 0);   /* an exporter's Gemm */
+    dg_trace_composite(DG_OP_LINEAR, y, (const dg_tensor *[]){ x, w, b }, 3, NULL, 0);   /* an exporter's Gemm */
     return dg_composite_end(s, y);
+}
+dg_tensor *dg_linear(const dg_tensor *x, const dg_tensor *w, const dg_tensor *b) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_LINEAR, DG_OP_IN(x, w, b));
+    return dg_op_leave(&f, linear_op(f.arg[0], f.arg[1], f.arg[2]));
 }

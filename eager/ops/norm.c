@@ -106,8 +106,9 @@ static int bn_kernel(const dg_backend *be, bool relu, const dg_tensor *x, const 
     return rc || !relu ? rc : be->unary(be, DG_UN_RELU, DG_KV(y), DG_KV(y), 0, 0);
 }
 
-static dg_tensor *batch_norm(const char *op, bool relu, const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
+static dg_tensor *batch_norm(dg_op_id id, bool relu, const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
                              const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
+    const char *op = dg_op_name(id);
     DG_CHECK_INPUT(op, x);
     DG_CHECK(x->ndim >= 2, "%s: input must be [N, C, ...], got %s", op, DG_SHAPE_STR(x));
     uint64_t errs = dg_error_count();
@@ -127,7 +128,7 @@ static dg_tensor *batch_norm(const char *op, bool relu, const dg_tensor *x, dg_t
              DG_SHAPE_STR(x));
 
     const dg_tensor *in[3] = { x, weight, bias };
-    bool record = dg_needs_record(in, 3);
+    bool record = dg_op_records();
     /* temporaries (copies, stats) die with this scope; the node keeps its own references to
      * what it saves, and x itself is never freed here (dg_dense() returns it when contiguous) */
     dg_scope *s = dg_scope_begin();
@@ -155,7 +156,7 @@ static dg_tensor *batch_norm(const char *op, bool relu, const dg_tensor *x, dg_t
     }
     dg_no_grad_end();
     if (!rc && record) {
-        dg_node *nd = dg_record(op, y, in, 3, bn_bw);
+        dg_node *nd = dg_record_op(id, y, in, 3, bn_bw);
         if (!nd) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
             *(bn_attr *)dg_node_attr(nd) = (bn_attr){ p.training, weight != NULL, relu, n, c, inner, eps };
@@ -176,14 +177,26 @@ static dg_tensor *batch_norm(const char *op, bool relu, const dg_tensor *x, dg_t
     return y;
 }
 
-dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
+static dg_tensor *batch_norm_op(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
                          const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
     DG_CHECK_PARAMS("batch_norm", p, dg_batch_norm_default_params);
-    return batch_norm("batch_norm", false, x, running_mean, running_var, weight, bias, p);
+    return batch_norm(DG_OP_BATCH_NORM, false, x, running_mean, running_var, weight, bias, p);
+}
+dg_tensor *dg_batch_norm(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
+                         const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_BATCH_NORM, DG_OP_IN(x, weight, bias));
+    return dg_op_leave(&f, batch_norm_op(f.arg[0], running_mean, running_var, f.arg[1], f.arg[2], p));
 }
 
-dg_tensor *dg_batch_norm_relu(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
+static dg_tensor *batch_norm_relu_op(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
                               const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
     DG_CHECK_PARAMS("batch_norm_relu", p, dg_batch_norm_default_params);
-    return batch_norm("batch_norm_relu", true, x, running_mean, running_var, weight, bias, p);
+    return batch_norm(DG_OP_BATCH_NORM_RELU, true, x, running_mean, running_var, weight, bias, p);
+}
+dg_tensor *dg_batch_norm_relu(const dg_tensor *x, dg_tensor *running_mean, dg_tensor *running_var,
+                              const dg_tensor *weight, const dg_tensor *bias, dg_batch_norm_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_BATCH_NORM_RELU, DG_OP_IN(x, weight, bias));
+    return dg_op_leave(&f, batch_norm_relu_op(f.arg[0], running_mean, running_var, f.arg[1], f.arg[2], p));
 }

@@ -11,6 +11,10 @@
 /* elementwise.c: unary ops' scalars (affine: y = p0 * x + p1; clip: [p0, p1]; leaky_relu: p0 the
  * slope; gelu: p1 = 1 for the tanh form; pow_scalar: p0 the exponent; rdiv: p0 / x) */
 typedef struct { double p0, p1; } dg_scal_attr;
+/* elementwise.c: binary ops: which of a, b, y the node saved, by slot (-1: not saved) */
+typedef struct { int8_t slot[3]; } dg_bin_attr;
+/* loss.c: nll_loss over [rows, cols] */
+typedef struct { int64_t rows, cols, ignore; } dg_nll_attr;
 /* shape.c: slice (a axis, b start, c step), concat (a axis), permute (perm), to_device (dev) */
 typedef struct { int64_t a, b, c, d; int perm[DG_MAX_DIMS]; dg_dtype dt; dg_device dev; } dg_shape_attr;
 /* matmul.c */

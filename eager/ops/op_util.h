@@ -7,6 +7,7 @@
 #include "../backend.h"
 #include "../trace.h"
 #include "op_attrs.h"
+#include "op_entry.h"
 
 #define DG_CHECK_FLOAT(op, t) DG_CHECK(dg_dtype_is_float((t)->dtype), \
     "%s: expects a float tensor (float32/float64/float16/bfloat16), got %s for '%s' %s", op, dg_dtype_name((t)->dtype), #t, DG_SHAPE_STR(t))
@@ -71,26 +72,12 @@ static inline dg_tensor *dg_composite_end(dg_scope *s, dg_tensor *y) {
     return y;
 }
 
-/* ---- autocast (eager/ops/autocast.c) ----
- * The ops that take part, by id. At an op's entry, DG_AUTOCAST(id, CALL, inputs...) returns
- * CALL run on cast inputs when the innermost region says the op runs in another dtype; CALL
- * names its inputs AC(x), the input cast to that dtype (float64 and integer inputs unchanged). */
-typedef enum dg_autocast_op {
-    DG_AC_CONV2D, DG_AC_MATMUL, DG_AC_LINEAR, DG_AC_EXP, DG_AC_LOG, DG_AC_MEAN, DG_AC_SUM, DG_AC_SOFTMAX,
-    DG_AC_LOG_SOFTMAX, DG_AC_CROSS_ENTROPY, DG_AC_BCE_LOGITS, DG_AC_NLL, DG_AC_MSE, DG_AC_CONV1D, DG_AC_CONV_TRANSPOSE2D,
-    DG_AC_BATCH_NORM, DG_AC_LAYER_NORM, DG_AC_GROUP_NORM, DG_AC_RELU, DG_AC_SIGMOID, DG_AC_TANH, DG_AC_GELU,
-    DG_AC_EMBEDDING, DG_AC_COUNT
-} dg_autocast_op;
-/* the dtype op must run in, or -1: no region, paused, the op follows its inputs, or they are there already */
-int dg_autocast_pick(dg_autocast_op op, const dg_tensor *const *in, int n);
+/* ---- autocast (eager/ops/autocast.c), called by the entry path (op_entry.c) ----
+ * the dtype registry op `op` must run in, or -1: no region, paused, the op follows its inputs,
+ * or they are there already */
+int dg_autocast_pick(int op, const dg_tensor *const *in, int n);
 const dg_tensor *dg_autocast_cast(const dg_tensor *t, int dtype);
 dg_scope *dg_autocast_enter(void);
 dg_tensor *dg_autocast_leave(dg_scope *s, dg_tensor *y);
-#define DG_AUTOCAST(id, CALL, ...) do {                                                                   \
-        const dg_tensor *const ac_in_[] = { __VA_ARGS__ };                                               \
-        int ac_ = dg_autocast_pick((id), ac_in_, (int)(sizeof ac_in_ / sizeof *ac_in_));                   \
-        if (ac_ >= 0) { dg_scope *ac_s_ = dg_autocast_enter(); return dg_autocast_leave(ac_s_, (CALL)); } \
-    } while (0)
-#define AC(t) ((dg_tensor *)dg_autocast_cast((t), ac_))
 
 #endif

@@ -76,7 +76,7 @@ static int pool_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 }
 
 /* Runs the forward kernel on a contiguous copy of x and records the node. */
-static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const dg_pool2d_geom *g) {
+static dg_tensor *pool_run(dg_op_id id, int kind, const dg_tensor *x, const dg_pool2d_geom *g) {
     uint64_t errs = dg_error_count();
     dg_tensor *xc = dg_dense(x);
     int64_t shape[4] = { g->n, g->c, g->oh, g->ow };
@@ -87,8 +87,8 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
            : kind == K_AVG ? be->avg_pool2d(be, g, DG_KV(xc), DG_KV(y))
            : be->adaptive_avg_pool2d(be, DG_KV(xc), DG_KV(y));
     const dg_tensor *in[1] = { x };
-    if (!rc && dg_needs_record(in, 1)) {
-        dg_node *n = dg_record(op, y, in, 1, pool_bw);
+    if (!rc && dg_op_records()) {
+        dg_node *n = dg_record_op(id, y, in, 1, pool_bw);
         if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
             pool_attr *a = dg_node_attr(n);
@@ -102,7 +102,7 @@ static dg_tensor *pool_run(const char *op, int kind, const dg_tensor *x, const d
     }
     dg_dense_free(xc, x);
     if (rc) {
-        if (!dg_error_since(errs)) DG_ERR(rc, "%s: failed for input %s", op, DG_SHAPE_STR(x));
+        if (!dg_error_since(errs)) DG_ERR(rc, "%s: failed for input %s", dg_op_name(id), DG_SHAPE_STR(x));
         dg_tensor_free(y);
         return NULL;
     }
@@ -114,25 +114,35 @@ dg_pool2d_params dg_pool2d_default_params(void) {
                                .ceil_mode = false, .count_include_pad = false, .dilation = { 1, 1 }, .divisor_override = 0 };
 }
 
-dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p) {
+static dg_tensor *max_pool2d_op(const dg_tensor *x, dg_pool2d_params p) {
     DG_CHECK_PARAMS("max_pool2d", p, dg_pool2d_default_params);
     DG_CHECK_INPUT("max_pool2d", x);
     dg_pool2d_geom g;
     if (!dg_pool2d_make_geom("max_pool2d", false, x, p, &g)) return NULL;
     /* the plain kernels have no dilation: dilated windows take the indices path */
     if (g.dh != 1 || g.dw != 1) return dg_max_pool2d_with_indices(x, p, NULL);
-    return pool_run("max_pool2d", K_MAX, x, &g);
+    return pool_run(DG_OP_MAX_POOL2D, K_MAX, x, &g);
+}
+dg_tensor *dg_max_pool2d(const dg_tensor *x, dg_pool2d_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MAX_POOL2D, DG_OP_IN(x));
+    return dg_op_leave(&f, max_pool2d_op(f.arg[0], p));
 }
 
-dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p) {
+static dg_tensor *avg_pool2d_op(const dg_tensor *x, dg_pool2d_params p) {
     DG_CHECK_PARAMS("avg_pool2d", p, dg_pool2d_default_params);
     DG_CHECK_INPUT("avg_pool2d", x);
     dg_pool2d_geom g;
     if (!dg_pool2d_make_geom("avg_pool2d", true, x, p, &g)) return NULL;
-    return pool_run("avg_pool2d", K_AVG, x, &g);
+    return pool_run(DG_OP_AVG_POOL2D, K_AVG, x, &g);
+}
+dg_tensor *dg_avg_pool2d(const dg_tensor *x, dg_pool2d_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_AVG_POOL2D, DG_OP_IN(x));
+    return dg_op_leave(&f, avg_pool2d_op(f.arg[0], p));
 }
 
-dg_tensor *dg_adaptive_avg_pool2d(const dg_tensor *x, int out_h, int out_w) {
+static dg_tensor *adaptive_avg_pool2d_op(const dg_tensor *x, int out_h, int out_w) {
     DG_CHECK_INPUT("adaptive_avg_pool2d", x);
     DG_CHECK(x->ndim == 4, "adaptive_avg_pool2d: input must be 4-D [N, C, H, W], got %s", DG_SHAPE_STR(x));
     DG_CHECK_FLOAT("adaptive_avg_pool2d", x);
@@ -140,5 +150,10 @@ dg_tensor *dg_adaptive_avg_pool2d(const dg_tensor *x, int out_h, int out_w) {
              out_h, out_w, DG_SHAPE_STR(x));
     DG_CHECK(x->shape[2] > 0 && x->shape[3] > 0, "adaptive_avg_pool2d: input %s has an empty spatial dim", DG_SHAPE_STR(x));
     dg_pool2d_geom g = { .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .oh = out_h, .ow = out_w };
-    return pool_run("adaptive_avg_pool2d", K_ADAPT, x, &g);
+    return pool_run(DG_OP_ADAPTIVE_AVG_POOL2D, K_ADAPT, x, &g);
+}
+dg_tensor *dg_adaptive_avg_pool2d(const dg_tensor *x, int out_h, int out_w) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_ADAPTIVE_AVG_POOL2D, DG_OP_IN(x));
+    return dg_op_leave(&f, adaptive_avg_pool2d_op(f.arg[0], out_h, out_w));
 }

@@ -63,15 +63,40 @@ static dg_tensor *pool1d(const char *op, int kind, const dg_tensor *x, dg_pool1d
     return y;
 }
 
-dg_tensor *dg_max_pool1d(const dg_tensor *x, dg_pool1d_params p) { return pool1d("max_pool1d", 0, x, p, 0, NULL); }
-dg_tensor *dg_max_pool1d_with_indices(const dg_tensor *x, dg_pool1d_params p, dg_tensor **indices) {
+static dg_tensor *max_pool1d_op(const dg_tensor *x, dg_pool1d_params p) { return pool1d("max_pool1d", 0, x, p, 0, NULL); }
+dg_tensor *dg_max_pool1d(const dg_tensor *x, dg_pool1d_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MAX_POOL1D, DG_OP_IN(x));
+    return dg_op_leave(&f, max_pool1d_op(f.arg[0], p));
+}
+static dg_tensor *max_pool1d_with_indices_op(const dg_tensor *x, dg_pool1d_params p, dg_tensor **indices) {
     DG_CHECK_PARAMS("max_pool1d_with_indices", p, dg_pool1d_default_params);
     return pool1d("max_pool1d_with_indices", 0, x, p, 0, indices);
 }
-dg_tensor *dg_avg_pool1d(const dg_tensor *x, dg_pool1d_params p) { return pool1d("avg_pool1d", 1, x, p, 0, NULL); }
-dg_tensor *dg_adaptive_max_pool1d(const dg_tensor *x, int out_l, dg_tensor **indices) {
+dg_tensor *dg_max_pool1d_with_indices(const dg_tensor *x, dg_pool1d_params p, dg_tensor **indices) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MAX_POOL1D_WITH_INDICES, DG_OP_IN(x));
+    return dg_op_leave(&f, max_pool1d_with_indices_op(f.arg[0], p, indices));
+}
+static dg_tensor *avg_pool1d_op(const dg_tensor *x, dg_pool1d_params p) { return pool1d("avg_pool1d", 1, x, p, 0, NULL); }
+dg_tensor *dg_avg_pool1d(const dg_tensor *x, dg_pool1d_params p) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_AVG_POOL1D, DG_OP_IN(x));
+    return dg_op_leave(&f, avg_pool1d_op(f.arg[0], p));
+}
+static dg_tensor *adaptive_max_pool1d_op(const dg_tensor *x, int out_l, dg_tensor **indices) {
     return pool1d("adaptive_max_pool1d", 2, x, dg_pool1d_default_params(), out_l, indices);
 }
-dg_tensor *dg_adaptive_avg_pool1d(const dg_tensor *x, int out_l) {
+dg_tensor *dg_adaptive_max_pool1d(const dg_tensor *x, int out_l, dg_tensor **indices) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_ADAPTIVE_MAX_POOL1D, DG_OP_IN(x));
+    return dg_op_leave(&f, adaptive_max_pool1d_op(f.arg[0], out_l, indices));
+}
+static dg_tensor *adaptive_avg_pool1d_op(const dg_tensor *x, int out_l) {
     return pool1d("adaptive_avg_pool1d", 3, x, dg_pool1d_default_params(), out_l, NULL);
+}
+dg_tensor *dg_adaptive_avg_pool1d(const dg_tensor *x, int out_l) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_ADAPTIVE_AVG_POOL1D, DG_OP_IN(x));
+    return dg_op_leave(&f, adaptive_avg_pool1d_op(f.arg[0], out_l));
 }

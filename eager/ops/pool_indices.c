@@ -22,7 +22,7 @@ static int idx_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
 
 /* Runs the forward on a contiguous copy of x, records the node (saving the indices) and hands
  * the indices to *indices when asked. */
-static dg_tensor *idx_run(const char *op, bool adaptive, const dg_tensor *x, const dg_pool2d_geom *g, dg_tensor **indices) {
+static dg_tensor *idx_run(dg_op_id id, bool adaptive, const dg_tensor *x, const dg_pool2d_geom *g, dg_tensor **indices) {
     uint64_t errs = dg_error_count();
     if (indices) *indices = NULL;
     dg_tensor *xc = dg_dense(x);
@@ -34,8 +34,8 @@ static dg_tensor *idx_run(const char *op, bool adaptive, const dg_tensor *x, con
            : adaptive ? be->adaptive_max_pool2d(be, DG_KV(xc), DG_KV(y), DG_KV(idx))
            : be->max_pool2d_with_indices(be, g, DG_KV(xc), DG_KV(y), DG_KV(idx));
     const dg_tensor *in[1] = { x };
-    if (!rc && dg_needs_record(in, 1)) {
-        dg_node *n = dg_record(op, y, in, 1, idx_bw);
+    if (!rc && dg_op_records()) {
+        dg_node *n = dg_record_op(id, y, in, 1, idx_bw);
         if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
         else {
             idx_attr *a = dg_node_attr(n);
@@ -46,7 +46,7 @@ static dg_tensor *idx_run(const char *op, bool adaptive, const dg_tensor *x, con
     }
     dg_dense_free(xc, x);
     if (rc) {
-        if (!dg_error_since(errs)) DG_ERR(rc, "%s: failed for input %s", op, DG_SHAPE_STR(x));
+        if (!dg_error_since(errs)) DG_ERR(rc, "%s: failed for input %s", dg_op_name(id), DG_SHAPE_STR(x));
         dg_tensor_free(y);
         dg_tensor_free(idx);
         return NULL;
@@ -56,16 +56,21 @@ static dg_tensor *idx_run(const char *op, bool adaptive, const dg_tensor *x, con
     return y;
 }
 
-dg_tensor *dg_max_pool2d_with_indices(const dg_tensor *x, dg_pool2d_params p, dg_tensor **indices) {
+static dg_tensor *max_pool2d_with_indices_op(const dg_tensor *x, dg_pool2d_params p, dg_tensor **indices) {
     DG_CHECK_PARAMS("max_pool2d_with_indices", p, dg_pool2d_default_params);
     if (indices) *indices = NULL;
     DG_CHECK_INPUT("max_pool2d_with_indices", x);
     dg_pool2d_geom g;
     if (!dg_pool2d_make_geom("max_pool2d_with_indices", false, x, p, &g)) return NULL;
-    return idx_run("max_pool2d_with_indices", false, x, &g, indices);
+    return idx_run(DG_OP_MAX_POOL2D_WITH_INDICES, false, x, &g, indices);
+}
+dg_tensor *dg_max_pool2d_with_indices(const dg_tensor *x, dg_pool2d_params p, dg_tensor **indices) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MAX_POOL2D_WITH_INDICES, DG_OP_IN(x));
+    return dg_op_leave(&f, max_pool2d_with_indices_op(f.arg[0], p, indices));
 }
 
-dg_tensor *dg_adaptive_max_pool2d(const dg_tensor *x, int out_h, int out_w, dg_tensor **indices) {
+static dg_tensor *adaptive_max_pool2d_op(const dg_tensor *x, int out_h, int out_w, dg_tensor **indices) {
     if (indices) *indices = NULL;
     DG_CHECK_INPUT("adaptive_max_pool2d", x);
     DG_CHECK(x->ndim == 4, "adaptive_max_pool2d: input must be 4-D [N, C, H, W], got %s", DG_SHAPE_STR(x));
@@ -75,5 +80,10 @@ dg_tensor *dg_adaptive_max_pool2d(const dg_tensor *x, int out_h, int out_w, dg_t
     DG_CHECK(x->shape[2] > 0 && x->shape[3] > 0, "adaptive_max_pool2d: input %s has an empty spatial dim", DG_SHAPE_STR(x));
     dg_pool2d_geom g = { .n = x->shape[0], .c = x->shape[1], .h = x->shape[2], .w = x->shape[3], .oh = out_h, .ow = out_w,
                          .dh = 1, .dw = 1 };
-    return idx_run("adaptive_max_pool2d", true, x, &g, indices);
+    return idx_run(DG_OP_ADAPTIVE_MAX_POOL2D, true, x, &g, indices);
+}
+dg_tensor *dg_adaptive_max_pool2d(const dg_tensor *x, int out_h, int out_w, dg_tensor **indices) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_ADAPTIVE_MAX_POOL2D, DG_OP_IN(x));
+    return dg_op_leave(&f, adaptive_max_pool2d_op(f.arg[0], out_h, out_w, indices));
 }

@@ -44,13 +44,14 @@ static int maxmin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 
-static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *x, const int *axes, int n, bool keepdim) {
+static dg_tensor *reduce_op(dg_op_id id, dg_reduce_op op, const dg_tensor *x, const int *axes, int n, bool keepdim) {
+    const char *name = dg_op_name(id);
     DG_CHECK_INPUT(name, x);
     if (x->dtype == DG_I32 || x->dtype == DG_I64) {
         /* as torch: an integer sum is int64, max/min keep the dtype; summed in float64, so exact
          * while the values and partial sums stay below 2^53 */
         dg_scope *s = dg_scope_begin();
-        dg_tensor *y = reduce_op(name, op, dg_cast(x, DG_F64), axes, n, keepdim);
+        dg_tensor *y = reduce_op(id, op, dg_cast(x, DG_F64), axes, n, keepdim);
         return dg_composite_end(s, y ? dg_cast(y, op == DG_RED_SUM ? DG_I64 : x->dtype) : NULL);
     }
     DG_CHECK_FLOAT(name, x);
@@ -78,8 +79,8 @@ static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *
         if (ykeep) { memcpy(ykeep->shape, shape, sizeof shape); ykeep->ndim = x->ndim; dg_compute_strides(shape, x->ndim, ykeep->stride); }
     }
     const dg_tensor *in[1] = { x };
-    if (dg_needs_record(in, 1)) {
-        dg_node *nd = dg_record(name, y, in, 1, op == DG_RED_SUM ? sum_bw : maxmin_bw);
+    if (dg_op_records()) {
+        dg_node *nd = dg_record_op(id, y, in, 1, op == DG_RED_SUM ? sum_bw : maxmin_bw);
         if (!nd || (op != DG_RED_SUM && (dg_node_save(nd, x) || dg_node_save(nd, ykeep)))) {   /* they said why */
             if (ykeep != y) dg_tensor_free(ykeep);
             dg_tensor_free(y);
@@ -92,11 +93,15 @@ static dg_tensor *reduce_op(const char *name, dg_reduce_op op, const dg_tensor *
     return y;
 }
 
-dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n, bool keepdim) { DG_AUTOCAST(DG_AC_SUM, dg_sum(AC(x), axes, n, keepdim), x); return reduce_op("sum", DG_RED_SUM, x, axes, n, keepdim); }
-dg_tensor *dg_max(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("max", DG_RED_MAX, x, axes, n, keepdim); }
-dg_tensor *dg_min(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_op("min", DG_RED_MIN, x, axes, n, keepdim); }
-dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
-    DG_AUTOCAST(DG_AC_MEAN, dg_mean(AC(x), axes, n, keepdim), x);
+static dg_tensor *reduce_entry(dg_op_id id, dg_reduce_op op, const dg_tensor *x, const int *axes, int n, bool keepdim) {
+    dg_op_frame f;
+    dg_op_enter(&f, id, DG_OP_IN(x));
+    return dg_op_leave(&f, reduce_op(id, op, f.arg[0], axes, n, keepdim));
+}
+dg_tensor *dg_sum(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_entry(DG_OP_SUM, DG_RED_SUM, x, axes, n, keepdim); }
+dg_tensor *dg_max(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_entry(DG_OP_MAX, DG_RED_MAX, x, axes, n, keepdim); }
+dg_tensor *dg_min(const dg_tensor *x, const int *axes, int n, bool keepdim) { return reduce_entry(DG_OP_MIN, DG_RED_MIN, x, axes, n, keepdim); }
+static dg_tensor *mean_op(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     DG_CHECK_INPUT("mean", x);
     DG_CHECK_FLOAT("mean", x);   /* torch refuses an integer mean too: no dtype to infer */
     bool mask[DG_MAX_DIMS];
@@ -109,15 +114,31 @@ dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     if (dg_tracing()) {   /* an exporter's ReduceMean */
         dg_mean_trace_attr at = { .keepdim = keepdim };
         memcpy(at.mask, mask, sizeof mask);
-        dg_trace_composite("mean", y, &x, 1, &at, sizeof at);
+        dg_trace_composite(DG_OP_MEAN, y, &x, 1, &at, sizeof at);
     }
     return dg_composite_end(s, y);
 }
+dg_tensor *dg_mean(const dg_tensor *x, const int *axes, int n, bool keepdim) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MEAN, DG_OP_IN(x));
+    return dg_op_leave(&f, mean_op(f.arg[0], axes, n, keepdim));
+}
 /* checked here too, so that a bad handle is reported under the name the caller used */
-dg_tensor *dg_sum_all(const dg_tensor *x) { DG_CHECK_INPUT("sum_all", x); return dg_sum(x, NULL, 0, false); }
-dg_tensor *dg_mean_all(const dg_tensor *x) { DG_CHECK_INPUT("mean_all", x); return dg_mean(x, NULL, 0, false); }
+static dg_tensor *sum_all_op(const dg_tensor *x) { DG_CHECK_INPUT("sum_all", x); return dg_sum(x, NULL, 0, false); }
+dg_tensor *dg_sum_all(const dg_tensor *x) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SUM_ALL, DG_OP_IN(x));
+    return dg_op_leave(&f, sum_all_op(f.arg[0]));
+}
+static dg_tensor *mean_all_op(const dg_tensor *x) { DG_CHECK_INPUT("mean_all", x); return dg_mean(x, NULL, 0, false); }
+dg_tensor *dg_mean_all(const dg_tensor *x) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_MEAN_ALL, DG_OP_IN(x));
+    return dg_op_leave(&f, mean_all_op(f.arg[0]));
+}
 
-static dg_tensor *arg_op(const char *name, dg_reduce_op op, const dg_tensor *x, int axis, bool keepdim) {
+static dg_tensor *arg_op(dg_op_id id, dg_reduce_op op, const dg_tensor *x, int axis, bool keepdim) {
+    const char *name = dg_op_name(id);
     DG_CHECK_INPUT(name, x);
     DG_CHECK_FLOAT(name, x);
     int a = dg_norm_axis(axis, x->ndim);
@@ -134,8 +155,13 @@ static dg_tensor *arg_op(const char *name, dg_reduce_op op, const dg_tensor *x, 
         y->ndim = x->ndim - 1;
         dg_compute_strides(y->shape, y->ndim, y->stride);
     }
-    dg_trace_value(name, y, &x, 1, &(dg_axis_trace_attr){ a, keepdim }, sizeof(dg_axis_trace_attr));
+    dg_trace_value(id, y, &x, 1, &(dg_axis_trace_attr){ a, keepdim }, sizeof(dg_axis_trace_attr));
     return y;
 }
-dg_tensor *dg_argmax(const dg_tensor *x, int axis, bool keepdim) { return arg_op("argmax", DG_RED_ARGMAX, x, axis, keepdim); }
-dg_tensor *dg_argmin(const dg_tensor *x, int axis, bool keepdim) { return arg_op("argmin", DG_RED_ARGMIN, x, axis, keepdim); }
+static dg_tensor *arg_entry(dg_op_id id, dg_reduce_op op, const dg_tensor *x, int axis, bool keepdim) {
+    dg_op_frame f;
+    dg_op_enter(&f, id, DG_OP_IN(x));
+    return dg_op_leave(&f, arg_op(id, op, f.arg[0], axis, keepdim));
+}
+dg_tensor *dg_argmax(const dg_tensor *x, int axis, bool keepdim) { return arg_entry(DG_OP_ARGMAX, DG_RED_ARGMAX, x, axis, keepdim); }
+dg_tensor *dg_argmin(const dg_tensor *x, int axis, bool keepdim) { return arg_entry(DG_OP_ARGMIN, DG_RED_ARGMIN, x, axis, keepdim); }

@@ -17,7 +17,7 @@ static dg_tensor *shift_right(const dg_tensor *y, int a, int64_t k) {
     return dg_pad(dg_slice(y, a, 0, y->shape[a] - k, 1), pads, 2 * (slot + 1), DG_PAD_CONSTANT, 0.0);
 }
 
-dg_tensor *dg_cumsum(const dg_tensor *x, int axis) {
+static dg_tensor *cumsum_op(const dg_tensor *x, int axis) {
     DG_CHECK_INPUT("cumsum", x);
     DG_CHECK_FLOAT("cumsum", x);
     int a = dg_norm_axis(axis, x->ndim > 0 ? x->ndim : 1);
@@ -26,8 +26,13 @@ dg_tensor *dg_cumsum(const dg_tensor *x, int axis) {
     dg_tensor *y = dg_clone(x);   /* a new tensor even with nothing to add, as torch's */
     int64_t n = x->ndim > 0 ? x->shape[a] : 1;
     for (int64_t k = 1; k < n && y; k *= 2) y = dg_add(y, shift_right(y, a, k));
-    dg_trace_composite("cumsum", y, &x, 1, &(dg_axis_trace_attr){ a, false }, sizeof(dg_axis_trace_attr));   /* ONNX CumSum */
+    dg_trace_composite(DG_OP_CUMSUM, y, &x, 1, &(dg_axis_trace_attr){ a, false }, sizeof(dg_axis_trace_attr));   /* ONNX CumSum */
     return dg_composite_end(s, y);
+}
+dg_tensor *dg_cumsum(const dg_tensor *x, int axis) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CUMSUM, DG_OP_IN(x));
+    return dg_op_leave(&f, cumsum_op(f.arg[0], axis));
 }
 
 /* the product along axis a, kept as size 1 */
@@ -46,7 +51,7 @@ static dg_tensor *prod_axis(dg_tensor *y, int a) {
     return y;
 }
 
-dg_tensor *dg_prod(const dg_tensor *x, const int *axes, int n, bool keepdim) {
+static dg_tensor *prod_op(const dg_tensor *x, const int *axes, int n, bool keepdim) {
     DG_CHECK_INPUT("prod", x);
     DG_CHECK_FLOAT("prod", x);
     DG_CHECK(n >= 0 && (n == 0 || axes), "prod: %d axes given%s for %s", n, axes ? "" : " with a NULL array", DG_SHAPE_STR(x));
@@ -68,4 +73,9 @@ dg_tensor *dg_prod(const dg_tensor *x, const int *axes, int n, bool keepdim) {
         y = dg_reshape(y, out);
     }
     return dg_composite_end(s, y);
+}
+dg_tensor *dg_prod(const dg_tensor *x, const int *axes, int n, bool keepdim) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_PROD, DG_OP_IN(x));
+    return dg_op_leave(&f, prod_op(f.arg[0], axes, n, keepdim));
 }

@@ -7,7 +7,7 @@
  * the index reached (a where, which gives x's gradient 0 there, as torch's). */
 #include "op_util.h"
 
-typedef struct { int axis; } scatter_attr;
+typedef dg_ix_attr scatter_attr;   /* op_attrs.h */
 
 static int scatter_into_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     int a = ((scatter_attr *)dg_node_attr(n))->axis;
@@ -33,8 +33,8 @@ static dg_tensor *scatter_into(const dg_tensor *src, const dg_tensor *ix, int a,
     for (int i = a + 1; i < ix->ndim; i++) inner *= ix->shape[i];
     DG_TRY_KERNEL(DG_KCALL(z, scatter_add, DG_KV(src), DG_KV(ix), DG_KV(z), outer, xdim, ix->shape[a], inner), z);
     const dg_tensor *in[1] = { src };
-    if (dg_needs_record(in, 1)) {
-        dg_node *n = dg_record("scatter_add", z, in, 1, scatter_into_bw);
+    if (dg_needs_record(in, 1)) {   /* a helper of scatter and scatter_add: its own input decides */
+        dg_node *n = dg_record_op(DG_OP_SCATTER_ADD, z, in, 1, scatter_into_bw);
         if (!n || dg_node_save(n, ix)) { dg_tensor_free(z); return NULL; }   /* record/save said why */
         ((scatter_attr *)dg_node_attr(n))->axis = a;
     }
@@ -42,9 +42,9 @@ static dg_tensor *scatter_into(const dg_tensor *src, const dg_tensor *ix, int a,
 }
 
 /* to a trace, both are one op (ONNX ScatterElements), not the zeros, counts and padding above */
-static void trace_scatter(const char *name, const dg_tensor *y, const dg_tensor *x, const dg_tensor *index, const dg_tensor *src,
+static void trace_scatter(dg_op_id id, const dg_tensor *y, const dg_tensor *x, const dg_tensor *index, const dg_tensor *src,
                           int a) {
-    dg_trace_composite(name, y, (const dg_tensor *[]){ x, index, src }, 3, &(dg_axis_trace_attr){ a, false },
+    dg_trace_composite(id, y, (const dg_tensor *[]){ x, index, src }, 3, &(dg_axis_trace_attr){ a, false },
                        sizeof(dg_axis_trace_attr));
 }
 
@@ -94,7 +94,7 @@ static dg_tensor *pad_to(const dg_tensor *z, const dg_tensor *x) {
     return any ? dg_pad(z, pads, 2 * x->ndim, DG_PAD_CONSTANT, 0.0) : (dg_tensor *)z;
 }
 
-dg_tensor *dg_scatter_add(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src) {
+static dg_tensor *scatter_add_op(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src) {
     int a = 0;
     if (!check_scatter("scatter_add", x, axis, index, src, &a)) return NULL;
     if (index->numel == 0) return dg_clone(x);
@@ -102,11 +102,16 @@ dg_tensor *dg_scatter_add(const dg_tensor *x, int axis, const dg_tensor *index, 
     dg_tensor *ic = dg_contiguous(index), *sb = src_block(src, index);
     dg_tensor *z = ic && sb ? pad_to(scatter_into(sb, ic, a, x->shape[a]), x) : NULL;
     dg_tensor *y = z ? dg_add(x, z) : NULL;
-    trace_scatter("scatter_add", y, x, index, src, a);
+    trace_scatter(DG_OP_SCATTER_ADD, y, x, index, src, a);
     return dg_composite_end(s, y);
 }
+dg_tensor *dg_scatter_add(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SCATTER_ADD, DG_OP_IN(x, index, src));
+    return dg_op_leave(&f, scatter_add_op(f.arg[0], axis, f.arg[1], f.arg[2]));
+}
 
-dg_tensor *dg_scatter(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src) {
+static dg_tensor *scatter_op(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src) {
     int a = 0;
     if (!check_scatter("scatter", x, axis, index, src, &a)) return NULL;
     if (index->numel == 0) return dg_clone(x);
@@ -127,7 +132,12 @@ dg_tensor *dg_scatter(const dg_tensor *x, int axis, const dg_tensor *index, cons
         dg_tensor *zero = dg_full_on(x, DG_SCALAR_SHAPE, 0.0, x->dtype);
         dg_tensor *vals = pad_to(scatter_into(sb, ic, a, x->shape[a]), x);
         y = zero && vals ? dg_where(dg_greater(count, zero), vals, x) : NULL;
-        trace_scatter("scatter", y, x, index, src, a);
+        trace_scatter(DG_OP_SCATTER, y, x, index, src, a);
     }
     return dg_composite_end(s, y);
+}
+dg_tensor *dg_scatter(const dg_tensor *x, int axis, const dg_tensor *index, const dg_tensor *src) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SCATTER, DG_OP_IN(x, index, src));
+    return dg_op_leave(&f, scatter_op(f.arg[0], axis, f.arg[1], f.arg[2]));
 }

@@ -8,11 +8,11 @@ typedef dg_shape_attr shape_attr;   /* eager/ops/op_attrs.h */
 /* Records a one-input node on y when x needs grad. true, with *node the node (NULL when none
  * was needed; node may be NULL); false when recording was needed and failed (dg_record said
  * why): the caller frees y and fails, since y without its node would cut the graph. */
-static bool record1(const char *name, dg_tensor *y, const dg_tensor *x, dg_backward_fn bw, dg_node **node) {
+static bool record1(dg_op_id id, dg_tensor *y, const dg_tensor *x, dg_backward_fn bw, dg_node **node) {
     const dg_tensor *in[1] = { x };
     if (node) *node = NULL;
-    if (!dg_needs_record(in, 1)) return true;
-    dg_node *n = dg_record(name, y, in, 1, bw);
+    if (!dg_op_records()) return true;
+    dg_node *n = dg_record_op(id, y, in, 1, bw);
     if (node) *node = n;
     return n != NULL;
 }
@@ -20,39 +20,54 @@ static bool record1(const char *name, dg_tensor *y, const dg_tensor *x, dg_backw
 /* ---- contiguous / clone / cast / to_device ---- */
 static int copy_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = (dg_tensor *)g; return 0; }
 
-static dg_tensor *copy_op(const char *name, const dg_tensor *x, bool record) {
+static dg_tensor *copy_op(dg_op_id id, const dg_tensor *x, bool record) {
     dg_tensor *y = dg_new_like(x);
     if (!y) return NULL;
     DG_TRY_KERNEL(DG_KCALL(x, copy, DG_KV(x), DG_KV(y)), y);
-    if (record && !record1(name, y, x, copy_bw, NULL)) { dg_tensor_free(y); return NULL; }
+    if (record && !record1(id, y, x, copy_bw, NULL)) { dg_tensor_free(y); return NULL; }
     return y;
 }
 
-dg_tensor *dg_contiguous(const dg_tensor *x) {
+static dg_tensor *contiguous_op(const dg_tensor *x) {
     DG_CHECK_INPUT("contiguous", x);
     if (dg_is_contiguous(x)) {
         /* a fresh handle on the same storage, carrying x's history */
         dg_tensor *y = dg_tensor_view(x, x->ndim, x->shape, x->stride, x->offset);
-        if (y && !record1("contiguous", y, x, copy_bw, NULL)) { dg_tensor_free(y); return NULL; }
+        if (y && !record1(DG_OP_CONTIGUOUS, y, x, copy_bw, NULL)) { dg_tensor_free(y); return NULL; }
         return y;
     }
-    return copy_op("contiguous", x, true);
+    return copy_op(DG_OP_CONTIGUOUS, x, true);
 }
-dg_tensor *dg_clone(const dg_tensor *x) { DG_CHECK_INPUT("clone", x); return copy_op("clone", x, true); }
+dg_tensor *dg_contiguous(const dg_tensor *x) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CONTIGUOUS, DG_OP_IN(x));
+    return dg_op_leave(&f, contiguous_op(f.arg[0]));
+}
+static dg_tensor *clone_op(const dg_tensor *x) { DG_CHECK_INPUT("clone", x); return copy_op(DG_OP_CLONE, x, true); }
+dg_tensor *dg_clone(const dg_tensor *x) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CLONE, DG_OP_IN(x));
+    return dg_op_leave(&f, clone_op(f.arg[0]));
+}
 
 static int cast_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_cast(g, dg_node_input_dtype(n, 0)); return 0; }
-dg_tensor *dg_cast(const dg_tensor *x, dg_dtype dt) {
+static dg_tensor *cast_op(const dg_tensor *x, dg_dtype dt) {
     DG_CHECK_INPUT("cast", x);
     DG_CHECK(dg_dtype_bytes(dt), "cast: invalid target dtype %d", (int)dt);
     dg_tensor *y = dg_new_on(x, x->shape, x->ndim, dt);
     if (!y) return NULL;
     DG_TRY_KERNEL(DG_KCALL(x, copy, DG_KV(x), DG_KV(y)), y);
-    if (dg_dtype_is_float(x->dtype) && dg_dtype_is_float(dt) && !record1("cast", y, x, cast_bw, NULL)) {
+    if (dg_dtype_is_float(x->dtype) && dg_dtype_is_float(dt) && !record1(DG_OP_CAST, y, x, cast_bw, NULL)) {
         dg_tensor_free(y);
         return NULL;
     }
-    dg_trace_value("cast", y, &x, 1, NULL, 0);   /* an integer or bool cast records no node */
+    dg_trace_value(DG_OP_CAST, y, &x, 1, NULL, 0);   /* an integer or bool cast records no node */
     return y;
+}
+dg_tensor *dg_cast(const dg_tensor *x, dg_dtype dt) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_CAST, DG_OP_IN(x));
+    return dg_op_leave(&f, cast_op(f.arg[0], dt));
 }
 
 /* Device to device through a host buffer: the download waits for the source's queued work. */
@@ -67,7 +82,7 @@ static int stage_through_host(const dg_backend *to, void *dst, const dg_backend 
 }
 
 static int to_device_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_to_device(g, SATTR(n)->dev); return 0; }
-dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
+static dg_tensor *to_device_op(const dg_tensor *x, dg_device dev) {
     DG_CHECK_INPUT("to_device", x);
     uint64_t errs = dg_error_count();
     const dg_backend *be = dg_backend_for(dev);
@@ -104,9 +119,14 @@ dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
     if (!y) return NULL;
     if (rc) { dg_tensor_free(y); return NULL; }
     dg_node *n;
-    if (!record1("to_device", y, x, to_device_bw, &n)) { dg_tensor_free(y); return NULL; }
+    if (!record1(DG_OP_TO_DEVICE, y, x, to_device_bw, &n)) { dg_tensor_free(y); return NULL; }
     if (n) SATTR(n)->dev = src;
     return y;
+}
+dg_tensor *dg_to_device(const dg_tensor *x, dg_device dev) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_TO_DEVICE, DG_OP_IN(x));
+    return dg_op_leave(&f, to_device_op(f.arg[0], dev));
 }
 
 /* ---- reshape ---- */
@@ -119,7 +139,7 @@ static bool view_strides(const dg_tensor *x, const int64_t *shape, int nd, int64
     return true;
 }
 
-dg_tensor *dg_reshape(const dg_tensor *x, dg_shape s) {
+static dg_tensor *reshape_op(const dg_tensor *x, dg_shape s) {
     DG_CHECK_INPUT("reshape", x);
     DG_CHECK(s.ndim >= 0 && s.ndim <= DG_MAX_DIMS, "reshape: %d dims", s.ndim);
     int infer = -1;
@@ -152,11 +172,16 @@ dg_tensor *dg_reshape(const dg_tensor *x, dg_shape s) {
     }
     dg_tensor *y = dg_tensor_view(src, s.ndim, s.d, stride, src->offset);
     dg_tensor_free(tmp);
-    if (y && !record1("reshape", y, x, reshape_bw, NULL)) { dg_tensor_free(y); return NULL; }
+    if (y && !record1(DG_OP_RESHAPE, y, x, reshape_bw, NULL)) { dg_tensor_free(y); return NULL; }
     return y;
 }
+dg_tensor *dg_reshape(const dg_tensor *x, dg_shape s) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_RESHAPE, DG_OP_IN(x));
+    return dg_op_leave(&f, reshape_op(f.arg[0], s));
+}
 
-dg_tensor *dg_flatten(const dg_tensor *x, int start, int stop) {
+static dg_tensor *flatten_op(const dg_tensor *x, int start, int stop) {
     DG_CHECK_INPUT("flatten", x);
     if (x->ndim == 0) return dg_reshape(x, DG_SHAPE(1));
     int a = dg_norm_axis(start, x->ndim), b = dg_norm_axis(stop, x->ndim);
@@ -169,6 +194,11 @@ dg_tensor *dg_flatten(const dg_tensor *x, int start, int stop) {
     for (int i = b + 1; i < x->ndim; i++) s.d[s.ndim++] = x->shape[i];
     return dg_reshape(x, s);
 }
+dg_tensor *dg_flatten(const dg_tensor *x, int start, int stop) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_FLATTEN, DG_OP_IN(x));
+    return dg_op_leave(&f, flatten_op(f.arg[0], start, stop));
+}
 
 /* ---- permute / transpose ---- */
 static int permute_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
@@ -177,7 +207,7 @@ static int permute_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     gi[0] = dg_permute(g, inv);
     return 0;
 }
-dg_tensor *dg_permute(const dg_tensor *x, const int *perm) {
+static dg_tensor *permute_op(const dg_tensor *x, const int *perm) {
     DG_CHECK_INPUT("permute", x);
     DG_CHECK(perm, "permute: perm is NULL");
     int64_t shape[DG_MAX_DIMS], stride[DG_MAX_DIMS];
@@ -192,11 +222,16 @@ dg_tensor *dg_permute(const dg_tensor *x, const int *perm) {
     dg_tensor *y = dg_tensor_view(x, x->ndim, shape, stride, x->offset);
     if (!y) return NULL;
     dg_node *n;
-    if (!record1("permute", y, x, permute_bw, &n)) { dg_tensor_free(y); return NULL; }
+    if (!record1(DG_OP_PERMUTE, y, x, permute_bw, &n)) { dg_tensor_free(y); return NULL; }
     if (n) for (int i = 0; i < x->ndim; i++) SATTR(n)->perm[i] = dg_norm_axis(perm[i], x->ndim);
     return y;
 }
-dg_tensor *dg_transpose(const dg_tensor *x, int a0, int a1) {
+dg_tensor *dg_permute(const dg_tensor *x, const int *perm) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_PERMUTE, DG_OP_IN(x));
+    return dg_op_leave(&f, permute_op(f.arg[0], perm));
+}
+static dg_tensor *transpose_op(const dg_tensor *x, int a0, int a1) {
     DG_CHECK_INPUT("transpose", x);
     int a = dg_norm_axis(a0, x->ndim), b = dg_norm_axis(a1, x->ndim);
     DG_CHECK(a >= 0 && b >= 0 && x->ndim > 0, "transpose: axes %d, %d invalid for %s", a0, a1, DG_SHAPE_STR(x));
@@ -206,9 +241,14 @@ dg_tensor *dg_transpose(const dg_tensor *x, int a0, int a1) {
     perm[b] = a;
     return dg_permute(x, perm);
 }
+dg_tensor *dg_transpose(const dg_tensor *x, int a0, int a1) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_TRANSPOSE, DG_OP_IN(x));
+    return dg_op_leave(&f, transpose_op(f.arg[0], a0, a1));
+}
 
 /* ---- squeeze / unsqueeze ---- */
-dg_tensor *dg_squeeze(const dg_tensor *x, int axis) {
+static dg_tensor *squeeze_op(const dg_tensor *x, int axis) {
     DG_CHECK_INPUT("squeeze", x);
     dg_shape s = { .ndim = 0 };
     int a = (axis >= -x->ndim && axis < x->ndim) ? dg_norm_axis(axis, x->ndim) : -1;
@@ -217,7 +257,12 @@ dg_tensor *dg_squeeze(const dg_tensor *x, int axis) {
         if (!(x->shape[i] == 1 && (a < 0 || a == i))) s.d[s.ndim++] = x->shape[i];
     return dg_reshape(x, s);
 }
-dg_tensor *dg_unsqueeze(const dg_tensor *x, int axis) {
+dg_tensor *dg_squeeze(const dg_tensor *x, int axis) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SQUEEZE, DG_OP_IN(x));
+    return dg_op_leave(&f, squeeze_op(f.arg[0], axis));
+}
+static dg_tensor *unsqueeze_op(const dg_tensor *x, int axis) {
     DG_CHECK_INPUT("unsqueeze", x);
     DG_CHECK(x->ndim < DG_MAX_DIMS, "unsqueeze: %s already has %d dims", DG_SHAPE_STR(x), DG_MAX_DIMS);
     int a = axis < 0 ? axis + x->ndim + 1 : axis;
@@ -226,10 +271,15 @@ dg_tensor *dg_unsqueeze(const dg_tensor *x, int axis) {
     for (int i = 0, j = 0; i < s.ndim; i++) s.d[i] = i == a ? 1 : x->shape[j++];
     return dg_reshape(x, s);
 }
+dg_tensor *dg_unsqueeze(const dg_tensor *x, int axis) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_UNSQUEEZE, DG_OP_IN(x));
+    return dg_op_leave(&f, unsqueeze_op(f.arg[0], axis));
+}
 
 /* ---- expand ---- */
 static int expand_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_sum_to(g, dg_node_input_shape(n, 0)); return 0; }
-dg_tensor *dg_expand(const dg_tensor *x, dg_shape s) {
+static dg_tensor *expand_op(const dg_tensor *x, dg_shape s) {
     DG_CHECK_INPUT("expand", x);
     DG_CHECK(s.ndim >= x->ndim && s.ndim <= DG_MAX_DIMS, "expand: cannot expand %s to %d dims", DG_SHAPE_STR(x), s.ndim);
     for (int i = 0; i < s.ndim; i++) {
@@ -240,8 +290,13 @@ dg_tensor *dg_expand(const dg_tensor *x, dg_shape s) {
                  (long long)dx, (long long)s.d[i]);
     }
     dg_tensor *y = dg_broadcast_view(x, s.d, s.ndim);
-    if (y && !record1("expand", y, x, expand_bw, NULL)) { dg_tensor_free(y); return NULL; }
+    if (y && !record1(DG_OP_EXPAND, y, x, expand_bw, NULL)) { dg_tensor_free(y); return NULL; }
     return y;
+}
+dg_tensor *dg_expand(const dg_tensor *x, dg_shape s) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_EXPAND, DG_OP_IN(x));
+    return dg_op_leave(&f, expand_op(f.arg[0], s));
 }
 
 /* ---- slice ---- */
@@ -262,7 +317,7 @@ static int slice_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     gi[0] = z;
     return rc;
 }
-dg_tensor *dg_slice(const dg_tensor *x, int axis, int64_t start, int64_t end, int64_t step) {
+static dg_tensor *slice_op(const dg_tensor *x, int axis, int64_t start, int64_t end, int64_t step) {
     DG_CHECK_INPUT("slice", x);
     int a = dg_norm_axis(axis, x->ndim);
     DG_CHECK(a >= 0 && x->ndim > 0, "slice: axis %d invalid for %s", axis, DG_SHAPE_STR(x));
@@ -282,9 +337,14 @@ dg_tensor *dg_slice(const dg_tensor *x, int axis, int64_t start, int64_t end, in
     dg_tensor *y = dg_tensor_view(x, x->ndim, shape, stride, x->offset + start * x->stride[a]);
     if (!y) return NULL;
     dg_node *n;
-    if (!record1("slice", y, x, slice_bw, &n)) { dg_tensor_free(y); return NULL; }
+    if (!record1(DG_OP_SLICE, y, x, slice_bw, &n)) { dg_tensor_free(y); return NULL; }
     if (n) { SATTR(n)->a = a; SATTR(n)->b = start; SATTR(n)->c = step; }
     return y;
+}
+dg_tensor *dg_slice(const dg_tensor *x, int axis, int64_t start, int64_t end, int64_t step) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SLICE, DG_OP_IN(x));
+    return dg_op_leave(&f, slice_op(f.arg[0], axis, start, end, step));
 }
 
 /* ---- concat / split ---- */
@@ -320,14 +380,14 @@ static dg_tensor *concat_some(dg_tensor *const *xs, int n, int a) {
     /* the inputs as the tape takes them: read-only */
     const dg_tensor *const *in = (const dg_tensor *const *)xs;
     if (dg_needs_record(in, n)) {
-        dg_node *nd = dg_record("concat", y, in, n, concat_bw);
+        dg_node *nd = dg_record_op(DG_OP_CONCAT, y, in, n, concat_bw);
         if (!nd) { dg_tensor_free(y); return NULL; }
         SATTR(nd)->a = a;
     }
     return y;
 }
 
-dg_tensor *dg_concat(dg_tensor *const *xs, int n, int axis) {
+static dg_tensor *concat_op(dg_tensor *const *xs, int n, int axis) {
     DG_CHECK(xs && n > 0, "concat: no inputs");
     for (int i = 0; i < n; i++) DG_CHECK_INPUT("concat", xs[i]);
     const dg_tensor *x0 = xs[0];
@@ -354,8 +414,13 @@ dg_tensor *dg_concat(dg_tensor *const *xs, int n, int axis) {
     }
     return concat_some(xs, n, a);
 }
+dg_tensor *dg_concat(dg_tensor *const *xs, int n, int axis) {
+    dg_op_frame f;   /* the profiler sees the first DG_OP_MAX_IN inputs; concat_some decides on recording for all */
+    dg_op_enter(&f, DG_OP_CONCAT, (const dg_tensor *const *)xs, xs && n > 0 ? n : 0);
+    return dg_op_leave(&f, concat_op(xs, n, axis));
+}
 
-int dg_split(const dg_tensor *x, int n, const int64_t *sizes, int axis, dg_tensor **out) {
+static int split_op(const dg_tensor *x, int n, const int64_t *sizes, int axis, dg_tensor **out) {
     DG_CHECK_INPUT_INT("split", x);
     DG_CHECK_INT(out && n > 0, "split: need n > 0 and an output array");
     int a = dg_norm_axis(axis, x->ndim);
@@ -372,4 +437,10 @@ int dg_split(const dg_tensor *x, int n, const int64_t *sizes, int axis, dg_tenso
         off += len;
     }
     return 0;
+}
+int dg_split(const dg_tensor *x, int n, const int64_t *sizes, int axis, dg_tensor **out) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SPLIT, DG_OP_IN(x));
+    int rc = split_op(f.arg[0], n, sizes, axis, out);
+    return dg_op_leave_status(&f, rc, out, rc == 0 ? n : 0);
 }

@@ -25,7 +25,8 @@ static int softmax_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return gi[0] ? 0 : DG_EINVAL;
 }
 
-static dg_tensor *softmax_op(const char *name, const dg_tensor *x, int axis, bool lg) {
+static dg_tensor *softmax_op(dg_op_id id, const dg_tensor *x, int axis, bool lg) {
+    const char *name = dg_op_name(id);
     DG_CHECK_INPUT(name, x);
     DG_CHECK_FLOAT(name, x);
     int a = x->ndim == 0 ? 0 : dg_norm_axis(axis, x->ndim);
@@ -39,8 +40,8 @@ static dg_tensor *softmax_op(const char *name, const dg_tensor *x, int axis, boo
     dg_scope_end(s);
     if (!y) return NULL;
     const dg_tensor *in[1] = { x };
-    if (dg_needs_record(in, 1)) {
-        dg_node *n = dg_record(name, y, in, 1, softmax_bw);
+    if (dg_op_records()) {
+        dg_node *n = dg_record_op(id, y, in, 1, softmax_bw);
         if (!n || dg_node_save(n, y)) { dg_tensor_free(y); return NULL; }   /* record/save said why */
         sm_attr *at = dg_node_attr(n);
         at->axis = a;
@@ -49,5 +50,10 @@ static dg_tensor *softmax_op(const char *name, const dg_tensor *x, int axis, boo
     return y;
 }
 
-dg_tensor *dg_softmax(const dg_tensor *x, int axis) { DG_AUTOCAST(DG_AC_SOFTMAX, dg_softmax(AC(x), axis), x); return softmax_op("softmax", x, axis, false); }
-dg_tensor *dg_log_softmax(const dg_tensor *x, int axis) { DG_AUTOCAST(DG_AC_LOG_SOFTMAX, dg_log_softmax(AC(x), axis), x); return softmax_op("log_softmax", x, axis, true); }
+static dg_tensor *softmax_entry(dg_op_id id, const dg_tensor *x, int axis, bool lg) {
+    dg_op_frame f;
+    dg_op_enter(&f, id, DG_OP_IN(x));
+    return dg_op_leave(&f, softmax_op(id, f.arg[0], axis, lg));
+}
+dg_tensor *dg_softmax(const dg_tensor *x, int axis) { return softmax_entry(DG_OP_SOFTMAX, x, axis, false); }
+dg_tensor *dg_log_softmax(const dg_tensor *x, int axis) { return softmax_entry(DG_OP_LOG_SOFTMAX, x, axis, true); }

@@ -47,20 +47,25 @@ static dg_tensor *take_along(const dg_tensor *x, const dg_tensor *idx, int a) {
 /* To a trace, sort and topk are ONNX's TopK (sort: k the axis length): the indices as a value
  * (they have no node) and the values, the gather of x at them, as a composite right after it,
  * paired so that one TopK node writes both. A 0-d x (reshaped around the gather) is not described. */
-static void trace_topk(const char *name, const char *ix_name, const dg_tensor *x, int64_t k, int a, bool largest,
+static void trace_topk(dg_op_id id, dg_op_id ix_id, const dg_tensor *x, int64_t k, int a, bool largest,
                        const dg_tensor *v, const dg_tensor *ix) {
     if (!dg_tracing() || x->ndim == 0) return;
     dg_topk_trace_attr at = { .k = k, .axis = a, .largest = largest, .paired = v && v->node && ix };
-    if (ix) dg_trace_value(ix_name, ix, &x, 1, &at, sizeof at);
-    if (v) dg_trace_composite(name, v, &x, 1, &at, sizeof at);
+    if (ix) dg_trace_value(ix_id, ix, &x, 1, &at, sizeof at);
+    if (v) dg_trace_composite(id, v, &x, 1, &at, sizeof at);
 }
 
-dg_tensor *dg_argsort(const dg_tensor *x, int axis, bool descending) {
+static dg_tensor *argsort_op(const dg_tensor *x, int axis, bool descending) {
     int a = 0;
     if (check_sort_args("argsort", x, axis, &a)) return NULL;
     dg_tensor *ix = argsort_impl(x, a, descending);
-    if (ix) trace_topk(NULL, "argsort", x, x->ndim ? x->shape[a] : 1, a, descending, NULL, ix);
+    if (ix) trace_topk(DG_OP_ARGSORT, DG_OP_ARGSORT, x, x->ndim ? x->shape[a] : 1, a, descending, NULL, ix);
     return ix;
+}
+dg_tensor *dg_argsort(const dg_tensor *x, int axis, bool descending) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_ARGSORT, DG_OP_IN(x));
+    return dg_op_leave(&f, argsort_op(f.arg[0], axis, descending));
 }
 
 /* Hands the wanted results to the caller's scope; 0, or the failure's status. */
@@ -72,7 +77,7 @@ static int deliver(dg_scope *s, dg_tensor *v, dg_tensor *ix, dg_tensor **values,
     return ok ? 0 : (dg_last_status() ? dg_last_status() : DG_ENOMEM);
 }
 
-int dg_sort(const dg_tensor *x, int axis, bool descending, dg_tensor **values, dg_tensor **indices) {
+static int sort_op(const dg_tensor *x, int axis, bool descending, dg_tensor **values, dg_tensor **indices) {
     if (values) *values = NULL;
     if (indices) *indices = NULL;
     int a = 0;
@@ -82,11 +87,11 @@ int dg_sort(const dg_tensor *x, int axis, bool descending, dg_tensor **values, d
     dg_scope *s = dg_scope_begin();
     dg_tensor *ix = argsort_impl(x, a, descending);
     dg_tensor *v = ix && values ? take_along(x, ix, a) : NULL;
-    if (ix) trace_topk("sort", "sort_indices", x, x->ndim ? x->shape[a] : 1, a, descending, v, ix);
+    if (ix) trace_topk(DG_OP_SORT, DG_OP_SORT_INDICES, x, x->ndim ? x->shape[a] : 1, a, descending, v, ix);
     return deliver(s, v, ix, values, indices);
 }
 
-int dg_topk(const dg_tensor *x, int64_t k, int axis, bool largest, dg_tensor **values, dg_tensor **indices) {
+static int topk_op(const dg_tensor *x, int64_t k, int axis, bool largest, dg_tensor **values, dg_tensor **indices) {
     if (values) *values = NULL;
     if (indices) *indices = NULL;
     int a = 0;
@@ -101,6 +106,28 @@ int dg_topk(const dg_tensor *x, int64_t k, int axis, bool largest, dg_tensor **v
     dg_tensor *ix = argsort_impl(x, a, largest);
     if (ix && x->ndim > 0 && k < size) ix = dg_contiguous(dg_slice(ix, a, 0, k, 1));
     dg_tensor *v = ix && values ? take_along(x, ix, a) : NULL;
-    if (ix) trace_topk("topk", "topk_indices", x, k, a, largest, v, ix);
+    if (ix) trace_topk(DG_OP_TOPK, DG_OP_TOPK_INDICES, x, k, a, largest, v, ix);
     return deliver(s, v, ix, values, indices);
+}
+
+int dg_sort(const dg_tensor *x, int axis, bool descending, dg_tensor **values, dg_tensor **indices) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_SORT, DG_OP_IN(x));
+    int rc = sort_op(f.arg[0], axis, descending, values, indices);
+    dg_tensor *outs[2] = { values ? *values : NULL, indices ? *indices : NULL };
+    rc = dg_op_leave_status(&f, rc, outs, 2);
+    if (values) *values = outs[0];
+    if (indices) *indices = outs[1];
+    return rc;
+}
+
+int dg_topk(const dg_tensor *x, int64_t k, int axis, bool largest, dg_tensor **values, dg_tensor **indices) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_TOPK, DG_OP_IN(x));
+    int rc = topk_op(f.arg[0], k, axis, largest, values, indices);
+    dg_tensor *outs[2] = { values ? *values : NULL, indices ? *indices : NULL };
+    rc = dg_op_leave_status(&f, rc, outs, 2);
+    if (values) *values = outs[0];
+    if (indices) *indices = outs[1];
+    return rc;
 }

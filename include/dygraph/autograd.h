@@ -50,6 +50,14 @@ DG_API void dg_no_grad_begin(void);
 DG_API void dg_no_grad_end(void);
 DG_API bool dg_is_grad_enabled(void);
 
+/* Anomaly mode (torch.autograd.detect_anomaly): every op's output and every backward rule's
+ * gradients are checked for NaN and infinity, and the first one found fails the op (NULL) or the
+ * backward walk with a message naming the op, its inputs' shapes, the layer that called it and,
+ * for a gradient, the forward op that recorded the node. Costs a copy of every output to the
+ * host: a debugging mode. Also on with DG_ANOMALY=1 in the environment. Process-wide. */
+DG_API void dg_set_anomaly(bool on);
+DG_API bool dg_anomaly_enabled(void);
+
 /* Called on a leaf once its gradient for this backward pass is complete (every contribution
  * accumulated). DataParallel starts a bucket's all-reduce from here. */
 typedef void (*dg_grad_hook)(dg_tensor *leaf, void *user);

@@ -66,6 +66,12 @@ DG_API int dg_params_check(const char *op, uint32_t params_tag, const char *defa
 #define DG_CHECK_HANDLE_INT(p, ...) do { if (!(p)) { DG_PROPAGATE(DG_EINVAL, __VA_ARGS__); return DG_EINVAL; } } while (0)
 /* A tensor argument: NULL propagates, a freed or stale handle is an error naming op. */
 #define DG_CHECK_TENSOR(op, t) do { if (dg_tensor_check((op), #t, (t)) != 0) return NULL; } while (0)
+
+/* The layer (or any caller) that ops run on behalf of, for anomaly mode's messages: push before
+ * running a forward and pop after; describe(obj, buf, len) writes its name when a message needs
+ * it. nn/ pushes each layer it runs while dg_anomaly_enabled(). Per thread, nesting. */
+DG_API void dg_op_context_push(void (*describe)(const void *obj, char *buf, size_t len), const void *obj);
+DG_API void dg_op_context_pop(void);
 #define DG_CHECK_TENSOR_INT(op, t) do { int rc_ = dg_tensor_check((op), #t, (t)); if (rc_) return rc_; } while (0)
 
 /* The address of element 0 on the tensor's device: host memory for a CPU tensor, device memory

@@ -1,0 +1,223 @@
+/* eager/ops/op_entry.c — the registry's table (built from registry.h's one list) and the entry
+ * path every built-in op passes through (op_entry.h): autocast's casts, the recording decision,
+ * the backend's entries, the profiler range and anomaly mode's checks, in one place. */
+#include "op_util.h"
+#include "op_entry.h"
+#include "../profiler.h"
+#include <math.h>
+
+/* MERGE-PENDING: the backend entry list (dg_be_entry, dg_backend_require) is being written beside
+ * this; until it lands the field names are only checked to exist. */
+typedef int dg_be_entry;
+#define DG_BE_BIT(entry) ((uint64_t)0 * sizeof(((dg_backend *)0)->entry))
+static uint64_t dg_backend_missing_mask(const dg_backend *be) { (void)be; return 0; }
+static int dg_backend_require(const dg_backend *be, const dg_be_entry *e, int n, dg_dtype dt, const char *op) {
+    (void)be; (void)e; (void)n; (void)dt; (void)op; return 0;
+}
+
+/* registry columns -> values */
+#define NONE DG_AC_NONE
+#define FOLLOW DG_AC_FOLLOW
+#define WHITE DG_AC_WHITE
+#define BLACK DG_AC_BLACK
+#define PRIM DG_OPK_PRIM
+#define COMPOSITE DG_OPK_COMPOSITE
+#define PART DG_OPK_PART
+#define ONNX(fn) DG_ONNX_MAPPED
+#define PARTS DG_ONNX_PARTS
+#define NO_ONNX DG_ONNX_NONE
+#define BE(entry) DG_BE_BIT(entry)
+
+const dg_op_info dg_op_table[DG_OP_COUNT] = {
+#define DG_OP_ROW_(ID, nm, attr, ac, kd, ox, be) \
+    [DG_OP_##ID] = { .name = nm, .attr_bytes = sizeof(attr), .autocast = ac, .kind = kd, .onnx = ox, .entries = (be) },
+    DG_OPS(DG_OP_ROW_)
+#undef DG_OP_ROW_
+};
+
+/* every attribute type fits where it is kept: a primitive's node, a composite's trace record */
+#define DG_OP_FITS_(ID, nm, attr, ac, kd, ox, be) \
+    _Static_assert(sizeof(attr) <= ((kd) == PRIM ? DG_NODE_ATTR_BYTES : DG_TRACE_ATTR_BYTES), \
+                   "attributes of op " nm " do not fit its node (DG_NODE_ATTR_BYTES) or trace record (DG_TRACE_ATTR_BYTES)");
+DG_OPS(DG_OP_FITS_)
+#undef DG_OP_FITS_
+/* every row of the table was filled: a row with no name would be an op the list lost */
+_Static_assert(sizeof dg_op_table / sizeof *dg_op_table == DG_OP_COUNT, "registry table and op count differ");
+
+int dg_op_find(const char *name) {
+    if (!name) return -1;
+    for (int k = 0; k < DG_OP_COUNT; k++) if (strcmp(name, dg_op_table[k].name) == 0) return k;
+    return -1;
+}
+
+_Thread_local dg_op_frame *dg_op_top;
+
+/* ---- anomaly mode (dygraph/autograd.h) ---- */
+static int g_anomaly = -1;            /* -1: DG_ANOMALY not read yet */
+static _Thread_local int t_checking;  /* > 0 while a check runs its own ops */
+
+typedef struct { void (*describe)(const void *, char *, size_t); const void *obj; } ctx_frame;
+#define MAX_CTX 64
+static _Thread_local ctx_frame t_ctx[MAX_CTX];
+static _Thread_local int t_nctx;
+
+void dg_set_anomaly(bool on) { __atomic_store_n(&g_anomaly, on ? 1 : 0, __ATOMIC_RELAXED); }
+bool dg_anomaly_enabled(void) {
+    int a = __atomic_load_n(&g_anomaly, __ATOMIC_RELAXED);
+    if (a < 0) {
+        const char *e = getenv("DG_ANOMALY");
+        a = e && *e && strcmp(e, "0") != 0;
+        __atomic_store_n(&g_anomaly, a, __ATOMIC_RELAXED);
+    }
+    return a > 0;
+}
+
+void dg_op_context_push(void (*describe)(const void *obj, char *buf, size_t len), const void *obj) {
+    if (t_nctx < MAX_CTX) t_ctx[t_nctx] = (ctx_frame){ describe, obj };
+    t_nctx++;
+}
+void dg_op_context_pop(void) { if (t_nctx > 0) t_nctx--; }
+
+/* "Linear 'fc1' (...)": the innermost layer (its full name carries its parents), or "" */
+void dg_op_context_describe(char *buf, size_t len) {
+    buf[0] = 0;
+    int k = t_nctx < MAX_CTX ? t_nctx : MAX_CTX;
+    if (k > 0 && t_ctx[k - 1].describe) t_ctx[k - 1].describe(t_ctx[k - 1].obj, buf, len);
+}
+
+/* The number of NaN and infinite elements of a float tensor (any device, any strides), or -1
+ * when the check itself failed. */
+int64_t dg_count_nonfinite(const dg_tensor *t, int64_t *n_nan) {
+    *n_nan = 0;
+    if (!dg_tensor_live(t) || !dg_dtype_is_float(t->dtype) || t->numel == 0) return 0;
+    t_checking++;
+    dg_no_grad_begin();
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *h = dg_to_device(t, dg_cpu());
+    dg_tensor *d = h && h->dtype != DG_F64 ? dg_cast(h, DG_F64) : h;
+    d = d ? dg_contiguous(d) : NULL;
+    int64_t bad = -1;
+    if (d) {
+        const double *p = dg_tensor_ptr(d);
+        bad = 0;
+        for (int64_t i = 0; i < d->numel; i++)
+            if (!isfinite(p[i])) { bad++; if (isnan(p[i])) (*n_nan)++; }
+    }
+    dg_scope_end(s);
+    dg_no_grad_end();
+    t_checking--;
+    return bad;
+}
+
+static void shapes_of(const dg_tensor *const *in, int n, char *buf, size_t len) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && o + 1 < len; i++) {
+        char s[96];
+        if (!in[i]) snprintf(s, sizeof s, "none");
+        else snprintf(s, sizeof s, "%s %s", dg_dtype_name(in[i]->dtype), DG_SHAPE_STR(in[i]));
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", s);
+    }
+}
+
+/* anomaly mode: y must be finite; otherwise an error naming the op, its inputs and the layer */
+static bool anomaly_ok(const dg_op_frame *f, const dg_tensor *y) {
+    int64_t nan;
+    int64_t bad = dg_count_nonfinite(y, &nan);
+    if (bad == 0) return true;
+    if (bad < 0) return false;   /* the check said why */
+    char ins[384], where[320];
+    shapes_of(f->in, f->n, ins, sizeof ins);
+    dg_op_context_describe(where, sizeof where);
+    DG_ERR(DG_EINVAL, "anomaly: op '%s' made %lld NaN and %lld infinite values in its output %s %s (inputs: %s)%s%s",
+           dg_op_name(f->op), (long long)nan, (long long)(bad - nan), dg_dtype_name(y->dtype), DG_SHAPE_STR(y), ins,
+           where[0] ? ", called from " : ", called outside any layer", where);
+    return false;
+}
+
+/* The entries this backend lacks, as a dg_be_entry mask, computed once per instance. */
+static uint64_t missing_entries(const dg_backend *be) {
+    enum { N = 32 };
+    static const dg_backend *seen[N];
+    static uint64_t mask[N];
+    for (int i = 0; i < N; i++) {
+        const dg_backend *s = __atomic_load_n(&seen[i], __ATOMIC_ACQUIRE);
+        if (s == be) return __atomic_load_n(&mask[i], __ATOMIC_RELAXED);
+        if (!s) {
+            uint64_t m = dg_backend_missing_mask(be);
+            __atomic_store_n(&mask[i], m, __ATOMIC_RELAXED);
+            const dg_backend *expect = NULL;
+            __atomic_compare_exchange_n(&seen[i], &expect, be, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+            if (expect == NULL || expect == be) return m;   /* ours, or another thread's for the same */
+        }
+    }
+    return dg_backend_missing_mask(be);
+}
+
+static bool entries_ok(dg_op_frame *f) {
+    uint64_t need = dg_op_table[f->op].entries;
+    const dg_tensor *t = NULL;
+    for (int i = 0; i < f->n && !t; i++) if (dg_tensor_live(f->arg[i])) t = f->arg[i];
+    if (!need || !t) return true;   /* nothing to check, or the op reports its bad input itself */
+    uint64_t lack = missing_entries(dg_backend_of(t)) & need;
+    if (!lack) return true;
+    int k = __builtin_ctzll(lack);
+    dg_backend_require(dg_backend_of(t), (dg_be_entry[]){ (dg_be_entry)k }, 1, t->dtype, dg_op_name(f->op));
+    return false;
+}
+
+void dg_op_enter(dg_op_frame *f, dg_op_id op, const dg_tensor *const *in, int n) {
+    const dg_op_info *info = &dg_op_table[op];
+    f->op = op;
+    f->n = n < DG_OP_MAX_IN ? n : DG_OP_MAX_IN;
+    f->failed = false;
+    f->ac_scope = NULL;
+    for (int i = 0; i < f->n; i++) f->in[i] = f->arg[i] = in[i];
+    f->parent = dg_op_top;
+    dg_op_top = f;
+    f->t0 = dg_profiling() ? dg_prof_now() : 0;
+    if (info->autocast != DG_AC_NONE) {
+        int dt = dg_autocast_pick(op, f->arg, f->n);
+        if (dt >= 0) {
+            f->ac_scope = dg_autocast_enter();
+            for (int i = 0; i < f->n; i++) f->arg[i] = dg_autocast_cast(f->in[i], dt);
+        }
+    }
+    f->record = info->kind == DG_OPK_PRIM && dg_needs_record(f->arg, f->n);
+    if (info->entries && !entries_ok(f)) f->failed = true;
+}
+
+/* closes what enter opened; y is the op's result, already checked */
+static dg_tensor *leave(dg_op_frame *f, dg_tensor *y) {
+    dg_op_top = f->parent;
+    if (f->ac_scope) y = dg_autocast_leave(f->ac_scope, y);
+    if (f->t0) dg_prof_op(dg_op_name(f->op), DG_PROF_FORWARD, f->t0, f->in, f->n, y);
+    return y;
+}
+
+dg_tensor *dg_op_leave(dg_op_frame *f, dg_tensor *y) {
+    if (f->failed && y) { dg_tensor_free(y); y = NULL; }
+    if (y && !t_checking && dg_anomaly_enabled() && !anomaly_ok(f, y)) { dg_tensor_free(y); y = NULL; }
+    return leave(f, y);
+}
+
+int dg_op_leave_status(dg_op_frame *f, int rc, dg_tensor **outs, int n_outs) {
+    if (f->failed && !rc) rc = dg_last_status() ? dg_last_status() : DG_EUNSUPPORTED;
+    for (int k = 0; k < n_outs && !rc; k++)
+        if (outs[k] && !t_checking && dg_anomaly_enabled() && !anomaly_ok(f, outs[k])) rc = dg_last_status();
+    if (rc) for (int k = 0; k < n_outs; k++) { dg_tensor_free(outs[k]); outs[k] = NULL; }
+    dg_op_top = f->parent;
+    if (f->ac_scope) {   /* keep every output, not just one, out of the cast scope */
+        for (int k = 0; k < n_outs; k++) if (outs[k]) outs[k] = dg_keep_in_parent(outs[k]);
+        dg_autocast_leave(f->ac_scope, NULL);
+    }
+    if (f->t0) dg_prof_op(dg_op_name(f->op), DG_PROF_FORWARD, f->t0, f->in, f->n, n_outs ? outs[0] : NULL);
+    return rc;
+}
+
+/* eager/tape.c's record with the registry's name and id */
+dg_node *dg_record_op(dg_op_id op, dg_tensor *out, const dg_tensor *const *in, int n, dg_backward_fn bw) {
+    dg_node *node = dg_record(dg_op_name(op), out, in, n, bw);
+    if (node) node->op = (int16_t)op;
+    return node;
+}
