@@ -46,6 +46,11 @@ void dg_propagate_error_at(int status, const char *file, int line, const char *f
     va_end(ap);
 }
 
+void dg_error_append(const char *text) {
+    size_t n = strlen(last_msg);
+    if (last_status && n + 1 < sizeof last_msg) snprintf(last_msg + n, sizeof last_msg - n, "%s", text);
+}
+
 bool dg_has_error(void) { return last_status != 0; }
 uint64_t dg_error_count(void) { return n_recorded; }
 bool dg_error_since(uint64_t count) { return n_recorded != count; }

@@ -231,6 +231,12 @@ int dg_record_probe_begin(void);
 bool dg_record_probe_end(int token); /* true: some op saw an input that needs a gradient */
 /* The calling thread's autocast state: the innermost region (its dtype and op policies) and the
  * pause count, copied so that a later forward can run under the same casts. */
+/* Adds text to the end of this thread's last error message (eager/error.c). */
+void dg_error_append(const char *text);
+
+/* dg_record for a node whose registry id is op (-1: a custom op's) */
+dg_node *dg_record_as(int op, const char *name, dg_tensor *out, const dg_tensor *const *in, int n, dg_backward_fn bw);
+
 /* ---- anomaly mode (eager/ops/op_entry.c) ---- */
 /* NaN and infinite elements of a float tensor on any device (NaNs in *n_nan); -1 when the check
  * itself failed (it said why) */

@@ -133,6 +133,10 @@ bool dg_needs_record(const dg_tensor *const *in, int n) {
 }
 
 dg_node *dg_record(const char *name, dg_tensor *out, const dg_tensor *const *in, int n, dg_backward_fn bw) {
+    return dg_record_as(-1, name, out, in, n, bw);
+}
+
+dg_node *dg_record_as(int op, const char *name, dg_tensor *out, const dg_tensor *const *in, int n, dg_backward_fn bw) {
     if (!name) name = "(unnamed op)";
     DG_CHECK_INPUT("record", out);
     DG_CHECK(!out->node, "record(%s): the output already has a node (made by '%s'); record on the op's fresh output",
@@ -147,7 +151,7 @@ dg_node *dg_record(const char *name, dg_tensor *out, const dg_tensor *const *in,
     memset(node, 0, sizeof *node);
     node->refcount = 1;
     node->name = name;
-    node->op = -1;   /* dg_record_op sets the registry's id */
+    node->op = (int16_t)op;
     node->backward = bw;
     if (dg_anomaly_enabled()) {   /* where the forward ran, for a backward that fails later */
         char where[320];

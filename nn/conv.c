@@ -15,9 +15,7 @@ static dg_tensor *conv_forward(dg_layer *self, const dg_tensor *x) {
     char sh[96];
     if (dg_ndim(x) != 4 || dg_dim(x, 1) != s->in)
         return DG_LAYER_ERROR(self, "input %s must be [N, %lld, H, W]", dg_shape_str(x, sh, sizeof sh), (long long)s->in);
-    if (dg_dtype_of(x) != dg_dtype_of(s->weight) && !dg_autocast_enabled())   /* autocast casts them to one dtype */
-        return DG_LAYER_ERROR(self, "input %s is %s but the weight is %s", dg_shape_str(x, sh, sizeof sh),
-                              dg_dtype_name(dg_dtype_of(x)), dg_dtype_name(dg_dtype_of(s->weight)));
+    /* dtypes are the op's to check, after autocast's casts; its message names this layer */
     int64_t k = dg_dim(s->weight, 2);
     for (int a = 0; a < 2; a++) {
         int64_t span = (int64_t)s->conv.dilation[a] * (k - 1) + 1, padded = dg_dim(x, 2 + a) + 2 * s->conv.padding[a];

@@ -417,10 +417,9 @@ int dg_layer_set_extra_repr(dg_layer *l, const char *fmt, ...) {
     uint64_t errs_ = dg_error_count();                                                         \
     dg_scope *s_ = dg_scope_begin();                                                           \
     if (!s_) return NULL;                                                                      \
-    bool ctx_ = dg_anomaly_enabled();   /* anomaly mode names the layer an op ran in */          \
-    if (ctx_) dg_op_context_push(describe_for_ops, (l));                                        \
+    dg_op_context_push(describe_for_ops, (l));   /* an op's error and anomaly mode name the layer */ \
     dg_tensor *y_ = (call);                                                                    \
-    if (ctx_) dg_op_context_pop();                                                             \
+    dg_op_context_pop();                                                                       \
     bool mine_ = dg_scope_owns(s_, y_);                                                        \
     if (mine_) dg_keep_in_parent(y_);                                                          \
     dg_scope_end(s_);                                                                          \

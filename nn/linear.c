@@ -16,9 +16,7 @@ static dg_tensor *linear_forward(dg_layer *self, const dg_tensor *x) {
         return DG_LAYER_ERROR(self, "input %s has %lld features in its last dim, expected %lld",
                               dg_shape_str(x, sh, sizeof sh), (long long)(dg_ndim(x) < 1 ? 0 : dg_dim(x, -1)),
                               (long long)s->in);
-    if (dg_dtype_of(x) != dg_dtype_of(s->weight) && !dg_autocast_enabled())   /* autocast casts them to one dtype */
-        return DG_LAYER_ERROR(self, "input %s is %s but the weight is %s", dg_shape_str(x, sh, sizeof sh),
-                              dg_dtype_name(dg_dtype_of(x)), dg_dtype_name(dg_dtype_of(s->weight)));
+    /* dtypes are the op's to check, after autocast's casts; its message names this layer */
     return dg_linear(x, s->weight, s->bias);   /* one op, so autocast casts the bias with the rest */
 }
 

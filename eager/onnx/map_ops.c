@@ -110,7 +110,7 @@ static int m_batch_norm(ox_ctx *c, const dg_trace_rec *r, const char **out, int 
                                            "inference form (the layer is put in eval mode: a functional call with training=true?)");
     if (r->n_extra < 2) return ox_fail(r, DG_EUNSUPPORTED, "has no running statistics to normalise with");
     const dg_trace_rec *cr = c->p.fold_batch_norm ? ox_producer(c, r->in[0]) : NULL;
-    if (cr && !strcmp(cr->name, "conv2d") && ox_uses(c, r->in[0]) == 1 && !ox_is_output(c, r->in[0]) &&
+    if (cr && cr->op == DG_OP_CONV2D && ox_uses(c, r->in[0]) == 1 && !ox_is_output(c, r->in[0]) &&
         ox_param_name(c, cr->in[1]) && r->in[0]->dtype == DG_F32)
         return fold_into_conv(c, r, cr, *out, bdim);
     dg_shape cs = { .ndim = 1, .d = { a->c } };
@@ -169,15 +169,14 @@ static int m_matmul(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdi
 }
 
 /* ---- elementwise ---- */
-static const struct { const char *name, *onnx; } binaries[] = {
-    { "add", "Add" }, { "sub", "Sub" }, { "mul", "Mul" }, { "div", "Div" }, { "pow", "Pow" },
-    { "maximum", "Max" }, { "minimum", "Min" },
+static const char *const binaries[DG_OP_COUNT] = {
+    [DG_OP_ADD] = "Add", [DG_OP_SUB] = "Sub", [DG_OP_MUL] = "Mul", [DG_OP_DIV] = "Div", [DG_OP_POW] = "Pow",
+    [DG_OP_MAXIMUM] = "Max", [DG_OP_MINIMUM] = "Min",
 };
 static int m_binary(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
     const char *a = IN(0), *b = IN(1);
     FAIL_IF(!a || !b);
-    for (size_t i = 0; i < sizeof binaries / sizeof *binaries; i++)
-        if (!strcmp(r->name, binaries[i].name)) { node2(c, binaries[i].onnx, a, b, *out); return 0; }
+    if (r->op >= 0 && binaries[r->op]) { node2(c, binaries[r->op], a, b, *out); return 0; }
     return ox_fail(r, DG_EUNSUPPORTED, "is not a binary op the exporter knows");
 }
 static int m_add_relu(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
@@ -187,27 +186,26 @@ static int m_add_relu(ox_ctx *c, const dg_trace_rec *r, const char **out, int *b
     return 0;
 }
 
-static const struct { const char *name, *onnx; } unaries[] = {
-    { "neg", "Neg" }, { "exp", "Exp" }, { "log", "Log" }, { "sqrt", "Sqrt" }, { "abs", "Abs" },
-    { "relu", "Relu" }, { "sigmoid", "Sigmoid" }, { "tanh", "Tanh" },
+static const char *const unaries[DG_OP_COUNT] = {
+    [DG_OP_NEG] = "Neg", [DG_OP_EXP] = "Exp", [DG_OP_LOG] = "Log", [DG_OP_SQRT] = "Sqrt", [DG_OP_ABS] = "Abs",
+    [DG_OP_RELU] = "Relu", [DG_OP_SIGMOID] = "Sigmoid", [DG_OP_TANH] = "Tanh",
 };
 static int m_unary(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
     const dg_scal_attr *s = node_attr(r);
     const char *x = IN(0);
     FAIL_IF(!x);
-    const char *n = r->name;
-    for (size_t i = 0; i < sizeof unaries / sizeof *unaries; i++)
-        if (!strcmp(n, unaries[i].name)) { node1(c, unaries[i].onnx, x, *out); return 0; }
-    if (!strcmp(n, "add_scalar") || !strcmp(n, "sub_scalar")) node2(c, "Add", x, ox_const_f(G, (float)s->p1), *out);
-    else if (!strcmp(n, "rsub_scalar")) node2(c, "Sub", ox_const_f(G, (float)s->p1), x, *out);
-    else if (!strcmp(n, "mul_scalar") || !strcmp(n, "div_scalar")) node2(c, "Mul", x, ox_const_f(G, (float)s->p0), *out);
-    else if (!strcmp(n, "rdiv_scalar")) node2(c, "Div", ox_const_f(G, (float)s->p0), x, *out);
-    else if (!strcmp(n, "pow_scalar")) node2(c, "Pow", x, ox_const_f(G, (float)s->p0), *out);
-    else if (!strcmp(n, "clip")) {
+    int n = r->op;
+    if (n >= 0 && unaries[n]) { node1(c, unaries[n], x, *out); return 0; }
+    if (n == DG_OP_ADD_SCALAR || n == DG_OP_SUB_SCALAR) node2(c, "Add", x, ox_const_f(G, (float)s->p1), *out);
+    else if (n == DG_OP_RSUB_SCALAR) node2(c, "Sub", ox_const_f(G, (float)s->p1), x, *out);
+    else if (n == DG_OP_MUL_SCALAR || n == DG_OP_DIV_SCALAR) node2(c, "Mul", x, ox_const_f(G, (float)s->p0), *out);
+    else if (n == DG_OP_RDIV_SCALAR) node2(c, "Div", ox_const_f(G, (float)s->p0), x, *out);
+    else if (n == DG_OP_POW_SCALAR) node2(c, "Pow", x, ox_const_f(G, (float)s->p0), *out);
+    else if (n == DG_OP_CLIP) {
         const char *in[3] = { x, ox_const_f(G, (float)s->p0), ox_const_f(G, (float)s->p1) };
         ox_node(G, "Clip", in, 3, *out);
-    } else if (!strcmp(n, "leaky_relu")) ox_attr_f(G, ox_node(G, "LeakyRelu", &x, 1, *out), "alpha", (float)s->p0);
-    else if (!strcmp(n, "gelu")) {
+    } else if (n == DG_OP_LEAKY_RELU) ox_attr_f(G, ox_node(G, "LeakyRelu", &x, 1, *out), "alpha", (float)s->p0);
+    else if (n == DG_OP_GELU) {
         /* opset 17 has no Gelu: x/2 (1 + erf(x/sqrt 2)), or with tanh: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
         const char *inner;
         if (s->p1 == 0) inner = node1(c, "Erf", node2(c, "Mul", x, ox_const_f(G, (float)M_SQRT1_2), ox_tmp(G, "gelu")), ox_tmp(G, "gelu"));
@@ -400,7 +398,7 @@ static int m_reduce(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdi
     const dg_red_attr *a = node_attr(r);
     bool mask[DG_MAX_DIMS] = { false };
     for (int i = 0; i < a->n_axes; i++) mask[a->axes[i]] = true;
-    const char *op = !strcmp(r->name, "sum") ? "ReduceSum" : !strcmp(r->name, "max") ? "ReduceMax" : "ReduceMin";
+    const char *op = r->op == DG_OP_SUM ? "ReduceSum" : r->op == DG_OP_MAX ? "ReduceMax" : "ReduceMin";
     return reduce(c, r, op, mask, r->out->ndim == r->in[0]->ndim, *out, bdim);
 }
 static int m_mean(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
@@ -422,7 +420,7 @@ static int m_index(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim
     if (r->n_extra < 1) return ox_fail(r, DG_EUNSUPPORTED, "has no index in the trace");
     const char *x = IN(0), *ix = ox_value(c, r, r->extra[0], 1);
     FAIL_IF(!x || !ix);
-    bool elements = !strcmp(r->name, "gather");
+    bool elements = r->op == DG_OP_GATHER;
     if (!elements && ox_bdim(c, r->in[0]) == a->axis) return batch_error(r, "selects along");
     ox_attr_i(G, ox_node(G, elements ? "GatherElements" : "Gather", (const char *[]){ x, ix }, 2, *out), "axis", a->axis);
     return 0;
@@ -444,52 +442,39 @@ static int m_pad(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) 
     return 0;
 }
 
-static const struct { const char *name; map_fn fn; bool composite; } table[] = {
-    { "conv2d", m_conv, false }, { "conv_transpose2d", m_conv_transpose, false },
-    { "batch_norm", m_batch_norm, false }, { "batch_norm_relu", m_batch_norm, false },
-    { "matmul", m_matmul, false },
-    { "add", m_binary, false }, { "sub", m_binary, false }, { "mul", m_binary, false }, { "div", m_binary, false },
-    { "pow", m_binary, false }, { "maximum", m_binary, false }, { "minimum", m_binary, false }, { "add_relu", m_add_relu, false },
-    { "add_scalar", m_unary, false }, { "sub_scalar", m_unary, false }, { "rsub_scalar", m_unary, false },
-    { "mul_scalar", m_unary, false }, { "div_scalar", m_unary, false }, { "rdiv_scalar", m_unary, false },
-    { "pow_scalar", m_unary, false }, { "neg", m_unary, false }, { "exp", m_unary, false }, { "log", m_unary, false },
-    { "sqrt", m_unary, false }, { "abs", m_unary, false }, { "clip", m_unary, false }, { "relu", m_unary, false },
-    { "leaky_relu", m_unary, false }, { "sigmoid", m_unary, false }, { "tanh", m_unary, false }, { "gelu", m_unary, false },
-    { "softmax", m_softmax, false }, { "log_softmax", m_softmax, false },
-    { "max_pool2d", m_pool, false }, { "avg_pool2d", m_pool, false }, { "adaptive_avg_pool2d", m_pool, false },
-    { "max_pool2d_with_indices", m_pool_idx, false }, { "adaptive_max_pool2d", m_pool_idx, false },
-    { "reshape", m_reshape, false }, { "permute", m_permute, false }, { "concat", m_concat, false },
-    { "slice", m_slice, false }, { "expand", m_expand, false },
-    { "dropout", m_identity, false }, { "contiguous", m_identity, false }, { "clone", m_identity, false },
-    { "to_device", m_identity, false }, { "cast", m_cast, false },
-    { "sum", m_reduce, false }, { "max", m_reduce, false }, { "min", m_reduce, false },
-    { "embedding", m_embedding, false }, { "index_select", m_index, false }, { "gather", m_index, false },
-    { "where", ox_map_where, false },
-    /* values reported without a node (dg_trace_value) */
-    { "greater", ox_map_compare, false }, { "equal", ox_map_compare, false },
-    { "zeros_like", ox_map_fill_like, false }, { "ones_like", ox_map_fill_like, false },
-    { "argmax", ox_map_arg, false }, { "argmin", ox_map_arg, false },
-    { "topk_indices", ox_map_topk, false }, { "sort_indices", ox_map_topk, false }, { "argsort", ox_map_topk, false },
-    /* composites (eager/trace.h) */
-    { "linear", m_linear, true }, { "layer_norm", m_layer_norm, true }, { "mean", m_mean, true }, { "pad", m_pad, true },
-    { "topk", ox_map_topk, true }, { "sort", ox_map_topk, true }, { "cumsum", ox_map_cumsum, true },
-    { "scatter", ox_map_scatter, true }, { "scatter_add", ox_map_scatter, true }, { "masked_fill", ox_map_masked_fill, true },
+/* The mapper of each op: registry.h's ONNX column (ONNX(mapper); PARTS and NO_ONNX have none, so
+ * a record of theirs reaching the exporter is "not exportable"). A mapper named there and not
+ * defined above fails the build. */
+#define ONNX(fn) fn
+#define PARTS NULL
+#define NO_ONNX NULL
+static const map_fn table[DG_OP_COUNT] = {
+#define DG_OP_MAP_(ID, nm, attr, ac, kd, ox, be) [DG_OP_##ID] = ox,
+    DG_OPS(DG_OP_MAP_)
+#undef DG_OP_MAP_
 };
+#undef ONNX
+#undef PARTS
+#undef NO_ONNX
 
+static map_fn mapper(const dg_trace_rec *r) { return r->op >= 0 && r->op < DG_OP_COUNT ? table[r->op] : NULL; }
+
+/* A composite record stands for the nodes it was made of when its op has a mapper (layer_norm's
+ * LayerNormalization only from opset 17: before that its parts are written). */
 bool ox_composite_accepted(ox_ctx *c, const dg_trace_rec *r) {
-    if (!strcmp(r->name, "layer_norm")) return c->p.opset >= 17;   /* LayerNormalization is opset 17's */
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (table[i].composite && !strcmp(r->name, table[i].name)) return true;
-    return false;
+    if (r->op == DG_OP_LAYER_NORM) return c->p.opset >= 17;
+    return r->composite && mapper(r) != NULL;
 }
 
 int ox_map(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (table[i].composite == r->composite && !strcmp(r->name, table[i].name)) {
-            int rc = table[i].fn(c, r, out, bdim);
-            if (!rc && G->oom) rc = ox_fail(r, DG_ENOMEM, "out of memory building the model");
-            return rc;
-        }
+    map_fn fn = mapper(r);
+    if (fn) {
+        int rc = fn(c, r, out, bdim);
+        if (!rc && G->oom) rc = ox_fail(r, DG_ENOMEM, "out of memory building the model");
+        return rc;
+    }
+    if (r->op >= 0 && r->op < DG_OP_COUNT && dg_op_table[r->op].onnx == DG_ONNX_NONE)
+        return ox_fail(r, DG_EUNSUPPORTED, "is not exportable to ONNX (eager/ops/registry.h says so); the model was not written");
     return ox_fail(r, DG_EUNSUPPORTED, "has no ONNX mapping (a custom op recorded with dg_record, or a built-in op the "
                                        "exporter does not cover); the model was not written");
 }

@@ -34,7 +34,7 @@ int ox_map_compare(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim
                        dg_dtype_name(r->in[1]->dtype));
     const char *in[2] = { IN(0), IN(1) };
     FAIL_IF(!in[0] || !in[1]);
-    ox_node(G, !strcmp(r->name, "greater") ? "Greater" : "Equal", in, 2, *out);
+    ox_node(G, r->op == DG_OP_GREATER ? "Greater" : "Equal", in, 2, *out);
     return 0;
 }
 
@@ -78,7 +78,7 @@ int ox_map_arg(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
     FAIL_IF(!x);
     int bd = ox_bdim(c, r->in[0]);
     *bdim = bd < 0 || bd == a->axis ? -1 : bd - (!a->keepdim && a->axis < bd);
-    Onnx__NodeProto *n = ox_node(G, !strcmp(r->name, "argmax") ? "ArgMax" : "ArgMin", &x, 1, *out);
+    Onnx__NodeProto *n = ox_node(G, r->op == DG_OP_ARGMAX ? "ArgMax" : "ArgMin", &x, 1, *out);
     ox_attr_i(G, n, "axis", a->axis);
     ox_attr_i(G, n, "keepdims", a->keepdim);
     ox_attr_i(G, n, "select_last_index", 0);
@@ -133,7 +133,7 @@ int ox_map_cumsum(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim)
  * updates are index-shaped, so a larger src is sliced to it. */
 int ox_map_scatter(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
     const dg_axis_trace_attr *a = (const void *)r->attr;
-    bool add = !strcmp(r->name, "scatter_add");
+    bool add = r->op == DG_OP_SCATTER_ADD;
     if (add && c->p.opset < 16)
         return ox_fail(r, DG_EUNSUPPORTED, "needs ScatterElements' reduction \"add\", which is opset 16's (export asked opset %d)",
                        c->p.opset);

@@ -174,6 +174,7 @@ void dg_op_enter(dg_op_frame *f, dg_op_id op, const dg_tensor *const *in, int n)
     f->ac_scope = NULL;
     for (int i = 0; i < f->n; i++) f->in[i] = f->arg[i] = in[i];
     f->parent = dg_op_top;
+    f->errs = dg_error_count();
     dg_op_top = f;
     f->t0 = dg_profiling() ? dg_prof_now() : 0;
     if (info->autocast != DG_AC_NONE) {
@@ -187,8 +188,21 @@ void dg_op_enter(dg_op_frame *f, dg_op_id op, const dg_tensor *const *in, int n)
     if (info->entries && !entries_ok(f)) f->failed = true;
 }
 
+/* An op called by a layer's forward failed: its message gets the layer, so "matmul: dtype
+ * mismatch" says which Linear it was. Only the outermost op adds it (an op inside a composite
+ * fails inside its caller's frame). */
+static void name_the_layer(const dg_op_frame *f) {
+    if (f->parent || t_nctx == 0 || !dg_error_since(f->errs)) return;
+    char where[320], text[340];
+    dg_op_context_describe(where, sizeof where);
+    if (!where[0]) return;
+    snprintf(text, sizeof text, " [in %s]", where);
+    dg_error_append(text);
+}
+
 /* closes what enter opened; y is the op's result, already checked */
 static dg_tensor *leave(dg_op_frame *f, dg_tensor *y) {
+    if (!y) name_the_layer(f);
     dg_op_top = f->parent;
     if (f->ac_scope) y = dg_autocast_leave(f->ac_scope, y);
     if (f->t0) dg_prof_op(dg_op_name(f->op), DG_PROF_FORWARD, f->t0, f->in, f->n, y);
@@ -206,6 +220,7 @@ int dg_op_leave_status(dg_op_frame *f, int rc, dg_tensor **outs, int n_outs) {
     for (int k = 0; k < n_outs && !rc; k++)
         if (outs[k] && !t_checking && dg_anomaly_enabled() && !anomaly_ok(f, outs[k])) rc = dg_last_status();
     if (rc) for (int k = 0; k < n_outs; k++) { dg_tensor_free(outs[k]); outs[k] = NULL; }
+    if (rc) name_the_layer(f);
     dg_op_top = f->parent;
     if (f->ac_scope) {   /* keep every output, not just one, out of the cast scope */
         for (int k = 0; k < n_outs; k++) if (outs[k]) outs[k] = dg_keep_in_parent(outs[k]);
@@ -217,7 +232,5 @@ int dg_op_leave_status(dg_op_frame *f, int rc, dg_tensor **outs, int n_outs) {
 
 /* eager/tape.c's record with the registry's name and id */
 dg_node *dg_record_op(dg_op_id op, dg_tensor *out, const dg_tensor *const *in, int n, dg_backward_fn bw) {
-    dg_node *node = dg_record(dg_op_name(op), out, in, n, bw);
-    if (node) node->op = (int16_t)op;
-    return node;
+    return dg_record_as(op, dg_op_name(op), out, in, n, bw);
 }
