@@ -102,6 +102,7 @@ void dg_trace_value(dg_op_id op, const dg_tensor *y, const dg_tensor *const *in,
     if (!r) return;
     r->name = dg_op_name(op);
     r->op = op;
+    if ((unsigned)op < DG_OP_COUNT) dg_op_seen_count[op]++;
     r->out = (dg_tensor *)y;   /* held: the handle is the value's key, so it must not be freed and reused */
     dg_tensor_retain(r->out);
     hold_inputs(r, in, n_in);

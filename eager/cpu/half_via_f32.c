@@ -135,7 +135,8 @@ static bool all_bf16(const dg_kview *a, const dg_kview *b, const dg_kview *c, co
 }
 int dg_cpu_conv2d_any(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y) {
     if (!ANY_HALF(x, w, b, y)) return dg_cpu_conv2d(be, g, x, w, b, y);
-    if (all_bf16(x, w, y, b) && dg_dnnl_conv2d(g, x, w, b, y) == 1) return 0;
+    if (all_bf16(x, w, y, b) && dg_dnnl_conv2d(g, x, w, b, y) == 1)   /* the fused ReLU is the caller's to apply (NaN kept) */
+        return g->relu ? dg_cpu_unary(be, DG_UN_RELU, y, y, 0, 0) : 0;
     scratch s = { .n = 0 };
     dg_kview *xf = IN(x), *wf = IN(w), *bf = IN(b), *yf = OUT(y);
     RUN(dg_cpu_conv2d(be, g, xf, wf, bf, yf));

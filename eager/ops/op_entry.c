@@ -51,6 +51,8 @@ int dg_op_find(const char *name) {
 }
 
 _Thread_local dg_op_frame *dg_op_top;
+_Thread_local uint32_t dg_op_seen_count[DG_OP_COUNT];
+_Thread_local uint32_t dg_op_recorded_count[DG_OP_COUNT];
 
 /* ---- anomaly mode (dygraph/autograd.h) ---- */
 static int g_anomaly = -1;            /* -1: DG_ANOMALY not read yet */
@@ -169,6 +171,7 @@ static bool entries_ok(dg_op_frame *f) {
 void dg_op_enter(dg_op_frame *f, dg_op_id op, const dg_tensor *const *in, int n) {
     const dg_op_info *info = &dg_op_table[op];
     f->op = op;
+    dg_op_seen_count[op]++;
     f->n = n < DG_OP_MAX_IN ? n : DG_OP_MAX_IN;
     f->failed = false;
     f->ac_scope = NULL;
@@ -232,5 +235,7 @@ int dg_op_leave_status(dg_op_frame *f, int rc, dg_tensor **outs, int n_outs) {
 
 /* eager/tape.c's record with the registry's name and id */
 dg_node *dg_record_op(dg_op_id op, dg_tensor *out, const dg_tensor *const *in, int n, dg_backward_fn bw) {
-    return dg_record_as(op, dg_op_name(op), out, in, n, bw);
+    dg_node *node = dg_record_as(op, dg_op_name(op), out, in, n, bw);
+    if (node) dg_op_recorded_count[op]++;
+    return node;
 }

@@ -21,7 +21,10 @@
  *               of other ops, which record the nodes), PART (a record another op makes for a
  *               trace, with no entry of its own: sort's and topk's indices)
  *   onnx        ONNX(mapper) written as one ONNX operator by that mapper (eager/onnx/);
- *               PARTS: exported as the ops it is made of; NO_ONNX: not exportable (an error)
+ *               PARTS: exported as the ops it is made of; NO_ONNX: not exportable (an error).
+ *               Composites that build index or constant tensors inside their forward (flip,
+ *               tile, logsumexp, std, norm, group_norm, conv1d's reshaped weight) are NO_ONNX:
+ *               the exporter refuses a tensor it cannot trace rather than bake it in.
  *   entries     the backend entries it calls itself (BE(x) | ...; 0 for a composite), checked
  *               on the input's backend before the op runs
  */
@@ -109,18 +112,18 @@ typedef struct { char unused; } dg_no_attr;
     X(TOPK, "topk", dg_topk_trace_attr, NONE, COMPOSITE, ONNX(ox_map_topk), 0) \
     X(TOPK_INDICES, "topk_indices", dg_topk_trace_attr, NONE, PART, ONNX(ox_map_topk), 0) \
     /* compose.c */ \
-    X(FLIP, "flip", dg_no_attr, NONE, COMPOSITE, PARTS, 0) \
-    X(TILE, "tile", dg_no_attr, NONE, COMPOSITE, PARTS, 0) \
+    X(FLIP, "flip", dg_no_attr, NONE, COMPOSITE, NO_ONNX, 0) \
+    X(TILE, "tile", dg_no_attr, NONE, COMPOSITE, NO_ONNX, 0) \
     X(MASKED_FILL, "masked_fill", dg_fill_trace_attr, NONE, COMPOSITE, ONNX(ox_map_masked_fill), 0) \
-    X(LOGSUMEXP, "logsumexp", dg_no_attr, FOLLOW, COMPOSITE, PARTS, 0) \
+    X(LOGSUMEXP, "logsumexp", dg_no_attr, FOLLOW, COMPOSITE, NO_ONNX, 0) \
     X(VAR, "var", dg_no_attr, FOLLOW, COMPOSITE, PARTS, 0) \
-    X(STD, "std", dg_no_attr, FOLLOW, COMPOSITE, PARTS, 0) \
-    X(NORM, "norm", dg_no_attr, FOLLOW, COMPOSITE, PARTS, 0) \
+    X(STD, "std", dg_no_attr, FOLLOW, COMPOSITE, NO_ONNX, 0) \
+    X(NORM, "norm", dg_no_attr, FOLLOW, COMPOSITE, NO_ONNX, 0) \
     X(PAD, "pad", dg_pad_trace_attr, NONE, COMPOSITE, ONNX(m_pad), 0) \
     /* embedding.c, feature_norm.c, norm.c, dropout.c */ \
     X(EMBEDDING, "embedding", dg_emb_attr, FOLLOW, PRIM, ONNX(m_embedding), BE(index_select) | BE(index_add)) \
     X(LAYER_NORM, "layer_norm", dg_ln_trace_attr, FOLLOW, COMPOSITE, ONNX(m_layer_norm), 0) \
-    X(GROUP_NORM, "group_norm", dg_no_attr, FOLLOW, COMPOSITE, PARTS, 0) \
+    X(GROUP_NORM, "group_norm", dg_no_attr, FOLLOW, COMPOSITE, NO_ONNX, 0) \
     X(BATCH_NORM, "batch_norm", dg_bn_attr, FOLLOW, PRIM, ONNX(m_batch_norm), BE(batch_norm) | BE(batch_norm_backward)) \
     X(BATCH_NORM_RELU, "batch_norm_relu", dg_bn_attr, FOLLOW, PRIM, ONNX(m_batch_norm), BE(batch_norm) | BE(batch_norm_backward)) \
     X(DROPOUT, "dropout", dg_no_attr, NONE, PRIM, ONNX(m_identity), BE(random) | BE(binary)) \
@@ -139,7 +142,7 @@ typedef struct { char unused; } dg_no_attr;
     /* conv.c, conv_transpose.c */ \
     X(CONV2D, "conv2d", dg_conv2d_geom, WHITE, PRIM, ONNX(m_conv), BE(conv2d) | BE(conv2d_backward_data) | BE(conv2d_backward_filter)) \
     X(CONV_TRANSPOSE2D, "conv_transpose2d", dg_ct_attr, FOLLOW, PRIM, ONNX(m_conv_transpose), BE(conv2d) | BE(conv2d_backward_data) | BE(conv2d_backward_filter)) \
-    X(CONV1D, "conv1d", dg_no_attr, FOLLOW, COMPOSITE, PARTS, 0) \
+    X(CONV1D, "conv1d", dg_no_attr, FOLLOW, COMPOSITE, NO_ONNX, 0) \
     /* eval-mode Conv+ReLU for passes without gradients (dygraph/extension.h; nn/fuse.c picks its dtype) */ \
     X(CONV2D_RELU, "conv2d_relu", dg_no_attr, NONE, PRIM, NO_ONNX, BE(conv2d) | BE(unary)) \
     /* pool.c, pool_indices.c, pool1d.c */ \
@@ -185,5 +188,12 @@ static inline const char *dg_op_name(dg_op_id op) {
 }
 /* the op named `name`, or -1 */
 int dg_op_find(const char *name);
+/* How often this thread entered each op (dg_op_enter) or, for a PART op, traced it: the
+ * registry harness (test/registry_cases.h) checks that every op it runs passed the entry path
+ * under its own id. One thread-local increment per op. */
+extern _Thread_local uint32_t dg_op_seen_count[DG_OP_COUNT];
+/* How many tape nodes this thread recorded under each id (dg_record_op): the harness checks that
+ * an op needing a gradient recorded under its own id, not another op's. */
+extern _Thread_local uint32_t dg_op_recorded_count[DG_OP_COUNT];
 
 #endif

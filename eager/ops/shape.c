@@ -99,7 +99,7 @@ static dg_tensor *to_device_op(const dg_tensor *x, dg_device dev) {
         return NULL;
     }
     dg_device src = x->storage->device;
-    if (src.type == dev.type && src.index == dev.index) return dg_clone(x);
+    if (src.type == dev.type && src.index == dev.index) return copy_op(DG_OP_TO_DEVICE, x, true);   /* a copy, as clone */
     dg_tensor *c = dg_is_contiguous(x) ? (dg_tensor *)x : NULL;
     dg_tensor *tmp = NULL;
     if (!c) { dg_no_grad_begin(); tmp = c = dg_contiguous(x); dg_no_grad_end(); if (!c) return NULL; }
