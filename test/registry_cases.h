@@ -452,7 +452,8 @@ static void rc_fail(rc_report *r, const char *fmt, ...) {
 static int rc_grads(const rc_case *c, dg_tensor *const *in, const dg_tensor *w, dg_tensor **g) {
     dg_scope *s = dg_scope_begin();
     dg_tensor *y = c->run(in);
-    dg_tensor *loss = y ? dg_sum_all(dg_mul(dg_cast(y, dg_dtype_of(w)), w)) : NULL;
+    const dg_tensor *wy = y && dg_device_of(y).type != dg_device_of(w).type ? dg_to_device(w, dg_device_of(y)) : w;   /* to_device */
+    dg_tensor *loss = y ? dg_sum_all(dg_mul(dg_cast(y, dg_dtype_of(w)), wy)) : NULL;
     int rc = loss ? dg_backward(loss) : -1;
     dg_scope_end(s);
     for (int i = 0; i < c->n_in; i++) {

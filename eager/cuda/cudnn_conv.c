@@ -475,10 +475,10 @@ int dg_cuda_conv2d(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview
     /* an empty input plane with padding: every window sees only zeros */
     if (x->numel == 0) {
         int rc = dg_cuda_bias_fill_raw(yp, bp, dt, g->n, g->oc, g->oh * g->ow);
-        return rc || !g->relu ? rc : dg_cuda_unary(be, DG_UN_RELU, y, y, 0, 0);
+        return rc || !g->relu ? rc : be->unary(be, DG_UN_RELU, y, y, 0, 0);   /* the table's entry: half outputs too */
     }
     int rc = run_chunks(K_FWD, g, cx, xp, wp, yp, bp);
-    if (!rc && g->relu) rc = dg_cuda_unary(be, DG_UN_RELU, y, y, 0, 0);   /* in place: elementwise */
+    if (!rc && g->relu) rc = be->unary(be, DG_UN_RELU, y, y, 0, 0);   /* in place, through the table: half outputs too */
     return rc;
 }
 
