@@ -89,6 +89,23 @@ static int accumulate_leaf(dg_tensor *leaf, dg_tensor *g) {
         DG_ERR((rc), fmt ": %s", __VA_ARGS__, cause_);                                   \
     } while (0)
 
+/* Anomaly mode: the gradients a rule made must be finite; the message names the rule, the
+ * forward op that recorded its node and the layer that op ran in. */
+static int anomaly_check(const dg_node *n, dg_tensor *const *gin) {
+    for (int i = 0; i < n->n_in; i++) {
+        if (!gin[i]) continue;
+        int64_t nan, bad = dg_count_nonfinite(gin[i], &nan);
+        if (bad < 0) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+        if (bad == 0) continue;
+        DG_ERR(DG_EINVAL, "anomaly: backward of '%s' made %lld NaN and %lld infinite values in the gradient of its input %d "
+               "%s %s; the node was recorded by the forward op '%s'%s%s", n->name, (long long)nan, (long long)(bad - nan), i,
+               dg_dtype_name(gin[i]->dtype), DG_SHAPE_STR(gin[i]), n->name,
+               n->anomaly_where ? " called from " : " called outside any layer", n->anomaly_where ? n->anomaly_where : "");
+        return DG_EINVAL;
+    }
+    return 0;
+}
+
 /* One of the gradients the leaf was waiting for has arrived (or its edge carried none): the hooks
  * run when it was the last. */
 static void leaf_done(dg_tensor *leaf) {
@@ -223,7 +240,10 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
             dg_scope *s = dg_scope_begin();
             dg_no_grad_begin();
             uint64_t errs = dg_error_count();
+            bool anomaly = dg_anomaly_enabled();
+            if (anomaly) dg_anomaly_ops_pause(1);
             int brc = n->backward(n, g, gin);
+            if (anomaly) dg_anomaly_ops_pause(-1);
             /* A rule that returns 0 after an op inside it failed (its result NULL, taken for "no
              * gradient") would cut the gradient silently: an input that needs a gradient and got
              * none while an error was recorded fails the walk. */
@@ -240,6 +260,7 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
                 }
                 dg_tensor_retain(gin[i]);
             }
+            if (!brc && anomaly) brc = anomaly_check(n, gin);
             dg_no_grad_end();
             dg_scope_end(s);
             dg_tensor_release(g);

@@ -241,6 +241,9 @@ dg_node *dg_record_as(int op, const char *name, dg_tensor *out, const dg_tensor 
 /* NaN and infinite elements of a float tensor on any device (NaNs in *n_nan); -1 when the check
  * itself failed (it said why) */
 int64_t dg_count_nonfinite(const dg_tensor *t, int64_t *n_nan);
+/* +1 / -1: ops stop / resume checking their own outputs (a backward rule's ops: the walk checks
+ * the rule's gradients as a whole and names the forward op) */
+void dg_anomaly_ops_pause(int delta);
 /* the innermost layer the calling thread runs in (dg_op_context_push), or "" */
 void dg_op_context_describe(char *buf, size_t len);
 
