@@ -181,7 +181,7 @@ $(BUILD)/lib/libdygraph-zmq.so.$(SOMAJOR): $(BUILD)/obj/dist/zmq/transport_zmq.o
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ -lzmq -lpthread
 $(BUILD)/lib/libdygraph-cuda.so.$(SOMAJOR): $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) \
-                                            $(BUILD)/obj/eager/device_pool.o $(SHIM_OBJ)
+                                            $(BUILD)/obj/eager/device_pool.o $(BUILD)/obj/eager/half_via_f32.o $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ $(CUDA_RPATH) -lcudnn -lcudart -ldl -lstdc++ -lm -lpthread
 $(BUILD)/lib/libdygraph-nccl.so.$(SOMAJOR): $(BUILD)/obj/dist/nccl/comm_nccl.o $(BUILD)/obj/dist/nccl/cuda_shim.o \
@@ -543,7 +543,7 @@ $(EMU)/obj/%.cu.o: %.cu $(EMU_HDRS) $(wildcard include/dygraph/*.h eager/*.h eag
 	@mkdir -p $(dir $@)
 	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
 
-$(EMU)/lib/libdygraph-cuda.so.$(SOMAJOR): $(EMU_CUDA_OBJ) $(EMU)/obj/eager/device_pool.o $(EMU)/obj/eager/module_shim.o $(EMU_RT) $(EMU_CUBLAS)
+$(EMU)/lib/libdygraph-cuda.so.$(SOMAJOR): $(EMU_CUDA_OBJ) $(EMU)/obj/eager/device_pool.o $(EMU)/obj/eager/half_via_f32.o $(EMU)/obj/eager/module_shim.o $(EMU_RT) $(EMU_CUBLAS)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) --coverage -fopenmp -o $@ $(filter %.o,$^) $(EMU_RT_LIBS)
 $(EMU)/lib/libdygraph-nccl.so.$(SOMAJOR): $(EMU)/obj/dist/nccl/comm_nccl.o $(EMU)/obj/dist/nccl/cuda_shim.o \
