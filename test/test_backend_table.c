@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <unistd.h>
 #include "../eager/half_via_f32.h"
+#include "backend_check.h"
 
 static void expect_error(const char *want) {
     cr_assert(strstr(dg_last_error(), want), "wanted \"%s\" in: %s", want, dg_last_error());
@@ -141,6 +142,10 @@ Test(backend_table, the_cpu_declares_what_its_kernels_take) {
     cr_assert(cpu->supports(cpu, DG_BE_alloc, DG_BOOL));      /* no data dtype */
     cr_assert(!cpu->supports(cpu, DG_BE_COUNT, DG_F32));
     cr_assert(!cpu->supports(cpu, DG_BE_copy, (dg_dtype)40));
+}
+
+Test(backend_table, the_cpu_supports_answers_as_its_kernels_do) {
+    check_supports_matches_kernels(dg_cpu());
 }
 
 /* ---- end to end: the device registry and a module whose table is incomplete ---- */
