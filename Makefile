@@ -197,7 +197,7 @@ $(TESTBIN): $(TEST_OBJ) $(STATIC) | $(TEST_MODULES)
 # A stand-in CUDA module whose backend table lacks required entries: test/test_backend_table.c
 # points DG_MODULE_PATH at it (../test_modules beside the test program) to see the device
 # registry refuse the device.
-$(TEST_MODULES): test/modules/incomplete_cuda.c eager/backend.h eager/backend_entries.h eager/internal.h
+$(TEST_MODULES): test/modules/incomplete_cuda.c eager/backend.h eager/backend_entries.h eager/internal.h $(wildcard include/*.h include/dygraph/*.h)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) $(CFLAGS) $(MODULE_CFLAGS) -fvisibility=hidden $(LDFLAGS) -o $@ $<
 
