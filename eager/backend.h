@@ -84,7 +84,9 @@ static inline dg_kview *dg_kview_set(dg_kview *v, const dg_tensor *t) {
     v->numel = t->numel;
     for (int i = 0; i < t->ndim; i++) { v->shape[i] = t->shape[i]; v->stride[i] = t->stride[i]; }   /* dims past ndim are never read */
     return v;
-}/* The table's entries by number (eager/backend_entries.h, the one list): DG_BE_alloc ...
+}
+
+/* The table's entries by number (eager/backend_entries.h, the one list): DG_BE_alloc ...
  * DG_BE_fused_update, in the struct's order, then DG_BE_COUNT. */
 typedef enum dg_be_entry {
 #define DG_BE_ENTRY(name, kind) DG_BE_##name,
@@ -267,8 +269,9 @@ bool dg_backend_entry_required(dg_be_entry e);
 int dg_backend_validate(const dg_backend *be);
 /* The op-side check (the op registry calls it on entry with the entries the op calls): 0 when
  * be has each of entries[0..n) and, where be says what it supports, takes dtype dt in each;
- * else DG_EUNSUPPORTED with "op OP needs backend entry 'E' (dtype DT), which cuda on gpu:0 does
- * not provide". */
+ * else DG_EUNSUPPORTED with "op OP needs backend entry 'E' for dtype DT, which cuda on gpu:0
+ * does not provide" ("op OP needs backend entry 'E', which ..." when the entry is absent). A
+ * few loads per entry and, where the table has `supports`, one call each. */
 int dg_backend_require(const dg_backend *be, const dg_be_entry *entries, int n, dg_dtype dt, const char *op);
 
 /* How ops reach a kernel: DG_KCALL(t, entry, ...) calls `entry` of the instance holding t's
