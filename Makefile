@@ -122,6 +122,7 @@ DGRUN    := $(BUILD)/bin/dgrun
 STATIC   := $(BUILD)/lib/libdygraph.a
 SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
+TEST_MODULES := $(BUILD)/test_modules/libdygraph-cuda.so.$(SOMAJOR)
 
 .PHONY: docs test-onnx test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list fuzz-ps-server test-gpu test-gpu-memcheck bench-gpu
@@ -181,7 +182,7 @@ $(BUILD)/lib/libdygraph-zmq.so.$(SOMAJOR): $(BUILD)/obj/dist/zmq/transport_zmq.o
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ -lzmq -lpthread
 $(BUILD)/lib/libdygraph-cuda.so.$(SOMAJOR): $(CUDA_C_SRC:%.c=$(BUILD)/obj/%.o) $(CUDA_CU_SRC:%.cu=$(BUILD)/obj/%.cu.o) \
-                                            $(BUILD)/obj/eager/device_pool.o $(SHIM_OBJ)
+                                            $(BUILD)/obj/eager/device_pool.o $(BUILD)/obj/eager/half_via_f32.o $(SHIM_OBJ)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ $(CUDA_RPATH) -lcudnn -lcudart -ldl -lstdc++ -lm -lpthread
 $(BUILD)/lib/libdygraph-nccl.so.$(SOMAJOR): $(BUILD)/obj/dist/nccl/comm_nccl.o $(BUILD)/obj/dist/nccl/cuda_shim.o \
@@ -189,9 +190,16 @@ $(BUILD)/lib/libdygraph-nccl.so.$(SOMAJOR): $(BUILD)/obj/dist/nccl/comm_nccl.o $
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) -o $@ $^ $(CUDA_RPATH) -lnccl -lcudart -lpthread
 
-$(TESTBIN): $(TEST_OBJ) $(STATIC)
+$(TESTBIN): $(TEST_OBJ) $(STATIC) | $(TEST_MODULES)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(TEST_OBJ) $(STATIC) -lcriterion $(LDLIBS)
+
+# A stand-in CUDA module whose backend table lacks required entries: test/test_backend_table.c
+# points DG_MODULE_PATH at it (../test_modules beside the test program) to see the device
+# registry refuse the device.
+$(TEST_MODULES): test/modules/incomplete_cuda.c eager/backend.h eager/backend_entries.h eager/internal.h $(wildcard include/*.h include/dygraph/*.h)
+	@mkdir -p $(dir $@)
+	$(MODULE_LINK) $(CFLAGS) $(MODULE_CFLAGS) -fvisibility=hidden $(LDFLAGS) -o $@ $<
 
 $(BUILD)/bin/%: samples/%.c $(wildcard samples/*.h) $(STATIC)
 	@mkdir -p $(dir $@)
@@ -280,6 +288,10 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
+	@# DG_KCALL compiles on a required entry and is refused on an optional one (eager/backend.h)
+	$(CC) $(CFLAGS) -fsyntax-only -DENTRY=batch_norm test/compile_fail/kcall_entry.c
+	@! $(CC) $(CFLAGS) -fsyntax-only -DENTRY=batch_norm_relu test/compile_fail/kcall_entry.c 2>/dev/null || \
+	  { echo "test-run: DG_KCALL on the optional entry batch_norm_relu compiled"; exit 1; }
 	@$(MAKE) --no-print-directory test-onnx
 	sh test/samples_flags.sh $(BUILD)/bin
 	/usr/bin/python3 test/plot_test.py $(BUILD)/bin
@@ -543,7 +555,7 @@ $(EMU)/obj/%.cu.o: %.cu $(EMU_HDRS) $(wildcard include/dygraph/*.h eager/*.h eag
 	@mkdir -p $(dir $@)
 	g++ $(EMU_CXXFLAGS) -x c++ -c $< -o $@
 
-$(EMU)/lib/libdygraph-cuda.so.$(SOMAJOR): $(EMU_CUDA_OBJ) $(EMU)/obj/eager/device_pool.o $(EMU)/obj/eager/module_shim.o $(EMU_RT) $(EMU_CUBLAS)
+$(EMU)/lib/libdygraph-cuda.so.$(SOMAJOR): $(EMU_CUDA_OBJ) $(EMU)/obj/eager/device_pool.o $(EMU)/obj/eager/half_via_f32.o $(EMU)/obj/eager/module_shim.o $(EMU_RT) $(EMU_CUBLAS)
 	@mkdir -p $(dir $@)
 	$(MODULE_LINK) --coverage -fopenmp -o $@ $(filter %.o,$^) $(EMU_RT_LIBS)
 $(EMU)/lib/libdygraph-nccl.so.$(SOMAJOR): $(EMU)/obj/dist/nccl/comm_nccl.o $(EMU)/obj/dist/nccl/cuda_shim.o \

@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "update_rule.h"
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,16 +84,40 @@ static inline dg_kview *dg_kview_set(dg_kview *v, const dg_tensor *t) {
     v->numel = t->numel;
     for (int i = 0; i < t->ndim; i++) { v->shape[i] = t->shape[i]; v->stride[i] = t->stride[i]; }   /* dims past ndim are never read */
     return v;
-}/* A backend instance: the table of entries, and the device and context they act on. Every
+}
+
+/* The table's entries by number (eager/backend_entries.h, the one list): DG_BE_alloc ...
+ * DG_BE_fused_update, in the struct's order, then DG_BE_COUNT. */
+typedef enum dg_be_entry {
+#define DG_BE_ENTRY(name, kind) DG_BE_##name,
+#include "backend_entries.h"
+#undef DG_BE_ENTRY
+    DG_BE_COUNT
+} dg_be_entry;
+/* Each entry's kind, DG_BE_KIND_<name>: DG_KCALL reads it at compile time. */
+enum {
+    DG_BE_OPTIONAL = 0, DG_BE_REQUIRED = 1,
+#define DG_BE_ENTRY(name, kind) DG_BE_KIND_##name = DG_BE_##kind,
+#include "backend_entries.h"
+#undef DG_BE_ENTRY
+};
+
+/* A backend instance: the table of entries, and the device and context they act on. Every
  * entry receives its instance first (ggml-backend style), so one table serves several devices
  * (gpu:0 and gpu:1 are two instances of the CUDA table with their own streams, library
- * handles and memory pool). */
+ * handles and memory pool). The header fields come first; every field after them is an entry
+ * of eager/backend_entries.h, a function pointer, in that list's order (checked at compile time
+ * in eager/backend.c, which is what lets dg_backend_has find an entry by its number). */
 typedef struct dg_backend dg_backend;
+struct dg_half_via_f32;
 struct dg_backend {
     const char *name;
     dg_device_type type;
     int index;                    /* the device's index (0 for the CPU) */
     void *context;                /* the backend's own state for that device */
+    /* the kernels and scratch behind the entries this table points at the shared float16 /
+     * bfloat16 wrappers (eager/half_via_f32.h); NULL when it points at none */
+    const struct dg_half_via_f32 *half;
     /* memory */
     void *(*alloc)(const dg_backend *be, size_t nbytes);
     void (*free)(const dg_backend *be, void *p);
@@ -114,6 +139,13 @@ struct dg_backend {
      * (cached memory, library handles, streams, primitive caches). Memory of tensors still
      * alive stays valid and may still be freed; the next use starts the backend again. */
     void (*shutdown)(const dg_backend *be);
+    /* optional (ggml's supports_op): whether entry e computes on data of dtype dt (the dtype of
+     * the values it works on: x, the gradient, gemm's dt, the parameters of fused_update; dt is
+     * ignored for entries without one, such as alloc). It answers for the entry as the table
+     * serves it, half-precision wrappers included; an entry may still refuse one of its
+     * operations for a dtype it takes (binary's DIV on int32) with an error of its own. NULL:
+     * every entry present takes every dtype. dg_backend_require asks it. */
+    bool (*supports)(const dg_backend *be, dg_be_entry e, dg_dtype dt);
 
     /* elementwise; x/a/b may be strided (stride 0 = broadcast) with y's shape */
     int (*fill)(const dg_backend *be, dg_kview *y, double value);
@@ -210,10 +242,48 @@ int dg_cuda_backends_started(const dg_backend **out, int cap);
  * (eager/device.c). */
 int dg_backends_started(const dg_backend **out, int cap);
 
+/* ---- what a table provides (eager/backend.c) ---- */
+/* The field offset of entry e: the entries follow the header fields, one pointer each. */
+#define DG_BE_ENTRY_OFFSET(e) (offsetof(struct dg_backend, alloc) + (size_t)(e) * sizeof(void (*)(void)))
+/* Whether be has entry e (a pointer load and a compare). */
+static inline bool dg_backend_has(const dg_backend *be, dg_be_entry e) {
+    void (*fn)(void);
+    memcpy(&fn, (const char *)be + DG_BE_ENTRY_OFFSET(e), sizeof fn);
+    return fn != NULL;
+}
+/* Sets of dtypes, for the tables behind a `supports` entry. */
+#define DG_DT_BIT(dt) (1u << (dt))
+#define DG_DT_FLOATS (DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64) | DG_DT_BIT(DG_F16) | DG_DT_BIT(DG_BF16))
+#define DG_DT_INTS (DG_DT_BIT(DG_I64) | DG_DT_BIT(DG_I32))
+#define DG_DT_ALL (DG_DT_FLOATS | DG_DT_INTS | DG_DT_BIT(DG_BOOL))
+static inline bool dg_dt_in(unsigned set, dg_dtype dt) { return (unsigned)dt < 32 && ((set >> dt) & 1u); }
+/* "gemm", "batch_norm_relu", ...; "?" for a number outside the list. */
+const char *dg_backend_entry_name(dg_be_entry e);
+/* Whether every table must have e (REQUIRED in eager/backend_entries.h). */
+bool dg_backend_entry_required(dg_be_entry e);
+/* The check made when an instance is made (eager/device.c): 0, or DG_EDEVICE with a message
+ * naming the backend, the device and every required entry the table lacks (and an entry present
+ * without its partner: host_alloc without host_free, or a half-precision wrapper with no kernel
+ * behind it). An instance that fails it is never handed out, so DG_KCALL on a required entry
+ * never meets NULL. */
+int dg_backend_validate(const dg_backend *be);
+/* The op-side check (the op registry calls it on entry with the entries the op calls): 0 when
+ * be has each of entries[0..n) and, where be says what it supports, takes dtype dt in each;
+ * else DG_EUNSUPPORTED with "op OP needs backend entry 'E' for dtype DT, which cuda on gpu:0
+ * does not provide" ("op OP needs backend entry 'E', which ..." when the entry is absent). A
+ * few loads per entry and, where the table has `supports`, one call each. */
+int dg_backend_require(const dg_backend *be, const dg_be_entry *entries, int n, dg_dtype dt, const char *op);
+
 /* How ops reach a kernel: DG_KCALL(t, entry, ...) calls `entry` of the instance holding t's
  * storage, with that instance first; DG_KV(t) is a kernel view of tensor t made for the call
- * (it lives until the end of the enclosing block), DG_KV_OPT(t) the same or NULL. */
-#define DG_KCALL(t, entry, ...) (dg_backend_of(t)->entry(dg_backend_of(t), __VA_ARGS__))
+ * (it lives until the end of the enclosing block), DG_KV_OPT(t) the same or NULL. DG_KCALL
+ * takes required entries only, refused at compile time otherwise ("size of unnamed array is
+ * negative"): a required entry is non-NULL in every instance handed out (dg_backend_validate),
+ * so the call needs no check; an optional one is called as `be->entry ? ... : fallback` (or
+ * after dg_backend_has / dg_backend_require), where the fallback is the op's to choose. */
+#define DG_KCALL(t, entry, ...)                                                               \
+    ((void)sizeof(char[DG_BE_KIND_##entry == DG_BE_REQUIRED ? 1 : -1]),                       \
+     dg_backend_of(t)->entry(dg_backend_of(t), __VA_ARGS__))
 #define DG_KV(t) dg_kview_set((dg_kview[1]){ { 0 } }, (t))
 #define DG_KV_OPT(t) ((t) ? DG_KV(t) : NULL)
 

@@ -6,8 +6,8 @@
  * once on store (eager/half.h): mixed precision keeps its activations in 2 bytes from the
  * convolution through the normalisation to the next convolution, with no f32 copy between.
  * The per-channel tensors (weight, bias, statistics, their gradients) are f32 for half x (the
- * norm layers keep f32 parameters under autocast and O2); cpu/half_via_f32.c widens the rare
- * half ones.
+ * norm layers keep f32 parameters under autocast and O2); the shared half wrappers widen the rare
+ * half ones (eager/half_via_f32.c, as cpu/half.c asks).
  *
  * Training: per channel, mean and biased variance over n*inner values (two passes, summed in
  * double, so a large mean does not cancel the variance away), written to save_mean and

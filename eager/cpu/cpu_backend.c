@@ -1,6 +1,6 @@
 /* eager/cpu/cpu_backend.c — the CPU backend's table, memory, fill/copy/cast, where and the
  * Philox-driven random fills. */
-#include "../backend.h"
+#include "../half_via_f32.h"
 #include "iter.h"
 #include "cpu_kernels.h"
 #include <math.h>
@@ -130,9 +130,38 @@ static int cpu_random(const dg_backend *be, dg_random_kind kind, dg_kview *y, do
     return 0;
 }
 
+/* What each entry takes (the `supports` entry, ggml's supports_op): the dtypes of the values it
+ * computes on, half ones included where half.c widens them. binary's integer arithmetic is
+ * add, sub, mul, max and min (the comparisons take any dtype); random stores its draws into
+ * any dtype. */
+#define FLOATS DG_DT_FLOATS
+#define INTS DG_DT_INTS
+#define ALL DG_DT_ALL
+static const unsigned cpu_dtypes[DG_BE_COUNT] = {
+    /* no data dtype */
+    [DG_BE_alloc] = ALL, [DG_BE_free] = ALL, [DG_BE_upload] = ALL, [DG_BE_download] = ALL, [DG_BE_synchronize] = ALL,
+    [DG_BE_memory_stats] = ALL, [DG_BE_empty_cache] = ALL, [DG_BE_shutdown] = ALL, [DG_BE_supports] = ALL,
+    [DG_BE_fill] = ALL, [DG_BE_copy] = ALL, [DG_BE_where] = ALL, [DG_BE_random] = ALL,
+    [DG_BE_unary] = FLOATS, [DG_BE_binary] = FLOATS | INTS, [DG_BE_reduce] = FLOATS, [DG_BE_gemm] = FLOATS,
+    [DG_BE_softmax] = FLOATS, [DG_BE_softmax_backward] = FLOATS,
+    [DG_BE_index_select] = ALL, [DG_BE_gather] = ALL, [DG_BE_index_add] = FLOATS, [DG_BE_scatter_add] = FLOATS,
+    [DG_BE_argsort] = FLOATS | INTS, [DG_BE_nll] = FLOATS, [DG_BE_nll_backward] = FLOATS,
+    [DG_BE_conv2d] = FLOATS, [DG_BE_conv2d_backward_data] = FLOATS, [DG_BE_conv2d_backward_filter] = FLOATS,
+    [DG_BE_max_pool2d] = FLOATS, [DG_BE_max_pool2d_backward] = FLOATS, [DG_BE_avg_pool2d] = FLOATS,
+    [DG_BE_avg_pool2d_backward] = FLOATS, [DG_BE_adaptive_avg_pool2d] = FLOATS, [DG_BE_adaptive_avg_pool2d_backward] = FLOATS,
+    [DG_BE_max_pool2d_with_indices] = FLOATS, [DG_BE_adaptive_max_pool2d] = FLOATS, [DG_BE_max_pool2d_indices_backward] = FLOATS,
+    [DG_BE_batch_norm] = FLOATS, [DG_BE_batch_norm_backward] = FLOATS, [DG_BE_batch_norm_relu] = FLOATS,
+    [DG_BE_batch_norm_relu_backward] = FLOATS,
+    [DG_BE_fused_update] = DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64),
+};
+static bool cpu_supports(const dg_backend *be, dg_be_entry e, dg_dtype dt) {
+    return (unsigned)e < DG_BE_COUNT && dg_dt_in(cpu_dtypes[e], dt);
+}
+
 const dg_backend dg_cpu_backend = {
     .name = "cpu",
     .type = DG_CPU,
+    .half = &dg_cpu_half,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy_bytes,
@@ -141,38 +170,39 @@ const dg_backend dg_cpu_backend = {
     .memory_stats = cpu_memory_stats,
     .empty_cache = cpu_empty_cache,
     .shutdown = dg_dnnl_release,
+    .supports = cpu_supports,
     .fill = cpu_fill,
     .copy = dg_cpu_copy,
     .unary = dg_cpu_unary,
     .binary = dg_cpu_binary,
     .where = cpu_where,
-    .reduce = dg_cpu_reduce_any,
+    .reduce = dg_half_reduce,
     .random = cpu_random,
     .gemm = dg_cpu_gemm,
-    .softmax = dg_cpu_softmax_any,
-    .softmax_backward = dg_cpu_softmax_backward_any,
-    .index_select = dg_cpu_index_select_any,
-    .index_add = dg_cpu_index_add_any,
-    .gather = dg_cpu_gather_any,
-    .scatter_add = dg_cpu_scatter_add_any,
-    .argsort = dg_cpu_argsort_any,
-    .nll = dg_cpu_nll_any,
-    .nll_backward = dg_cpu_nll_backward_any,
-    .conv2d = dg_cpu_conv2d_any,
-    .conv2d_backward_data = dg_cpu_conv2d_backward_data_any,
-    .conv2d_backward_filter = dg_cpu_conv2d_backward_filter_any,
-    .max_pool2d = dg_cpu_max_pool2d_any,
-    .max_pool2d_backward = dg_cpu_max_pool2d_backward_any,
-    .avg_pool2d = dg_cpu_avg_pool2d_any,
-    .avg_pool2d_backward = dg_cpu_avg_pool2d_backward_any,
-    .adaptive_avg_pool2d = dg_cpu_adaptive_avg_pool2d_any,
-    .adaptive_avg_pool2d_backward = dg_cpu_adaptive_avg_pool2d_backward_any,
-    .max_pool2d_with_indices = dg_cpu_max_pool2d_with_indices_any,
-    .adaptive_max_pool2d = dg_cpu_adaptive_max_pool2d_any,
-    .max_pool2d_indices_backward = dg_cpu_max_pool2d_indices_backward_any,
-    .batch_norm = dg_cpu_batch_norm_any,
-    .batch_norm_backward = dg_cpu_batch_norm_backward_any,
-    .batch_norm_relu = dg_cpu_batch_norm_relu_any,
-    .batch_norm_relu_backward = dg_cpu_batch_norm_relu_backward_any,
+    .softmax = dg_half_softmax,
+    .softmax_backward = dg_half_softmax_backward,
+    .index_select = dg_half_index_select,
+    .index_add = dg_half_index_add,
+    .gather = dg_half_gather,
+    .scatter_add = dg_half_scatter_add,
+    .argsort = dg_half_argsort,
+    .nll = dg_half_nll,
+    .nll_backward = dg_half_nll_backward,
+    .conv2d = dg_half_conv2d,
+    .conv2d_backward_data = dg_half_conv2d_backward_data,
+    .conv2d_backward_filter = dg_half_conv2d_backward_filter,
+    .max_pool2d = dg_half_max_pool2d,
+    .max_pool2d_backward = dg_half_max_pool2d_backward,
+    .avg_pool2d = dg_half_avg_pool2d,
+    .avg_pool2d_backward = dg_half_avg_pool2d_backward,
+    .adaptive_avg_pool2d = dg_half_adaptive_avg_pool2d,
+    .adaptive_avg_pool2d_backward = dg_half_adaptive_avg_pool2d_backward,
+    .max_pool2d_with_indices = dg_half_max_pool2d_with_indices,
+    .adaptive_max_pool2d = dg_half_adaptive_max_pool2d,
+    .max_pool2d_indices_backward = dg_half_max_pool2d_indices_backward,
+    .batch_norm = dg_half_batch_norm,
+    .batch_norm_backward = dg_half_batch_norm_backward,
+    .batch_norm_relu = dg_half_batch_norm_relu,
+    .batch_norm_relu_backward = dg_half_batch_norm_relu_backward,
     .fused_update = dg_cpu_fused_update,
 };

@@ -1,6 +1,7 @@
 /* eager/cpu/cpu_kernels.h — the CPU backend's kernels, for its table (cpu_backend.c) and the
- * float16 / bfloat16 wrappers (half_via_f32.c): dg_cpu_X is the f32 / f64 / integer kernel,
- * dg_cpu_X_any the table's entry, which also takes half operands. */
+ * kernels behind the shared float16 / bfloat16 wrappers (half.c, eager/half_via_f32.h):
+ * dg_cpu_X is the kernel of entry X for f32 / f64 / integer operands and for the half ones
+ * it takes natively. */
 #ifndef DG_CPU_KERNELS_H
 #define DG_CPU_KERNELS_H
 
@@ -35,7 +36,7 @@ int dg_cpu_adaptive_max_pool2d(const dg_backend *be, const dg_kview *, dg_kview 
 int dg_cpu_max_pool2d_indices_backward(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
 /* The pooling kernels also take float16 / bfloat16 (loaded to f32, rounded once on store).
  * Backward passes that sum into gx sum a half plane in an f32 stack buffer of this many
- * elements; half_via_f32.c widens larger planes instead (the predicates say which). */
+ * elements; larger planes are widened to f32 instead (half.c asks these predicates). */
 #define DG_CPU_POOL_HALF_PLANE_MAX 16384
 bool dg_cpu_pool_half_plane_fits(int64_t hw);
 bool dg_cpu_max_pool2d_half_bwd_fits(const dg_pool2d_geom *g);
@@ -51,36 +52,9 @@ int dg_cpu_batch_norm_relu_backward(const dg_backend *be, const dg_kview *x, con
 int dg_cpu_fused_update(const dg_backend *be, const dg_update_params *, dg_dtype, const dg_update_tensor *, int);
 int dg_cpu_copy(const dg_backend *be, const dg_kview *x, dg_kview *y);   /* any strides, casts between any dtypes */
 
-int dg_cpu_reduce_any(const dg_backend *be, dg_reduce_op, const dg_kview *, dg_kview *);
-int dg_cpu_softmax_any(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
-int dg_cpu_softmax_backward_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, bool);
-int dg_cpu_index_select_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_index_add_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_gather_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
-int dg_cpu_scatter_add_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, int64_t);
-int dg_cpu_argsort_any(const dg_backend *be, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t, bool);
-int dg_cpu_nll_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_nll_backward_any(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_conv2d_any(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
-int dg_cpu_conv2d_backward_data_any(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
-int dg_cpu_conv2d_backward_filter_any(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *);
-int dg_cpu_max_pool2d_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
-int dg_cpu_max_pool2d_backward_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
-int dg_cpu_avg_pool2d_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
-int dg_cpu_avg_pool2d_backward_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);
-int dg_cpu_adaptive_avg_pool2d_any(const dg_backend *be, const dg_kview *, dg_kview *);
-int dg_cpu_adaptive_avg_pool2d_backward_any(const dg_backend *be, const dg_kview *, dg_kview *);
-int dg_cpu_max_pool2d_with_indices_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *, dg_kview *);
-int dg_cpu_adaptive_max_pool2d_any(const dg_backend *be, const dg_kview *, dg_kview *, dg_kview *);
-int dg_cpu_max_pool2d_indices_backward_any(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
-int dg_cpu_batch_norm_any(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
-                      bool, double, int64_t, int64_t, int64_t);
-int dg_cpu_batch_norm_backward_any(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, const dg_kview *,
-                               const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
-int dg_cpu_batch_norm_relu_any(const dg_backend *be, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *, dg_kview *,
-                               bool, double, int64_t, int64_t, int64_t);
-int dg_cpu_batch_norm_relu_backward_any(const dg_backend *be, const dg_kview *x, const dg_kview *y, const dg_kview *gy, const dg_kview *,
-                                        const dg_kview *, const dg_kview *, bool, dg_kview *, dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
+/* The CPU's dg_half_via_f32 (half.c): the table's `half`. */
+struct dg_half_via_f32;
+extern const struct dg_half_via_f32 dg_cpu_half;
 
 /* oneDNN's convolutions (conv_dnnl.c): 1 when done, 0 when the caller should fall back; they
  * take f32 operands, or bf16 ones (all of them) natively */

@@ -72,7 +72,7 @@ static inline int64_t adapt_end(int64_t i, int64_t in, int64_t out) { return ((i
 /* Backward passes that sum gradients into gx (overlapping windows) sum a half plane in an f32
  * buffer on the thread's stack, zeroed and then rounded into gx once, so the sums are the f32
  * kernel's; f32/f64 sum in gx itself (ACC is then gx's plane and the copies are dead code).
- * Larger planes keep half_via_f32.c's widened path (dg_cpu_pool_half_plane_fits). */
+ * Larger planes are widened to f32 instead (cpu/half.c asks dg_cpu_pool_half_plane_fits). */
 #define ACC_BEGIN(HALF, A, buf, gxp, hw)                                                           \
     A buf##_st[(HALF) ? DG_CPU_POOL_HALF_PLANE_MAX : 1];                                           \
     A *buf = (HALF) ? buf##_st : (A *)(void *)(gxp);                                               \
@@ -387,7 +387,7 @@ static int bad_dtype(const char *op, dg_dtype dt) {
     return DG_EUNSUPPORTED;
 }
 /* A half backward whose gradient plane is too large for the f32 stack accumulator: the caller
- * (half_via_f32.c) asks dg_cpu_pool_half_plane_fits first, so this is a misuse, not a state. */
+ * (cpu/half.c) asks dg_cpu_pool_half_plane_fits first, so this is a misuse, not a state. */
 static int plane_too_large(const char *op, int64_t hw) {
     DG_ERR(DG_EUNSUPPORTED, "%s: a %lld-element half gradient plane is over the native kernel's %d "
            "(the widened path takes it)", op, (long long)hw, DG_CPU_POOL_HALF_PLANE_MAX);

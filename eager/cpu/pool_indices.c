@@ -117,7 +117,7 @@ int dg_cpu_max_pool2d_indices_backward(const dg_backend *be, const dg_pool2d_geo
                                        dg_kview *gx) {
     (void)be; (void)g;
     int64_t planes = gx->shape[0] * gx->shape[1], hw = gx->shape[2] * gx->shape[3], ohw = gy->shape[2] * gy->shape[3];
-    if (dg_dtype_is_half(gy->dtype) && !dg_cpu_pool_half_plane_fits(hw)) {   /* half_via_f32.c asks first */
+    if (dg_dtype_is_half(gy->dtype) && !dg_cpu_pool_half_plane_fits(hw)) {   /* cpu/half.c asks first */
         DG_ERR(DG_EUNSUPPORTED, "max_pool2d backward: a %lld-element half gradient plane is over the native "
                "kernel's %d (the widened path takes it)", (long long)hw, DG_CPU_POOL_HALF_PLANE_MAX);
         return DG_EUNSUPPORTED;

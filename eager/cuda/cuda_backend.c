@@ -6,6 +6,7 @@
  * this one. */
 #include "cuda_internal.h"
 #include "../device_pool.h"
+#include "../half_via_f32.h"
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -379,9 +380,38 @@ static int cuda_copy_peer(const dg_backend *be, void *dst, const dg_backend *fro
     return rc;
 }
 
+/* What each entry takes (the `supports` entry, ggml's supports_op): the dtypes of the values it
+ * computes on, float16 / bfloat16 included where half.c widens them. binary's integer
+ * arithmetic is add, sub, mul, max and min (the comparisons take any dtype); the random draws
+ * are floating point only (random.cu), where the CPU stores them into any dtype. */
+#define FLOATS DG_DT_FLOATS
+#define INTS DG_DT_INTS
+#define ALL DG_DT_ALL
+static const unsigned cuda_dtypes[DG_BE_COUNT] = {
+    /* no data dtype */
+    [DG_BE_alloc] = ALL, [DG_BE_free] = ALL, [DG_BE_upload] = ALL, [DG_BE_download] = ALL, [DG_BE_copy_peer] = ALL,
+    [DG_BE_synchronize] = ALL, [DG_BE_memory_stats] = ALL, [DG_BE_empty_cache] = ALL, [DG_BE_host_alloc] = ALL,
+    [DG_BE_host_free] = ALL, [DG_BE_stream] = ALL, [DG_BE_shutdown] = ALL, [DG_BE_supports] = ALL,
+    [DG_BE_fill] = ALL, [DG_BE_copy] = ALL, [DG_BE_where] = ALL, [DG_BE_random] = FLOATS,
+    [DG_BE_unary] = FLOATS, [DG_BE_binary] = FLOATS | INTS, [DG_BE_reduce] = FLOATS, [DG_BE_gemm] = FLOATS,
+    [DG_BE_softmax] = FLOATS, [DG_BE_softmax_backward] = FLOATS,
+    [DG_BE_index_select] = ALL, [DG_BE_gather] = ALL, [DG_BE_index_add] = FLOATS, [DG_BE_scatter_add] = FLOATS,
+    [DG_BE_argsort] = FLOATS | INTS, [DG_BE_nll] = FLOATS, [DG_BE_nll_backward] = FLOATS,
+    [DG_BE_conv2d] = FLOATS, [DG_BE_conv2d_backward_data] = FLOATS, [DG_BE_conv2d_backward_filter] = FLOATS,
+    [DG_BE_max_pool2d] = FLOATS, [DG_BE_max_pool2d_backward] = FLOATS, [DG_BE_avg_pool2d] = FLOATS,
+    [DG_BE_avg_pool2d_backward] = FLOATS, [DG_BE_adaptive_avg_pool2d] = FLOATS, [DG_BE_adaptive_avg_pool2d_backward] = FLOATS,
+    [DG_BE_max_pool2d_with_indices] = FLOATS, [DG_BE_adaptive_max_pool2d] = FLOATS, [DG_BE_max_pool2d_indices_backward] = FLOATS,
+    [DG_BE_batch_norm] = FLOATS, [DG_BE_batch_norm_backward] = FLOATS,
+    [DG_BE_fused_update] = DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64),
+};
+static bool cuda_supports(const dg_backend *be, dg_be_entry e, dg_dtype dt) {
+    return (unsigned)e < DG_BE_COUNT && dg_dt_in(cuda_dtypes[e], dt);
+}
+
 static const dg_backend cuda_table = {
     .name = "cuda",
     .type = DG_CUDA,
+    .half = &dg_cuda_half,
     .alloc = cuda_alloc_entry,
     .free = cuda_free_entry,
     .host_alloc = cuda_host_alloc,
@@ -394,38 +424,39 @@ static const dg_backend cuda_table = {
     .memory_stats = cuda_memory_stats,
     .empty_cache = cuda_empty_cache,
     .shutdown = cuda_shutdown,
+    .supports = cuda_supports,
     .fill = dg_cuda_fill,
     .copy = dg_cuda_copy,
-    .unary = dg_cuda_unary_any,
-    .binary = dg_cuda_binary_any,
+    .unary = dg_half_unary,
+    .binary = dg_half_binary,
     .where = dg_cuda_where,
-    .reduce = dg_cuda_reduce_any,
-    .random = dg_cuda_random_any,
+    .reduce = dg_half_reduce,
+    .random = dg_half_random,
     .gemm = dg_cuda_gemm,
-    .softmax = dg_cuda_softmax_any,
-    .softmax_backward = dg_cuda_softmax_backward_any,
-    .index_select = dg_cuda_index_select_any,
-    .index_add = dg_cuda_index_add_any,
-    .gather = dg_cuda_gather_any,
-    .scatter_add = dg_cuda_scatter_add_any,
-    .argsort = dg_cuda_argsort_any,
-    .nll = dg_cuda_nll_any,
-    .nll_backward = dg_cuda_nll_backward_any,
+    .softmax = dg_half_softmax,
+    .softmax_backward = dg_half_softmax_backward,
+    .index_select = dg_half_index_select,
+    .index_add = dg_half_index_add,
+    .gather = dg_half_gather,
+    .scatter_add = dg_half_scatter_add,
+    .argsort = dg_half_argsort,
+    .nll = dg_half_nll,
+    .nll_backward = dg_half_nll_backward,
     .fused_update = dg_cuda_fused_update,
-    .conv2d = dg_cuda_conv2d_any,
-    .conv2d_backward_data = dg_cuda_conv2d_backward_data_any,
-    .conv2d_backward_filter = dg_cuda_conv2d_backward_filter_any,
-    .max_pool2d = dg_cuda_max_pool2d_any,
-    .max_pool2d_backward = dg_cuda_max_pool2d_backward_any,
-    .avg_pool2d = dg_cuda_avg_pool2d_any,
-    .avg_pool2d_backward = dg_cuda_avg_pool2d_backward_any,
-    .adaptive_avg_pool2d = dg_cuda_adaptive_avg_pool2d_any,
-    .adaptive_avg_pool2d_backward = dg_cuda_adaptive_avg_pool2d_backward_any,
-    .max_pool2d_with_indices = dg_cuda_max_pool2d_with_indices_any,
-    .adaptive_max_pool2d = dg_cuda_adaptive_max_pool2d_any,
-    .max_pool2d_indices_backward = dg_cuda_max_pool2d_indices_backward_any,
-    .batch_norm = dg_cuda_batch_norm_any,
-    .batch_norm_backward = dg_cuda_batch_norm_backward_any,
+    .conv2d = dg_half_conv2d,
+    .conv2d_backward_data = dg_half_conv2d_backward_data,
+    .conv2d_backward_filter = dg_half_conv2d_backward_filter,
+    .max_pool2d = dg_half_max_pool2d,
+    .max_pool2d_backward = dg_half_max_pool2d_backward,
+    .avg_pool2d = dg_half_avg_pool2d,
+    .avg_pool2d_backward = dg_half_avg_pool2d_backward,
+    .adaptive_avg_pool2d = dg_half_adaptive_avg_pool2d,
+    .adaptive_avg_pool2d_backward = dg_half_adaptive_avg_pool2d_backward,
+    .max_pool2d_with_indices = dg_half_max_pool2d_with_indices,
+    .adaptive_max_pool2d = dg_half_adaptive_max_pool2d,
+    .max_pool2d_indices_backward = dg_half_max_pool2d_indices_backward,
+    .batch_norm = dg_half_batch_norm,
+    .batch_norm_backward = dg_half_batch_norm_backward,
 };
 
 /* Streams, events and library handles on device c->device; on a failure what was made is

@@ -133,39 +133,10 @@ int dg_cuda_batch_norm(const dg_backend *be, const dg_kview *x, const dg_kview *
 int dg_cuda_batch_norm_backward(const dg_backend *be, const dg_kview *x, const dg_kview *gy, const dg_kview *weight,
                                 const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
                                 dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner);
-/* the table's entries for the dtypes above plus float16 / bfloat16 (half_via_f32.c): half
- * operands widened to f32 scratch around the entry of the same name without _any */
-int dg_cuda_unary_any(const dg_backend *be, dg_unary_op op, const dg_kview *x, dg_kview *y, double p0, double p1);
-int dg_cuda_binary_any(const dg_backend *be, dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kview *y, double p0, double p1);
-int dg_cuda_reduce_any(const dg_backend *be, dg_reduce_op op, const dg_kview *x, dg_kview *y);
-int dg_cuda_random_any(const dg_backend *be, dg_random_kind kind, dg_kview *y, double p0, double p1, uint64_t seed, uint64_t counter);
-int dg_cuda_softmax_any(const dg_backend *be, const dg_kview *x, dg_kview *y, int64_t rows, int64_t cols, bool log);
-int dg_cuda_softmax_backward_any(const dg_backend *be, const dg_kview *y, const dg_kview *gy, dg_kview *gx, int64_t rows, int64_t cols, bool log);
-int dg_cuda_index_select_any(const dg_backend *be, const dg_kview *x, const dg_kview *index, dg_kview *y, int64_t outer, int64_t dim, int64_t inner);
-int dg_cuda_index_add_any(const dg_backend *be, const dg_kview *gy, const dg_kview *index, dg_kview *gx, int64_t outer, int64_t dim, int64_t inner);
-int dg_cuda_gather_any(const dg_backend *be, const dg_kview *x, const dg_kview *index, dg_kview *y, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
-int dg_cuda_scatter_add_any(const dg_backend *be, const dg_kview *gy, const dg_kview *index, dg_kview *gx, int64_t outer, int64_t xdim, int64_t idim, int64_t inner);
-int dg_cuda_argsort_any(const dg_backend *be, const dg_kview *x, dg_kview *idx, int64_t outer, int64_t dim, int64_t inner, bool descending);
-int dg_cuda_nll_any(const dg_backend *be, const dg_kview *logp, const dg_kview *label, dg_kview *loss_rows, int64_t rows, int64_t cols, int64_t ignore_index);
-int dg_cuda_nll_backward_any(const dg_backend *be, const dg_kview *g_rows, const dg_kview *label, dg_kview *glogp, int64_t rows, int64_t cols, int64_t ignore_index);
-int dg_cuda_max_pool2d_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y);
-int dg_cuda_max_pool2d_backward_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, const dg_kview *y, const dg_kview *gy, dg_kview *gx);
-int dg_cuda_avg_pool2d_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y);
-int dg_cuda_avg_pool2d_backward_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx);
-int dg_cuda_adaptive_avg_pool2d_any(const dg_backend *be, const dg_kview *x, dg_kview *y);
-int dg_cuda_adaptive_avg_pool2d_backward_any(const dg_backend *be, const dg_kview *gy, dg_kview *gx);
-int dg_cuda_max_pool2d_with_indices_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y, dg_kview *idx);
-int dg_cuda_adaptive_max_pool2d_any(const dg_backend *be, const dg_kview *x, dg_kview *y, dg_kview *idx);
-int dg_cuda_max_pool2d_indices_backward_any(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *idx, const dg_kview *gy, dg_kview *gx);
-int dg_cuda_batch_norm_any(const dg_backend *be, const dg_kview *x, const dg_kview *weight, const dg_kview *bias, dg_kview *y,
-                           dg_kview *save_mean, dg_kview *save_invstd, bool training, double eps,
-                           int64_t n, int64_t c, int64_t inner);
-int dg_cuda_batch_norm_backward_any(const dg_backend *be, const dg_kview *x, const dg_kview *gy, const dg_kview *weight,
-                                    const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
-                                    dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner);
-int dg_cuda_conv2d_any(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y);
-int dg_cuda_conv2d_backward_data_any(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx);
-int dg_cuda_conv2d_backward_filter_any(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb);
+/* The backend's dg_half_via_f32 (half.c): the table's `half`, behind the entries it points at
+ * the shared float16 / bfloat16 wrappers (eager/half_via_f32.h). */
+struct dg_half_via_f32;
+extern const struct dg_half_via_f32 dg_cuda_half;
 /* pool.cu kernels the cuDNN files fall back on (same contracts as the entries above) */
 int dg_cuda_avg_pool2d_kernel(const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y);
 int dg_cuda_batch_norm_kernel(const dg_kview *x, const dg_kview *weight, const dg_kview *bias, dg_kview *y,

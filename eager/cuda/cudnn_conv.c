@@ -20,7 +20,7 @@
  * with dg_set_exact_gpu_conv(true) only the summation order differs, since FFT and Winograd
  * algorithms are then left out (see transformed_algo). f64 uses CUDNN_DEFAULT_MATH (there is no
  * reduced-precision path for doubles). float16 / bfloat16 tensors (all operands of one half
- * type; half_via_f32.c widens anything else) use HALF / BFLOAT16 descriptors with a FLOAT
+ * type; the shared half wrappers widen anything else, cuda/half.c) use HALF / BFLOAT16 descriptors with a FLOAT
  * compute type in the convolution descriptor, so the sums accumulate in f32 and each output is
  * rounded once; CUDNN_DEFAULT_MATH lets cuDNN pick tensor-core kernels for them. A bias is added
  * by cudnnAddTensor after the convolution, a second rounding (the CPU adds it before its one).

@@ -215,7 +215,7 @@ static inline bool dgk_dtype_ok(dg_dtype dt) {
 }
 
 /* The same with the 2-byte floats: the dtypes fill, copy/cast, where's condition and the
- * comparisons take (every other entry gets half operands widened to f32, half_via_f32.c). */
+ * comparisons take (every other entry gets half operands widened to f32, eager/half_via_f32.c). */
 #define DGK_DISPATCH_ALL_HALF(dt, F)                 \
     switch (dt) {                                    \
     case DG_F16: F(dgk_f16); break;                  \

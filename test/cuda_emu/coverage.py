@@ -4,13 +4,15 @@ transport (gcov data of the --coverage emulation build):
   * every kernel instantiation compiled into eager/cuda/*.cu launched at least once;
   * every cuBLAS, cuDNN and NCCL entry point the backend uses called (the emulated libraries
     record their entry points in DGEMU_CALLS_FILE);
-  * >= 90% of the executable lines of eager/cuda/ and dist/nccl/ executed.
+  * >= 90% of the executable lines of eager/cuda/, dist/nccl/ and the half-precision wrappers
+    the CUDA module shares with the core (eager/half_via_f32.c) executed.
 Usage: coverage.py BUILD_EMU_DIR CALLS_FILE. Exits 1 when a line above does not hold."""
 import glob, json, os, re, subprocess, sys
 
 emu, calls_file = sys.argv[1], sys.argv[2]
-objs = sorted(glob.glob(os.path.join(emu, 'obj/eager/cuda/*.o')) + glob.glob(os.path.join(emu, 'obj/dist/nccl/*.o')))
-ours = ('eager/cuda/', 'dist/nccl/')
+objs = sorted(glob.glob(os.path.join(emu, 'obj/eager/cuda/*.o')) + glob.glob(os.path.join(emu, 'obj/dist/nccl/*.o')) +
+              glob.glob(os.path.join(emu, 'obj/eager/half_via_f32.o')))
+ours = ('eager/cuda/', 'dist/nccl/', 'eager/half_via_f32.c')
 lines = {}        # file -> {line: count}
 functions = {}    # (file, demangled) -> count
 for o in objs:
