@@ -5,14 +5,19 @@
 #include "op_entry.h"
 #include "../profiler.h"
 #include <math.h>
+#include <pthread.h>
 
-/* MERGE-PENDING: the backend entry list (dg_be_entry, dg_backend_require) is being written beside
- * this; until it lands the field names are only checked to exist. */
-typedef int dg_be_entry;
-#define DG_BE_BIT(entry) ((uint64_t)0 * sizeof(((dg_backend *)0)->entry))
-static uint64_t dg_backend_missing_mask(const dg_backend *be) { (void)be; return 0; }
-static int dg_backend_require(const dg_backend *be, const dg_be_entry *e, int n, dg_dtype dt, const char *op) {
-    (void)be; (void)e; (void)n; (void)dt; (void)op; return 0;
+#define DG_BE_BIT(entry) (UINT64_C(1) << DG_BE_##entry)
+_Static_assert(DG_BE_COUNT <= 64, "registry.h keeps an op's backend entries in a 64-bit mask");
+
+/* The entries backend be lacks, as a mask. Presence only: which dtype reaches a kernel is the
+ * op's choice (integers promoted, halves widened), so the kernel, not the entry path, refuses a
+ * dtype it does not take (naming it), as the backend's `supports` declares. */
+static uint64_t backend_lacks(const dg_backend *be) {
+    uint64_t m = 0;
+    for (int e = 0; e < DG_BE_COUNT; e++)
+        if (!dg_backend_has(be, (dg_be_entry)e)) m |= UINT64_C(1) << e;
+    return m;
 }
 
 /* registry columns -> values */
@@ -139,23 +144,25 @@ static bool anomaly_ok(const dg_op_frame *f, const dg_tensor *y) {
     return false;
 }
 
-/* The entries this backend lacks, as a dg_be_entry mask, computed once per instance. */
+/* backend_lacks, computed once per instance (its table is fixed once it is handed out) */
 static uint64_t missing_entries(const dg_backend *be) {
-    enum { N = 32 };
-    static const dg_backend *seen[N];
-    static uint64_t mask[N];
-    for (int i = 0; i < N; i++) {
-        const dg_backend *s = __atomic_load_n(&seen[i], __ATOMIC_ACQUIRE);
-        if (s == be) return __atomic_load_n(&mask[i], __ATOMIC_RELAXED);
-        if (!s) {
-            uint64_t m = dg_backend_missing_mask(be);
-            __atomic_store_n(&mask[i], m, __ATOMIC_RELAXED);
-            const dg_backend *expect = NULL;
-            __atomic_compare_exchange_n(&seen[i], &expect, be, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-            if (expect == NULL || expect == be) return m;   /* ours, or another thread's for the same */
-        }
+    enum { N = 64 };
+    static struct { const dg_backend *be; uint64_t mask; } seen[N];
+    static int n_seen;
+    int k = __atomic_load_n(&n_seen, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < k; i++)
+        if (seen[i].be == be) return seen[i].mask;
+    uint64_t m = backend_lacks(be);
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    int j = n_seen;
+    if (j < N) {
+        seen[j].be = be;
+        seen[j].mask = m;
+        __atomic_store_n(&n_seen, j + 1, __ATOMIC_RELEASE);
     }
-    return dg_backend_missing_mask(be);
+    pthread_mutex_unlock(&mu);
+    return m;
 }
 
 static bool entries_ok(dg_op_frame *f) {
@@ -165,8 +172,9 @@ static bool entries_ok(dg_op_frame *f) {
     if (!need || !t) return true;   /* nothing to check, or the op reports its bad input itself */
     uint64_t lack = missing_entries(dg_backend_of(t)) & need;
     if (!lack) return true;
-    int k = __builtin_ctzll(lack);
-    dg_backend_require(dg_backend_of(t), (dg_be_entry[]){ (dg_be_entry)k }, 1, t->dtype, dg_op_name(f->op));
+    dg_be_entry e = (dg_be_entry)__builtin_ctzll(lack);
+    if (dg_backend_require(dg_backend_of(t), &e, 1, t->dtype, dg_op_name(f->op)) == 0)   /* it says why */
+        DG_ERR(DG_EUNSUPPORTED, "%s: backend %s lacks entry '%s'", dg_op_name(f->op), dg_backend_of(t)->name, dg_backend_entry_name(e));
     return false;
 }
 
