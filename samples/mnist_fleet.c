@@ -141,7 +141,9 @@ int main(int argc, char **argv) {
             if (got < 0) return su_die("loader");
             if (got == 0 || (max_steps && steps >= max_steps)) { dg_scope_end(s); break; }
             su_amp_begin(&amp);
+            dg_profiler_range_push(DG_PROFILER_USER, "forward");   /* a range of the program's own in a profile */
             dg_tensor *loss = dg_cross_entropy(dg_forward(model, b.t[0]), b.t[1]);
+            dg_profiler_range_pop();
             su_amp_end(&amp);
             if (!loss) return su_die("forward");
             double l = dg_item(loss);
