@@ -223,7 +223,7 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
         n->grad_acc = NULL;
         dg_tensor *gin[DG_MAX_NODE_INPUTS] = {0};
         if (g) {
-            uint64_t t_prof = dg_profiling() ? dg_prof_now() : 0;
+            uint64_t t_prof = dg_profiling() ? dg_prof_op_begin((const dg_tensor *const *)&g, 1) : 0;
             dg_scope *s = dg_scope_begin();
             dg_no_grad_begin();
             uint64_t errs = dg_error_count();

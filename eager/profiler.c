@@ -18,8 +18,15 @@
  *
  * Memory. At an op's or a span's end, at most once per memory_interval_us (one relaxed load of
  * the next due time when it is not due), the CPU allocator's live and reserved bytes, and those
- * of the op's GPU when it ran on one, are sampled and written as a counter when they changed. */
+ * of the op's GPU when it ran on one, are sampled and written as a counter when they changed.
+ *
+ * Device time. An op begun with dg_prof_op_begin on a GPU input gets an event recorded on that
+ * GPU's stream at its start and one at its end (the CUDA module's entries, eager/cuda/profile.c);
+ * dg_profiler_stop reads their elapsed times and turns each pair into a "kernel" span on a row per
+ * GPU ("gpu:0 stream (device time)"). */
 #include "profiler.h"
+#include "backend.h"
+#include <dygraph/module.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -46,7 +53,7 @@ uint64_t dg_prof_now(void) {
 #define MAX_TRACKS 256
 #define TRACK_TID_BASE 2130706432   /* 0x7f000000: track rows, far from real thread ids */
 
-enum { EV_SPAN = 0, EV_COUNTER = 1 };
+enum { EV_SPAN = 0, EV_COUNTER = 1, EV_DEVICE = 2, EV_DEAD = 3 };   /* EV_DEVICE: a GPU op's events, until stop resolves them */
 enum { F_OUT = 1, F_BYTES = 2, F_INDEX = 4, F_TRACK = 8, F_SHAPES = 16 };
 
 typedef struct prof_ev {
@@ -72,6 +79,8 @@ typedef struct prof_chunk {
 } prof_chunk;
 
 typedef struct prof_frame { uint64_t t0; uint8_t cat; char name[NAME_LEN]; } prof_frame;
+/* An op on a GPU: its start (host) and the event recorded on the device's stream then. */
+typedef struct prof_dframe { uint64_t t0; void *ev; const dg_backend *be; } prof_dframe;
 
 typedef struct prof_thread {
     struct prof_thread *next_all;  /* the global list (g_lock) */
@@ -82,6 +91,8 @@ typedef struct prof_thread {
     prof_chunk *head, *tail;       /* head: read by the writer; tail: its thread only */
     int depth, overflow;           /* range_push stack */
     prof_frame stack[STACK_MAX];
+    int ddepth;                    /* GPU ops begun and not yet ended (dg_prof_op_begin) */
+    prof_dframe dstack[STACK_MAX];
 } prof_thread;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -126,6 +137,40 @@ static prof_chunk *chunk_new(void) {
     return c;
 }
 
+/* ---- device time (GPU ops): the CUDA module's event entries (eager/cuda/profile.c), looked
+ * up once the module is open ---- */
+typedef void *(*dev_mark_fn)(const dg_backend *be);
+typedef int (*dev_elapsed_fn)(void *a, void *b, float *ms);
+typedef void (*dev_release_fn)(void *ev);
+static dev_mark_fn g_dev_mark;
+static dev_elapsed_fn g_dev_elapsed;
+static dev_release_fn g_dev_release;
+
+static bool dev_entries(void) {
+    if (__atomic_load_n(&g_dev_release, __ATOMIC_ACQUIRE)) return true;
+    dev_mark_fn m = (dev_mark_fn)dg_module_symbol_if_open("cuda", "dg_cuda_prof_mark");
+    dev_elapsed_fn e = (dev_elapsed_fn)dg_module_symbol_if_open("cuda", "dg_cuda_prof_elapsed");
+    dev_release_fn r = (dev_release_fn)dg_module_symbol_if_open("cuda", "dg_cuda_prof_release");
+    if (!m || !e || !r) return false;
+    __atomic_store_n(&g_dev_mark, m, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_dev_elapsed, e, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_dev_release, r, __ATOMIC_RELEASE);
+    return true;
+}
+/* An event recorded now on be's stream, or NULL; the caller's error state is kept. */
+static void *dev_mark(const dg_backend *be) {
+    dg_error_saved saved;
+    dg_error_save(&saved);
+    void *ev = g_dev_mark(be);
+    dg_error_restore(&saved);
+    return ev;
+}
+static void dev_release(void *ev) {
+    if (ev) g_dev_release(ev);
+}
+/* Drops th's GPU op frames begun after t0 (their ops never reported an end). */
+static void dev_frames_drop(prof_thread *th, uint64_t t0);
+
 /* The calling thread's buffer for session gen: made and registered at its first event, emptied
  * when it still holds an older session's events. NULL when out of memory. */
 static prof_thread *thread_attach(uint64_t gen) {
@@ -153,6 +198,7 @@ static prof_thread *thread_attach(uint64_t gen) {
     th->head->ndims = 0;
     th->tail = th->head;
     th->depth = th->overflow = 0;
+    dev_frames_drop(th, 0);
     __atomic_store_n(&th->gen, gen, __ATOMIC_RELEASE);
     return th;
 }
@@ -160,6 +206,10 @@ static inline prof_thread *thread_buf(void) {
     uint64_t gen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
     prof_thread *th = t_th;
     return th && th->gen == gen ? th : thread_attach(gen);
+}
+
+static void dev_frames_drop(prof_thread *th, uint64_t t0) {
+    while (th->ddepth > 0 && th->dstack[th->ddepth - 1].t0 > t0) dev_release(th->dstack[--th->ddepth].ev);
 }
 
 /* A slot for one event with ndims dims in th's last chunk (a new chunk when it is full); NULL
@@ -248,6 +298,46 @@ static void mem_maybe(prof_thread *th, uint64_t now, const dg_device *dev, bool 
 }
 
 /* ---- recording ---- */
+uint64_t dg_prof_op_begin(const dg_tensor *const *in, int n_in) {
+    if (!dg_profiling()) return 0;
+    const dg_tensor *t = NULL;
+    for (int i = 0; !t && in && i < n_in; i++) t = in[i];
+    if (t && t->storage->device.type != DG_CPU && dev_entries()) {
+        prof_thread *th = thread_buf();
+        if (th && th->ddepth < STACK_MAX) {
+            uint64_t t0 = dg_prof_now();
+            void *ev = dev_mark(t->storage->backend);
+            if (ev) th->dstack[th->ddepth++] = (prof_dframe){ t0, ev, t->storage->backend };
+            return t0;
+        }
+    }
+    return dg_prof_now();
+}
+
+/* The op begun at t0 has ended: when dg_prof_op_begin recorded its start on a GPU, an event at
+ * its end and both kept until stop resolves them into a "kernel" event on the GPU's row. */
+static void dev_op_end(prof_thread *th, uint64_t t0, const char *name, int phase) {
+    dev_frames_drop(th, t0);
+    if (th->ddepth == 0 || th->dstack[th->ddepth - 1].t0 != t0) return;
+    prof_dframe f = th->dstack[--th->ddepth];
+    void *end = dev_mark(f.be);
+    prof_ev *e = end ? ev_reserve(th, 0, NULL) : NULL;
+    if (!e) { dev_release(f.ev); dev_release(end); return; }
+    e->kind = EV_DEVICE;
+    e->cat = DG_PROFILER_KERNEL;
+    e->t0 = t0;
+    e->dur = 0;
+    e->a = (int64_t)(intptr_t)f.ev;
+    e->b = (int64_t)(intptr_t)end;
+    copy_name(e->name, name, phase == DG_PROF_BACKWARD ? "_backward" : NULL);
+    e->flags = 0;
+    e->n_shapes = e->n_in = 0;
+    e->dtype = -1;
+    e->dev_type = (int8_t)f.be->type;
+    e->dev_index = (uint8_t)f.be->index;
+    ev_publish(th);
+}
+
 void dg_prof_op(const char *name, int phase, uint64_t t0, const dg_tensor *const *in, int n_in, const dg_tensor *out) {
     if (!t0 || !dg_profiling()) return;
     uint64_t t1 = dg_prof_now();
@@ -290,16 +380,21 @@ void dg_prof_op(const char *name, int phase, uint64_t t0, const dg_tensor *const
         }
         ev_publish(th);
     }
+    if (th->ddepth) dev_op_end(th, t0, name, phase);
     mem_maybe(th, t1, dev_of ? &dev : NULL, false);
 }
 
-static int track_id(const char *track) {
-    pthread_mutex_lock(&g_lock);
+static int track_id_locked(const char *track) {
     int k = 0;
     while (k < g_ntracks && strncmp(g_tracks[k], track, NAME_LEN - 1) != 0) k++;
     if (k == g_ntracks && k < MAX_TRACKS) snprintf(g_tracks[g_ntracks++], NAME_LEN, "%s", track);
-    pthread_mutex_unlock(&g_lock);
     return k < MAX_TRACKS ? k : -1;
+}
+static int track_id(const char *track) {
+    pthread_mutex_lock(&g_lock);
+    int k = track_id_locked(track);
+    pthread_mutex_unlock(&g_lock);
+    return k;
 }
 
 static void span_record(int track, uint64_t t0, dg_profiler_category cat, const char *name, int64_t bytes, int64_t index) {
@@ -450,6 +545,64 @@ bool dg_profiler_enabled(void) { return dg_profiling(); }
 static int export_locked(const char *path, char *written, size_t wlen);
 static int table_locked(FILE *f, int rows);
 
+/* At stop (g_lock held): each GPU op's two events become a "kernel" span on its GPU's row. Device
+ * times map to the host clock through an event recorded now and waited for: an event's time is
+ * the host time after that wait less the elapsed time from the event to it, a monotonic map, so
+ * spans that nest on the device nest on the row. Events that cannot be read (a runtime torn down
+ * at exit) are dropped; every event goes back to the module. */
+static void dev_resolve_locked(void) {
+    if (!__atomic_load_n(&g_dev_release, __ATOMIC_ACQUIRE)) return;
+    uint64_t gen = __atomic_load_n(&g_gen, __ATOMIC_ACQUIRE);
+    enum { NDEV = 16 };
+    void *now[NDEV] = { 0 };
+    uint64_t host[NDEV] = { 0 };
+    bool failed[NDEV] = { 0 };
+    int track[NDEV];
+    for (int d = 0; d < NDEV; d++) track[d] = -1;
+    dg_error_saved saved;
+    dg_error_save(&saved);
+    for (prof_thread *th = g_threads; th; th = th->next_all) {
+        if (__atomic_load_n(&th->gen, __ATOMIC_ACQUIRE) != gen) continue;
+        for (prof_chunk *c = th->head; c; c = __atomic_load_n(&c->next, __ATOMIC_ACQUIRE)) {
+            uint32_t n = __atomic_load_n(&c->n, __ATOMIC_ACQUIRE);
+            for (uint32_t i = 0; i < n; i++) {
+                prof_ev *e = &c->ev[i];
+                if (e->kind != EV_DEVICE) continue;
+                void *a = (void *)(intptr_t)e->a, *b = (void *)(intptr_t)e->b;
+                int d = e->dev_index;
+                e->kind = EV_DEAD;
+                if (d < NDEV && !now[d] && !failed[d]) {
+                    const dg_backend *be = dg_backend_for((dg_device){ DG_CUDA, d });
+                    float ms;
+                    now[d] = be ? g_dev_mark(be) : NULL;
+                    failed[d] = !now[d] || g_dev_elapsed(a, now[d], &ms) != 0;
+                    host[d] = dg_prof_now();
+                    if (!failed[d]) {
+                        char name[NAME_LEN];
+                        snprintf(name, sizeof name, "gpu:%d stream (device time)", d);
+                        track[d] = track_id_locked(name);
+                    }
+                }
+                float to_a, to_b;
+                if (d < NDEV && !failed[d] && track[d] >= 0 && g_dev_elapsed(a, now[d], &to_a) == 0 &&
+                    g_dev_elapsed(b, now[d], &to_b) == 0) {
+                    uint64_t ta = host[d] - (uint64_t)((double)to_a * 1e6), tb = host[d] - (uint64_t)((double)to_b * 1e6);
+                    e->kind = EV_SPAN;
+                    e->t0 = ta;
+                    e->dur = tb > ta ? tb - ta : 0;
+                    e->a = e->b = -1;
+                    e->flags = F_TRACK;
+                    e->track = (uint16_t)track[d];
+                }
+                g_dev_release(a);
+                g_dev_release(b);
+            }
+        }
+    }
+    for (int d = 0; d < NDEV; d++) dev_release(now[d]);
+    dg_error_restore(&saved);
+}
+
 int dg_profiler_stop(void) {
     if (dg_profiling()) {   /* the counters' last values */
         prof_thread *th = thread_buf();
@@ -463,6 +616,7 @@ int dg_profiler_stop(void) {
     }
     __atomic_store_n(&dg_prof_active, 0, __ATOMIC_RELEASE);
     g_t_stop = dg_prof_now();
+    dev_resolve_locked();
     int rc = 0;
     char written[1100] = "";
     if (g_params.trace_path) rc = export_locked(g_params.trace_path, written, sizeof written);
@@ -553,6 +707,7 @@ static int collect(rows_t *r) {
             uint32_t n = __atomic_load_n(&c->n, __ATOMIC_ACQUIRE);
             for (uint32_t i = 0; i < n && r->n < cap; i++) {
                 const prof_ev *e = &c->ev[i];
+                if (e->kind != EV_SPAN && e->kind != EV_COUNTER) continue;   /* a GPU op's events unresolved or unreadable */
                 flat *f = &r->ev[r->n++];
                 f->e = e;
                 f->dims = c->dims + e->dims_off;
@@ -680,7 +835,7 @@ int dg_profiler_key_averages(dg_profiler_stat *out, int max) {
     bool owned;
     int rc = stats_locked(&s, &n, &owned);
     if (!rc) {
-        memcpy(out, s, sizeof *s * (size_t)(n < max ? n : max));
+        if (max > 0 && n > 0) memcpy(out, s, sizeof *s * (size_t)(n < max ? n : max));
         if (owned) free(s);
     }
     pthread_mutex_unlock(&g_lock);

@@ -22,6 +22,12 @@ enum { DG_PROF_FORWARD = 0, DG_PROF_BACKWARD = 1 };
  * nothing. A backward event is named "<name>_backward"; its inputs are the gradients the rule
  * made for the node's inputs, its output the gradient it received. */
 void dg_prof_op(const char *name, int phase, uint64_t t0, const dg_tensor *const *in, int n_in, const dg_tensor *out);
+/* An op's t0 (0 while no profiler records), for an entry path that also wants the op's device
+ * time: when its first non-NULL input is on a GPU, an event is recorded on that GPU's stream now
+ * and another when dg_prof_op(…, t0, …) reports the op's end, and the pair becomes a "kernel"
+ * event (the op's name; device time, on the GPU's row) when the session stops. Begin/end pairs
+ * nest per thread like the ops; a t0 from dg_prof_now works too, without device time. */
+uint64_t dg_prof_op_begin(const dg_tensor *const *in, int n_in);
 
 /* DG_PROFILE: read once, at the first use of the library (dg_init, or the first tensor made);
  * when it names a file, a session starts there and ends at dg_shutdown or at exit. */

@@ -13,6 +13,9 @@
  *   - collectives (all_reduce, broadcast, all_gather, barrier, with their bytes) and each
  *     DataParallel bucket's all-reduce from its start to its completion (bucket index, bytes) on a
  *     row of its own ("DataParallel bucket 3"), where it overlaps backward;
+ *   - on a GPU, each op's device time: an event pair recorded on the device's compute stream
+ *     around the op (as torch's profiler times kernels without CUPTI), read when the session
+ *     stops, as "kernel" events on the row "gpu:0 stream (device time)";
  *   - memory: the allocated and reserved bytes of the CPU's allocator and of a GPU's caching
  *     allocator as counters over time ("memory cpu", "memory gpu:0"), sampled at op ends at most
  *     once per memory_interval_us and written when they changed;
