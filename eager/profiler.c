@@ -192,6 +192,14 @@ static prof_thread *thread_attach(uint64_t gen) {
         t_th = th;
         return th;
     }
+    /* a GPU op that ended after its session stopped kept its events: back to the module */
+    for (prof_chunk *c = th->head; c; c = c->next)
+        for (uint32_t i = 0; i < c->n; i++)
+            if (c->ev[i].kind == EV_DEVICE) {
+                dev_release((void *)(intptr_t)c->ev[i].a);
+                dev_release((void *)(intptr_t)c->ev[i].b);
+                c->ev[i].kind = EV_DEAD;
+            }
     for (prof_chunk *c = th->head->next, *nx; c; c = nx) { nx = c->next; free(c); }
     th->head->next = NULL;
     __atomic_store_n(&th->head->n, 0, __ATOMIC_RELAXED);
