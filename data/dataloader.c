@@ -184,6 +184,7 @@ static int make_batch(dg_dataloader *dl, int64_t b, dg_sample *out, char *msg, s
 static void *worker_main(void *arg) {
     dg_dataloader *dl = arg;
     char msg[1024];
+    dg_profiler_thread_name("dataloader worker");
     pthread_mutex_lock(&dl->mu);
     for (;;) {
         while (!dl->stop && !dl->halt && dl->claim < dl->nb && dl->claim >= dl->next + dl->nslots)
@@ -193,7 +194,9 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&dl->mu);
         dg_sample batch;
         msg[0] = 0;
+        uint64_t t0 = dg_profiler_span_begin();
         int rc = make_batch(dl, b, &batch, msg, sizeof msg);
+        dg_profiler_span_end(t0, DG_PROFILER_DATALOADER, "dataloader.load", -1, b);
         pthread_mutex_lock(&dl->mu);
         if (rc == BATCH_STOPPED) continue;
         slot *s = &dl->slots[b % dl->nslots];
@@ -375,6 +378,9 @@ int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
     char msg[1024];
     msg[0] = 0;
     int rc;
+    /* the profiler's range: the time the caller waits for and receives the batch */
+    int64_t bno = dl->next;
+    uint64_t t0 = dg_profiler_span_begin();
     if (dl->nth == 0) {
         rc = make_batch(dl, dl->next, &out, msg, sizeof msg);
         dl->next++;
@@ -419,6 +425,7 @@ int dg_dataloader_next(dg_dataloader *dl, dg_sample *batch) {
     }
     for (int f = 0; f < out.n; f++) dg_adopt(out.t[f]);
     *batch = out;
+    dg_profiler_span_end(t0, DG_PROFILER_DATALOADER, "dataloader.next", -1, bno);
     return 1;
 }
 

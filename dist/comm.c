@@ -298,11 +298,13 @@ int dg_comm_all_reduce(dg_comm *c, dg_tensor *t, dg_comm_op op) {
     DG_CHECK_INT(op != DG_COMM_AVG || dg_dtype_is_float(dg_dtype_of(t)), "all_reduce: AVG needs a float tensor, got %s",
                  dg_dtype_name(dg_dtype_of(t)));
     staged s;
+    uint64_t t0 = dg_profiler_span_begin();
     if ((rc = stage_in(c, t, &s, true))) return rc;
     dg_comm_progress(c, "all_reduce of %lld values", (long long)dg_numel(t));
     rc = dg_comm_all_reduce_raw(c, DG_COMM_CH_USER, s.host, dg_numel(t), dg_dtype_of(t), op);
     int rc2 = stage_out(t, &s, rc == 0);
     if (!rc && c->be->wait) rc = c->be->wait(c);
+    dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "all_reduce", (int64_t)tensor_bytes(t), -1);
     return rc ? rc : rc2;
 }
 
@@ -312,6 +314,7 @@ int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root) {
     DG_CHECK_INT(root >= 0 && root < c->size, "broadcast: root %d outside the world of %d", root, c->size);
     if (usable(c)) return DG_ECOMM;
     staged s;
+    uint64_t t0 = dg_profiler_span_begin();
     if ((rc = stage_in(c, t, &s, c->rank == root))) return rc;
     dg_comm_progress(c, "broadcast of %zu bytes from rank %d", tensor_bytes(t), root);
     pthread_mutex_lock(&c->lock);
@@ -319,6 +322,7 @@ int dg_comm_broadcast(dg_comm *c, dg_tensor *t, int root) {
     pthread_mutex_unlock(&c->lock);
     int rc2 = stage_out(t, &s, rc == 0);
     if (!rc && c->be->wait) rc = c->be->wait(c);
+    dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "broadcast", (int64_t)tensor_bytes(t), -1);
     return rc ? rc : rc2;
 }
 
@@ -331,6 +335,7 @@ dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
     dg_tensor *y = dg_empty_on(ys, dg_dtype_of(t), dg_device_of(t));
     if (!y) return NULL;
     staged si, so;
+    uint64_t t0 = dg_profiler_span_begin();
     int rc = stage_in(c, t, &si, true);
     if (!rc && (rc = stage_in(c, y, &so, false))) stage_out(t, &si, false);
     if (rc) { dg_tensor_free(y); return NULL; }
@@ -341,6 +346,7 @@ dg_tensor *dg_comm_all_gather(dg_comm *c, const dg_tensor *t) {
     stage_out(t, &si, false);
     int rc2 = stage_out(y, &so, rc == 0);
     if (!rc && c->be->wait) rc = c->be->wait(c);
+    dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "all_gather", (int64_t)tensor_bytes(t), -1);
     if (rc || rc2) { dg_tensor_free(y); return NULL; }
     return y;
 }
@@ -349,8 +355,10 @@ int dg_comm_barrier(dg_comm *c) {
     DG_CHECK_HANDLE_INT(c, "barrier: communicator is NULL");
     if (usable(c)) return DG_ECOMM;
     dg_comm_progress(c, "barrier");
+    uint64_t t0 = dg_profiler_span_begin();
     pthread_mutex_lock(&c->lock);
     int rc = c->be->barrier(c);
     pthread_mutex_unlock(&c->lock);
+    dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "barrier", -1, -1);
     return rc;
 }

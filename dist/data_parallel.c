@@ -127,7 +127,10 @@ dg_tensor *dg_dp_scale_loss(dg_layer *dp, const dg_tensor *loss) {
 int dg_dp_apply_collective_grads(dg_layer *dp) {
     dp_state *s = state_of(dp, "apply_collective_grads");
     if (!s) return dg_last_status();
-    return dg_reducer_apply(s->reducer);
+    uint64_t t0 = dg_profiler_span_begin();
+    int rc = dg_reducer_apply(s->reducer);
+    dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "apply_collective_grads", -1, -1);
+    return rc;
 }
 
 int dg_dp_no_sync(dg_layer *dp, bool on) {

@@ -70,6 +70,7 @@ static int pack_one(dg_reducer *r, dg_bucket *b, int k) {
 
 static int pack_bucket(dg_reducer *r, dg_bucket *b) {
     int rc = 0;
+    uint64_t t0 = dg_profiler_span_begin();
     dg_no_grad_begin();
     dg_scope *sc = dg_scope_begin();
     for (int k = 0; k < b->n && !rc; k++) rc = pack_one(r, b, k);
@@ -78,12 +79,14 @@ static int pack_bucket(dg_reducer *r, dg_bucket *b) {
     /* a host transport reads the buffer as soon as its all-reduce starts: the packed bucket goes
      * to its pinned copy now (the download waits for the packing kernels and for itself) */
     if (!rc && b->stage) rc = dg_to_host(b->flat, b->stage, bucket_bytes(b));
+    dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "bucket.pack", (int64_t)bucket_bytes(b), b - r->buckets);
     return rc;
 }
 
 /* Flat buffer back into the gradients; a parameter without one gets the buffer's slice. A
  * staged bucket's sum is uploaded first (queued before the unpacking copies on the same stream). */
 static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
+    uint64_t t0 = dg_profiler_span_begin();
     int rc = b->stage ? dg_copy_from_host(b->flat, b->stage, bucket_bytes(b)) : 0;
     if (rc) return rc;
     dg_no_grad_begin();
@@ -97,7 +100,19 @@ static int unpack_bucket(dg_reducer *r, dg_bucket *b) {
     }
     dg_scope_end(sc);
     dg_no_grad_end();
+    dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "bucket.unpack", (int64_t)bucket_bytes(b), b - r->buckets);
     return rc;
+}
+
+/* A bucket's all-reduce in flight, from its start to the poll that saw it complete, on a
+ * profiler row of its own: it overlaps backward's ops on the rank's thread. */
+static void prof_bucket_done(dg_reducer *r, dg_bucket *b) {
+    if (!b->prof_t0) return;
+    char track[48];
+    snprintf(track, sizeof track, "DataParallel bucket %d", (int)(b - r->buckets));
+    dg_profiler_span_end_on(track, b->prof_t0, DG_PROFILER_COLLECTIVE, "all_reduce bucket", (int64_t)bucket_bytes(b),
+                            b - r->buckets);
+    b->prof_t0 = 0;
 }
 
 /* ---- overlap: starting buckets in order, polling them ---- */
@@ -126,8 +141,9 @@ static void start_ready(dg_reducer *r) {
     while (!r->error && r->next_launch < r->nb && r->buckets[r->next_launch].state == DG_BUCKET_PACKED) {
         dg_bucket *b = &r->buckets[r->next_launch];
         note_bucket(r, r->next_launch);
+        b->prof_t0 = dg_profiler_span_begin();
         int rc = dg_comm_start_all_reduce_raw(r->comm, channel(r, r->next_launch), b->host, b->numel, b->dtype, &b->pending);
-        if (rc) { fail(r, rc); break; }
+        if (rc) { b->prof_t0 = 0; fail(r, rc); break; }
         b->state = DG_BUCKET_REDUCING;
         r->next_launch++;
     }
@@ -141,7 +157,7 @@ static bool poll_all(dg_reducer *r) {
         if (b->state != DG_BUCKET_REDUCING) continue;
         bool done = false;
         int rc = dg_comm_poll_raw(r->comm, b->pending, &done);
-        if (done) { b->state = DG_BUCKET_DONE; b->pending = NULL; }
+        if (done) { b->state = DG_BUCKET_DONE; b->pending = NULL; prof_bucket_done(r, b); }
         else all = false;
         if (rc) fail(r, rc);
     }
@@ -319,7 +335,9 @@ int dg_reducer_apply(dg_reducer *r) {
             dg_bucket *b = &r->buckets[k];
             rc = pack_bucket(r, b);
             if (!rc) note_bucket(r, k);
+            uint64_t t0 = dg_profiler_span_begin();
             if (!rc) rc = dg_comm_all_reduce_raw(r->comm, channel(r, k), b->host, b->numel, b->dtype, DG_COMM_SUM);
+            dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "all_reduce bucket", (int64_t)bucket_bytes(b), k);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
         if (rc && r->comm->abandoned) abandon_buckets(r);
@@ -353,8 +371,10 @@ int dg_reducer_apply(dg_reducer *r) {
          * stream): every bucket in order now; the others were started and finished above */
         for (int k = 0; k < r->nb && !rc; k++) {
             note_bucket(r, k);
+            uint64_t t0 = dg_profiler_span_begin();
             rc = dg_comm_all_reduce_raw(r->comm, channel(r, k), r->buckets[k].host, r->buckets[k].numel, r->buckets[k].dtype,
                                         DG_COMM_SUM);
+            dg_profiler_span_end(t0, DG_PROFILER_COLLECTIVE, "all_reduce bucket", (int64_t)bucket_bytes(&r->buckets[k]), k);
         }
         if (!rc && r->comm->be->wait) rc = r->comm->be->wait(r->comm);
         if (rc && r->comm->abandoned) abandon_buckets(r);

@@ -21,6 +21,7 @@ typedef struct dg_bucket {
     int nready;                   /* overlap: gradients final so far */
     dg_bucket_state state;        /* overlap */
     void *pending;                /* overlap: the transport's handle while REDUCING */
+    uint64_t prof_t0;             /* overlap: the profiler's token from the start to the completion */
 } dg_bucket;
 
 typedef struct dg_reducer {

@@ -12,6 +12,7 @@
  * to the outer walk's counts on the leaves they share, and on failure takes back exactly what it
  * added and has not yet delivered. */
 #include "backend.h"
+#include "profiler.h"
 
 typedef struct vec { void **p; int64_t n, cap; } vec;
 static int vec_push(vec *v, void *x) {
@@ -140,9 +141,11 @@ static int backward_walk(dg_tensor *t, dg_backward_params p);
  * gradient of, wherever the loop calls backward (as torch's engine does). */
 int dg_backward_ext(dg_tensor *t, dg_backward_params p) {
     DG_CHECK_PARAMS_INT("backward_ext", p, dg_backward_default_params);
+    uint64_t t_prof = dg_profiling() ? dg_prof_now() : 0;
     dg_autocast_pause(1);
     int rc = backward_walk(t, p);
     dg_autocast_pause(-1);
+    if (t_prof) dg_profiler_span_end(t_prof, DG_PROFILER_AUTOGRAD, "backward", -1, -1);
     return rc;
 }
 
@@ -237,6 +240,7 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
         n->grad_acc = NULL;
         dg_tensor *gin[DG_MAX_NODE_INPUTS] = {0};
         if (g) {
+            uint64_t t_prof = dg_profiling() ? dg_prof_op_begin((const dg_tensor *const *)&g, 1) : 0;
             dg_scope *s = dg_scope_begin();
             dg_no_grad_begin();
             uint64_t errs = dg_error_count();
@@ -263,6 +267,7 @@ static int backward_walk(dg_tensor *t, dg_backward_params p) {
             if (!brc && anomaly) brc = anomaly_check(n, gin);
             dg_no_grad_end();
             dg_scope_end(s);
+            if (t_prof) dg_prof_op(n->name, DG_PROF_BACKWARD, t_prof, (const dg_tensor *const *)gin, n->n_in, brc ? NULL : g);
             dg_tensor_release(g);
             if (brc) {
                 /* the rule's own message may not say which node it was (an op inside it ran out

@@ -11,6 +11,7 @@
  * handed one, before or after the next dg_init, fails naming it (their tensor's `session`
  * differs from dg_session). */
 #include "backend.h"
+#include "profiler.h"
 #include <dygraph/module.h>
 #include <limits.h>
 #include <math.h>
@@ -125,6 +126,7 @@ dg_init_params dg_init_default_params(void) {
 
 int dg_init(const dg_init_params *p) {
     if (p) DG_CHECK_PARAMS_INT("init", *p, dg_init_default_params);
+    dg_prof_env_once();   /* DG_PROFILE */
     dg_init_params d = p ? *p : dg_init_default_params();
     if (d.num_threads < 1 && d.num_threads != DG_FROM_ENV) {
         DG_ERR(DG_EINVAL, "init: num_threads must be >= 1 or DG_FROM_ENV, got %d (dg_init_default_params() has the defaults)",
@@ -158,6 +160,7 @@ int dg_init(const dg_init_params *p) {
 
 void dg_shutdown(void) {
     if (dg_shut_down) return;
+    dg_prof_shutdown();   /* a recording profiler writes its trace (it reads the allocators' counters) */
     dg_scope_release_thread();
     /* a device backend first: its queued work may still read host memory */
     const dg_backend *be[8];

@@ -10,6 +10,7 @@
  * naming the op for the next QUARANTINE frees. The quarantine holds only the 64 + ~300 byte
  * structs, never tensor data, and is emptied by dg_shutdown. */
 #include "backend.h"
+#include "profiler.h"
 #include "trace.h"
 #include "ops/op_entry.h"
 #include <math.h>
@@ -128,6 +129,7 @@ int dg_tensor_bad(const char *op, const char *arg, const dg_tensor *t) {
 
 dg_tensor *dg_tensor_alloc(const int64_t *shape, int ndim, dg_dtype dtype, dg_device device) {
     if (dg_shut_down) { DG_ERR(DG_ESTATE, "dygraph: called after dg_shutdown; call dg_init first"); return NULL; }
+    dg_prof_env_once();   /* DG_PROFILE starts at the first use of the library, with or without dg_init */
     if (ndim < 0 || ndim > DG_MAX_DIMS) { DG_ERR(DG_EINVAL, "tensor: %d dims (at most %d)", ndim, DG_MAX_DIMS); return NULL; }
     for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) { DG_ERR(DG_EINVAL, "tensor: negative dim %lld at axis %d", (long long)shape[i], i); return NULL; }

@@ -17,5 +17,6 @@
 #include "dygraph/checkpoint.h"
 #include "dygraph/data.h"
 #include "dygraph/dist.h"
+#include "dygraph/profiler.h"
 
 #endif

@@ -288,9 +288,20 @@ static int step_rows(dg_optimizer *o, int i, const dg_update_params *u0) {
     return rc;
 }
 
+/* The profiler's name for o's call `what` ("adam.step"), made only while it records. */
+static void prof_end(uint64_t t0, const dg_optimizer *o, const char *what) {
+    if (!t0) return;
+    char name[48];
+    snprintf(name, sizeof name, "%s.%s", o->info->name, what);
+    dg_profiler_span_end(t0, DG_PROFILER_OPTIMIZER, name, -1, -1);
+}
+
 int dg_optimizer_step(dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_step: optimizer is NULL");
-    return o->remote_step ? o->remote_step(o->remote_ctx) : dg_opt_step_here(o);
+    uint64_t t0 = dg_profiler_span_begin();
+    int rc = o->remote_step ? o->remote_step(o->remote_ctx) : dg_opt_step_here(o);
+    prof_end(t0, o, "step");
+    return rc;
 }
 
 int dg_opt_step_here(dg_optimizer *o) {
@@ -409,7 +420,9 @@ int dg_opt_step_here(dg_optimizer *o) {
 
 int dg_optimizer_clear_grad(dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_clear_grad: optimizer is NULL");
+    uint64_t t0 = dg_profiler_span_begin();
     for (int i = 0; i < o->n; i++) dg_clear_grad(o->params[i]);
+    prof_end(t0, o, "clear_grad");
     return 0;
 }
 

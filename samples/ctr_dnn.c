@@ -27,7 +27,7 @@
 
 static const char *const FLAGS[] = { "--train=none (synthetic rows)", "--test=none", "--synthetic-rows=50000", "--epochs=3", "--batch-size=100", "--lr=0.5", "--optimizer=sgd",
                                      "--embedding-size=10", "--sparse-feature-dim=1000001", "--max-steps=0 (no limit)", "--seed=1", "--async!", "--k-steps=0 (off)", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)",
-                                     NULL };
+                                     SU_PROFILE_FLAG, NULL };
 
 /* PaddleRec's criteo reader's tables */
 static const double CONT_MIN[INTS] = { 0, -3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
@@ -234,6 +234,7 @@ int main(int argc, char **argv) {
     dg_init_params ip = dg_init_default_params();
     ip.num_threads = (int)su_flag_num(argc, argv, "--threads", DG_FROM_ENV);
     if (dg_init(&ip) != 0) return su_die("init");
+    if (su_profile_start(argc, argv)) return su_die("--profile");
 
     bool ps = getenv("TRAINING_ROLE") || getenv("PADDLE_TRAINING_ROLE");
     if (ps) {

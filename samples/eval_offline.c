@@ -50,7 +50,7 @@ static dg_dataset *make_data(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size=32", "--checkpoint=none (initial weights)", "--cifar=none", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--image-size=224", "--list=none", "--mnist=none", "--model=resnet50", "--num-classes=1000", "--out=vectors.safetensors", "--root=.", NULL };
+    static const char *const flags[] = { "--batch-size=32", "--checkpoint=none (initial weights)", "--cifar=none", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--image-size=224", "--list=none", "--mnist=none", "--model=resnet50", "--num-classes=1000", "--out=vectors.safetensors", "--root=.", SU_PROFILE_FLAG, NULL };
     su_args(argc, argv, flags);
     const char *model = su_flag(argc, argv, "--model", "resnet50"), *ckpt = su_flag(argc, argv, "--checkpoint", NULL);
     const char *out = su_flag(argc, argv, "--out", "vectors.safetensors");
@@ -58,6 +58,7 @@ int main(int argc, char **argv) {
     dg_init_params ip = dg_init_default_params();
     ip.device = su_flag(argc, argv, "--device", NULL);
     if (dg_init(&ip)) return su_die("init");
+    if (su_profile_start(argc, argv)) return su_die("--profile");
     dg_layer *net = make_model(model, (int64_t)su_flag_num(argc, argv, "--num-classes", 1000));
     if (!net) return su_die("model");
     if (ckpt && dg_layer_load(net, ckpt, dg_load_default_params(), NULL)) return su_die("checkpoint");

@@ -16,7 +16,7 @@
 #include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size=32", "--data=build/data/face-synthetic/training.csv", "--epochs=6", "--lr=1e-3", "--lr-schedule=cosine", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--export-onnx=none", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", NULL };
+    static const char *const flags[] = { "--batch-size=32", "--data=build/data/face-synthetic/training.csv", "--epochs=6", "--lr=1e-3", "--lr-schedule=cosine", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--export-onnx=none", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", SU_PROFILE_FLAG, NULL };
     su_args(argc, argv, flags);
     const char *csv = su_flag(argc, argv, "--data", "build/data/face-synthetic/training.csv");
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 6);

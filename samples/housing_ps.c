@@ -21,7 +21,7 @@
 #define MAX_ROWS 100000
 
 static const char *const FLAGS[] = { "--data=none (SYNTHETIC rows)", "--epochs=30", "--batch-size=8", "--lr=0.001", "--max-steps=0 (no limit)", "--seed=1", "--async!", "--k-steps=0 (off)",
-                                     "--save-params=none", "--threads=1", NULL };
+                                     "--save-params=none", "--threads=1", SU_PROFILE_FLAG, NULL };
 
 /* housing.data: 14 numbers a row; a row of another length or a non-number is an error naming
  * the line */
@@ -117,6 +117,7 @@ int main(int argc, char **argv) {
     dg_init_params ip = dg_init_default_params();
     ip.num_threads = (int)su_flag_num(argc, argv, "--threads", 1);
     if (dg_init(&ip) != 0) return su_die("init");
+    if (su_profile_start(argc, argv)) return su_die("--profile");
 
     /* the role: a parameter-server job when the launcher (or the tutorial's variables) said so */
     bool ps = getenv("TRAINING_ROLE") || getenv("PADDLE_TRAINING_ROLE");

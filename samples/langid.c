@@ -114,7 +114,7 @@ static void batch_of(const int64_t *feat, const int64_t *label, const int64_t *i
 int main(int argc, char **argv) {
     static const char *const flags[] = { "--dict-dir=/usr/share/dict", "--per-lang=20000", "--epochs=3", "--batch-size=128", "--optimizer=adam", "--lr=0.01", "--momentum=0.9",
                                          "--dim=64", "--buckets=32768", "--max-ngrams=64", "--sparse!", "--max-steps=0 (no limit)", "--seed=1", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)",
-                                         "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--save-init=none", "--dump-batches=none", "--loss-log=none", NULL };
+                                         "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--save-init=none", "--dump-batches=none", "--loss-log=none", SU_PROFILE_FLAG, NULL };
     su_args(argc, argv, flags);
     const char *dir = su_flag(argc, argv, "--dict-dir", "/usr/share/dict");
     int64_t per_lang = su_flag_count(argc, argv, "--per-lang", 20000), epochs = su_flag_count(argc, argv, "--epochs", 3);

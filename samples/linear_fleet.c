@@ -5,22 +5,13 @@
  *   dgrun --gpus 0,1 build/bin/linear_fleet              (one GPU per worker, NCCL)
  *
  * and alone it is the single-card program (a world of one). */
-#include <dygraph.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <stdbool.h>
+#include "sample_util.h"
 
 int main(int argc, char **argv) {
-    /* no flags: --help prints the usage, anything else is a usage error (exit 2) */
-    for (int i = 1; i < argc; i++) {
-        bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
-        fprintf(help ? stdout : stderr, "usage: %s\n", argv[0]);
-        if (help) return 0;
-        fprintf(stderr, "%s: error: unrecognized arguments: %s\n", argv[0], argv[i]);
-        return 2;
-    }
-    if (dg_init(NULL) != 0) { fprintf(stderr, "init: %s\n", dg_last_error()); return 1; }
+    /* the tutorial's program takes no flags of its own; --profile FILE as every sample */
+    static const char *const flags[] = { SU_PROFILE_FLAG, NULL };
+    su_args(argc, argv, flags);
+    if (dg_init(NULL) != 0 || su_profile_start(argc, argv) != 0) { fprintf(stderr, "init: %s\n", dg_last_error()); return 1; }
     /* distributed step 1 and 2: the fleet environment (what the launcher exported) */
     if (dg_fleet_init(true, NULL) != 0) { fprintf(stderr, "fleet init: %s\n", dg_last_error()); return 1; }
     dg_manual_seed(2020 + (uint64_t)dg_fleet_worker_index());   /* each worker draws its own data */

@@ -1,22 +1,13 @@
 /* samples/linear_single.c — Paddle's dynamic-graph distributed quick start's single-card program in C: LinearNet (Linear(10,10) ->
  * Linear(10,1)), MSE loss, Adam (lr 0.001), 20 steps on random batches, printing
  * `step:N\tloss:[X]` like Paddle's tutorial. */
-#include <dygraph.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <stdbool.h>
+#include "sample_util.h"
 
 int main(int argc, char **argv) {
-    /* no flags: --help prints the usage, anything else is a usage error (exit 2) */
-    for (int i = 1; i < argc; i++) {
-        bool help = strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
-        fprintf(help ? stdout : stderr, "usage: %s\n", argv[0]);
-        if (help) return 0;
-        fprintf(stderr, "%s: error: unrecognized arguments: %s\n", argv[0], argv[i]);
-        return 2;
-    }
-    if (dg_init(NULL) != 0) { fprintf(stderr, "init: %s\n", dg_last_error()); return 1; }
+    /* the tutorial's program takes no flags of its own; --profile FILE as every sample */
+    static const char *const flags[] = { SU_PROFILE_FLAG, NULL };
+    su_args(argc, argv, flags);
+    if (dg_init(NULL) != 0 || su_profile_start(argc, argv) != 0) { fprintf(stderr, "init: %s\n", dg_last_error()); return 1; }
     dg_manual_seed(2020);
     dg_layer *layer = dg_nn_sequential(2, dg_nn_linear(10, 10), dg_nn_linear(10, 1));   /* LinearNet */
     dg_layer *loss_fn = dg_nn_mse_loss(DG_REDUCE_MEAN);

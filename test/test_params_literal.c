@@ -79,6 +79,8 @@ Test(params_literal, every_params_struct_is_refused_as_a_literal) {
     REFUSED_INT(dg_autocast_begin_ext(LIT(dg_autocast)), dg_autocast);
     dg_init_params ip = LIT(dg_init);
     REFUSED_INT(dg_init(&ip), dg_init);
+    REFUSED_INT(dg_profiler_start(LIT(dg_profiler)), dg_profiler);
+    cr_assert(!dg_profiler_enabled(), "a refused profiler_start records");
 
     /* ops */
     REFUSED_PTR(dg_conv2d(x4, w4, NULL, LIT(dg_conv2d)), dg_conv2d);

@@ -318,6 +318,7 @@ static void cuda_shutdown(const dg_backend *be) {
         for (int k = 0; k < c->ncomm; k++) cudaStreamSynchronize(c->comm[k]);
         dg_cuda_conv_release();
         dg_cuda_norm_pool_release(c->device);
+        dg_cuda_prof_release_all(c->device);
     }
     release_pinned();
     pthread_mutex_lock(&g_pin_lock);

@@ -114,6 +114,7 @@ int dg_cuda_fused_update(const dg_backend *be, const dg_update_params *u, dg_dty
 /* vtable entries (cudnn_conv.c, cudnn_norm_pool.c, pool.cu) */
 void dg_cuda_conv_release(void);        /* dg_shutdown: descriptors and chosen algorithms */
 void dg_cuda_norm_pool_release(int device);   /* dg_shutdown: descriptors and that device's stand-in buffers */
+void dg_cuda_prof_release_all(int device);    /* dg_shutdown: that device's profiler events (eager/cuda/profile.c) */
 int dg_cuda_conv2d(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *x, const dg_kview *w, const dg_kview *b, dg_kview *y);
 int dg_cuda_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *w, dg_kview *gx);
 int dg_cuda_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *g, const dg_kview *gy, const dg_kview *x, dg_kview *gw, dg_kview *gb);
