@@ -189,7 +189,7 @@ void dg_op_enter(dg_op_frame *f, dg_op_id op, const dg_tensor *const *in, int n)
     f->parent = dg_op_top;
     f->errs = dg_error_count();
     dg_op_top = f;
-    f->t0 = dg_profiling() ? dg_prof_now() : 0;
+    f->t0 = dg_profiling() ? dg_prof_op_begin(in, f->n) : 0;   /* with device time where a GPU runs the op */
     if (info->autocast != DG_AC_NONE) {
         int dt = dg_autocast_pick(op, f->arg, f->n);
         if (dt >= 0) {
