@@ -15,7 +15,8 @@ static inline void set_policy(region *r, int op, int v) {
     r->policy[op >> 2] = (unsigned char)((r->policy[op >> 2] & ~(3 << ((op & 3) * 2))) | (v << ((op & 3) * 2)));
 }
 static __thread region g_stack[MAX_DEPTH];
-static __thread int g_depth;
+__thread int dg_autocast_depth;   /* op_util.h: the entry path skips autocast while it is 0 */
+#define g_depth dg_autocast_depth
 static __thread int g_paused;   /* > 0 while an op runs its cast inputs */
 
 dg_autocast_params dg_autocast_default_params(void) { return (dg_autocast_params){ .params_tag = DG_PARAMS_TAG, .dtype = DG_BF16 }; }

@@ -61,6 +61,11 @@ _Thread_local uint32_t dg_op_recorded_count[DG_OP_COUNT];
 
 /* ---- anomaly mode (dygraph/autograd.h) ---- */
 static int g_anomaly = -1;            /* -1: DG_ANOMALY not read yet */
+/* the entry path's test: one load while anomaly mode is off */
+static inline bool anomaly_on(void) {
+    int a = __atomic_load_n(&g_anomaly, __ATOMIC_RELAXED);
+    return a > 0 || (a < 0 && dg_anomaly_enabled());
+}
 static _Thread_local int t_checking;  /* > 0 while a check runs its own ops */
 
 typedef struct { void (*describe)(const void *, char *, size_t); const void *obj; } ctx_frame;
@@ -170,7 +175,11 @@ static bool entries_ok(dg_op_frame *f) {
     const dg_tensor *t = NULL;
     for (int i = 0; i < f->n && !t; i++) if (dg_tensor_live(f->arg[i])) t = f->arg[i];
     if (!need || !t) return true;   /* nothing to check, or the op reports its bad input itself */
-    uint64_t lack = missing_entries(dg_backend_of(t)) & need;
+    static _Thread_local const dg_backend *last_be;   /* ops run on one backend for long stretches */
+    static _Thread_local uint64_t last_mask;
+    const dg_backend *be = dg_backend_of(t);
+    if (be != last_be) { last_mask = missing_entries(be); last_be = be; }
+    uint64_t lack = last_mask & need;
     if (!lack) return true;
     dg_be_entry e = (dg_be_entry)__builtin_ctzll(lack);
     if (dg_backend_require(dg_backend_of(t), &e, 1, t->dtype, dg_op_name(f->op)) == 0)   /* it says why */
@@ -187,10 +196,9 @@ void dg_op_enter(dg_op_frame *f, dg_op_id op, const dg_tensor *const *in, int n)
     f->ac_scope = NULL;
     for (int i = 0; i < f->n; i++) f->in[i] = f->arg[i] = in[i];
     f->parent = dg_op_top;
-    f->errs = dg_error_count();
     dg_op_top = f;
     f->t0 = dg_profiling() ? dg_prof_op_begin(in, f->n) : 0;   /* with device time where a GPU runs the op */
-    if (info->autocast != DG_AC_NONE) {
+    if (dg_autocast_depth && info->autocast != DG_AC_NONE) {
         int dt = dg_autocast_pick(op, f->arg, f->n);
         if (dt >= 0) {
             f->ac_scope = dg_autocast_enter();
@@ -205,10 +213,10 @@ void dg_op_enter(dg_op_frame *f, dg_op_id op, const dg_tensor *const *in, int n)
  * mismatch" says which Linear it was. Only the outermost op adds it (an op inside a composite
  * fails inside its caller's frame). */
 static void name_the_layer(const dg_op_frame *f) {
-    if (f->parent || t_nctx == 0 || !dg_error_since(f->errs)) return;
+    if (f->parent || t_nctx == 0 || !dg_has_error() || strstr(dg_last_error(), " [in ")) return;   /* named once */
     char where[320], text[340];
     dg_op_context_describe(where, sizeof where);
-    if (!where[0]) return;
+    if (!where[0] || strstr(dg_last_error(), where)) return;   /* anomaly mode's message names it already */
     snprintf(text, sizeof text, " [in %s]", where);
     dg_error_append(text);
 }
@@ -224,14 +232,14 @@ static dg_tensor *leave(dg_op_frame *f, dg_tensor *y) {
 
 dg_tensor *dg_op_leave(dg_op_frame *f, dg_tensor *y) {
     if (f->failed && y) { dg_tensor_free(y); y = NULL; }
-    if (y && !t_checking && dg_anomaly_enabled() && !anomaly_ok(f, y)) { dg_tensor_free(y); y = NULL; }
+    if (y && anomaly_on() && !t_checking && !anomaly_ok(f, y)) { dg_tensor_free(y); y = NULL; }
     return leave(f, y);
 }
 
 int dg_op_leave_status(dg_op_frame *f, int rc, dg_tensor **outs, int n_outs) {
     if (f->failed && !rc) rc = dg_last_status() ? dg_last_status() : DG_EUNSUPPORTED;
     for (int k = 0; k < n_outs && !rc; k++)
-        if (outs[k] && !t_checking && dg_anomaly_enabled() && !anomaly_ok(f, outs[k])) rc = dg_last_status();
+        if (outs[k] && anomaly_on() && !t_checking && !anomaly_ok(f, outs[k])) rc = dg_last_status();
     if (rc) for (int k = 0; k < n_outs; k++) { dg_tensor_free(outs[k]); outs[k] = NULL; }
     if (rc) name_the_layer(f);
     dg_op_top = f->parent;

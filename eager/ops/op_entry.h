@@ -32,7 +32,6 @@ typedef struct dg_op_frame {
     const dg_tensor *arg[DG_OP_MAX_IN];   /* what the op computes on: in, or its autocast casts */
     dg_scope *ac_scope;                   /* open while the op runs on cast inputs */
     uint64_t t0;                          /* profiler start, 0 when not profiling */
-    uint64_t errs;                        /* dg_error_count at enter */
     struct dg_op_frame *parent;
 } dg_op_frame;
 

@@ -76,6 +76,8 @@ static inline dg_tensor *dg_composite_end(dg_scope *s, dg_tensor *y) {
  * the dtype registry op `op` must run in, or -1: no region, paused, the op follows its inputs,
  * or they are there already */
 int dg_autocast_pick(int op, const dg_tensor *const *in, int n);
+/* regions open on this thread (no region: no op is cast, so the entry path does not ask) */
+extern __thread int dg_autocast_depth;
 const dg_tensor *dg_autocast_cast(const dg_tensor *t, int dtype);
 dg_scope *dg_autocast_enter(void);
 dg_tensor *dg_autocast_leave(dg_scope *s, dg_tensor *y);
