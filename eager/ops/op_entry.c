@@ -58,9 +58,12 @@ int dg_op_find(const char *name) {
 _Thread_local dg_op_frame *dg_op_top;
 _Thread_local uint32_t dg_op_seen_count[DG_OP_COUNT];
 _Thread_local uint32_t dg_op_recorded_count[DG_OP_COUNT];
+_Thread_local const struct dg_backend *dg_op_last_be;
+_Thread_local uint64_t dg_op_last_mask;
 
 /* ---- anomaly mode (dygraph/autograd.h) ---- */
-static int g_anomaly = -1;            /* -1: DG_ANOMALY not read yet */
+int dg_anomaly_state = -1;            /* -1: DG_ANOMALY not read yet; op_entry.h reads it */
+#define g_anomaly dg_anomaly_state
 /* the entry path's test: one load while anomaly mode is off */
 static inline bool anomaly_on(void) {
     int a = __atomic_load_n(&g_anomaly, __ATOMIC_RELAXED);
@@ -141,7 +144,7 @@ static bool anomaly_ok(const dg_op_frame *f, const dg_tensor *y) {
     if (bad == 0) return true;
     if (bad < 0) return false;   /* the check said why */
     char ins[384], where[320];
-    shapes_of(f->in, f->n, ins, sizeof ins);
+    shapes_of(dg_op_inputs(f), f->n, ins, sizeof ins);
     dg_op_context_describe(where, sizeof where);
     DG_ERR(DG_EINVAL, "anomaly: op '%s' made %lld NaN and %lld infinite values in its output %s %s (inputs: %s)%s%s",
            dg_op_name(f->op), (long long)nan, (long long)(bad - nan), dg_dtype_name(y->dtype), DG_SHAPE_STR(y), ins,
@@ -175,11 +178,9 @@ static bool entries_ok(dg_op_frame *f) {
     const dg_tensor *t = NULL;
     for (int i = 0; i < f->n && !t; i++) if (dg_tensor_live(f->arg[i])) t = f->arg[i];
     if (!need || !t) return true;   /* nothing to check, or the op reports its bad input itself */
-    static _Thread_local const dg_backend *last_be;   /* ops run on one backend for long stretches */
-    static _Thread_local uint64_t last_mask;
     const dg_backend *be = dg_backend_of(t);
-    if (be != last_be) { last_mask = missing_entries(be); last_be = be; }
-    uint64_t lack = last_mask & need;
+    if (be != dg_op_last_be) { dg_op_last_mask = missing_entries(be); dg_op_last_be = be; }
+    uint64_t lack = dg_op_last_mask & need;
     if (!lack) return true;
     dg_be_entry e = (dg_be_entry)__builtin_ctzll(lack);
     if (dg_backend_require(dg_backend_of(t), &e, 1, t->dtype, dg_op_name(f->op)) == 0)   /* it says why */
@@ -187,26 +188,24 @@ static bool entries_ok(dg_op_frame *f) {
     return false;
 }
 
-void dg_op_enter(dg_op_frame *f, dg_op_id op, const dg_tensor *const *in, int n) {
-    const dg_op_info *info = &dg_op_table[op];
-    f->op = op;
-    dg_op_seen_count[op]++;
-    f->n = n < DG_OP_MAX_IN ? n : DG_OP_MAX_IN;
-    f->failed = false;
-    f->ac_scope = NULL;
-    for (int i = 0; i < f->n; i++) f->in[i] = f->arg[i] = in[i];
-    f->parent = dg_op_top;
-    dg_op_top = f;
-    f->t0 = dg_profiling() ? dg_prof_op_begin(in, f->n) : 0;   /* with device time where a GPU runs the op */
-    if (dg_autocast_depth && info->autocast != DG_AC_NONE) {
-        int dt = dg_autocast_pick(op, f->arg, f->n);
+/* enter's rare work: the profiler range and autocast's casts */
+void dg_op_enter_slow(dg_op_frame *f) {
+    if (dg_profiling()) f->t0 = dg_prof_op_begin(f->arg, f->n);   /* with device time where a GPU runs the op */
+    if (dg_autocast_depth && dg_op_table[f->op].autocast != DG_AC_NONE) {
+        int dt = dg_autocast_pick(f->op, f->arg, f->n);
         if (dt >= 0) {
             f->ac_scope = dg_autocast_enter();
+            for (int i = 0; i < f->n; i++) f->in[i] = f->arg[i];   /* the caller's, kept for messages and the profiler */
+            f->cast = true;
             for (int i = 0; i < f->n; i++) f->arg[i] = dg_autocast_cast(f->in[i], dt);
         }
     }
-    f->record = info->kind == DG_OPK_PRIM && dg_needs_record(f->arg, f->n);
-    if (info->entries && !entries_ok(f)) f->failed = true;
+}
+
+/* The input's backend lacks an entry the op calls (the per-thread cache in op_entry.h said so,
+ * or has not seen this backend yet): fail with the entry named, or refresh the cache. */
+bool dg_op_entries_ok_slow(dg_op_frame *f) {
+    return entries_ok(f);
 }
 
 /* An op called by a layer's forward failed: its message gets the layer, so "matmul: dtype
@@ -226,11 +225,11 @@ static dg_tensor *leave(dg_op_frame *f, dg_tensor *y) {
     if (!y) name_the_layer(f);
     dg_op_top = f->parent;
     if (f->ac_scope) y = dg_autocast_leave(f->ac_scope, y);
-    if (f->t0) dg_prof_op(dg_op_name(f->op), DG_PROF_FORWARD, f->t0, f->in, f->n, y);
+    if (f->t0) dg_prof_op(dg_op_name(f->op), DG_PROF_FORWARD, f->t0, dg_op_inputs(f), f->n, y);
     return y;
 }
 
-dg_tensor *dg_op_leave(dg_op_frame *f, dg_tensor *y) {
+dg_tensor *dg_op_leave_slow(dg_op_frame *f, dg_tensor *y) {
     if (f->failed && y) { dg_tensor_free(y); y = NULL; }
     if (y && anomaly_on() && !t_checking && !anomaly_ok(f, y)) { dg_tensor_free(y); y = NULL; }
     return leave(f, y);
@@ -247,7 +246,7 @@ int dg_op_leave_status(dg_op_frame *f, int rc, dg_tensor **outs, int n_outs) {
         for (int k = 0; k < n_outs; k++) if (outs[k]) outs[k] = dg_keep_in_parent(outs[k]);
         dg_autocast_leave(f->ac_scope, NULL);
     }
-    if (f->t0) dg_prof_op(dg_op_name(f->op), DG_PROF_FORWARD, f->t0, f->in, f->n, n_outs ? outs[0] : NULL);
+    if (f->t0) dg_prof_op(dg_op_name(f->op), DG_PROF_FORWARD, f->t0, dg_op_inputs(f), f->n, n_outs ? outs[0] : NULL);
     return rc;
 }
 
