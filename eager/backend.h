@@ -102,6 +102,37 @@ enum {
 #undef DG_BE_ENTRY
 };
 
+/* One time step of a recurrent cell over a batch of n rows with hidden size h (the rnn_cell
+ * entries; eager/ops/rnn.c drives them, one call per step). G, the gates: 1 (RNN), 4 (LSTM:
+ * i, f, g, o), 3 (GRU: r, z, n). Pointers are device addresses of contiguous row-major blocks
+ * of dtype dt (f32 or f64). Rows b with t >= len[b] are padding: the state passes through
+ * unchanged, the output row is 0 and the step gets no gradient. */
+typedef struct dg_rnn_cell_args {
+    int mode;                     /* dg_rnn_mode (rnn.h): DG_RNN_TANH, DG_RNN_RELU, DG_RNN_LSTM, DG_RNN_GRU */
+    dg_dtype dt;
+    int64_t n, h;
+    int64_t t;                    /* the step's time index, compared with len */
+    const int64_t *len;           /* [n] sequence lengths on the device, or NULL: no padding */
+    /* forward */
+    const void *gi;               /* [n, G h] pre-activations: x W_ih^T + b_ih, and for RNN and LSTM also
+                                     h_prev W_hh^T + b_hh (the op adds them with the GEMM) */
+    const void *gh;               /* GRU: [n, 3h] h_prev W_hh^T (no bias); NULL otherwise */
+    const void *b_hh;             /* GRU: [3h] or NULL */
+    const void *h_prev, *c_prev;  /* [n, h]; c_prev LSTM only */
+    void *h_next, *c_next;        /* [n, h]; c_next LSTM only */
+    void *y;                      /* [n, h]: h_next, 0 on padding rows */
+    void *ws;                     /* saved for backward: RNN [n, h] h_next; LSTM [n, 5h] i f g o tanh(c');
+                                     GRU [n, 4h] r z n (h_prev W_hn^T + b_hn) */
+    /* backward (ws, h_prev, c_prev as the forward step had them) */
+    const void *dy;               /* [n, h] gradient of y, or NULL */
+    void *dh;                     /* [n, h] in: gradient at h_next (from later steps or h_n); out: the part of
+                                     h_prev's gradient that does not pass through W_hh (GRU dh z;
+                                     padding rows dh; else 0); the op adds dgh W_hh */
+    void *dc;                     /* LSTM [n, h] in: gradient at c_next; out: at c_prev */
+    void *dgi;                    /* [n, G h] gradient of the input pre-activations (0 on padding rows) */
+    void *dgh;                    /* GRU: [n, 3h] gradient of h_prev W_hh^T + b_hh; NULL otherwise (equal to dgi) */
+} dg_rnn_cell_args;
+
 /* A backend instance: the table of entries, and the device and context they act on. Every
  * entry receives its instance first (ggml-backend style), so one table serves several devices
  * (gpu:0 and gpu:1 are two instances of the CUDA table with their own streams, library
@@ -222,6 +253,10 @@ struct dg_backend {
     int (*batch_norm_relu_backward)(const dg_backend *be, const dg_kview *x, const dg_kview *y, const dg_kview *gy,
                                     const dg_kview *weight, const dg_kview *save_mean, const dg_kview *save_invstd, bool training,
                                     dg_kview *gx, dg_kview *gw, dg_kview *gb, int64_t n, int64_t c, int64_t inner);
+
+    /* recurrent cells: one time step forward, and its backward (dg_rnn_cell_args) */
+    int (*rnn_cell)(const dg_backend *be, const dg_rnn_cell_args *a);
+    int (*rnn_cell_backward)(const dg_backend *be, const dg_rnn_cell_args *a);
 
     /* one optimizer step over n parameters of one dtype (f32/f64) in as few passes as the
      * device allows (eager/update_rule.h holds the per-element rules) */

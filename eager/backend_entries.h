@@ -56,4 +56,6 @@ DG_BE_ENTRY(batch_norm, REQUIRED)
 DG_BE_ENTRY(batch_norm_backward, REQUIRED)
 DG_BE_ENTRY(batch_norm_relu, OPTIONAL)           /* absent: batch_norm, then relu in place */
 DG_BE_ENTRY(batch_norm_relu_backward, OPTIONAL)  /* absent: the op masks gy itself */
+DG_BE_ENTRY(rnn_cell, REQUIRED)
+DG_BE_ENTRY(rnn_cell_backward, REQUIRED)
 DG_BE_ENTRY(fused_update, REQUIRED)

@@ -18,5 +18,6 @@
 #include "dygraph/data.h"
 #include "dygraph/dist.h"
 #include "dygraph/profiler.h"
+#include "dygraph/rnn.h"
 
 #endif

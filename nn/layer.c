@@ -477,6 +477,26 @@ dg_tensor *dg_forward_multi(dg_layer *l, const dg_tensor *const *in, int n) {
     RUN_SCOPED(l, l->forward_multi(l, in, n));
 }
 
+int dg_layer_run(dg_layer *l, int (*fn)(dg_layer *self, void *ctx, dg_tensor **outs), void *ctx, dg_tensor **outs, int n) {
+    DG_CHECK_HANDLE_INT(l, "layer_run: layer is NULL");
+    if (!fn || !outs || n < 1) { LERR(l, DG_EINVAL, "layer_run: needs a function and at least one output slot"); return DG_EINVAL; }
+    for (int i = 0; i < n; i++) outs[i] = NULL;
+    uint64_t errs = dg_error_count();
+    dg_scope *s = dg_scope_begin();
+    if (!s) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
+    dg_op_context_push(describe_for_ops, l);
+    int rc = fn(l, ctx, outs);
+    dg_op_context_pop();
+    for (int i = 0; i < n && !rc; i++)   /* a result fn passed through from outside stays where it is */
+        if (outs[i] && dg_scope_owns(s, outs[i])) dg_keep_in_parent(outs[i]);
+    dg_scope_end(s);
+    if (rc) {
+        for (int i = 0; i < n; i++) outs[i] = NULL;
+        if (!dg_error_since(errs)) LERR(l, rc, "forward failed without an error message");
+    }
+    return rc;
+}
+
 dg_tensor *dg_loss_forward(dg_layer *l, const dg_tensor *input, const dg_tensor *label) {
     DG_CHECK_HANDLE(l, "loss_forward: layer is NULL");
     if (!input) return LPROP(l, "loss_forward: input is NULL");

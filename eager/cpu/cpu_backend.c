@@ -152,6 +152,7 @@ static const unsigned cpu_dtypes[DG_BE_COUNT] = {
     [DG_BE_max_pool2d_with_indices] = FLOATS, [DG_BE_adaptive_max_pool2d] = FLOATS, [DG_BE_max_pool2d_indices_backward] = FLOATS,
     [DG_BE_batch_norm] = FLOATS, [DG_BE_batch_norm_backward] = FLOATS, [DG_BE_batch_norm_relu] = FLOATS,
     [DG_BE_batch_norm_relu_backward] = FLOATS,
+    [DG_BE_rnn_cell] = DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64), [DG_BE_rnn_cell_backward] = DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64),
     [DG_BE_fused_update] = DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64),
 };
 static bool cpu_supports(const dg_backend *be, dg_be_entry e, dg_dtype dt) {
@@ -204,5 +205,7 @@ const dg_backend dg_cpu_backend = {
     .batch_norm_backward = dg_half_batch_norm_backward,
     .batch_norm_relu = dg_half_batch_norm_relu,
     .batch_norm_relu_backward = dg_half_batch_norm_relu_backward,
+    .rnn_cell = dg_cpu_rnn_cell,
+    .rnn_cell_backward = dg_cpu_rnn_cell_backward,
     .fused_update = dg_cpu_fused_update,
 };

@@ -23,6 +23,8 @@ int dg_cpu_nll(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kvie
 int dg_cpu_nll_backward(const dg_backend *be, const dg_kview *, const dg_kview *, dg_kview *, int64_t, int64_t, int64_t);
 int dg_cpu_conv2d(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, const dg_kview *, dg_kview *);
 void dg_dnnl_release(const dg_backend *be);
+int dg_cpu_rnn_cell(const dg_backend *be, const dg_rnn_cell_args *a);
+int dg_cpu_rnn_cell_backward(const dg_backend *be, const dg_rnn_cell_args *a);
 int dg_cpu_conv2d_backward_data(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *);
 int dg_cpu_conv2d_backward_filter(const dg_backend *be, const dg_conv2d_geom *, const dg_kview *, const dg_kview *, dg_kview *, dg_kview *);
 int dg_cpu_max_pool2d(const dg_backend *be, const dg_pool2d_geom *, const dg_kview *, dg_kview *);

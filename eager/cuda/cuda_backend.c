@@ -403,6 +403,7 @@ static const unsigned cuda_dtypes[DG_BE_COUNT] = {
     [DG_BE_avg_pool2d_backward] = FLOATS, [DG_BE_adaptive_avg_pool2d] = FLOATS, [DG_BE_adaptive_avg_pool2d_backward] = FLOATS,
     [DG_BE_max_pool2d_with_indices] = FLOATS, [DG_BE_adaptive_max_pool2d] = FLOATS, [DG_BE_max_pool2d_indices_backward] = FLOATS,
     [DG_BE_batch_norm] = FLOATS, [DG_BE_batch_norm_backward] = FLOATS,
+    [DG_BE_rnn_cell] = DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64), [DG_BE_rnn_cell_backward] = DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64),
     [DG_BE_fused_update] = DG_DT_BIT(DG_F32) | DG_DT_BIT(DG_F64),
 };
 static bool cuda_supports(const dg_backend *be, dg_be_entry e, dg_dtype dt) {
@@ -443,6 +444,8 @@ static const dg_backend cuda_table = {
     .argsort = dg_half_argsort,
     .nll = dg_half_nll,
     .nll_backward = dg_half_nll_backward,
+    .rnn_cell = dg_cuda_rnn_cell,
+    .rnn_cell_backward = dg_cuda_rnn_cell_backward,
     .fused_update = dg_cuda_fused_update,
     .conv2d = dg_half_conv2d,
     .conv2d_backward_data = dg_half_conv2d_backward_data,

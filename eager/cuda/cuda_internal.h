@@ -124,6 +124,9 @@ int dg_cuda_avg_pool2d(const dg_backend *be, const dg_pool2d_geom *g, const dg_k
 int dg_cuda_avg_pool2d_backward(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *gy, dg_kview *gx);
 int dg_cuda_adaptive_avg_pool2d(const dg_backend *be, const dg_kview *x, dg_kview *y);
 int dg_cuda_adaptive_avg_pool2d_backward(const dg_backend *be, const dg_kview *gy, dg_kview *gx);
+/* rnn.cu */
+int dg_cuda_rnn_cell(const dg_backend *be, const dg_rnn_cell_args *a);
+int dg_cuda_rnn_cell_backward(const dg_backend *be, const dg_rnn_cell_args *a);
 /* pool_indices.cu */
 int dg_cuda_max_pool2d_with_indices(const dg_backend *be, const dg_pool2d_geom *g, const dg_kview *x, dg_kview *y, dg_kview *idx);
 int dg_cuda_adaptive_max_pool2d(const dg_backend *be, const dg_kview *x, dg_kview *y, dg_kview *idx);

@@ -36,6 +36,8 @@ typedef struct { int axis; } dg_ix_attr;
 typedef struct { bool has_pad, sparse; int64_t pad; } dg_emb_attr;
 /* conv_transpose.c: cg the convolution it is the transpose of; h/w: x's own size (cg.oh/ow may be more) */
 typedef struct { dg_conv2d_geom cg; int64_t h, w; } dg_ct_attr;
+/* rnn.c: one layer and direction (mode a dg_rnn_mode) */
+typedef struct { int mode; bool reverse, has_len; int64_t T, N, I, H; } dg_rnn_attr;
 
 /* ---- composites (eager/trace.h): ops made of other ops that tell a trace what they are ---- */
 /* feature_norm.c: layer_norm over the last k axes */

@@ -19,8 +19,8 @@
 extern "C" {
 #endif
 
-#define DG_MAX_NODE_INPUTS 6
-#define DG_MAX_NODE_SAVED 6
+#define DG_MAX_NODE_INPUTS 8
+#define DG_MAX_NODE_SAVED 8
 #define DG_NODE_ATTR_BYTES 128
 
 #ifndef DG_NODISCARD   /* a result that must be checked */

@@ -24,7 +24,7 @@ extern "C" {
 
 /* Bumped whenever a structure shared with modules or a function handed through host_symbol
  * changes, so that a module built from other sources is refused instead of misread. */
-#define DG_MODULE_ABI 4
+#define DG_MODULE_ABI 5
 
 typedef struct dg_module_host {
     int abi;

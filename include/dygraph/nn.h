@@ -150,6 +150,12 @@ DG_API dg_tensor *dg_loss_forward(dg_layer *loss, const dg_tensor *input, const 
  * takes n = 1 and a loss layer (input, label)); another count is an error naming the layer
  * and both counts. A NULL in[i] (a failed op's result) is reported as input i. */
 DG_API dg_tensor *dg_forward_multi(dg_layer *layer, const dg_tensor *const *in, int n);
+/* A forward with several results (an LSTM's output, h_n and c_n): runs fn(layer, ctx, outs) as a
+ * forward of layer runs (ops inside name the layer in their errors; every tensor fn makes is
+ * freed when it returns except outs[0..n-1], which go to the caller's scope, as dg_forward's
+ * result does). fn returns 0 or a negative status with a message; outs are NULL on failure. */
+DG_API int dg_layer_run(dg_layer *layer, int (*fn)(dg_layer *self, void *ctx, dg_tensor **outs), void *ctx, dg_tensor **outs,
+                        int n);
 
 /* ---- device: torch's module.to(device) ----
  * Moves every parameter and buffer of the layer and its sublayers (and the parameters'

@@ -193,7 +193,8 @@ def numeric_file():
     write_safetensors(os.path.join(OUT_DIR, "models_numeric.safetensors"), recs)
 
 
-def write_safetensors(path, recs):
+def write_safetensors(path, recs, keep_f64=False):
+    """keep_f64: float64 tensors stay F64 (else every float is written as F32)."""
     header = collections.OrderedDict()
     blobs = []
     at = 0
@@ -201,6 +202,8 @@ def write_safetensors(path, recs):
         t = t.detach().cpu().contiguous()
         if t.dtype == torch.int64:
             dt, data = "I64", struct.pack("<%dq" % t.numel(), *t.reshape(-1).tolist())
+        elif keep_f64 and t.dtype == torch.float64:
+            dt, data = "F64", struct.pack("<%dd" % t.numel(), *t.reshape(-1).tolist())
         else:
             t = t.to(torch.float32)
             dt, data = "F32", struct.pack("<%df" % t.numel(), *t.reshape(-1).tolist())
