@@ -157,6 +157,21 @@ static dg_tensor *r_var(dg_tensor *const *in) { return dg_var(A0, (int[]){ 1 }, 
 static dg_tensor *r_std(dg_tensor *const *in) { return dg_std(A0, (int[]){ 0 }, 1, false, true); }
 static dg_tensor *r_norm(dg_tensor *const *in) { return dg_norm(A0, 2.0, (int[]){ 1 }, 1, false); }
 static dg_tensor *r_pad(dg_tensor *const *in) { return dg_pad(A0, (int64_t[]){ 1, 2 }, 2, DG_PAD_CONSTANT, 0.5); }
+/* an LSTM layer, reversed (h0, c0 and both weights as inputs; no biases: five slots): the output
+ * with h_n and c_n stacked under it, so every result's gradient is checked */
+static dg_tensor *r_rnn(dg_tensor *const *in) {
+    dg_rnn_params p = dg_rnn_default_params();
+    p.reverse = true;
+    dg_rnn_result r;
+    dg_scope *s = dg_scope_begin();
+    dg_tensor *y = NULL;
+    if (!dg_rnn(A0, A1, A2, A3, in[4], NULL, NULL, NULL, p, &r)) {
+        dg_tensor *parts[3] = { r.output, dg_unsqueeze(r.h_n, 0), dg_unsqueeze(r.c_n, 0) };
+        y = dg_keep_in_parent(dg_concat(parts, 3, 0));
+    }
+    dg_scope_end(s);
+    return y;
+}
 static dg_tensor *r_embedding(dg_tensor *const *in) { return dg_embedding(A0, A1, dg_embedding_default_params()); }
 static dg_tensor *r_layer_norm(dg_tensor *const *in) { return dg_layer_norm(A0, DG_SHAPE(4), A1, A2, 1e-5); }
 static dg_tensor *r_group_norm(dg_tensor *const *in) { return dg_group_norm(A0, 2, A1, A2, 1e-5); }
@@ -322,6 +337,7 @@ static const rc_case rc_cases[] = {
     C1(DG_OP_STD, r_std, RC_LOOSE, RI('f', 3, 4)),
     C1(DG_OP_NORM, r_norm, 0, RI('f', 3, 4)),
     C1(DG_OP_PAD, r_pad, 0, RI('f', 3, 4)),
+    C5(DG_OP_RNN, r_rnn, NH, RI('f', 3, 2, 3), RI('f', 2, 2), RI('f', 2, 2), RI('f', 8, 3), RI('f', 8, 2)),
     C2(DG_OP_EMBEDDING, r_embedding, 0, RIX('i', 6, 2, 3), RI('f', 6, 4)),
     C3(DG_OP_LAYER_NORM, r_layer_norm, RC_LOOSE, RI('f', 3, 4), RI('f', 4), RI('f', 4)),
     C3(DG_OP_GROUP_NORM, r_group_norm, RC_LOOSE, RI('f', 2, 4, 3), RI('f', 4), RI('f', 4)),
@@ -560,6 +576,7 @@ static void rc_null_inputs(const rc_case *c, dg_tensor *const *base, rc_report *
             continue;   /* a convolution's bias may be absent */
         if ((c->op == DG_OP_LAYER_NORM || c->op == DG_OP_GROUP_NORM || c->op == DG_OP_BATCH_NORM || c->op == DG_OP_BATCH_NORM_RELU) && i > 0)
             continue;   /* a norm's weight, bias and running statistics may be absent */
+        if (c->op == DG_OP_RNN && (i == 1 || i == 2)) continue;   /* h0 and c0 may be absent (zeros) */
         dg_clear_error();
         dg_tensor *y = c->run(in);
         if (y) { rc_fail(r, "%s: input %d NULL gave a result", dg_op_name(c->op), i); dg_tensor_free(y); }
