@@ -16,7 +16,8 @@
 #define DG_OPT_MAX_ENTRIES (DG_OPT_MAX_SLOTS + 2)   /* + "step" + "mu_product" */
 
 typedef enum dg_opt_kind {
-    DG_OPT_SGD, DG_OPT_MOMENTUM, DG_OPT_ADAGRAD, DG_OPT_ADAM, DG_OPT_ADAMW, DG_OPT_RMSPROP, DG_OPT_ADAMAX, DG_OPT_NADAM
+    DG_OPT_SGD, DG_OPT_MOMENTUM, DG_OPT_ADAGRAD, DG_OPT_ADAM, DG_OPT_ADAMW, DG_OPT_RMSPROP, DG_OPT_ADAMAX, DG_OPT_NADAM,
+    DG_OPT_ADADELTA, DG_OPT_LBFGS
 } dg_opt_kind;
 
 /* What one state entry of a parameter is: buffer k (slot k), the step count, NAdam's mu_product. */
@@ -91,6 +92,7 @@ struct dg_optimizer {
     double alpha; bool centered;            /* rmsprop */
     double momentum_decay;                  /* nadam */
     double lr_decay;                        /* adagrad */
+    double rho;                             /* adadelta */
     double init_acc;                        /* initial value of new buffers (adagrad's initial_accumulator_value) */
     /* set by fleet (dist/ps/fleet_ps.c, dist/fleet.c): dg_optimizer_step calls it instead of
      * stepping here — parameter-server mode pushes the gradients to the servers, which run this

@@ -319,6 +319,7 @@ int dg_opt_step_here(dg_optimizer *o) {
     dg_update_params u = {
         .kind = o->info->rule, .momentum = o->momentum, .nesterov = o->nesterov, .beta1 = o->beta1, .beta2 = o->beta2,
         .eps = o->eps, .dampening = o->dampening, .amsgrad = o->amsgrad, .alpha = o->alpha, .centered = o->centered,
+        .rho = o->rho,
     };
     dg_update_tensor *t = malloc(sizeof *t * (size_t)o->n);
     int *idx = malloc(sizeof *idx * (size_t)o->n);
@@ -486,6 +487,8 @@ const char *dg_opt_momentum_missing(const dg_optimizer *o) {
     switch (o->kind) {
     case DG_OPT_SGD: return "sgd has no momentum (use dg_momentum, or set cycle_momentum = false)";
     case DG_OPT_ADAGRAD: return "adagrad has no momentum (set cycle_momentum = false)";
+    case DG_OPT_ADADELTA: return "adadelta has no momentum (set cycle_momentum = false)";
+    case DG_OPT_LBFGS: return "lbfgs has no momentum (set cycle_momentum = false)";
     case DG_OPT_RMSPROP:
         return o->momentum > 0 ? NULL : "rmsprop was made with momentum 0, so it keeps no momentum buffer "
                                         "(make it with momentum > 0, or set cycle_momentum = false)";

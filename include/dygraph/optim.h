@@ -1,4 +1,5 @@
-/* dygraph/optim.h — optimizers (SGD, Momentum, Adagrad, Adam, AdamW, RMSprop, Adamax, NAdam),
+/* dygraph/optim.h — optimizers (SGD, Momentum, Adagrad, Adam, AdamW, RMSprop, Adamax, NAdam,
+ * Adadelta; LBFGS with a closure, dg_lbfgs_step),
  * parameter groups, global-norm gradient clipping, learning-rate schedulers, and optimizer and
  * scheduler state as named tensors for checkpoints.
  *
@@ -150,6 +151,20 @@ typedef struct dg_nadam_params {     /* defaults are torch.optim.NAdam's */
 } dg_nadam_params;
 DG_API dg_nadam_params dg_nadam_default_params(void);
 
+/* torch.optim.Adadelta: d = grad + wd p; square_avg = rho square_avg + (1 - rho) d^2;
+ * delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * d;
+ * acc_delta = rho acc_delta + (1 - rho) delta^2; p -= lr delta.
+ * State: "square_avg", "acc_delta", "step". */
+typedef struct dg_adadelta_params {  /* defaults are torch.optim.Adadelta's */
+    double lr;              /* >= 0; default 1.0 */
+    double rho;             /* decay of both running averages, in [0, 1]; default 0.9 */
+    double eps;             /* >= 0; default 1e-6 */
+    double weight_decay;    /* L2 added to the gradient, >= 0; default 0 */
+    double grad_clip_norm;  /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_adadelta_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
+} dg_adadelta_params;
+DG_API dg_adadelta_params dg_adadelta_default_params(void);
+
 DG_API dg_optimizer *dg_sgd(dg_tensor *const *params, int n, dg_sgd_params p);
 DG_API dg_optimizer *dg_momentum(dg_tensor *const *params, int n, dg_momentum_params p);
 DG_API dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p);
@@ -158,6 +173,7 @@ DG_API dg_optimizer *dg_adamw(dg_tensor *const *params, int n, dg_adamw_params p
 DG_API dg_optimizer *dg_rmsprop(dg_tensor *const *params, int n, dg_rmsprop_params p);
 DG_API dg_optimizer *dg_adamax(dg_tensor *const *params, int n, dg_adamax_params p);
 DG_API dg_optimizer *dg_nadam(dg_tensor *const *params, int n, dg_nadam_params p);
+DG_API dg_optimizer *dg_adadelta(dg_tensor *const *params, int n, dg_adadelta_params p);
 DG_API void dg_optimizer_free(dg_optimizer *opt);          /* frees the state, never the parameters */
 
 /* ---- parameter groups ----
@@ -191,7 +207,7 @@ DG_API double dg_optimizer_get_lr(const dg_optimizer *opt);     /* NAN for NULL 
 DG_API int dg_optimizer_set_group_lr(dg_optimizer *opt, int group, double lr);
 DG_API double dg_optimizer_get_group_lr(const dg_optimizer *opt, int group);            /* NAN on error */
 DG_API double dg_optimizer_get_group_weight_decay(const dg_optimizer *opt, int group);  /* NAN on error */
-/* "sgd", "momentum", "adagrad", "adam", "adamw", "rmsprop", "adamax", "nadam" */
+/* "sgd", "momentum", "adagrad", "adam", "adamw", "rmsprop", "adamax", "nadam", "adadelta", "lbfgs" */
 DG_API const char *dg_optimizer_name(const dg_optimizer *opt);
 DG_API int dg_optimizer_num_params(const dg_optimizer *opt);
 DG_API dg_tensor *dg_optimizer_param(const dg_optimizer *opt, int i);  /* borrowed */
@@ -208,7 +224,8 @@ DG_API double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm
  * "sum", "step" (adagrad); "exp_avg", "exp_avg_sq", ("max_exp_avg_sq" with amsgrad), "step"
  * (adam, adamw); "square_avg", ("momentum_buffer" with momentum > 0), ("grad_avg" centered),
  * "step" (rmsprop); "exp_avg", "exp_inf", "step" (adamax); "exp_avg", "exp_avg_sq", "step",
- * "mu_product" (nadam). Buffers have the parameter's shape and device and its dtype (float32
+ * "mu_product" (nadam); "square_avg", "acc_delta", "step" (adadelta); LBFGS's, see
+ * dg_lbfgs_params. Buffers have the parameter's shape and device and its dtype (float32
  * for a float16/bfloat16 parameter); "step" is an i64 0-d CPU tensor, "mu_product" an f32 one.
  * Last, "<i>.master_weight" for every float16/bfloat16 parameter i that has its float32 master
  * copy (made at its first step: the value the rule updates, of which the parameter is the
