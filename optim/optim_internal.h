@@ -99,7 +99,10 @@ struct dg_optimizer {
      * optimizer's rule; geo mode and Local SGD step here (dg_opt_step_here) and then exchange */
     int (*remote_step)(void *ctx);
     void *remote_ctx;
+    struct dg_lbfgs *lbfgs;                 /* lbfgs: its settings and state (optim/lbfgs_internal.h); NULL otherwise */
 };
+/* lbfgs.c: frees an LBFGS optimizer's own part (dg_optimizer_free calls it). */
+void dg_lbfgs_free(struct dg_lbfgs *L);
 /* The step on this process's parameters with the optimizer's own rule, whatever remote_step says:
  * what a remote_step that also steps locally calls. */
 int dg_opt_step_here(dg_optimizer *o);

@@ -174,6 +174,49 @@ DG_API dg_optimizer *dg_rmsprop(dg_tensor *const *params, int n, dg_rmsprop_para
 DG_API dg_optimizer *dg_adamax(dg_tensor *const *params, int n, dg_adamax_params p);
 DG_API dg_optimizer *dg_nadam(dg_tensor *const *params, int n, dg_nadam_params p);
 DG_API dg_optimizer *dg_adadelta(dg_tensor *const *params, int n, dg_adadelta_params p);
+
+/* ---- LBFGS ----
+ * torch.optim.LBFGS of PyTorch 1.13, iteration for iteration: each dg_lbfgs_step runs up to
+ * max_iter L-BFGS iterations (two-loop recursion over the last history_size (y, s) pairs, kept
+ * only where y.s > 1e-10; the first iteration ever is steepest descent with step
+ * min(1, 1 / |g|_1) * lr), each a fixed step of lr or, with line_search_fn "strong_wolfe",
+ * torch's strong-Wolfe line search (c1 1e-4, c2 0.9, at most 25 evaluations), and stops on
+ * torch's rules: max|g| <= tolerance_grad, g.d > -tolerance_change, max|t d| <=
+ * tolerance_change, |loss - previous loss| < tolerance_change, or max_eval evaluations.
+ * The loss is re-evaluated through a closure: a C function that zeroes the gradients
+ * (dg_optimizer_clear_grad), computes the loss, calls dg_backward on it, stores its value in
+ * *loss and returns 0 (or a negative dg_status after setting a message, which ends the step
+ * with that status). Each call runs in a scope of its own that ends when it returns, so its
+ * temporaries need no freeing. A parameter without a gradient counts as zeros, as torch's.
+ * One parameter group (add_param_group refuses, as torch); the parameters are CPU tensors of
+ * one dtype, float32 or float64, flattened into one vector in which every element operation
+ * runs (dot products accumulate in that dtype; the scalars — step, loss, ro, H_diag — are
+ * doubles, which for float32 parameters may differ from torch's float32 0-d tensors in the
+ * last bits). No weight decay and no clipping, as torch's. LR schedulers set its lr like any
+ * optimizer's. dg_optimizer_step refuses it (a step needs the closure).
+ * State (dg_optimizer_state_*, dg_optimizer_save/load): "lr", then torch's keys as the first
+ * parameter's state: "0.func_evals", "0.n_iter" (i64 0-d), "0.d", "0.t", "0.old_dirs.<k>",
+ * "0.old_stps.<k>", "0.ro.<k>" (oldest first), "0.H_diag", "0.prev_flat_grad", "0.prev_loss";
+ * vectors 1-D [total numel] of the parameters' dtype, the rest f64 0-d. */
+#define DG_LBFGS_MAX_EVAL_AUTO (-1)
+typedef struct dg_lbfgs_params {     /* defaults are torch.optim.LBFGS's */
+    double lr;                  /* >= 0; default 1 */
+    int max_iter;               /* iterations per step, >= 1; default 20 */
+    int max_eval;               /* evaluations per step, >= 1; default DG_LBFGS_MAX_EVAL_AUTO: max_iter * 5 / 4 */
+    double tolerance_grad;      /* >= 0; default 1e-7 */
+    double tolerance_change;    /* >= 0; default 1e-9 */
+    int history_size;           /* >= 1; default 100 */
+    const char *line_search_fn; /* NULL (default): fixed step; "strong_wolfe"; read at construction only */
+    uint32_t params_tag;     /* set by dg_lbfgs_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
+} dg_lbfgs_params;
+DG_API dg_lbfgs_params dg_lbfgs_default_params(void);
+DG_API dg_optimizer *dg_lbfgs(dg_tensor *const *params, int n, dg_lbfgs_params p);
+/* The closure: 0 with the loss in *loss after dg_backward, or a negative dg_status. */
+typedef int (*dg_closure_fn)(void *user, double *loss);
+/* One torch LBFGS step(closure): 0 and the loss of the closure's first call (torch's return
+ * value, before any update) in *loss (may be NULL), or a negative dg_status: the closure's, or
+ * an error naming lbfgs. Must be called with gradients enabled (not inside dg_no_grad). */
+DG_API int dg_lbfgs_step(dg_optimizer *opt, dg_closure_fn closure, void *user, double *loss);
 DG_API void dg_optimizer_free(dg_optimizer *opt);          /* frees the state, never the parameters */
 
 /* ---- parameter groups ----
