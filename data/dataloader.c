@@ -129,6 +129,8 @@ struct dg_dataloader {
     dg_dataset *ds;
     dg_batch_sampler *sampler;
     bool own_sampler;
+    dg_collate_fn collate;     /* the user's, or NULL: collate_impl */
+    void *collate_user;
     int nw;
     uint64_t seed;
     host_hooks hooks;
@@ -149,6 +151,32 @@ struct dg_dataloader {
     int nslots;
 };
 
+/* The user's collate hook, and checks of what it made: 1..DG_MAX_SAMPLE_FIELDS live tensors,
+ * none of them a sample's own (those die with the samples). */
+static int user_collate(dg_dataloader *dl, const dg_sample *smp, int64_t cnt, dg_sample *out) {
+    uint64_t errs = dg_error_count();
+    memset(out, 0, sizeof *out);
+    int rc = dl->collate(smp, cnt, out, dl->collate_user);
+    if (rc) {
+        if (!dg_error_since(errs)) DG_ERR(rc < 0 ? rc : DG_EINVAL, "collate hook failed (returned %d) without a message", rc);
+        memset(out, 0, sizeof *out);
+        return rc < 0 ? rc : DG_EINVAL;
+    }
+    DG_CHECK_INT(out->n >= 1 && out->n <= DG_MAX_SAMPLE_FIELDS, "collate hook: the batch has %d fields (1 to %d)", out->n,
+                 DG_MAX_SAMPLE_FIELDS);
+    for (int f = 0; f < out->n; f++) {
+        char what[32];
+        snprintf(what, sizeof what, "batch field %d", f);
+        int bad = dg_tensor_check("collate hook", what, out->t[f]);
+        if (bad) return bad;
+        for (int64_t k = 0; k < cnt; k++)
+            for (int j = 0; j < smp[k].n; j++)
+                DG_CHECK_INT(out->t[f] != smp[k].t[j], "collate hook: batch field %d is sample %lld's field %d itself; "
+                             "the batch needs new tensors (the samples are freed after collate)", f, (long long)k, j);
+    }
+    return 0;
+}
+
 /* Makes batch b: 0 and *out, BATCH_STOPPED, or a negative status with msg. Runs on any thread. */
 static int make_batch(dg_dataloader *dl, int64_t b, dg_sample *out, char *msg, size_t msglen) {
     memset(out, 0, sizeof *out);
@@ -168,7 +196,11 @@ static int make_batch(dg_dataloader *dl, int64_t b, dg_sample *out, char *msg, s
         for (int f = 0; f < smp[k].n; f++) dg_keep(smp[k].t[f]);
         got++;
     }
-    if (!rc) {
+    if (!rc && dl->collate) {
+        rc = user_collate(dl, smp, cnt, out);
+        if (!rc) for (int f = 0; f < out->n; f++) dg_keep(out->t[f]);
+        else memset(out, 0, sizeof *out);   /* what it made dies with the scope below */
+    } else if (!rc) {
         rc = collate_impl(smp, cnt, idx, out, dl->hooks.alloc ? &dl->hooks : NULL);
         if (!rc) for (int f = 0; f < out->n; f++) dg_keep(out->t[f]);
     }
@@ -267,6 +299,8 @@ dg_dataloader *dg_dataloader_new(dg_dataset *ds, dg_dataloader_params p) {
     }
     dl->nw = p.num_workers;
     dl->seed = p.seed;
+    dl->collate = p.collate;
+    dl->collate_user = p.collate_user;
     if (p.pin_memory && !p.host_alloc) { p.host_alloc = dg_pinned_alloc; p.host_free = dg_pinned_free; }
     dl->hooks = (host_hooks){ p.host_alloc, p.host_free, p.host_user };
     dl->nslots = p.num_workers * p.prefetch_factor;

@@ -115,6 +115,19 @@ static DG_HOSTDEV inline void dg_upd_nadam_##T(T *p, const T *g, T *m, T *v, int
     w = w + neg_step_g * (d / denom);                                                             \
     p[i] = w + neg_step_m * (mi / denom);                                                         \
 }                                                                                                 \
+/* torch.optim.Adadelta: sq = rho sq + (1-rho) d^2; std = sqrt(sq + eps);                        \
+ * delta = sqrt(acc + eps) / std * d; acc = rho acc + (1-rho) delta^2; p -= lr delta */           \
+static DG_HOSTDEV inline void dg_upd_adadelta_##T(T *p, const T *g, T *sq, T *acc, int64_t i, T wd, T rho, T c, \
+                                                  T eps, T neg_step) {                           \
+    T w = p[i], d = g[i];                                                                         \
+    if (wd != 0) d = d + wd * w;                                                                  \
+    T s = sq[i] * rho + c * (d * d);                                                              \
+    sq[i] = s;                                                                                    \
+    T std_ = SQRT(s + eps);                                                                       \
+    T delta = SQRT(acc[i] + eps) / std_ * d;                                                      \
+    acc[i] = acc[i] * rho + c * (delta * delta);                                                  \
+    p[i] = w + neg_step * delta;                                                                  \
+}                                                                                                 \
 /* One element of one tensor, dispatching on the kind (the CUDA kernel's entry). */               \
 static DG_HOSTDEV inline void dg_update_elem_##T(const dg_update_params *u, const dg_update_tensor *t, int64_t i) { \
     T *p = (T *)t->p, *s0 = (T *)t->s0, *s1 = (T *)t->s1, *s2 = (T *)t->s2;                         \
@@ -141,6 +154,9 @@ static DG_HOSTDEV inline void dg_update_elem_##T(const dg_update_params *u, cons
     case DG_UPD_NADAM:                                                                              \
         dg_upd_nadam_##T(p, g, s0, s1, i, wd, (T)u->beta1, (T)(1 - u->beta1), (T)u->beta2, (T)(1 - u->beta2), \
                          (T)t->bc2_sqrt, (T)u->eps, ns, (T)(-t->step_size2));                       \
+        break;                                                                                      \
+    case DG_UPD_ADADELTA:                                                                           \
+        dg_upd_adadelta_##T(p, g, s0, s1, i, wd, (T)u->rho, (T)(1 - u->rho), (T)u->eps, ns);        \
         break;                                                                                      \
     }                                                                                               \
 }

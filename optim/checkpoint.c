@@ -1,7 +1,7 @@
 /* optim/checkpoint.c — an optimizer's state ("lr", "param_groups.<g>.lr", "<i>.<slot>",
  * "<i>.step") to and from safetensors. Every entry is checked against the optimizer's kind and parameters before the
  * first one is loaded, so a bad file changes nothing. */
-#include "optim_internal.h"
+#include "lbfgs_internal.h"
 #include <dygraph/checkpoint.h>
 #include <errno.h>
 
@@ -23,13 +23,16 @@ static const char *check_entry(const dg_optimizer *opt, const char *name, const 
     int g, i, e;
     dg_error_saved before;
     dg_error_save(&before);
-    if (dg_opt_parse_state_name(opt, name, &g, &i, &e) != 0) {
+    bool lbfgs_entry = opt->lbfgs && strcmp(name, "lr") != 0;
+    if (lbfgs_entry ? dg_lbfgs_load_state((dg_optimizer *)opt, name, t, true) != 0
+                    : dg_opt_parse_state_name(opt, name, &g, &i, &e) != 0) {
         snprintf(why, cap, "%s", dg_last_error());
         char *at = strrchr(why, '(');   /* the parser's " (file:line)": the caller adds its own */
         if (at && at > why && at[-1] == ' ' && strstr(at, ".c:")) at[-1] = '\0';
         dg_error_restore(&before);
         return why;
     }
+    if (lbfgs_entry) return NULL;
     if (g >= 0) return dg_numel(t) == 1 ? NULL : "a group's lr must hold one value";
     if (e != DG_OPT_ENT_MASTER && opt->entry[e].kind != DG_ENT_BUF) {
         snprintf(why, cap, "%s must hold one value", opt->entry[e].name);

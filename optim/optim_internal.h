@@ -16,7 +16,8 @@
 #define DG_OPT_MAX_ENTRIES (DG_OPT_MAX_SLOTS + 2)   /* + "step" + "mu_product" */
 
 typedef enum dg_opt_kind {
-    DG_OPT_SGD, DG_OPT_MOMENTUM, DG_OPT_ADAGRAD, DG_OPT_ADAM, DG_OPT_ADAMW, DG_OPT_RMSPROP, DG_OPT_ADAMAX, DG_OPT_NADAM
+    DG_OPT_SGD, DG_OPT_MOMENTUM, DG_OPT_ADAGRAD, DG_OPT_ADAM, DG_OPT_ADAMW, DG_OPT_RMSPROP, DG_OPT_ADAMAX, DG_OPT_NADAM,
+    DG_OPT_ADADELTA, DG_OPT_LBFGS
 } dg_opt_kind;
 
 /* What one state entry of a parameter is: buffer k (slot k), the step count, NAdam's mu_product. */
@@ -91,13 +92,17 @@ struct dg_optimizer {
     double alpha; bool centered;            /* rmsprop */
     double momentum_decay;                  /* nadam */
     double lr_decay;                        /* adagrad */
+    double rho;                             /* adadelta */
     double init_acc;                        /* initial value of new buffers (adagrad's initial_accumulator_value) */
     /* set by fleet (dist/ps/fleet_ps.c, dist/fleet.c): dg_optimizer_step calls it instead of
      * stepping here — parameter-server mode pushes the gradients to the servers, which run this
      * optimizer's rule; geo mode and Local SGD step here (dg_opt_step_here) and then exchange */
     int (*remote_step)(void *ctx);
     void *remote_ctx;
+    struct dg_lbfgs *lbfgs;                 /* lbfgs: its settings and state (optim/lbfgs_internal.h); NULL otherwise */
 };
+/* lbfgs.c: frees an LBFGS optimizer's own part (dg_optimizer_free calls it). */
+void dg_lbfgs_free(struct dg_lbfgs *L);
 /* The step on this process's parameters with the optimizer's own rule, whatever remote_step says:
  * what a remote_step that also steps locally calls. */
 int dg_opt_step_here(dg_optimizer *o);

@@ -160,6 +160,8 @@ int dg_optimizer_add_param_group(dg_optimizer *o, dg_tensor *const *params, int 
     DG_CHECK_PARAMS_INT("optimizer_add_param_group", p, dg_param_group_default_params);
     DG_CHECK_HANDLE_INT(o, "optimizer_add_param_group: optimizer is NULL");
     const char *nm = o->info->name;
+    DG_CHECK_INT(!o->lbfgs, "lbfgs: add_param_group: LBFGS keeps one parameter group (as torch.optim.LBFGS); pass every "
+                 "parameter to dg_lbfgs");
     DG_CHECK_INT(params, "%s: add_param_group: params is NULL", nm);
     DG_CHECK_INT(n > 0, "%s: add_param_group: no parameters (n = %d)", nm, n);
     double lr = p.lr == DG_OPTIMIZER_DEFAULT ? o->default_lr : p.lr;
@@ -225,6 +227,7 @@ void dg_optimizer_free(dg_optimizer *o) {
             dg_tensor_free(o->state[i].mu_t);
         }
     for (int g = 0; o->groups && g < o->n_groups; g++) dg_tensor_free(o->groups[g].lr_t);
+    dg_lbfgs_free(o->lbfgs);
     free(o->groups);
     free(o->state);
     free(o->group_of);
@@ -306,6 +309,8 @@ int dg_optimizer_step(dg_optimizer *o) {
 
 int dg_opt_step_here(dg_optimizer *o) {
     const char *nm = o->info->name;
+    DG_CHECK_INT(!o->lbfgs, "lbfgs: a step needs the closure that re-evaluates the loss: call dg_lbfgs_step(opt, "
+                 "closure, user, &loss) instead of dg_optimizer_step");
     for (int i = 0; i < o->n; i++)
         if (dg_tensor_check(nm, "parameter", o->params[i]) != 0) {
             char what[32];
@@ -319,6 +324,7 @@ int dg_opt_step_here(dg_optimizer *o) {
     dg_update_params u = {
         .kind = o->info->rule, .momentum = o->momentum, .nesterov = o->nesterov, .beta1 = o->beta1, .beta2 = o->beta2,
         .eps = o->eps, .dampening = o->dampening, .amsgrad = o->amsgrad, .alpha = o->alpha, .centered = o->centered,
+        .rho = o->rho,
     };
     dg_update_tensor *t = malloc(sizeof *t * (size_t)o->n);
     int *idx = malloc(sizeof *idx * (size_t)o->n);
@@ -486,6 +492,8 @@ const char *dg_opt_momentum_missing(const dg_optimizer *o) {
     switch (o->kind) {
     case DG_OPT_SGD: return "sgd has no momentum (use dg_momentum, or set cycle_momentum = false)";
     case DG_OPT_ADAGRAD: return "adagrad has no momentum (set cycle_momentum = false)";
+    case DG_OPT_ADADELTA: return "adadelta has no momentum (set cycle_momentum = false)";
+    case DG_OPT_LBFGS: return "lbfgs has no momentum (set cycle_momentum = false)";
     case DG_OPT_RMSPROP:
         return o->momentum > 0 ? NULL : "rmsprop was made with momentum 0, so it keeps no momentum buffer "
                                         "(make it with momentum > 0, or set cycle_momentum = false)";

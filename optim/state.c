@@ -1,7 +1,7 @@
 /* optim/state.c — an optimizer's state as named tensors ("lr", "param_groups.<g>.lr",
  * "<i>.exp_avg", "<i>.step", …) for checkpoints: listing by index, and loading one entry by
  * name with shape checks. */
-#include "optim_internal.h"
+#include "lbfgs_internal.h"
 #include <errno.h>
 #include <math.h>
 
@@ -29,12 +29,14 @@ static bool locate(const dg_optimizer *o, int k, int *group, int *param, int *en
 int dg_optimizer_state_count(const dg_optimizer *o) {
     DG_CHECK_HANDLE_INT(o, "optimizer_state_count: optimizer is NULL");
     int c = o->n_groups;
+    if (o->lbfgs) return c + dg_lbfgs_state_count(o);
     for (int i = 0; i < o->n; i++) c += (o->state[i].has ? o->n_entries : 0) + (o->state[i].master ? 1 : 0);
     return c;
 }
 
 const char *dg_optimizer_state_name(const dg_optimizer *o, int k) {
     DG_CHECK_HANDLE(o, "optimizer_state_name: optimizer is NULL");
+    if (o->lbfgs && k >= o->n_groups) return dg_lbfgs_state_name(o, k - o->n_groups);
     int g, i, e;
     DG_CHECK(k >= 0 && locate(o, k, &g, &i, &e), "%s: state index %d out of range [0, %d)", o->info->name, k,
              dg_optimizer_state_count(o));
@@ -43,6 +45,7 @@ const char *dg_optimizer_state_name(const dg_optimizer *o, int k) {
 
 dg_tensor *dg_optimizer_state_tensor(const dg_optimizer *o, int k) {
     DG_CHECK_HANDLE(o, "optimizer_state_tensor: optimizer is NULL");
+    if (o->lbfgs && k >= o->n_groups) return dg_lbfgs_state_tensor(o, k - o->n_groups);
     int g, i, e;
     DG_CHECK(k >= 0 && locate(o, k, &g, &i, &e), "%s: state index %d out of range [0, %d)", o->info->name, k,
              dg_optimizer_state_count(o));
@@ -145,6 +148,7 @@ int dg_optimizer_load_state(dg_optimizer *o, const char *name, const dg_tensor *
     snprintf(what, sizeof what, "tensor for '%s'", name);
     int bad = dg_tensor_check(nm, what, value);
     if (bad) return bad;
+    if (o->lbfgs && strcmp(name, o->groups[0].lr_name) != 0) return dg_lbfgs_load_state(o, name, value, false);
     int g, i, e, rc = dg_opt_parse_state_name(o, name, &g, &i, &e);
     if (rc) return rc;
     double x;

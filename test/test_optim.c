@@ -1,5 +1,5 @@
 /* test/test_optim.c — optimizers (SGD, momentum with Nesterov and dampening, Adagrad, Adam and
- * AdamW with and without AMSGrad, RMSprop plain/centered/momentum, Adamax, NAdam), parameter
+ * AdamW with and without AMSGrad, RMSprop plain/centered/momentum, Adamax, NAdam, Adadelta), parameter
  * groups, gradient clipping and optimizer state against PyTorch 1.13 (test/goldens/optim_*.txt,
  * written by test/goldens/make_optim_goldens.py; NAdam against 1.13 with PyTorch 2.0's fix).
  *
@@ -173,6 +173,18 @@ static dg_optimizer *make_nadam(dg_tensor *const *ps, int n, const cfg *c) {
     }
     return dg_nadam(ps, n, p);
 }
+/* adadelta: lr, rho, eps, weight_decay, clip */
+static dg_optimizer *make_adadelta(dg_tensor *const *ps, int n, const cfg *c) {
+    dg_adadelta_params p = dg_adadelta_default_params();
+    if (!c->defaults) {
+        p.lr = c->hp[0];
+        p.rho = c->hp[1];
+        p.eps = c->hp[2];
+        p.weight_decay = c->hp[3];
+        p.grad_clip_norm = clip_of(c->hp[4]);
+    }
+    return dg_adadelta(ps, n, p);
+}
 
 static void check_hp(golden *g, const char *file, const cfg *c) {
     char key[64];
@@ -285,6 +297,10 @@ static const cfg nadam_cfgs[] = {
     { "wd", { 0.05, 0.9, 0.999, 1e-8, 0.1, 4e-3 } }, { "momentum_decay", { 0.05, 0.9, 0.999, 1e-8, 0, 0.05 } },
     { "groups", { 0.05, 0.9, 0.999, 1e-8, 0.1, 4e-3 }, .groups = true, .g1 = { 0.01, 0 } },
 };
+static const cfg adadelta_cfgs[] = {
+    { "default", { 1.0, 0.9, 1e-6, 0, 0 }, true }, { "plain", { 0.5, 0.8, 1e-4, 0, 0 } }, { "wd", { 1.0, 0.9, 1e-6, 0.1, 0 } },
+    { "clip", { 1.0, 0.95, 1e-3, 0.05, 1.0 } }, { "groups", { 1.0, 0.9, 1e-3, 0.1, 0 }, .groups = true, .g1 = { 0.3, 0 } },
+};
 
 Test(optim, sgd_plain) { run_traj("optim_sgd.txt", make_sgd, &sgd_cfgs[0]); }
 Test(optim, sgd_weight_decay) { run_traj("optim_sgd.txt", make_sgd, &sgd_cfgs[1]); }
@@ -330,6 +346,11 @@ Test(optim, nadam_plain) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[1
 Test(optim, nadam_weight_decay) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[2]); }
 Test(optim, nadam_momentum_decay) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[3]); }
 Test(optim, nadam_param_groups) { run_traj("optim_nadam.txt", make_nadam, &nadam_cfgs[4]); }
+Test(optim, adadelta_defaults) { run_traj("optim_adadelta.txt", make_adadelta, &adadelta_cfgs[0]); }
+Test(optim, adadelta_plain) { run_traj("optim_adadelta.txt", make_adadelta, &adadelta_cfgs[1]); }
+Test(optim, adadelta_weight_decay) { run_traj("optim_adadelta.txt", make_adadelta, &adadelta_cfgs[2]); }
+Test(optim, adadelta_grad_clip_norm) { run_traj("optim_adadelta.txt", make_adadelta, &adadelta_cfgs[3]); }
+Test(optim, adadelta_param_groups) { run_traj("optim_adadelta.txt", make_adadelta, &adadelta_cfgs[4]); }
 
 /* ---- state export -> load -> continue ------------------------------------------------------ */
 
@@ -426,6 +447,7 @@ Test(optim_state, rmsprop_plain_resume_bit_identical) { run_resume("optim_rmspro
 Test(optim_state, rmsprop_centered_momentum_resume_bit_identical) { run_resume("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[4], 9); }
 Test(optim_state, rmsprop_param_groups_resume_bit_identical) { run_resume("optim_rmsprop.txt", make_rmsprop, &rmsprop_cfgs[5], 10); }
 Test(optim_state, adamax_resume_bit_identical) { run_resume("optim_adamax.txt", make_adamax, &adamax_cfgs[2], 7); }
+Test(optim_state, adadelta_resume_bit_identical) { run_resume("optim_adadelta.txt", make_adadelta, &adadelta_cfgs[2], 7); }
 Test(optim_state, nadam_resume_bit_identical) { run_resume("optim_nadam.txt", make_nadam, &nadam_cfgs[2], 9); }
 Test(optim_state, nadam_param_groups_resume_bit_identical) { run_resume("optim_nadam.txt", make_nadam, &nadam_cfgs[4], 10); }
 Test(optim_state, momentum_resume_bit_identical) { run_resume("optim_momentum.txt", make_momentum, &momentum_cfgs[3], 3); }

@@ -46,11 +46,22 @@ static dg_optimizer *c_nadam(dg_tensor *const *ps, int n, double lr) {
     np.lr = lr;
     return dg_nadam(ps, n, np);
 }
+static dg_optimizer *c_lbfgs(dg_tensor *const *ps, int n, double lr) {
+    dg_lbfgs_params lp = dg_lbfgs_default_params();
+    lp.lr = lr;
+    return dg_lbfgs(ps, n, lp);
+}
+static dg_optimizer *c_adadelta(dg_tensor *const *ps, int n, double lr) {
+    dg_adadelta_params dp = dg_adadelta_default_params();
+    dp.lr = lr;
+    return dg_adadelta(ps, n, dp);
+}
 
 Test(optim, bad_input) {
     static const struct { const char *name; ctor_fn make; } ctors[] = {
         { "sgd", c_sgd }, { "momentum", c_mom }, { "adagrad", c_ada }, { "adam", c_adam }, { "adamw", c_adamw },
         { "rmsprop", c_rmsprop }, { "adamax", c_adamax }, { "nadam", c_nadam },
+        { "adadelta", c_adadelta }, { "lbfgs", c_lbfgs },
     };
     dg_scope *outer = dg_scope_begin();
     dg_tensor *p = dg_ones(DG_SHAPE(2, 3), DG_F32), *frozen = dg_ones(DG_SHAPE(2), DG_F32);
@@ -93,7 +104,8 @@ Test(optim, bad_input) {
         dg_clear_error();
         cr_assert_null(dg_optimizer_param(o, 1));
         dg_clear_error();
-        cr_assert_eq(dg_optimizer_step(o), 0, "a step with no gradients does nothing");
+        if (strcmp(nm, "lbfgs") == 0) cr_assert_eq(dg_optimizer_step(o), DG_EINVAL, "lbfgs steps with its closure only");
+        else cr_assert_eq(dg_optimizer_step(o), 0, "a step with no gradients does nothing");
         dg_optimizer_free(o);
     }
     dg_clear_error();
@@ -144,6 +156,12 @@ Test(optim, bad_input) {
     rp = dg_rmsprop_default_params();
     rp.weight_decay = -1;
     EXPECT_OPT_NULL(dg_rmsprop((dg_tensor *[]){ p }, 1, rp), "rmsprop: weight_decay");
+    dg_adadelta_params dp = dg_adadelta_default_params();
+    dp.rho = 1.5;
+    EXPECT_OPT_NULL(dg_adadelta((dg_tensor *[]){ p }, 1, dp), "adadelta: rho must be in [0, 1], got 1.5");
+    dp = dg_adadelta_default_params();
+    dp.eps = -1;
+    EXPECT_OPT_NULL(dg_adadelta((dg_tensor *[]){ p }, 1, dp), "adadelta: eps");
     dg_adamax_params xp = dg_adamax_default_params();
     xp.beta1 = 1;
     EXPECT_OPT_NULL(dg_adamax((dg_tensor *[]){ p }, 1, xp), "adamax: beta1");

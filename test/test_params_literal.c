@@ -49,6 +49,8 @@ Test(params_literal, every_params_struct_is_refused_as_a_literal) {
     REFUSED_PTR(dg_rmsprop(&p2, 1, LIT(dg_rmsprop)), dg_rmsprop);
     REFUSED_PTR(dg_adamax(&p2, 1, LIT(dg_adamax)), dg_adamax);
     REFUSED_PTR(dg_nadam(&p2, 1, LIT(dg_nadam)), dg_nadam);
+    REFUSED_PTR(dg_adadelta(&p2, 1, LIT(dg_adadelta)), dg_adadelta);
+    REFUSED_PTR(dg_lbfgs(&p2, 1, LIT(dg_lbfgs)), dg_lbfgs);
     REFUSED_INT(dg_optimizer_add_param_group(opt, &p2, 1, LIT(dg_param_group)), dg_param_group);
     cr_expect_eq(dg_optimizer_num_groups(opt), 1, "a refused group was added");
     REFUSED_INT(dg_amp_params_check("amp", LIT(dg_amp)), dg_amp);

@@ -51,6 +51,10 @@ static void update_range_##T(const dg_update_params *u, const dg_update_tensor *
         for (int64_t i = lo; i < hi; i++)                                                           \
             dg_upd_nadam_##T(p, g, s0, s1, i, wd, b1, c1, b2, c2, bc2, eps, ns, nsm);               \
         break; }                                                                                    \
+    case DG_UPD_ADADELTA: {                                                                         \
+        const T rho = (T)u->rho, c = (T)(1 - u->rho), eps = (T)u->eps;                              \
+        for (int64_t i = lo; i < hi; i++) dg_upd_adadelta_##T(p, g, s0, s1, i, wd, rho, c, eps, ns); \
+        break; }                                                                                    \
     }                                                                                               \
 }
 UPDATE_LOOPS(float)

@@ -32,6 +32,19 @@ DG_API void dg_sample_clear(dg_sample *s);
  * shape and dtype: otherwise an error naming the sample positions and both shapes. The new
  * tensors follow the usual ownership rule (the open scope, else the caller). */
 DG_API int dg_collate(const dg_sample *samples, int64_t n, dg_sample *batch);
+/* Variable-length samples (torch.nn.utils.rnn.pad_sequence(batch_first=True) plus lengths):
+ * field 0 of samples[0..n-1], shaped [L_k, ...] with L_k free and the dims after the first equal,
+ * becomes batch->t[0] [n, max L_k, ...] with each sample's rows first and pad_value (in the
+ * field's dtype) after them; the other fields are stacked as dg_collate stacks them; then
+ * batch->t[nf] is an int64 [n] tensor of the lengths L_k (so samples have at most
+ * DG_MAX_SAMPLE_FIELDS - 1 fields). Field 0 of every sample needs one dtype and at least one
+ * dim; otherwise an error naming the sample index and both shapes. CPU tensors, owned as
+ * dg_collate's. */
+DG_API int dg_collate_pad(const dg_sample *samples, int64_t n, double pad_value, dg_sample *batch);
+/* The DataLoader's collate hook signature (dg_dataloader_params.collate). */
+typedef int (*dg_collate_fn)(const dg_sample *samples, int64_t n, dg_sample *batch, void *user);
+/* dg_collate_pad as a collate hook: user points to the pad value, a double (NULL: 0). */
+DG_API int dg_collate_pad_hook(const dg_sample *samples, int64_t n, dg_sample *batch, void *user);
 /* The per-sample random key the DataLoader passes to get() for `index` in `epoch`: Philox keyed by the loader
  * seed, so a sample's random transforms do not depend on worker count or batch position. */
 DG_API uint64_t dg_sample_seed(uint64_t loader_seed, int64_t epoch, int64_t index);
@@ -203,6 +216,15 @@ typedef struct dg_dataloader_params {
     void (*host_free)(void *p, void *user);
     void *host_user;
     bool pin_memory;           /* no hooks given: use dg_pinned_alloc/dg_pinned_free (torch's pin_memory); default false */
+    /* Optional (torch's collate_fn): makes each batch from its samples instead of dg_collate, e.g.
+     * dg_collate_pad_hook with collate_user pointing to a double pad value. Called on worker
+     * threads (thread-safe; collate_user must outlive the loader) inside a scope that frees its
+     * temporaries; it fills batch with 1..DG_MAX_SAMPLE_FIELDS new tensors (never a sample's own)
+     * and returns 0, or a negative dg_status after setting a message, which ends the epoch as a
+     * dataset error does ("dataloader: batch B: ..."). host_alloc / pin_memory apply to
+     * dg_collate's batches only. Default NULL: dg_collate. */
+    dg_collate_fn collate;
+    void *collate_user;
     uint32_t params_tag;     /* set by dg_dataloader_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
 } dg_dataloader_params;
 DG_API dg_dataloader_params dg_dataloader_default_params(void);

@@ -91,7 +91,8 @@ DG_API int dg_adopt(dg_tensor *t);
  * The element rules follow PyTorch 1.13's single-tensor optimizers operation by operation in
  * the parameter's dtype, so a step rounds the same on every device. */
 typedef enum dg_update_kind {
-    DG_UPD_SGD, DG_UPD_MOMENTUM, DG_UPD_ADAGRAD, DG_UPD_ADAM, DG_UPD_ADAMW, DG_UPD_RMSPROP, DG_UPD_ADAMAX, DG_UPD_NADAM
+    DG_UPD_SGD, DG_UPD_MOMENTUM, DG_UPD_ADAGRAD, DG_UPD_ADAM, DG_UPD_ADAMW, DG_UPD_RMSPROP, DG_UPD_ADAMAX, DG_UPD_NADAM,
+    DG_UPD_ADADELTA
 } dg_update_kind;
 
 /* What is the same for every tensor of one step (one parameter group: lr and weight_decay are
@@ -104,6 +105,7 @@ typedef struct dg_update_params {
     double dampening;                   /* momentum: buf = momentum buf + (1 - dampening) d */
     bool amsgrad;                       /* adam/adamw: s2 keeps max_exp_avg_sq, the denominator's */
     double alpha; bool centered;        /* rmsprop: square_avg's decay; centered: s2 is grad_avg */
+    double rho;                         /* adadelta: the decay of square_avg (s0) and acc_delta (s1) */
 } dg_update_params;
 
 /* One parameter: contiguous p, g and state buffers of n elements, and its per-step scalars. */
@@ -112,9 +114,9 @@ typedef struct dg_update_tensor {
     const void *g;
     void *s0, *s1, *s2;       /* momentum buffer | adagrad sum | adam, nadam exp_avg, exp_avg_sq (adam amsgrad:
                                  max_exp_avg_sq) | adamax exp_avg, exp_inf | rmsprop square_avg, momentum_buffer,
-                                 grad_avg; NULL where the kind or its settings have no such buffer */
+                                 grad_avg | adadelta square_avg, acc_delta; NULL where the kind or its settings have no such buffer */
     int64_t n;
-    double step_size;         /* sgd/momentum/rmsprop: lr; adagrad: lr / (1 + (t-1) lr_decay); adam, adamax:
+    double step_size;         /* sgd/momentum/rmsprop/adadelta: lr; adagrad: lr / (1 + (t-1) lr_decay); adam, adamax:
                                  lr / (1 - b1^t); nadam: lr (1 - mu_t) / (1 - mu_1...mu_t), the gradient's */
     double bc2_sqrt;          /* adam: sqrt(1 - b2^t); nadam: 1 - b2^t */
     double step_size2;        /* nadam: lr mu_(t+1) / (1 - mu_1...mu_(t+1)), exp_avg's */

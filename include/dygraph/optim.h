@@ -1,4 +1,5 @@
-/* dygraph/optim.h — optimizers (SGD, Momentum, Adagrad, Adam, AdamW, RMSprop, Adamax, NAdam),
+/* dygraph/optim.h — optimizers (SGD, Momentum, Adagrad, Adam, AdamW, RMSprop, Adamax, NAdam,
+ * Adadelta; LBFGS with a closure, dg_lbfgs_step),
  * parameter groups, global-norm gradient clipping, learning-rate schedulers, and optimizer and
  * scheduler state as named tensors for checkpoints.
  *
@@ -150,6 +151,20 @@ typedef struct dg_nadam_params {     /* defaults are torch.optim.NAdam's */
 } dg_nadam_params;
 DG_API dg_nadam_params dg_nadam_default_params(void);
 
+/* torch.optim.Adadelta: d = grad + wd p; square_avg = rho square_avg + (1 - rho) d^2;
+ * delta = sqrt(acc_delta + eps) / sqrt(square_avg + eps) * d;
+ * acc_delta = rho acc_delta + (1 - rho) delta^2; p -= lr delta.
+ * State: "square_avg", "acc_delta", "step". */
+typedef struct dg_adadelta_params {  /* defaults are torch.optim.Adadelta's */
+    double lr;              /* >= 0; default 1.0 */
+    double rho;             /* decay of both running averages, in [0, 1]; default 0.9 */
+    double eps;             /* >= 0; default 1e-6 */
+    double weight_decay;    /* L2 added to the gradient, >= 0; default 0 */
+    double grad_clip_norm;  /* as SGD's; default INFINITY */
+    uint32_t params_tag;     /* set by dg_adadelta_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
+} dg_adadelta_params;
+DG_API dg_adadelta_params dg_adadelta_default_params(void);
+
 DG_API dg_optimizer *dg_sgd(dg_tensor *const *params, int n, dg_sgd_params p);
 DG_API dg_optimizer *dg_momentum(dg_tensor *const *params, int n, dg_momentum_params p);
 DG_API dg_optimizer *dg_adagrad(dg_tensor *const *params, int n, dg_adagrad_params p);
@@ -158,6 +173,50 @@ DG_API dg_optimizer *dg_adamw(dg_tensor *const *params, int n, dg_adamw_params p
 DG_API dg_optimizer *dg_rmsprop(dg_tensor *const *params, int n, dg_rmsprop_params p);
 DG_API dg_optimizer *dg_adamax(dg_tensor *const *params, int n, dg_adamax_params p);
 DG_API dg_optimizer *dg_nadam(dg_tensor *const *params, int n, dg_nadam_params p);
+DG_API dg_optimizer *dg_adadelta(dg_tensor *const *params, int n, dg_adadelta_params p);
+
+/* ---- LBFGS ----
+ * torch.optim.LBFGS of PyTorch 1.13, iteration for iteration: each dg_lbfgs_step runs up to
+ * max_iter L-BFGS iterations (two-loop recursion over the last history_size (y, s) pairs, kept
+ * only where y.s > 1e-10; the first iteration ever is steepest descent with step
+ * min(1, 1 / |g|_1) * lr), each a fixed step of lr or, with line_search_fn "strong_wolfe",
+ * torch's strong-Wolfe line search (c1 1e-4, c2 0.9, at most 25 evaluations), and stops on
+ * torch's rules: max|g| <= tolerance_grad, g.d > -tolerance_change, max|t d| <=
+ * tolerance_change, |loss - previous loss| < tolerance_change, or max_eval evaluations.
+ * The loss is re-evaluated through a closure: a C function that zeroes the gradients
+ * (dg_optimizer_clear_grad), computes the loss, calls dg_backward on it, stores its value in
+ * *loss and returns 0 (or a negative dg_status after setting a message, which ends the step
+ * with that status). Each call runs in a scope of its own that ends when it returns, so its
+ * temporaries need no freeing. A parameter without a gradient counts as zeros, as torch's.
+ * One parameter group (add_param_group refuses, as torch); the parameters are CPU tensors of
+ * one dtype, float32 or float64, flattened into one vector in which every element operation
+ * runs (dot products accumulate in that dtype; the scalars — step, loss, ro, H_diag — are
+ * doubles, which for float32 parameters may differ from torch's float32 0-d tensors in the
+ * last bits). No weight decay and no clipping, as torch's. LR schedulers set its lr like any
+ * optimizer's. dg_optimizer_step refuses it (a step needs the closure).
+ * State (dg_optimizer_state_*, dg_optimizer_save/load): "lr", then torch's keys as the first
+ * parameter's state: "0.func_evals", "0.n_iter" (i64 0-d), "0.d", "0.t", "0.old_dirs.<k>",
+ * "0.old_stps.<k>", "0.ro.<k>" (oldest first), "0.H_diag", "0.prev_flat_grad", "0.prev_loss";
+ * vectors 1-D [total numel] of the parameters' dtype, the rest f64 0-d. */
+#define DG_LBFGS_MAX_EVAL_AUTO (-1)
+typedef struct dg_lbfgs_params {     /* defaults are torch.optim.LBFGS's */
+    double lr;                  /* >= 0; default 1 */
+    int max_iter;               /* iterations per step, >= 1; default 20 */
+    int max_eval;               /* evaluations per step, >= 1; default DG_LBFGS_MAX_EVAL_AUTO: max_iter * 5 / 4 */
+    double tolerance_grad;      /* >= 0; default 1e-7 */
+    double tolerance_change;    /* >= 0; default 1e-9 */
+    int history_size;           /* >= 1; default 100 */
+    const char *line_search_fn; /* NULL (default): fixed step; "strong_wolfe"; read at construction only */
+    uint32_t params_tag;     /* set by dg_lbfgs_default_params(); a literal leaves it 0 and is refused (core.h, DG_PARAMS_TAG) */
+} dg_lbfgs_params;
+DG_API dg_lbfgs_params dg_lbfgs_default_params(void);
+DG_API dg_optimizer *dg_lbfgs(dg_tensor *const *params, int n, dg_lbfgs_params p);
+/* The closure: 0 with the loss in *loss after dg_backward, or a negative dg_status. */
+typedef int (*dg_closure_fn)(void *user, double *loss);
+/* One torch LBFGS step(closure): 0 and the loss of the closure's first call (torch's return
+ * value, before any update) in *loss (may be NULL), or a negative dg_status: the closure's, or
+ * an error naming lbfgs. Must be called with gradients enabled (not inside dg_no_grad). */
+DG_API int dg_lbfgs_step(dg_optimizer *opt, dg_closure_fn closure, void *user, double *loss);
 DG_API void dg_optimizer_free(dg_optimizer *opt);          /* frees the state, never the parameters */
 
 /* ---- parameter groups ----
@@ -191,7 +250,7 @@ DG_API double dg_optimizer_get_lr(const dg_optimizer *opt);     /* NAN for NULL 
 DG_API int dg_optimizer_set_group_lr(dg_optimizer *opt, int group, double lr);
 DG_API double dg_optimizer_get_group_lr(const dg_optimizer *opt, int group);            /* NAN on error */
 DG_API double dg_optimizer_get_group_weight_decay(const dg_optimizer *opt, int group);  /* NAN on error */
-/* "sgd", "momentum", "adagrad", "adam", "adamw", "rmsprop", "adamax", "nadam" */
+/* "sgd", "momentum", "adagrad", "adam", "adamw", "rmsprop", "adamax", "nadam", "adadelta", "lbfgs" */
 DG_API const char *dg_optimizer_name(const dg_optimizer *opt);
 DG_API int dg_optimizer_num_params(const dg_optimizer *opt);
 DG_API dg_tensor *dg_optimizer_param(const dg_optimizer *opt, int i);  /* borrowed */
@@ -208,7 +267,8 @@ DG_API double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm
  * "sum", "step" (adagrad); "exp_avg", "exp_avg_sq", ("max_exp_avg_sq" with amsgrad), "step"
  * (adam, adamw); "square_avg", ("momentum_buffer" with momentum > 0), ("grad_avg" centered),
  * "step" (rmsprop); "exp_avg", "exp_inf", "step" (adamax); "exp_avg", "exp_avg_sq", "step",
- * "mu_product" (nadam). Buffers have the parameter's shape and device and its dtype (float32
+ * "mu_product" (nadam); "square_avg", "acc_delta", "step" (adadelta); LBFGS's, see
+ * dg_lbfgs_params. Buffers have the parameter's shape and device and its dtype (float32
  * for a float16/bfloat16 parameter); "step" is an i64 0-d CPU tensor, "mu_product" an f32 one.
  * Last, "<i>.master_weight" for every float16/bfloat16 parameter i that has its float32 master
  * copy (made at its first step: the value the rule updates, of which the parameter is the

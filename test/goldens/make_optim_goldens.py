@@ -10,7 +10,7 @@
 #   tensor <name> <f32|i64> <ndim> <d0> ... <dn-1>
 #   <values, row-major, f32 printed with '%.9g'>
 #
-# optim_<opt>.txt (sgd, momentum, adagrad, adam, adamw, rmsprop, adamax, nadam): two float32 parameters p0 [3, 4] and
+# optim_<opt>.txt (sgd, momentum, adagrad, adam, adamw, rmsprop, adamax, nadam, adadelta): two float32 parameters p0 [3, 4] and
 #   p1 [5], a fixed gradient per step g0 [10, 3, 4] and g1 [10, 5], and has_g1 [10] (i64): p1 has
 #   no gradient (grad None) on the steps where it is 0, so it is skipped there — which also
 #   exercises PyTorch's per-parameter step counts. For each configuration <cfg>:
@@ -197,6 +197,7 @@ def optimizers():
     #   rmsprop: lr, alpha, eps, weight_decay, momentum, centered
     #   adamax: lr, beta1, beta2, eps, weight_decay, clip
     #   nadam: lr, beta1, beta2, eps, weight_decay, momentum_decay
+    #   adadelta: lr, rho, eps, weight_decay, clip
     optimizer_file("optim_sgd.txt", 11, [
         ("plain", (0.1, 0, 0), lambda ps: O.SGD(ps, lr=0.1), 0.0),
         ("wd", (0.1, 0.05, 0), lambda ps: O.SGD(ps, lr=0.1, weight_decay=0.05), 0.0),
@@ -258,6 +259,13 @@ def optimizers():
         ("wd", (0.05, 0.9, 0.999, 1e-8, 0.1, 0), lambda ps: O.Adamax(ps, lr=0.05, weight_decay=0.1), 0.0),
         ("clip", (0.05, 0.9, 0.999, 1e-8, 0, 1.0), lambda ps: O.Adamax(ps, lr=0.05), 1.0),
         ("groups", (0.05, 0.9, 0.999, 1e-8, 0.1, 0), two_groups(O.Adamax, 0.01, 0.0, lr=0.05, weight_decay=0.1), 0.0),
+    ])
+    optimizer_file("optim_adadelta.txt", 20, [
+        ("default", (1.0, 0.9, 1e-6, 0, 0), lambda ps: O.Adadelta(ps), 0.0),
+        ("plain", (0.5, 0.8, 1e-4, 0, 0), lambda ps: O.Adadelta(ps, lr=0.5, rho=0.8, eps=1e-4), 0.0),
+        ("wd", (1.0, 0.9, 1e-6, 0.1, 0), lambda ps: O.Adadelta(ps, weight_decay=0.1), 0.0),
+        ("clip", (1.0, 0.95, 1e-3, 0.05, 1.0), lambda ps: O.Adadelta(ps, rho=0.95, eps=1e-3, weight_decay=0.05), 1.0),
+        ("groups", (1.0, 0.9, 1e-3, 0.1, 0), two_groups(O.Adadelta, 0.3, 0.0, eps=1e-3, weight_decay=0.1), 0.0),
     ])
     check_nadam_reference()
     # the settings these files test must change the trajectory, or the C tests could not fail

@@ -43,6 +43,9 @@ MAKE(o_adamax_full, dg_adamax, dg_adamax_params, p.lr = 1e-2, p.beta1 = 0.8, p.b
 MAKE(o_nadam, dg_nadam, dg_nadam_params, (void)0)
 MAKE(o_nadam_full, dg_nadam, dg_nadam_params, p.lr = 1e-2, p.beta1 = 0.8, p.beta2 = 0.99, p.weight_decay = 0.01,
      p.momentum_decay = 0.02)
+MAKE(o_adadelta, dg_adadelta, dg_adadelta_params, (void)0)
+MAKE(o_adadelta_full, dg_adadelta, dg_adadelta_params, p.lr = 0.5, p.rho = 0.8, p.eps = 1e-4, p.weight_decay = 0.05,
+     p.grad_clip_norm = 1.0)
 
 /* p0 in group 0 (the constructor's lr and decay), p1 and p2 in group 1 (their own): one fused
  * call per group on each device */
@@ -93,6 +96,8 @@ static const optim_case cases[] = {
     { "adamax betas, eps, weight_decay, grad clip", o_adamax_full },
     { "nadam defaults", o_nadam },
     { "nadam betas, weight_decay, momentum_decay", o_nadam_full },
+    { "adadelta defaults", o_adadelta },
+    { "adadelta rho, eps, weight_decay, grad clip", o_adadelta_full },
     { "adamw two param groups (lr, no decay)", o_adamw_groups },
     { "momentum two param groups (lr)", o_momentum_groups },
 };
