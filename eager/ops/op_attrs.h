@@ -37,6 +37,9 @@ typedef struct { bool has_pad, sparse; int64_t pad; } dg_emb_attr;
 /* conv_transpose.c: cg the convolution it is the transpose of; h/w: x's own size (cg.oh/ow may be more) */
 typedef struct { dg_conv2d_geom cg; int64_t h, w; } dg_ct_attr;
 
+/* tri.c: tril / triu keep the elements with col - row <= diagonal (tril) or >= diagonal (triu) */
+typedef struct { int64_t diagonal; bool upper; } dg_tri_attr;
+
 /* ---- composites (eager/trace.h): ops made of other ops that tell a trace what they are ---- */
 /* feature_norm.c: layer_norm over the last k axes */
 typedef struct { int k; double eps; } dg_ln_trace_attr;
