@@ -409,6 +409,7 @@ goldens:
 	/usr/bin/python3 test/goldens/make_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_loss_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_op_goldens.py test/goldens
+	/usr/bin/python3 test/goldens/make_elementwise_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_seq_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_rnn_goldens.py test/goldens
 	/usr/bin/python3 test/goldens/make_sort_goldens.py test/goldens

@@ -22,6 +22,9 @@ typedef enum dg_unary_op {
     DG_UN_AFFINE,      /* p0 * x + p1 */
     DG_UN_RDIV,        /* p0 / x */
     DG_UN_POWS,        /* x ^ p0 */
+    DG_UN_ELU,         /* x > 0 ? x : p0 * expm1(x)              (p0 = alpha) */
+    DG_UN_SOFTPLUS,    /* x * p0 > p1 ? x : log1p(exp(x * p0)) / p0   (p0 = beta, p1 = threshold) */
+    DG_UN_LOG1P, DG_UN_SILU, DG_UN_RSQRT, DG_UN_SIN, DG_UN_COS,
 } dg_unary_op;
 
 typedef enum dg_binary_op {
@@ -37,6 +40,9 @@ typedef enum dg_binary_op {
     DG_BIN_GELU_GRAD,              /* a * gelu'(b)            b = x */
     DG_BIN_GELU_TANH_GRAD,         /* a * gelu_tanh'(b)       b = x */
     DG_BIN_CLIP_GRAD,              /* a * (p0 <= b <= p1)     b = x */
+    DG_BIN_ELU_GRAD,               /* b > 0 ? a : a * p0 * exp(b)                  b = x, p0 = alpha */
+    DG_BIN_SOFTPLUS_GRAD,          /* b * p0 > p1 ? a : a * z / (z + 1), z = exp(b * p0)   b = x */
+    DG_BIN_SILU_GRAD,              /* a * s * (1 + b * (1 - s)), s = sigmoid(b)  b = x */
 } dg_binary_op;
 
 typedef enum dg_reduce_op { DG_RED_SUM, DG_RED_MAX, DG_RED_MIN, DG_RED_ARGMAX, DG_RED_ARGMIN } dg_reduce_op;

@@ -251,6 +251,33 @@ static dg_tensor *r_amax_pool1d(dg_tensor *const *in) {
     return y;
 }
 static dg_tensor *r_aavg_pool1d(dg_tensor *const *in) { return dg_adaptive_avg_pool1d(A0, 4); }
+static dg_tensor *r_elu(dg_tensor *const *in) { return dg_elu(A0, 0.7); }
+static dg_tensor *r_softplus(dg_tensor *const *in) { return dg_softplus(A0, 1.5, 1.2); }   /* x > 0.8 takes the threshold branch */
+static dg_tensor *r_silu(dg_tensor *const *in) { return dg_silu(A0); }
+static dg_tensor *r_log1p(dg_tensor *const *in) { return dg_log1p(A0); }
+static dg_tensor *r_rsqrt(dg_tensor *const *in) { return dg_rsqrt(A0); }
+static dg_tensor *r_sin(dg_tensor *const *in) { return dg_sin(A0); }
+static dg_tensor *r_cos(dg_tensor *const *in) { return dg_cos(A0); }
+static dg_tensor *r_tril(dg_tensor *const *in) { return dg_tril(A0, -1); }
+static dg_tensor *r_triu(dg_tensor *const *in) { return dg_triu(A0, 1); }
+/* random ops on a generator of their own, seeded the same for every call: the same draws for
+ * every dtype and device (Philox), so the forward compares and the gradient is checked */
+static dg_tensor *r_dropout2d(dg_tensor *const *in) {
+    dg_generator *g = dg_generator_new(11);
+    dg_dropout_params p = dg_dropout_default_params();
+    p.p = 0.5;   /* decided by a draw's top bit: the same mask in float32 and float64 */
+    p.generator = g;
+    dg_tensor *y = dg_dropout2d_ext(A0, p);
+    dg_generator_free(g);
+    return y;
+}
+static dg_tensor *r_multinomial(dg_tensor *const *in) {
+    dg_generator *g = dg_generator_new(12), *prev = dg_generator_use(g);
+    dg_tensor *y = dg_multinomial(A0, 3, false);
+    dg_generator_use(prev);
+    dg_generator_free(g);
+    return y;
+}
 static dg_tensor *r_zeros_like(dg_tensor *const *in) { return dg_zeros_like(A0); }
 static dg_tensor *r_ones_like(dg_tensor *const *in) { return dg_ones_like(A0); }
 
@@ -369,6 +396,17 @@ static const rc_case rc_cases[] = {
     C1(DG_OP_AVG_POOL1D, r_avg_pool1d, 0, RI('f', 2, 2, 6)),
     C1(DG_OP_ADAPTIVE_MAX_POOL1D, r_amax_pool1d, 0, RI('f', 2, 2, 6)),
     C1(DG_OP_ADAPTIVE_AVG_POOL1D, r_aavg_pool1d, 0, RI('f', 2, 2, 8)),
+    C1(DG_OP_ELU, r_elu, 0, RI('f', 2, 3)),
+    C1(DG_OP_SOFTPLUS, r_softplus, 0, RI('f', 2, 3)),
+    C1(DG_OP_SILU, r_silu, 0, RI('f', 2, 3)),
+    C1(DG_OP_LOG1P, r_log1p, 0, RI('p', 2, 3)),
+    C1(DG_OP_RSQRT, r_rsqrt, 0, RI('p', 2, 3)),
+    C1(DG_OP_SIN, r_sin, 0, RI('f', 2, 3)),
+    C1(DG_OP_COS, r_cos, 0, RI('f', 2, 3)),
+    C1(DG_OP_TRIL, r_tril, 0, RI('f', 2, 3, 4)),
+    C1(DG_OP_TRIU, r_triu, 0, RI('f', 3, 4)),
+    C1(DG_OP_DROPOUT2D, r_dropout2d, 0, RI('f', 2, 3, 2, 2)),
+    C1(DG_OP_MULTINOMIAL, r_multinomial, NG, RI('r', 3, 5)),
     C1(DG_OP_ZEROS_LIKE, r_zeros_like, NG, RI('c', 3, 4)),
     C1(DG_OP_ONES_LIKE, r_ones_like, NG, RI('c', 3, 4)),
 };

@@ -40,7 +40,7 @@ Test(layer_class, built_in_classes) {
         { dg_nn_linear_class(), "Linear" }, { dg_nn_conv2d_class(), "Conv2d" }, { dg_nn_max_pool2d_class(), "MaxPool2d" },
         { dg_nn_avg_pool2d_class(), "AvgPool2d" }, { dg_nn_adaptive_avg_pool2d_class(), "AdaptiveAvgPool2d" },
         { dg_nn_batch_norm1d_class(), "BatchNorm1d" }, { dg_nn_batch_norm2d_class(), "BatchNorm2d" },
-        { dg_nn_dropout_class(), "Dropout" }, { dg_nn_relu_class(), "ReLU" }, { dg_nn_leaky_relu_class(), "LeakyReLU" },
+        { dg_nn_dropout_class(), "Dropout" }, { dg_nn_dropout2d_class(), "Dropout2d" }, { dg_nn_relu_class(), "ReLU" }, { dg_nn_leaky_relu_class(), "LeakyReLU" },
         { dg_nn_sigmoid_class(), "Sigmoid" }, { dg_nn_tanh_class(), "Tanh" }, { dg_nn_gelu_class(), "GELU" },
         { dg_nn_softmax_class(), "Softmax" }, { dg_nn_flatten_class(), "Flatten" }, { dg_nn_identity_class(), "Identity" },
         { dg_nn_sequential_class(), "Sequential" }, { dg_nn_mse_loss_class(), "MSELoss" }, { dg_nn_l1_loss_class(), "L1Loss" },

@@ -99,6 +99,7 @@ Test(params_literal, every_params_struct_is_refused_as_a_literal) {
     REFUSED_PTR(dg_batch_norm(x4, rm, rv, NULL, NULL, LIT(dg_batch_norm)), dg_batch_norm);
     REFUSED_PTR(dg_batch_norm_relu(x4, rm, rv, NULL, NULL, LIT(dg_batch_norm)), dg_batch_norm);
     REFUSED_PTR(dg_dropout_ext(x4, LIT(dg_dropout)), dg_dropout);
+    REFUSED_PTR(dg_dropout2d_ext(x4, LIT(dg_dropout)), dg_dropout);
     REFUSED_PTR(dg_embedding(ids, table, LIT(dg_embedding)), dg_embedding);
     REFUSED_PTR(dg_cross_entropy_ext(logits, label, LIT(dg_cross_entropy)), dg_cross_entropy);
     REFUSED_PTR(dg_nll_loss_ext(logits, label, LIT(dg_nll_loss)), dg_nll_loss);
@@ -121,6 +122,7 @@ Test(params_literal, every_params_struct_is_refused_as_a_literal) {
     REFUSED_PTR(dg_nn_layer_norm(DG_SHAPE(3), LIT(dg_nn_layer_norm)), dg_nn_layer_norm);
     REFUSED_PTR(dg_nn_group_norm(1, 2, LIT(dg_nn_layer_norm)), dg_nn_layer_norm);
     REFUSED_PTR(dg_nn_dropout_ext(LIT(dg_nn_dropout)), dg_nn_dropout);
+    REFUSED_PTR(dg_nn_dropout2d_ext(LIT(dg_nn_dropout)), dg_nn_dropout);
     REFUSED_PTR(dg_nn_cross_entropy_loss(LIT(dg_cross_entropy)), dg_cross_entropy);
     REFUSED_INT(dg_nn_init_kaiming_uniform_(w4, LIT(dg_nn_kaiming)), dg_nn_kaiming);
     REFUSED_INT(dg_nn_init_kaiming_normal_(w4, LIT(dg_nn_kaiming)), dg_nn_kaiming);

@@ -56,6 +56,13 @@ static void NAME##_##SUF(OP_T op, const dg_iter *it, int64_t r0, int64_t r1, T p
         case DG_UN_AFFINE: UN_ROW(S, T, LD, ST, p0 * X + p1); break;                                    \
         case DG_UN_RDIV: UN_ROW(S, T, LD, ST, p0 / X); break;                                           \
         case DG_UN_POWS: UN_ROW(S, T, LD, ST, pow(X, p0)); break;                                       \
+        case DG_UN_ELU: UN_ROW(S, T, LD, ST, X > 0 ? X : p0 * expm1(X)); break;                          \
+        case DG_UN_SOFTPLUS: UN_ROW(S, T, LD, ST, X * p0 > p1 ? X : log1p(exp(X * p0)) / p0); break;     \
+        case DG_UN_LOG1P: UN_ROW(S, T, LD, ST, log1p(X)); break;                                        \
+        case DG_UN_SILU: UN_ROW(S, T, LD, ST, X / (1 + exp(-X))); break;                                \
+        case DG_UN_RSQRT: UN_ROW(S, T, LD, ST, 1 / sqrt(X)); break;                                     \
+        case DG_UN_SIN: UN_ROW(S, T, LD, ST, sin(X)); break;                                            \
+        case DG_UN_COS: UN_ROW(S, T, LD, ST, cos(X)); break;                                            \
     )
 UNARY_KERNEL(float, float, LD_same, ST_same, f32)
 UNARY_KERNEL(double, double, LD_same, ST_same, f64)
@@ -103,6 +110,16 @@ static inline double gelu_tanh_grad(double x) {
     return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du;
 }
 
+static inline double softplus_grad(double g, double x, double beta, double threshold) {
+    if (x * beta > threshold) return g;
+    double z = exp(x * beta);
+    return g * z / (z + 1);
+}
+static inline double silu_grad(double x) {
+    double s = 1 / (1 + exp(-x));
+    return s * (1 + x * (1 - s));
+}
+
 #define BIN_ROW_S(S, T, LD, ST, EXPR) do {                                             \
         S *y = (S *)p[0]; const S *ap = (const S *)p[1]; const S *bp = (const S *)p[2]; \
         if (st[0] == 1 && st[1] == 1 && st[2] == 1) {                                  \
@@ -135,6 +152,9 @@ static inline double gelu_tanh_grad(double x) {
         case DG_BIN_GELU_GRAD: BIN_ROW_S(S, T, LD, ST, A * gelu_grad(B)); break;                          \
         case DG_BIN_GELU_TANH_GRAD: BIN_ROW_S(S, T, LD, ST, A * gelu_tanh_grad(B)); break;                \
         case DG_BIN_CLIP_GRAD: BIN_ROW_S(S, T, LD, ST, (B >= p0 && B <= p1) ? A : 0); break;              \
+        case DG_BIN_ELU_GRAD: BIN_ROW_S(S, T, LD, ST, B > 0 ? A : A * p0 * exp(B)); break;                 \
+        case DG_BIN_SOFTPLUS_GRAD: BIN_ROW_S(S, T, LD, ST, softplus_grad(A, B, p0, p1)); break;            \
+        case DG_BIN_SILU_GRAD: BIN_ROW_S(S, T, LD, ST, A * silu_grad(B)); break;                          \
         default: break;                                                                      \
     )
 BINARY_KERNEL(float, float, LD_same, ST_same, f32)

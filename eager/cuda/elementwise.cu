@@ -37,6 +37,16 @@ __device__ __forceinline__ T unary_op(T X, T p0, T p1) {
     case DG_UN_AFFINE: return dgk_add(dgk_mul(p0, X), p1);
     case DG_UN_RDIV: return p0 / X;
     case DG_UN_POWS: return (T)pow(x, (double)p0);
+    case DG_UN_ELU: return X > 0 ? X : (T)dgk_mul((double)p0, expm1(x));
+    case DG_UN_SOFTPLUS: {   /* X * p0 in T, as the CPU compares it; the rest in double */
+        T xb = dgk_mul(X, p0);
+        return xb > p1 ? X : (T)(log1p(exp((double)xb)) / (double)p0);
+    }
+    case DG_UN_LOG1P: return (T)log1p(x);
+    case DG_UN_SILU: return (T)(x / dgk_add(1.0, exp(-x)));
+    case DG_UN_RSQRT: return (T)(1.0 / sqrt(x));
+    case DG_UN_SIN: return (T)sin(x);
+    case DG_UN_COS: return (T)cos(x);
     default: return X;
     }
 }
@@ -55,6 +65,17 @@ __device__ __forceinline__ double gelu_tanh_grad(double x) {
     double a = dgk_mul(0.5, dgk_add(1.0, t));
     double b = dgk_mul(dgk_mul(dgk_mul(0.5, x), dgk_sub(1.0, dgk_mul(t, t))), du);
     return dgk_add(a, b);
+}
+
+__device__ __forceinline__ double softplus_grad(double g, double x, double beta, double threshold) {
+    double xb = dgk_mul(x, beta);
+    if (xb > threshold) return g;
+    double z = exp(xb);
+    return dgk_mul(g, z) / dgk_add(z, 1.0);
+}
+__device__ __forceinline__ double silu_grad(double x) {
+    double s = 1.0 / dgk_add(1.0, exp(-x));
+    return dgk_mul(s, dgk_add(1.0, dgk_mul(x, dgk_sub(1.0, s))));
 }
 
 template <typename T, int OP>
@@ -76,6 +97,9 @@ __device__ __forceinline__ T binary_op(T A, T B, T p0, T p1) {
     case DG_BIN_GELU_GRAD: return (T)dgk_mul((double)A, gelu_grad((double)B));
     case DG_BIN_GELU_TANH_GRAD: return (T)dgk_mul((double)A, gelu_tanh_grad((double)B));
     case DG_BIN_CLIP_GRAD: return (B >= p0 && B <= p1) ? A : (T)0;
+    case DG_BIN_ELU_GRAD: return B > 0 ? A : (T)dgk_mul((double)dgk_mul(A, p0), exp((double)B));
+    case DG_BIN_SOFTPLUS_GRAD: return (T)softplus_grad((double)A, (double)B, (double)p0, (double)p1);
+    case DG_BIN_SILU_GRAD: return (T)dgk_mul((double)A, silu_grad((double)B));
     default: return A;
     }
 }
@@ -142,6 +166,7 @@ static int unary_t(dg_unary_op op, const dg_kview *x, dg_kview *y, const dgk_geo
     U(DG_UN_EXP) U(DG_UN_LOG) U(DG_UN_SQRT) U(DG_UN_ABS) U(DG_UN_SIGN)
     U(DG_UN_RELU) U(DG_UN_SIGMOID) U(DG_UN_TANH) U(DG_UN_GELU) U(DG_UN_GELU_TANH)
     U(DG_UN_LEAKY_RELU) U(DG_UN_CLIP) U(DG_UN_AFFINE) U(DG_UN_RDIV) U(DG_UN_POWS)
+    U(DG_UN_ELU) U(DG_UN_SOFTPLUS) U(DG_UN_LOG1P) U(DG_UN_SILU) U(DG_UN_RSQRT) U(DG_UN_SIN) U(DG_UN_COS)
 #undef U
     }
     DG_ERR(DG_EUNSUPPORTED, "cuda unary op %d not supported", (int)op);
@@ -176,6 +201,7 @@ static int binary_t(dg_binary_op op, const dg_kview *a, const dg_kview *b, dg_kv
     B(DG_BIN_ADD) B(DG_BIN_ADD_RELU) B(DG_BIN_SUB) B(DG_BIN_MUL) B(DG_BIN_DIV) B(DG_BIN_MAX) B(DG_BIN_MIN) B(DG_BIN_POW)
     B(DG_BIN_AXPBY) B(DG_BIN_RELU_GRAD) B(DG_BIN_LEAKY_RELU_GRAD) B(DG_BIN_SIGMOID_GRAD) B(DG_BIN_TANH_GRAD)
     B(DG_BIN_GELU_GRAD) B(DG_BIN_GELU_TANH_GRAD) B(DG_BIN_CLIP_GRAD)
+    B(DG_BIN_ELU_GRAD) B(DG_BIN_SOFTPLUS_GRAD) B(DG_BIN_SILU_GRAD)
 #undef B
     default: break;
     }

@@ -188,8 +188,20 @@ static int m_add_relu(ox_ctx *c, const dg_trace_rec *r, const char **out, int *b
 
 static const char *const unaries[DG_OP_COUNT] = {
     [DG_OP_NEG] = "Neg", [DG_OP_EXP] = "Exp", [DG_OP_LOG] = "Log", [DG_OP_SQRT] = "Sqrt", [DG_OP_ABS] = "Abs",
-    [DG_OP_RELU] = "Relu", [DG_OP_SIGMOID] = "Sigmoid", [DG_OP_TANH] = "Tanh",
+    [DG_OP_RELU] = "Relu", [DG_OP_SIGMOID] = "Sigmoid", [DG_OP_TANH] = "Tanh", [DG_OP_SIN] = "Sin", [DG_OP_COS] = "Cos",
 };
+
+/* softplus: ONNX Softplus is torch's with beta 1 and no threshold; torch's default threshold 20
+ * changes the value by less than float32 resolves (log1p(exp(x)) - x < 3e-9 past 20), so that
+ * case is one Softplus; any other beta or threshold is written as torch computes it:
+ * Where(x * beta > threshold, x, Softplus(x * beta) / beta). */
+static void softplus_parts(ox_ctx *c, const char *x, double beta, double threshold, const char *out) {
+    if (beta == 1 && threshold == 20) { node1(c, "Softplus", x, out); return; }
+    const char *xb = node2(c, "Mul", x, ox_const_f(G, (float)beta), ox_tmp(G, "softplus"));
+    const char *sp = node2(c, "Div", node1(c, "Softplus", xb, ox_tmp(G, "softplus")), ox_const_f(G, (float)beta), ox_tmp(G, "softplus"));
+    const char *in[3] = { node2(c, "Greater", xb, ox_const_f(G, (float)threshold), ox_tmp(G, "softplus")), x, sp };
+    ox_node(G, "Where", in, 3, out);
+}
 static int m_unary(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
     const dg_scal_attr *s = node_attr(r);
     const char *x = IN(0);
@@ -216,7 +228,12 @@ static int m_unary(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim
         }
         const char *half_x = node2(c, "Mul", x, ox_const_f(G, 0.5f), ox_tmp(G, "gelu"));
         node2(c, "Mul", half_x, node2(c, "Add", inner, ox_const_f(G, 1.0f), ox_tmp(G, "gelu")), *out);
-    } else return ox_fail(r, DG_EUNSUPPORTED, "is not a unary op the exporter knows");
+    } else if (n == DG_OP_ELU) ox_attr_f(G, ox_node(G, "Elu", &x, 1, *out), "alpha", (float)s->p0);
+    else if (n == DG_OP_SOFTPLUS) softplus_parts(c, x, s->p0, s->p1, *out);
+    else if (n == DG_OP_SILU) node2(c, "Mul", x, node1(c, "Sigmoid", x, ox_tmp(G, "silu")), *out);   /* opset 17 has no SiLU */
+    else if (n == DG_OP_LOG1P) node1(c, "Log", node2(c, "Add", x, ox_const_f(G, 1.0f), ox_tmp(G, "log1p")), *out);
+    else if (n == DG_OP_RSQRT) node1(c, "Reciprocal", node1(c, "Sqrt", x, ox_tmp(G, "rsqrt")), *out);
+    else return ox_fail(r, DG_EUNSUPPORTED, "is not a unary op the exporter knows");
     return 0;
 }
 
@@ -358,6 +375,18 @@ static int m_expand(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdi
         *bdim = ob;
     }
     node2(c, "Expand", x, ox_const_i64(G, shape, yt->ndim), *out);
+    return 0;
+}
+
+/* tril / triu: Trilu (opset 14 and later) with k as a 0-d int64 constant */
+static int m_trilu(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
+    const dg_tri_attr *a = r->node ? node_attr(r) : (const void *)r->attr;   /* a node, or a value with no gradient */
+    const char *x = IN(0);
+    FAIL_IF(!x);
+    if (c->p.opset < 14) return ox_fail(r, DG_EUNSUPPORTED, "needs ONNX Trilu, which opset %d lacks (opset 14 or later)", c->p.opset);
+    int64_t k = a->diagonal;
+    const char *in[2] = { x, ox_init(G, ox_tmp(G, "trilu_k"), ONNX__TENSOR_PROTO__DATA_TYPE__INT64, NULL, 0, &k, sizeof k) };
+    ox_attr_i(G, ox_node(G, "Trilu", in, 2, *out), "upper", a->upper);
     return 0;
 }
 

@@ -71,3 +71,75 @@ dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
     dg_op_enter(&f, DG_OP_DROPOUT, DG_OP_IN(x));
     return dg_op_leave(&f, dropout_ext_op(f.arg[0], prm));
 }
+
+/* ---- dropout2d (torch 1.13's F.dropout2d, which is feature_dropout): one draw per (x[0], x[1])
+ * pair, a mask [N, C, 1, ...] broadcast over the remaining dims; x of 2 or more dims (3-D is
+ * [N, C, L] there, as 1.13 reads it). The gradient is g times the mask. ---- */
+#undef OP
+#define OP "dropout2d"
+
+static int dropout2d_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    const dg_tensor *mask = dg_node_saved(n, 0);
+    gi[0] = mask ? dg_mul(g, mask) : (dg_tensor *)g;
+    return gi[0] ? 0 : DG_ENOMEM;
+}
+
+static dg_tensor *dropout2d_op(const dg_tensor *x, dg_dropout_params prm) {
+    DG_CHECK_PARAMS("dropout2d_ext", prm, dg_dropout_default_params);
+    double p = prm.p;
+    DG_CHECK_INPUT(OP, x);
+    DG_CHECK_FLOAT(OP, x);
+    DG_CHECK(p >= 0 && p <= 1, OP ": p must be in [0, 1], got %g (input %s)", p, DG_SHAPE_STR(x));
+    DG_CHECK(x->ndim >= 2, OP ": feature dropout needs at least 2 dimensions ([N, C, ...]), got %s", DG_SHAPE_STR(x));
+    const dg_backend *be = dg_backend_of(x);
+    uint64_t errs = dg_error_count();
+    dg_tensor *y = dg_new_like(x), *mask = NULL;
+    if (!y) return NULL;
+    int rc;
+    if (!prm.training || p == 0) {
+        rc = be->copy(be, DG_KV(x), DG_KV(y));
+    } else {
+        int64_t ms[DG_MAX_DIMS];
+        for (int i = 0; i < x->ndim; i++) ms[i] = i < 2 ? x->shape[i] : 1;
+        mask = dg_new_on(x, ms, x->ndim, x->dtype);
+        if (!mask) rc = DG_ENOMEM;
+        else {
+            if (p == 1) rc = be->fill(be, DG_KV(mask), 0.0);   /* x * 0, as torch 1.13's feature dropout (NaN where x is inf) */
+            else {   /* same reservation as dropout: mask element i uses counter ctr + i/2 */
+                uint64_t seed, ctr = dg_generator_reserve(prm.generator, (uint64_t)mask->numel * 2, &seed);
+                rc = be->random(be, DG_RAND_BERNOULLI_KEEP, DG_KV(mask), 1.0 - p, 1.0 / (1.0 - p), seed, ctr);
+            }
+            if (!rc) {   /* y = x * mask, the mask broadcast over the trailing dims */
+                dg_kview mv;
+                dg_kview_set(&mv, mask);
+                for (int i = 2; i < x->ndim; i++) { mv.shape[i] = x->shape[i]; mv.stride[i] = 0; }
+                mv.numel = x->numel;
+                rc = be->binary(be, DG_BIN_MUL, DG_KV(x), &mv, DG_KV(y), 0, 0);
+            }
+        }
+    }
+    const dg_tensor *in[1] = { x };
+    if (!rc && dg_op_records()) {
+        dg_node *n = dg_record_op(DG_OP_DROPOUT2D, y, in, 1, dropout2d_bw);
+        if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
+        else if (mask) rc = dg_node_save(n, mask);
+    }
+    dg_tensor_free(mask);
+    if (rc) {
+        if (!dg_error_since(errs)) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
+        dg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+dg_tensor *dg_dropout2d_ext(const dg_tensor *x, dg_dropout_params prm) {
+    dg_op_frame f;
+    dg_op_enter(&f, DG_OP_DROPOUT2D, DG_OP_IN(x));
+    return dg_op_leave(&f, dropout2d_op(f.arg[0], prm));
+}
+dg_tensor *dg_dropout2d(const dg_tensor *x, double p, bool training) {
+    dg_dropout_params dp = dg_dropout_default_params();
+    dp.p = p;
+    dp.training = training;
+    return dg_dropout2d_ext(x, dp);
+}

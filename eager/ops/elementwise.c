@@ -381,7 +381,8 @@ static double wrap_int_scalar(double v, dg_dtype dt) {
 }
 
 /* Integer inputs, as torch: scalar add/sub/mul by a whole number, neg and abs stay integer (on
- * the integer kernels); the math functions (exp, log, sqrt, sigmoid, tanh, gelu, s / x) and a
+ * the integer kernels); the math functions (exp, log, log1p, sqrt, rsqrt, sin, cos, sigmoid, tanh,
+ * gelu, s / x) and a
  * fractional scalar give float32; the rest (relu, clip, pow_scalar, ...) are refused by
  * DG_CHECK_FLOAT with the dtype named. */
 static dg_tensor *unary_int(dg_unary_op op, const dg_tensor *x, double p0, double p1) {
@@ -404,7 +405,8 @@ static dg_tensor *unary(dg_op_id id, dg_unary_op op, const dg_tensor *x, double 
     DG_CHECK_INPUT(name, x);
     if (x->dtype == DG_I32 || x->dtype == DG_I64) {
         bool math = op == DG_UN_AFFINE || op == DG_UN_EXP || op == DG_UN_LOG || op == DG_UN_SQRT || op == DG_UN_SIGMOID ||
-                    op == DG_UN_TANH || op == DG_UN_GELU || op == DG_UN_GELU_TANH || op == DG_UN_RDIV;
+                    op == DG_UN_TANH || op == DG_UN_GELU || op == DG_UN_GELU_TANH || op == DG_UN_RDIV ||
+                    op == DG_UN_LOG1P || op == DG_UN_RSQRT || op == DG_UN_SIN || op == DG_UN_COS;
         bool whole = op == DG_UN_AFFINE && int_scalar(p0) && int_scalar(p1);
         if (op == DG_UN_ABS || whole) return unary_int(op, x, p0, p1);
         if (math) {
@@ -459,6 +461,21 @@ static int gelu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
     return 0;
 }
 
+static int elu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = bin_k(DG_BIN_ELU_GRAD, g, dg_node_saved(n, 0), ATTR(n)->p0, 0); return 0; }
+static int softplus_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
+    gi[0] = bin_k(DG_BIN_SOFTPLUS_GRAD, g, dg_node_saved(n, 0), ATTR(n)->p0, ATTR(n)->p1);
+    return 0;
+}
+static int silu_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = bin_k(DG_BIN_SILU_GRAD, g, dg_node_saved(n, 0), 0, 0); return 0; }
+static int log1p_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_div(g, dg_add_scalar(dg_node_saved(n, 0), 1.0)); return 0; }
+static int rsqrt_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {   /* -1/2 x^(-3/2) = -y^3 / 2, as torch */
+    const dg_tensor *y = dg_node_saved(n, 0);
+    gi[0] = dg_mul(g, dg_mul_scalar(dg_mul(dg_mul(y, y), y), -0.5));
+    return 0;
+}
+static int sin_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_mul(g, dg_cos(dg_node_saved(n, 0))); return 0; }
+static int cos_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) { gi[0] = dg_mul(g, dg_neg(dg_sin(dg_node_saved(n, 0)))); return 0; }
+
 /* The public unary ops: the entry path (op_entry.h) around unary() */
 static dg_tensor *un_entry(dg_op_id id, dg_unary_op op, const dg_tensor *x, double p0, double p1, dg_backward_fn bw, int save) {
     dg_op_frame f;
@@ -508,6 +525,18 @@ dg_tensor *dg_tanh(const dg_tensor *x) { return un_entry(DG_OP_TANH, DG_UN_TANH,
 dg_tensor *dg_gelu(const dg_tensor *x, bool approx) {
     return un_entry(DG_OP_GELU, approx ? DG_UN_GELU_TANH : DG_UN_GELU, x, 0, approx ? 1.0 : 0.0, gelu_bw, SAVE_X);
 }
+
+dg_tensor *dg_elu(const dg_tensor *x, double alpha) { return un_entry(DG_OP_ELU, DG_UN_ELU, x, alpha, 0, elu_bw, SAVE_X); }
+/* torch's rule: where x * beta > threshold the value is x (and the gradient g); beta is not
+ * checked, as torch does not (beta 0 gives inf / nan as there) */
+dg_tensor *dg_softplus(const dg_tensor *x, double beta, double threshold) {
+    return un_entry(DG_OP_SOFTPLUS, DG_UN_SOFTPLUS, x, beta, threshold, softplus_bw, SAVE_X);
+}
+dg_tensor *dg_silu(const dg_tensor *x) { return un_entry(DG_OP_SILU, DG_UN_SILU, x, 0, 0, silu_bw, SAVE_X); }
+dg_tensor *dg_log1p(const dg_tensor *x) { return un_entry(DG_OP_LOG1P, DG_UN_LOG1P, x, 0, 0, log1p_bw, SAVE_X); }
+dg_tensor *dg_rsqrt(const dg_tensor *x) { return un_entry(DG_OP_RSQRT, DG_UN_RSQRT, x, 0, 0, rsqrt_bw, SAVE_Y); }
+dg_tensor *dg_sin(const dg_tensor *x) { return un_entry(DG_OP_SIN, DG_UN_SIN, x, 0, 0, sin_bw, SAVE_X); }
+dg_tensor *dg_cos(const dg_tensor *x) { return un_entry(DG_OP_COS, DG_UN_COS, x, 0, 0, cos_bw, SAVE_X); }
 
 /* ---- in-place (untracked) updates ---- */
 int dg_fill_(dg_tensor *t, double v) {

@@ -39,6 +39,9 @@ typedef struct { dg_conv2d_geom cg; int64_t h, w; } dg_ct_attr;
 /* rnn.c: one layer and direction (mode a dg_rnn_mode) */
 typedef struct { int mode; bool reverse, has_len; int64_t T, N, I, H; } dg_rnn_attr;
 
+/* tri.c: tril / triu keep the elements with col - row <= diagonal (tril) or >= diagonal (triu) */
+typedef struct { int64_t diagonal; bool upper; } dg_tri_attr;
+
 /* ---- composites (eager/trace.h): ops made of other ops that tell a trace what they are ---- */
 /* feature_norm.c: layer_norm over the last k axes */
 typedef struct { int k; double eps; } dg_ln_trace_attr;

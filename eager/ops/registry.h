@@ -67,6 +67,13 @@ typedef struct { char unused; } dg_no_attr;
     X(SIGMOID, "sigmoid", dg_scal_attr, FOLLOW, PRIM, ONNX(m_unary), BE(unary)) \
     X(TANH, "tanh", dg_scal_attr, FOLLOW, PRIM, ONNX(m_unary), BE(unary)) \
     X(GELU, "gelu", dg_scal_attr, FOLLOW, PRIM, ONNX(m_unary), BE(unary)) \
+    X(ELU, "elu", dg_scal_attr, FOLLOW, PRIM, ONNX(m_unary), BE(unary)) \
+    X(SOFTPLUS, "softplus", dg_scal_attr, BLACK, PRIM, ONNX(m_unary), BE(unary)) \
+    X(SILU, "silu", dg_scal_attr, FOLLOW, PRIM, ONNX(m_unary), BE(unary)) \
+    X(LOG1P, "log1p", dg_scal_attr, BLACK, PRIM, ONNX(m_unary), BE(unary)) \
+    X(RSQRT, "rsqrt", dg_scal_attr, BLACK, PRIM, ONNX(m_unary), BE(unary)) \
+    X(SIN, "sin", dg_scal_attr, FOLLOW, PRIM, ONNX(m_unary), BE(unary)) \
+    X(COS, "cos", dg_scal_attr, FOLLOW, PRIM, ONNX(m_unary), BE(unary)) \
     /* matmul.c */ \
     X(MATMUL, "matmul", dg_mm_attr, WHITE, PRIM, ONNX(m_matmul), BE(gemm) | BE(copy)) \
     X(LINEAR, "linear", dg_no_attr, WHITE, COMPOSITE, ONNX(m_linear), 0) \
@@ -100,6 +107,9 @@ typedef struct { char unused; } dg_no_attr;
     X(SLICE, "slice", dg_shape_attr, NONE, PRIM, ONNX(m_slice), 0) \
     X(CONCAT, "concat", dg_shape_attr, NONE, PRIM, ONNX(m_concat), BE(copy)) \
     X(SPLIT, "split", dg_no_attr, NONE, COMPOSITE, PARTS, 0) \
+    /* tri.c */ \
+    X(TRIL, "tril", dg_tri_attr, FOLLOW, PRIM, ONNX(m_trilu), BE(where)) \
+    X(TRIU, "triu", dg_tri_attr, FOLLOW, PRIM, ONNX(m_trilu), BE(where)) \
     /* index.c, scatter.c, sort.c */ \
     X(INDEX_SELECT, "index_select", dg_ix_attr, NONE, PRIM, ONNX(m_index), BE(index_select) | BE(index_add)) \
     X(GATHER, "gather", dg_ix_attr, NONE, PRIM, ONNX(m_index), BE(gather) | BE(scatter_add)) \
@@ -127,6 +137,9 @@ typedef struct { char unused; } dg_no_attr;
     X(BATCH_NORM, "batch_norm", dg_bn_attr, FOLLOW, PRIM, ONNX(m_batch_norm), BE(batch_norm) | BE(batch_norm_backward)) \
     X(BATCH_NORM_RELU, "batch_norm_relu", dg_bn_attr, FOLLOW, PRIM, ONNX(m_batch_norm), BE(batch_norm) | BE(batch_norm_backward)) \
     X(DROPOUT, "dropout", dg_no_attr, NONE, PRIM, ONNX(m_identity), BE(random) | BE(binary)) \
+    X(DROPOUT2D, "dropout2d", dg_no_attr, NONE, PRIM, ONNX(m_identity), BE(random) | BE(binary)) \
+    /* random.c: samples (no gradient) */ \
+    X(MULTINOMIAL, "multinomial", dg_no_attr, NONE, PRIM, NO_ONNX, 0) \
     /* loss.c */ \
     X(MSE_LOSS, "mse_loss", dg_no_attr, BLACK, COMPOSITE, PARTS, 0) \
     X(SQUARE_ERROR_COST, "square_error_cost", dg_no_attr, FOLLOW, COMPOSITE, PARTS, 0) \

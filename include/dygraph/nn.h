@@ -231,6 +231,7 @@ DG_API const dg_layer_class *dg_nn_adaptive_avg_pool2d_class(void);  /* "Adaptiv
 DG_API const dg_layer_class *dg_nn_batch_norm1d_class(void);         /* "BatchNorm1d" */
 DG_API const dg_layer_class *dg_nn_batch_norm2d_class(void);         /* "BatchNorm2d" */
 DG_API const dg_layer_class *dg_nn_dropout_class(void);              /* "Dropout" */
+DG_API const dg_layer_class *dg_nn_dropout2d_class(void);            /* "Dropout2d" */
 DG_API const dg_layer_class *dg_nn_relu_class(void);                 /* "ReLU" */
 DG_API const dg_layer_class *dg_nn_leaky_relu_class(void);           /* "LeakyReLU" */
 DG_API const dg_layer_class *dg_nn_sigmoid_class(void);              /* "Sigmoid" */
@@ -380,6 +381,11 @@ typedef struct dg_nn_dropout_params {
 } dg_nn_dropout_params;
 DG_API dg_nn_dropout_params dg_nn_dropout_default_params(void);   /* p 0.5 (torch's), the thread's generator */
 DG_API dg_layer *dg_nn_dropout_ext(dg_nn_dropout_params p);
+/* Dropout2d (torch.nn.Dropout2d, torch 1.13): dg_dropout2d in training, one draw per (N, C)
+ * channel of [N, C, H, W] (3-D input is [N, C, L], as 1.13 reads it; see dg_dropout2d); a copy
+ * in eval. Same params as Dropout. */
+DG_API dg_layer *dg_nn_dropout2d(double p);
+DG_API dg_layer *dg_nn_dropout2d_ext(dg_nn_dropout_params p);
 
 /* Activations and shape layers (no parameters). */
 DG_API dg_layer *dg_nn_relu(void);

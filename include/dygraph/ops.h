@@ -31,6 +31,16 @@ DG_API dg_tensor *dg_log(const dg_tensor *a);
 DG_API dg_tensor *dg_sqrt(const dg_tensor *a);
 DG_API dg_tensor *dg_abs(const dg_tensor *a);
 DG_API dg_tensor *dg_clip(const dg_tensor *a, double min, double max);
+/* torch.log1p, torch.rsqrt (1/sqrt(x)), torch.sin, torch.cos; integer inputs give float32, as torch's */
+DG_API dg_tensor *dg_log1p(const dg_tensor *a);
+DG_API dg_tensor *dg_rsqrt(const dg_tensor *a);
+DG_API dg_tensor *dg_sin(const dg_tensor *a);
+DG_API dg_tensor *dg_cos(const dg_tensor *a);
+/* torch.tril / torch.triu over the last two dims (x has at least 2; batch dims any): keeps the
+ * elements with col - row <= diagonal (tril) or >= diagonal (triu), zeroes the rest; any dtype;
+ * the gradient is masked the same way. */
+DG_API dg_tensor *dg_tril(const dg_tensor *x, int64_t diagonal);
+DG_API dg_tensor *dg_triu(const dg_tensor *x, int64_t diagonal);
 /* comparisons (not differentiable): DG_BOOL result. Operands of two dtypes are promoted as the
  * arithmetic's are and compared in that dtype (int64 exactly), as torch's. */
 DG_API dg_tensor *dg_greater(const dg_tensor *a, const dg_tensor *b);
@@ -43,6 +53,12 @@ DG_API dg_tensor *dg_leaky_relu(const dg_tensor *x, double negative_slope);
 DG_API dg_tensor *dg_sigmoid(const dg_tensor *x);
 DG_API dg_tensor *dg_tanh(const dg_tensor *x);
 DG_API dg_tensor *dg_gelu(const dg_tensor *x, bool approximate_tanh);
+/* torch.nn.functional.elu (x > 0 ? x : alpha * (exp(x) - 1); torch's default alpha 1), silu
+ * (x * sigmoid(x)) and softplus (log(1 + exp(beta * x)) / beta, and x itself where
+ * beta * x > threshold; torch's defaults beta 1, threshold 20). Float dtypes only, as torch's. */
+DG_API dg_tensor *dg_elu(const dg_tensor *x, double alpha);
+DG_API dg_tensor *dg_silu(const dg_tensor *x);
+DG_API dg_tensor *dg_softplus(const dg_tensor *x, double beta, double threshold);
 DG_API dg_tensor *dg_softmax(const dg_tensor *x, int axis);
 DG_API dg_tensor *dg_log_softmax(const dg_tensor *x, int axis);
 
@@ -334,6 +350,22 @@ typedef struct dg_dropout_params {
 } dg_dropout_params;
 DG_API dg_dropout_params dg_dropout_default_params(void);   /* p 0.5, training, the thread's generator (torch's) */
 DG_API dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params p);
+/* torch.nn.functional.dropout2d (torch 1.13): one keep-or-drop draw per (x[0], x[1]) pair, the
+ * kept channels scaled by 1/(1-p), for x of 2 or more dims: [N, C, H, W] drops whole HxW
+ * planes; a 3-D x is [N, C, L], as 1.13 reads it (not [C, H, W]); a 2-D x [N, C] drops single
+ * elements. torch 1.13 warns for inputs other than 3-D and 4-D; dygraph does not warn. 1-D x
+ * is refused, as torch's. Eval or p = 0 copies x; the gradient is g times the same mask. */
+DG_API dg_tensor *dg_dropout2d(const dg_tensor *x, double p, bool training);
+DG_API dg_tensor *dg_dropout2d_ext(const dg_tensor *x, dg_dropout_params p);
+
+/* ---- sampling (eager/ops/random.c): no gradient; draws from the calling thread's generator
+ * (dg_generator_use), on its Philox stream: the same numbers on every device for a seed, not
+ * torch's CPU generator's numbers ---- */
+/* torch.multinomial: probs [K] or [R, K] of non-negative weights (need not sum to 1), float;
+ * int64 indices [n] or [R, n]. Without replacement n <= K, each row's categories drawn at most
+ * once (torch's algorithm: the top n of w / E, E ~ Exp(1)); a row summing to 0, a negative, inf
+ * or NaN weight are refused as torch refuses them. */
+DG_API dg_tensor *dg_multinomial(const dg_tensor *probs, int64_t num_samples, bool replacement);
 
 #ifdef __cplusplus
 }

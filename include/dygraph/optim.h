@@ -259,6 +259,11 @@ DG_API dg_tensor *dg_optimizer_param(const dg_optimizer *opt, int i);  /* borrow
  * sqrt(sum of squares); every gradient is scaled by min(1, max_norm / (total + 1e-6)). Returns
  * total (0 when no parameter has a gradient), or a negative dg_status on bad input. */
 DG_API double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm);
+/* torch.nn.utils.clip_grad_value_: every gradient of params that has one is clamped in place to
+ * [-clip_value, clip_value] (NaN stays NaN, as torch's clamp). clip_value >= 0 (INFINITY: no
+ * change); torch accepts a negative one (every element becomes -|clip_value|'s clamp), dygraph
+ * refuses it. Returns 0, or a negative dg_status on bad input (nothing clipped then). */
+DG_API int dg_clip_grad_value(dg_tensor *const *params, int n, double clip_value);
 
 /* ---- state for checkpoints ----
  * The state is a list of named tensors: "lr" (group 0's current lr, f64 0-d), then

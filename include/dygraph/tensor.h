@@ -52,6 +52,11 @@ DG_API dg_tensor *dg_rand(dg_shape shape, dg_dtype dtype);            /* U[0,1) 
 DG_API dg_tensor *dg_randn(dg_shape shape, dg_dtype dtype);           /* N(0,1) */
 DG_API dg_tensor *dg_uniform(dg_shape shape, double low, double high, dg_dtype dtype);
 DG_API dg_tensor *dg_normal(dg_shape shape, double mean, double std, dg_dtype dtype);
+/* torch.randint(low, high, shape): int64 uniform in [low, high) (high > low). torch.randperm(n):
+ * a random permutation of 0..n-1 in dtype (int64 as torch's default; int32, float32, float64).
+ * From the calling thread's generator's Philox stream (not torch's numbers for a seed). */
+DG_API dg_tensor *dg_randint(int64_t low, int64_t high, dg_shape shape);
+DG_API dg_tensor *dg_randperm(int64_t n, dg_dtype dtype);
 /* The same, drawn from g (NULL: the calling thread's generator, as the four above). */
 DG_API dg_tensor *dg_generator_rand(dg_generator *g, dg_shape shape, dg_dtype dtype);
 DG_API dg_tensor *dg_generator_randn(dg_generator *g, dg_shape shape, dg_dtype dtype);
