@@ -15,7 +15,7 @@ static dg_tensor *embedding_forward(dg_layer *self, const dg_tensor *ids) {
     if (dg_dtype_of(ids) != DG_I64 && dg_dtype_of(ids) != DG_I32)
         return DG_LAYER_ERROR(self, "ids %s are %s; expected int64 or int32", dg_shape_str(ids, sh, sizeof sh),
                               dg_dtype_name(dg_dtype_of(ids)));
-    return dg_embedding(ids, s->weight, s->op);
+    return dg_embedding(ids, dg_layer_parameter(self, "weight"), s->op);   /* through the tree: it may be tied */
 }
 
 dg_nn_embedding_params dg_nn_embedding_default_params(void) {

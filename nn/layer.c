@@ -326,6 +326,49 @@ static dg_tensor *find_tensor(const tensor_entry *e, int n, const char *name) {
     return NULL;
 }
 
+/* torch's `decoder.weight = encoder.weight`: the parameter at name becomes t (this call takes
+ * over t's reference; pass dg_tensor_ref(w) to tie), the old one's reference is released. The
+ * built-in layers read their parameters through the tree at every forward, so they follow. */
+int dg_layer_set_parameter(dg_layer *l, const char *name, dg_tensor *t) {
+    if (!l || !name || !t) {
+        if (t) {   /* the reference given is released: free t when it is live */
+            dg_error_saved sv;
+            dg_error_save(&sv);
+            if (dg_tensor_check("layer_set_parameter", "t", t) == 0) dg_tensor_free(t);
+            dg_error_restore(&sv);
+        }
+        if (!l) DG_PROPAGATE(DG_EINVAL, "layer_set_parameter: layer is NULL (setting '%s')", name ? name : "(null)");
+        else LPROP(l, "layer_set_parameter: %s is NULL", !name ? "name" : "the tensor");
+        return DG_EINVAL;
+    }
+    int bad = dg_tensor_check("layer_set_parameter", name, t);
+    if (bad) return bad;
+    const char *last;
+    dg_layer *o = (dg_layer *)walk_path(l, name, &last);
+    tensor_entry *e = NULL;
+    for (int i = 0; o && i < o->n_params; i++) if (!strcmp(o->params[i].name, last)) e = &o->params[i];
+    char was[96], got[96];
+    int rc = 0;
+    if (!e) {
+        LERR(l, DG_EINVAL, "layer_set_parameter: no parameter '%s'", name);
+        rc = DG_EINVAL;
+    } else if (e->t == t) {
+        dg_tensor_free(t);   /* already there: the extra reference goes */
+        return 0;
+    } else if (!dg_is_leaf(t) || dg_dtype_of(t) != dg_dtype_of(e->t) || dg_ndim(t) != dg_ndim(e->t) ||
+               strcmp(dg_shape_str(t, got, sizeof got), dg_shape_str(e->t, was, sizeof was)) != 0) {
+        LERR(l, DG_EINVAL, "layer_set_parameter: '%s' is %s %s; the new tensor must be a leaf of the same dtype and shape, got %s %s%s",
+             name, dg_dtype_name(dg_dtype_of(e->t)), was, dg_dtype_name(dg_dtype_of(t)), got, dg_is_leaf(t) ? "" : " (made by an op)");
+        rc = DG_EINVAL;
+    }
+    if (rc) { dg_tensor_free(t); return rc; }
+    dg_keep(t);
+    dg_set_requires_grad(t, true);
+    dg_tensor_free(e->t);
+    e->t = t;
+    return 0;
+}
+
 /* The old child's reference is released here, so whatever still needs it must hold one of its
  * own; a parent that kept a pointer to it in its user state would keep running the old layer
  * (or a freed one), which is why built-in layers reach their children through the tree. */

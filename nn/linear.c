@@ -17,7 +17,8 @@ static dg_tensor *linear_forward(dg_layer *self, const dg_tensor *x) {
                               dg_shape_str(x, sh, sizeof sh), (long long)(dg_ndim(x) < 1 ? 0 : dg_dim(x, -1)),
                               (long long)s->in);
     /* dtypes are the op's to check, after autocast's casts; its message names this layer */
-    return dg_linear(x, s->weight, s->bias);   /* one op, so autocast casts the bias with the rest */
+    /* the parameters through the tree, so a tied weight (dg_layer_set_parameter) is the one used */
+    return dg_linear(x, dg_layer_parameter(self, "weight"), s->bias ? dg_layer_parameter(self, "bias") : NULL);
 }
 
 dg_nn_linear_params dg_nn_linear_default_params(void) { return (dg_nn_linear_params){ .params_tag = DG_PARAMS_TAG, .bias = true, .dtype = DG_F32 }; }

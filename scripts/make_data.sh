@@ -16,6 +16,8 @@
 #                                        data_batch_1..5.bin 2,000 records each, test_batch.bin 2,000
 #   build/data/face-synthetic/           SYNTHETIC Kaggle facial keypoints CSVs: training.csv
 #                                        (2,000 rows, 240 with a missing value), test.csv (300)
+#   build/data/fortunes-wlm/             word_language_model's corpus: running English text from Debian's
+#                                        fortunes, prepared by tools/wlm_corpus.py (train/valid/test.txt)
 #   build/data/uci-housing/housing.data  the real UCI Boston housing data (506 rows, 14 columns),
 #                                        out of Debian's r-cran-mlbench .deb (apt-get download, no R
 #                                        installed) by tools/rda_housing.py
@@ -116,5 +118,13 @@ if [ ! -f "$D/.done" ] || [ tools/rda_housing.py -nt "$D/.done" ]; then
     dpkg-deb -x "$OUT/cache/mlbench"/r-cran-mlbench_*.deb "$OUT/cache/mlbench/x"
     /usr/bin/python3 tools/rda_housing.py "$OUT/cache/mlbench/x/usr/lib/R/site-library/mlbench/data/BostonHousing.rda" "$D/housing.data"
     rm -rf "$OUT/cache/mlbench/x"
+    touch "$D/.done"
+fi
+
+# ---- word_language_model's corpus: running English text from Debian's fortunes ----
+D="$OUT/fortunes-wlm"
+if [ ! -f "$D/.done" ] || [ tools/wlm_corpus.py -nt "$D/.done" ]; then
+    [ -f /usr/share/games/fortunes/fortunes ] || apt_install fortunes
+    /usr/bin/python3 tools/wlm_corpus.py /usr/share/games/fortunes "$D"
     touch "$D/.done"
 fi

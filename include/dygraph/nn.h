@@ -105,6 +105,12 @@ DG_API int dg_layer_add_sublayer(dg_layer *layer, const char *name, dg_layer *su
  * reach their sublayers through the tree (dg_layer_sublayer, dg_layer_child) at every forward,
  * and a custom layer meant to have sublayers replaced must do the same. */
 DG_API int dg_layer_replace_sublayer(dg_layer *layer, const char *name, dg_layer *sub);
+/* torch's `decoder.weight = encoder.weight` (weight tying): the parameter at `name`
+ * (hierarchical) becomes t, which must be a float leaf of the old one's dtype and shape; takes
+ * over t's reference (pass dg_tensor_ref(w) to share w) and releases the old one. The built-in
+ * layers read their parameters through the tree at every forward, so they use t from then on;
+ * iteration lists a tied tensor once, the state dict under both names (torch's). */
+DG_API int dg_layer_set_parameter(dg_layer *layer, const char *name, dg_tensor *t);
 
 /* Lookup by hierarchical name ("0.weight", "layer1.0.bn1.running_mean", "layer1.0").
  * Borrowed; NULL if absent (not an error: dg_last_error is untouched). */
