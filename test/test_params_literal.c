@@ -124,6 +124,16 @@ Test(params_literal, every_params_struct_is_refused_as_a_literal) {
     REFUSED_PTR(dg_nn_dropout_ext(LIT(dg_nn_dropout)), dg_nn_dropout);
     REFUSED_PTR(dg_nn_dropout2d_ext(LIT(dg_nn_dropout)), dg_nn_dropout);
     REFUSED_PTR(dg_nn_cross_entropy_loss(LIT(dg_cross_entropy)), dg_cross_entropy);
+    REFUSED_PTR(dg_nn_rnn(DG_RNN_LSTM, 3, 2, LIT(dg_nn_rnn)), dg_nn_rnn);
+    REFUSED_PTR(dg_nn_rnn_cell(DG_RNN_GRU, 3, 2, LIT(dg_nn_rnn)), dg_nn_rnn);
+    {
+        dg_rnn_result rr;
+        dg_tensor *xs = dg_ones(DG_SHAPE(2, 1, 3), DG_F32), *wi = dg_ones(DG_SHAPE(8, 3), DG_F32), *wh = dg_ones(DG_SHAPE(8, 2), DG_F32);
+        REFUSED_INT(dg_rnn(xs, NULL, NULL, wi, wh, NULL, NULL, NULL, LIT(dg_rnn), &rr), dg_rnn);
+        dg_tensor_free(xs);
+        dg_tensor_free(wi);
+        dg_tensor_free(wh);
+    }
     REFUSED_INT(dg_nn_init_kaiming_uniform_(w4, LIT(dg_nn_kaiming)), dg_nn_kaiming);
     REFUSED_INT(dg_nn_init_kaiming_normal_(w4, LIT(dg_nn_kaiming)), dg_nn_kaiming);
     REFUSED_PTR(dg_resnet18(LIT(dg_resnet)), dg_resnet);
