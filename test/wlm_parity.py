@@ -7,7 +7,8 @@
 #       STEPS batches with dropout 0 on one thread, writing its initial state dict (--save-init),
 #       the batches (--dump-batches) and the losses (--loss-log); PyTorch loads the state dict
 #       with strict=True and replays the same batches (hidden state carried and detached, the
-#       gradient clipped to norm 0.25, p -= lr grad). Every loss must agree within TOL.
+#       gradient clipped to norm 0.25, p -= lr grad). Every loss must agree within TOL. Then
+#       word_language_model_generate samples 40 words from the saved LSTM (all must be corpus words).
 #   wlm_parity.py epochs BINARY WORKDIR [DATA_DIR] [EPOCHS]
 #       The acceptance run: the default LSTM (2 layers of 200, dropout 0.2) trained EPOCHS (2)
 #       epochs by the sample and by PyTorch from the same initial weights on the same corpus;
@@ -125,6 +126,16 @@ def steps(binary, work, data_dir):
         print(f"wlm parity {name:9s}: {STEPS} steps, worst loss difference {worst:.3g}")
         worst_all = max(worst_all, worst)
     print(f"wlm parity: all {len(configs)} configurations within {TOL} (worst {worst_all:.3g})")
+    # generate.py's part: 40 words sampled from the LSTM the steps above saved
+    gen = os.path.join(os.path.dirname(binary), "word_language_model_generate")
+    outf = os.path.join(work, "generated.txt")
+    subprocess.run([gen, "--data", data_dir, "--checkpoint", os.path.join(work, "LSTM.model.safetensors"), "--outf", outf,
+                    "--words", "40", "--threads", "1"], check=True, stdout=subprocess.DEVNULL)
+    vocab = set(w for f in ("train", "valid", "test") for line in open(os.path.join(data_dir, f + ".txt"), encoding="utf8")
+                for w in line.split() + ["<eos>"])
+    got = open(outf, encoding="utf8").read().split()
+    assert len(got) == 40 and all(w in vocab for w in got), f"generate: {len(got)} words, some not in the corpus: {got}"
+    print("wlm generate: 40 words, all from the corpus")
 
 
 # ---- the acceptance run: main.py's loop in PyTorch from the sample's initial weights ----
