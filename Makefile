@@ -403,6 +403,7 @@ bench: $(BENCHES) $(DGRUN) $(BUILD)/bin/ctr_dnn
 	sh bench/run_dist.sh $(BUILD)/bin
 	sh bench/run_ps.sh $(BUILD)/bin
 	sh bench/run_recompute.sh $(BUILD)/bin
+	sh bench/run_rnn.sh $(BUILD)/bin/bench_rnn
 
 # Regenerates the PyTorch reference files (needs python3-torch, installed by deps).
 goldens:
