@@ -9,7 +9,7 @@
  * N) under np.random.seed(2) there; here dg_randint from dygraph's generator seeded 2, so the
  * shifts differ from numpy's: --dump-batches writes them), data = sin(x / 1.0 / T) in float64.
  * --length sets L (the original's is fixed; shorter waves train faster: test/seq_parity.py uses
- * 300). Waves 3.. are the training set (input data[3:, :-1], target data[3:, 1:]), waves 0..2 the test.
+ * 120). Waves 3.. are the training set (input data[3:, :-1], target data[3:, 1:]), waves 0..2 the test.
  *
  * Model (train.py's Sequence, float64, the generator then seeded 0 as torch.manual_seed(0)):
  * lstm1 LSTMCell(1, 51), lstm2 LSTMCell(51, 51), linear Linear(51, 1) and dummy_param (an empty

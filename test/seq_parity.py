@@ -123,6 +123,111 @@ class RnnNet(nn.Module):   # pytorch/examples mnist_rnn/main.py
         return output
 
 
+class Sequence(nn.Module):   # pytorch/examples time_sequence_prediction/train.py
+    def __init__(self):
+        super(Sequence, self).__init__()
+        self.lstm1 = nn.LSTMCell(1, 51)
+        self.lstm2 = nn.LSTMCell(51, 51)
+        self.linear = nn.Linear(51, 1)
+        self.dummy_param = nn.Parameter(torch.empty(0))
+
+    def forward(self, input, future=0):
+        outputs = []
+        device = self.dummy_param.device
+        h_t = torch.zeros(input.size(0), 51, dtype=torch.double).to(device)
+        c_t = torch.zeros(input.size(0), 51, dtype=torch.double).to(device)
+        h_t2 = torch.zeros(input.size(0), 51, dtype=torch.double).to(device)
+        c_t2 = torch.zeros(input.size(0), 51, dtype=torch.double).to(device)
+
+        for input_t in input.split(1, dim=1):
+            h_t, c_t = self.lstm1(input_t, (h_t, c_t))
+            h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+            output = self.linear(h_t2)
+            outputs += [output]
+        for i in range(future):  # if we should predict the future
+            h_t, c_t = self.lstm1(output, (h_t, c_t))
+            h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
+            output = self.linear(h_t2)
+            outputs += [output]
+        outputs = torch.cat(outputs, dim=1)
+        return outputs
+
+
+SEQ_STEPS, SEQ_LENGTH, SEQ_TOL = 2, 120, 1e-9
+
+
+def seq_run(binary, work):
+    """time_sequence_prediction: --steps 2 on waves of length 120 (the original's 1000 trains
+    about 8x slower; the model, LBFGS and the 1000-step future are the original's). Compares
+    every closure evaluation's loss and each step's test loss; also checks that the dumped data
+    is generate_sine_wave.py's formula applied to the dumped shifts (numpy's sin)."""
+    t0 = time.time()
+    init, batches, log = (os.path.join(work, f"seq.{k}") for k in ("init.safetensors", "batches.safetensors", "loss.txt"))
+    cmd = [binary, "--steps", str(SEQ_STEPS), "--length", str(SEQ_LENGTH), "--threads", "1", "--no-plot", "--save-init", init,
+           "--dump-batches", batches, "--loss-log", log]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work)
+    t1 = time.time()
+    state = read_safetensors(init)
+    d = read_safetensors(batches)
+    c = read_log(log)
+    # generate_sine_wave.py with the C run's shifts
+    T, L, N = 20, SEQ_LENGTH, 100
+    shifts = d["shifts"].numpy()
+    if not (shifts.shape == (N,) and shifts.min() >= -4 * T and shifts.max() < 4 * T):
+        print(f"seq_parity time_sequence_prediction: shifts outside [-80, 80): {shifts}")
+        return False
+    x = np.empty((N, L), "int64")
+    x[:] = np.array(range(L)) + shifts.reshape(N, 1)
+    data_np = np.sin(x / 1.0 / T).astype("float64")
+    data_diff = float(np.abs(data_np - d["data"].numpy()).max())
+    if data_diff > 1e-15:
+        print(f"seq_parity time_sequence_prediction: the dumped waves differ from numpy's by {data_diff:.3g}")
+        return False
+    # train.py, on the C run's data (as torch.load('traindata.pt') would give them)
+    data = d["data"]
+    input = data[3:, :-1]
+    target = data[3:, 1:]
+    test_input = data[:3, :-1]
+    test_target = data[:3, 1:]
+    seq = Sequence().double()
+    seq.load_state_dict(state, strict=True)
+    criterion = nn.MSELoss()
+    optimizer = torch.optim.LBFGS(seq.parameters(), lr=0.8)
+    losses, test_losses = [], []
+    for i in range(SEQ_STEPS):
+        def closure():
+            optimizer.zero_grad()
+            out = seq(input)
+            loss = criterion(out, target)
+            losses.append(loss.item())
+            loss.backward()
+            return loss
+        optimizer.step(closure)
+        with torch.no_grad():
+            future = 1000
+            pred = seq(test_input, future=future)
+            loss = criterion(pred[:, :-future], test_target)
+            test_losses.append(loss.item())
+    if len(losses) != len(c["train"]) or len(test_losses) != len(c["test"]):
+        print(f"seq_parity time_sequence_prediction: {len(c['train'])} closure evaluations and {len(c['test'])} tests in dygraph, "
+              f"{len(losses)} and {len(test_losses)} in PyTorch")
+        return False
+    worst = 0.0
+    for kind, mine, theirs in (("evaluation", c["train"], losses), ("test", c["test"], test_losses)):
+        for k, (a, b) in enumerate(zip(mine, theirs)):
+            diff = abs(a - b)
+            worst = max(worst, diff)
+            if diff > SEQ_TOL:
+                print(f"seq_parity time_sequence_prediction: {kind} {k + 1}: dygraph loss {a:.17g}, PyTorch {b:.17g} "
+                      f"(|diff| {diff:.3g} > {SEQ_TOL})")
+                return False
+    print(f"seq_parity time_sequence_prediction: {SEQ_STEPS} LBFGS steps, {len(losses)} closure evaluations, losses "
+          f"{losses[0]:.6g} -> {losses[-1]:.6g}, test losses {', '.join(f'{v:.6g}' for v in test_losses)}, "
+          f"worst |dygraph - PyTorch| {worst:.2e} (waves max |dygraph - numpy| {data_diff:.1e}; C {t1 - t0:.1f} s, "
+          f"PyTorch {time.time() - t1:.1f} s)")
+    return True
+
+
 def mnist_run(name, binary, data_dir, work, make_model, lr, steps, batch, extra=()):
     """Runs one of the MNIST samples for `steps` steps and replays them: Adadelta + StepLR as
     the originals, nll_loss; returns (ok, worst)."""
@@ -167,7 +272,7 @@ def mnist_run(name, binary, data_dir, work, make_model, lr, steps, batch, extra=
 
 
 def main():
-    bindir, data_dir, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    bindir, data_dir, work = (os.path.abspath(a) for a in sys.argv[1:4])
     os.makedirs(work, exist_ok=True)
     only = sys.argv[4:]   # names to run (all when empty)
     ok = True
