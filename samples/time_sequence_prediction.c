@@ -172,11 +172,13 @@ int main(int argc, char **argv) {
     for (int n = 0; n < N; n++)
         for (int j = 0; j < L; j++) data[n * L + j] = sin((double)(j + shift[n]) / 1.0 / T);
     if (dump_path) {
+        dg_scope *s = dg_scope_begin();
         dg_tensor_dict *d = dg_tensor_dict_new();
         if (!d || dg_tensor_dict_set(d, "shifts", dg_from_data(DG_SHAPE(N), DG_I64, shift)) ||
             dg_tensor_dict_set(d, "data", dg_from_data(DG_SHAPE(N, L), DG_F64, data)) || dg_save_safetensors(dump_path, d))
             return su_die("dump-batches");
         dg_tensor_dict_free(d);
+        dg_scope_end(s);
     }
     dg_tensor_free(shifts);
 
