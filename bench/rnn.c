@@ -97,9 +97,15 @@ static double wlm(double min_s) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: bench_rnn lstm650|lstm256|wlm THREADS\n"); return 2; }
+    char *end = NULL;
+    long threads = argc == 3 ? strtol(argv[2], &end, 10) : 0;
+    bool known = argc == 3 && (!strcmp(argv[1], "lstm650") || !strcmp(argv[1], "lstm256") || !strcmp(argv[1], "wlm"));
+    if (!known || !end || *end || threads < 1) {
+        fprintf(stderr, "usage: bench_rnn lstm650|lstm256|wlm THREADS\nbench_rnn: error: a workload and a thread count >= 1\n");
+        return 2;
+    }
     dg_init_params ip = dg_init_default_params();
-    ip.num_threads = atoi(argv[2]);
+    ip.num_threads = (int)threads;
     ip.seed = 1;
     ip.device = "cpu";
     if (dg_init(&ip)) die("init");
@@ -108,8 +114,7 @@ int main(int argc, char **argv) {
     const char *unit = "it/s";
     if (!strcmp(w, "lstm650")) v = lstm_layer(35, 20, 650, 3.0);
     else if (!strcmp(w, "lstm256")) v = lstm_layer(100, 64, 256, 3.0);
-    else if (!strcmp(w, "wlm")) { v = wlm(6.0); unit = "tok/s"; }
-    else { fprintf(stderr, "bench_rnn: unknown workload %s\n", w); return 2; }
+    else { v = wlm(6.0); unit = "tok/s"; }
     printf("%s_t%s %.2f %s %.0f MB\n", w, argv[2], v, unit, peak_mb());
     dg_shutdown();
     return 0;
