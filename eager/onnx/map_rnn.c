@@ -86,11 +86,10 @@ int ox_map_rnn(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim) {
             if (r->in[5 + i]) bb[i] = gates(c, r, 5 + i, a->mode, H, 0);
             else {
                 float *z = calloc((size_t)GH, sizeof *z);
-                bb[i] = z ? ox_init(G, ox_tmp(G, "rnn_zero_bias"), ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, (int64_t[]){ 1, GH }, 2, z,
-                                    sizeof *z * (size_t)GH)
-                          : NULL;
-                free(z);
                 if (!z) return ox_fail(r, DG_ENOMEM, "out of memory");
+                bb[i] = ox_init(G, ox_tmp(G, "rnn_zero_bias"), ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, (int64_t[]){ 1, GH }, 2, z,
+                                sizeof *z * (size_t)GH);
+                free(z);
             }
             if (!bb[i]) return dg_last_status() ? dg_last_status() : DG_ENOMEM;
         }
