@@ -53,15 +53,29 @@ static const dg_tensor *state_at(const dg_tensor *h, int k) {
     return h ? dg_squeeze(dg_slice(h, 0, k, k + 1, 1), 0) : NULL;
 }
 
-static int check_state(dg_layer *self, const dg_tensor *h, const char *name, int64_t ld, int64_t n, int64_t hid, bool batched) {
+/* where a batched input's batch axis is read from (a batch_first mismatch shows up as a wrong N) */
+static const char *layout_hint(const rnn_state *s, const char *xs, int64_t n, char *buf, size_t len) {
+    snprintf(buf, len, " (batch_first=%s: input %s is %s, so N = %lld)", s->p.batch_first ? "True" : "False", xs,
+             s->p.batch_first ? "[N, T, input_size]" : "[T, N, input_size]", (long long)n);
+    return buf;
+}
+
+static int check_state(dg_layer *self, const dg_tensor *h, const char *name, int64_t ld, int64_t n, int64_t hid, bool batched,
+                       const char *hint) {
     if (!h) return 0;
     char hs[96];
     dg_shape_str(h, hs, sizeof hs);
     bool ok = batched ? dg_ndim(h) == 3 && dg_dim(h, 0) == ld && dg_dim(h, 1) == n && dg_dim(h, 2) == hid
                       : dg_ndim(h) == 2 && dg_dim(h, 0) == ld && dg_dim(h, 1) == hid;
+    if (ok && dg_dtype_of(h) != dg_dtype_of(((rnn_state *)dg_layer_user(self))->w[0])) {
+        DG_LAYER_ERROR(self, "%s %s is %s but the parameters are %s", name, hs, dg_dtype_name(dg_dtype_of(h)),
+                       dg_dtype_name(dg_dtype_of(((rnn_state *)dg_layer_user(self))->w[0])));
+        return DG_EINVAL;
+    }
     if (ok) return 0;
     if (batched)
-        DG_LAYER_ERROR(self, "expected %s of size (%lld, %lld, %lld), got %s", name, (long long)ld, (long long)n, (long long)hid, hs);
+        DG_LAYER_ERROR(self, "expected %s of size (%lld, %lld, %lld), got %s%s", name, (long long)ld, (long long)n, (long long)hid, hs,
+                       hint);
     else
         DG_LAYER_ERROR(self, "expected %s of size (%lld, %lld) for an unbatched input, got %s", name, (long long)ld,
                        (long long)hid, hs);
@@ -75,10 +89,20 @@ static int rnn_fw(dg_layer *self, void *ctx, dg_tensor **outs) {
     char xs[96];
     dg_shape_str(x, xs, sizeof xs);
     bool lstm = s->mode == DG_RNN_LSTM;
-    if (c0 && !lstm) return DG_LAYER_ERROR(self, "c0 is given but only an LSTM has a cell state"), DG_EINVAL;
+    if (c0 && !lstm) {
+        char cs[96];
+        dg_shape_str(c0, cs, sizeof cs);
+        return DG_LAYER_ERROR(self, "c0 %s is given but only an LSTM has a cell state (input %s)", cs, xs), DG_EINVAL;
+    }
     if (dg_ndim(x) != 2 && dg_ndim(x) != 3)
         return DG_LAYER_ERROR(self, "expected a 2-D (unbatched) or 3-D input, got %s", xs), DG_EINVAL;
     bool batched = dg_ndim(x) == 3;
+    dg_dtype pdt = dg_dtype_of(s->w[0]);
+    if (dg_dtype_of(x) != DG_F32 && dg_dtype_of(x) != DG_F64)
+        return DG_LAYER_ERROR(self, "input must be float32 or float64, got %s %s", dg_dtype_name(dg_dtype_of(x)), xs), DG_EINVAL;
+    if (dg_dtype_of(x) != pdt)
+        return DG_LAYER_ERROR(self, "input %s is %s but the parameters are %s (cast the input, or dg_layer_to_dtype the layer)", xs,
+                              dg_dtype_name(dg_dtype_of(x)), dg_dtype_name(pdt)), DG_EINVAL;
     if (dg_dim(x, -1) != s->in)
         return DG_LAYER_ERROR(self, "input.size(-1) must be equal to input_size: expected %lld, got %lld (input %s%s)",
                               (long long)s->in, (long long)dg_dim(x, -1), xs,
@@ -88,8 +112,10 @@ static int rnn_fw(dg_layer *self, void *ctx, dg_tensor **outs) {
     const dg_tensor *xt = !batched ? dg_unsqueeze(x, 1) : s->p.batch_first ? dg_transpose(x, 0, 1) : x;
     if (!xt) return dg_last_status();
     int64_t T = dg_dim(xt, 0), N = dg_dim(xt, 1), LD = (int64_t)s->layers * s->dirs;
-    int rc = check_state(self, h0, "hidden h0", LD, N, s->hidden, batched);
-    if (!rc) rc = check_state(self, c0, "cell state c0", LD, N, s->hidden, batched);
+    char hint[256] = "";
+    if (batched) layout_hint(s, xs, N, hint, sizeof hint);
+    int rc = check_state(self, h0, "hidden h0", LD, N, s->hidden, batched, hint);
+    if (!rc) rc = check_state(self, c0, "cell state c0", LD, N, s->hidden, batched, hint);
     if (rc) return rc;
     if (!batched) {
         if (h0) h0 = dg_unsqueeze(h0, 1);
@@ -100,8 +126,8 @@ static int rnn_fw(dg_layer *self, void *ctx, dg_tensor **outs) {
         char ls[96];
         dg_shape_str(len, ls, sizeof ls);
         if (dg_ndim(len) != 1 || dg_dim(len, 0) != N || dg_dtype_of(len) != DG_I64)
-            return DG_LAYER_ERROR(self, "lengths must be int64 [%lld] (one per sample of input %s), got %s %s", (long long)N, xs,
-                                  dg_dtype_name(dg_dtype_of(len)), ls), DG_EINVAL;
+            return DG_LAYER_ERROR(self, "lengths must be int64 [%lld] (one per sample), got %s %s%s", (long long)N,
+                                  dg_dtype_name(dg_dtype_of(len)), ls, hint), DG_EINVAL;
         for (int64_t b = 0; b < N; b++) {
             int64_t v = (int64_t)dg_get(len, &b);
             if (v < 1 || v > T)

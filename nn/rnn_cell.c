@@ -24,9 +24,14 @@ typedef struct { const dg_tensor *x, *h, *c; } cell_call;
 static int check_vec(dg_layer *self, const dg_tensor *t, const char *what, int64_t n, int64_t width, bool batched) {
     if (!t) return 0;
     bool ok = batched ? dg_ndim(t) == 2 && dg_dim(t, 0) == n && dg_dim(t, 1) == width : dg_ndim(t) == 1 && dg_dim(t, 0) == width;
-    if (ok) return 0;
     char ts[96];
     dg_shape_str(t, ts, sizeof ts);
+    dg_dtype pdt = dg_dtype_of(((cell_state *)dg_layer_user(self))->w[0]);
+    if (ok && dg_dtype_of(t) != pdt) {
+        DG_LAYER_ERROR(self, "%s %s is %s but the parameters are %s", what, ts, dg_dtype_name(dg_dtype_of(t)), dg_dtype_name(pdt));
+        return DG_EINVAL;
+    }
+    if (ok) return 0;
     if (batched) DG_LAYER_ERROR(self, "%s must be [%lld, %lld], got %s", what, (long long)n, (long long)width, ts);
     else DG_LAYER_ERROR(self, "%s must be [%lld] for an unbatched input, got %s", what, (long long)width, ts);
     return DG_EINVAL;
@@ -37,12 +42,22 @@ static int cell_fw(dg_layer *self, void *ctx, dg_tensor **outs) {
     const cell_call *c = ctx;
     const dg_tensor *x = c->x, *h = c->h, *cc = c->c;
     bool lstm = s->mode == DG_RNN_LSTM;
-    if (cc && !lstm) return DG_LAYER_ERROR(self, "a cell state is given but only an LSTMCell has one"), DG_EINVAL;
     char xs[96];
     dg_shape_str(x, xs, sizeof xs);
+    if (cc && !lstm) {
+        char cs[96];
+        dg_shape_str(cc, cs, sizeof cs);
+        return DG_LAYER_ERROR(self, "a cell state cx %s is given but only an LSTMCell has one (input %s)", cs, xs), DG_EINVAL;
+    }
     if ((dg_ndim(x) != 1 && dg_ndim(x) != 2) || dg_dim(x, -1) != s->in)
         return DG_LAYER_ERROR(self, "input must be [N, %lld] or [%lld], got %s", (long long)s->in, (long long)s->in, xs), DG_EINVAL;
     bool batched = dg_ndim(x) == 2;
+    dg_dtype pdt = dg_dtype_of(s->w[0]);
+    if (dg_dtype_of(x) != DG_F32 && dg_dtype_of(x) != DG_F64)
+        return DG_LAYER_ERROR(self, "input must be float32 or float64, got %s %s", dg_dtype_name(dg_dtype_of(x)), xs), DG_EINVAL;
+    if (dg_dtype_of(x) != pdt)
+        return DG_LAYER_ERROR(self, "input %s is %s but the parameters are %s (cast the input, or dg_layer_to_dtype the layer)", xs,
+                              dg_dtype_name(dg_dtype_of(x)), dg_dtype_name(pdt)), DG_EINVAL;
     int64_t n = batched ? dg_dim(x, 0) : 1;
     int rc = check_vec(self, h, "hx", n, s->hidden, batched);
     if (!rc) rc = check_vec(self, cc, "cx", n, s->hidden, batched);

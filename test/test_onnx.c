@@ -250,3 +250,33 @@ Test(onnx, modes_and_flags_are_restored) {
     dg_tensor_free(x);
     dg_layer_free(net);
 }
+
+/* An LSTM's h_n: with a dynamic batch, the squeeze of its [1, N, H] row would fix the batch, so
+ * the export is refused naming the reshape; with dynamic_batch = false it exports. (The LSTM's
+ * output itself exports either way: make test-onnx runs such models in ONNX Runtime.) */
+static const dg_layer_class hn_cls = DG_LAYER_CLASS("ReadsLSTMHn");
+static dg_tensor *hn_fw(dg_layer *self, const dg_tensor *x) {
+    dg_rnn_result r;
+    return dg_nn_rnn_forward(dg_layer_child(self, 0), x, NULL, NULL, NULL, false, &r) ? NULL : r.h_n;
+}
+Test(onnx, lstm_h_n_needs_a_fixed_batch) {
+    make_tmpdir();
+    char path[128];
+    tmp_path("m.onnx", path, sizeof path);
+    dg_nn_rnn_params rp = dg_nn_rnn_default_params();
+    rp.batch_first = true;
+    dg_layer *l = dg_layer_new(&hn_cls, hn_fw, NULL, NULL);
+    cr_assert(l && dg_layer_add_sublayer(l, "lstm", dg_nn_rnn(DG_RNN_LSTM, 4, 3, rp)) == 0, "%s", dg_last_error());
+    dg_tensor *x = dg_randn(DG_SHAPE(2, 5, 4), DG_F32);
+    cr_assert_neq(dg_onnx_export(l, x, path, dg_onnx_export_default_params()), 0, "h_n exported with a dynamic batch");
+    expect_error_contains("h_n, dynamic batch", "'reshape'", "dynamic_batch = false");
+    cr_assert(!exists(path));
+    dg_onnx_export_params p = dg_onnx_export_default_params();
+    p.dynamic_batch = false;
+    cr_assert_eq(dg_onnx_export(l, x, path, p), 0, "%s", dg_last_error());
+    cr_assert(exists(path));
+    unlink(path);
+    rmdir(tmpdir);
+    dg_tensor_free(x);
+    dg_layer_free(l);
+}

@@ -2,7 +2,8 @@
  * (test/goldens/rnn_goldens.safetensors, made by make_rnn_goldens.py): every option (modes,
  * layers, directions, batch_first, bias, h0/c0 given or not, lengths sorted or not, unbatched,
  * cells), forward values and the gradients of every input and parameter, in float64 (to
- * ~1e-12) and float32; the errors a bad call gets; finite differences of the op itself. */
+ * ~1e-12) and float32. The errors a bad call gets: test/test_rnn_errors.c; the op's finite
+ * differences: the registry harness (test/registry_cases.h); gpu:0: test/gpu/test_gpu_rnn.c. */
 #include "test_util.h"
 
 #define RNN_GOLDENS "test/goldens/rnn_goldens.safetensors"

@@ -123,6 +123,18 @@ void ox_attr_s(ox_graph *g, Onnx__NodeProto *n, const char *name, const char *s)
     a->s.len = strlen(s);
 }
 
+void ox_attr_strs(ox_graph *g, Onnx__NodeProto *n, const char *name, const char *const *v, int cnt) {
+    Onnx__AttributeProto *a = attr(g, n, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS);
+    ProtobufCBinaryData *d = ox_alloc(g, sizeof *d * (size_t)(cnt ? cnt : 1));
+    if (!a || !d) return;
+    for (int i = 0; i < cnt; i++) {
+        d[i].data = (uint8_t *)v[i];
+        d[i].len = strlen(v[i]);
+    }
+    a->n_strings = (size_t)cnt;
+    a->strings = d;
+}
+
 const char *ox_init(ox_graph *g, const char *name, int dt, const int64_t *dims, int ndim, const void *data, size_t nbytes) {
     Onnx__TensorProto *t = ox_alloc(g, sizeof *t);
     int64_t *d = ox_alloc(g, sizeof *d * (size_t)(ndim ? ndim : 1));

@@ -34,6 +34,7 @@ void ox_attr_i(ox_graph *g, Onnx__NodeProto *n, const char *name, int64_t v);
 void ox_attr_f(ox_graph *g, Onnx__NodeProto *n, const char *name, float v);
 void ox_attr_ints(ox_graph *g, Onnx__NodeProto *n, const char *name, const int64_t *v, int cnt);
 void ox_attr_s(ox_graph *g, Onnx__NodeProto *n, const char *name, const char *s);
+void ox_attr_strs(ox_graph *g, Onnx__NodeProto *n, const char *name, const char *const *v, int cnt);   /* not copied */
 /* An initializer named name (copied) of ONNX data type dt, raw little-endian data; returns its name. */
 const char *ox_init(ox_graph *g, const char *name, int dt, const int64_t *dims, int ndim, const void *data, size_t nbytes);
 const char *ox_const_f(ox_graph *g, float v);                        /* a 0-d float constant */
@@ -91,6 +92,9 @@ int ox_map_arg(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
 int ox_map_topk(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
 int ox_map_cumsum(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
 int ox_map_scatter(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
+
+/* ---- map_rnn.c: the rnn op as ONNX's LSTM / GRU / RNN ---- */
+int ox_map_rnn(ox_ctx *c, const dg_trace_rec *r, const char **out, int *bdim);
 
 /* Whether a composite is written as one operator in this export (else its parts are). */
 bool ox_composite_accepted(ox_ctx *c, const dg_trace_rec *r);

@@ -171,7 +171,7 @@ typedef struct { char unused; } dg_no_attr;
     X(ADAPTIVE_AVG_POOL1D, "adaptive_avg_pool1d", dg_no_attr, NONE, COMPOSITE, PARTS, 0) \
     /* tensor.c: values made like another tensor (no gradient) */ \
     /* rnn.c */ \
-    X(RNN, "rnn", dg_rnn_attr, BLACK, PRIM, NO_ONNX, BE(rnn_cell) | BE(rnn_cell_backward) | BE(gemm) | BE(copy) | BE(fill) | BE(reduce)) \
+    X(RNN, "rnn", dg_rnn_attr, BLACK, PRIM, ONNX(ox_map_rnn), BE(rnn_cell) | BE(rnn_cell_backward) | BE(gemm) | BE(copy) | BE(fill) | BE(reduce)) \
     X(ZEROS_LIKE, "zeros_like", dg_fill_trace_attr, NONE, PRIM, ONNX(ox_map_fill_like), BE(fill)) \
     X(ONES_LIKE, "ones_like", dg_fill_trace_attr, NONE, PRIM, ONNX(ox_map_fill_like), BE(fill))
 

@@ -269,6 +269,7 @@ static int rnn_op(const dg_tensor *x, const dg_tensor *h0, const dg_tensor *c0, 
             if (!rc) rc = dg_node_save(nd, hp);
             if (!rc && lstm) rc = dg_node_save(nd, cp);
             if (!rc && lend) rc = dg_node_save(nd, lend);
+            if (!rc && lengths) dg_trace_extra(nd, lengths, NULL);   /* an exporter names the lengths (sequence_lens) */
         }
     }
     /* the caller's views: output rows 0..T-1, h_n row T, c_n row T+1 */

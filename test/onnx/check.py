@@ -36,7 +36,14 @@ EXPECT = {
     'cumsum_scatter': (['CumSum', 'ScatterElements', 'TopK', 'Slice'], ['Pad'], ['shift']),
     'conv1d_pool1d_groupnorm': (['Conv', 'MaxPool', 'AveragePool', 'Sqrt'], [], ['w', 'gn.weight']),
     'pool_ceil_mode': (['MaxPool', 'AveragePool'], [], []),
+    'lstm_2l_bi_batch_first': (['LSTM', 'Concat', 'MatMul'], ['Dropout', 'Gather'],
+                               ['lstm.weight_ih_l0+onnx_iofc', 'lstm.weight_hh_l1_reverse+onnx_iofc', 'lstm.bias_ih_l1+onnx_iofc']),
+    'gru_functional': (['GRU', 'Gather'], [], ['w_hh+onnx_zrh', 'b2_hh+onnx_zrh']),
+    'rnn_tanh_2l': (['RNN', 'MatMul'], ['Gather'], ['rnn.weight_ih_l0', 'rnn.weight_hh_l1']),
+    'lstm_rnn_lengths_fixed': (['LSTM', 'RNN', 'Cast'], [], ['lengths', 'h0', 'lstm.weight_ih_l0_reverse+onnx_iofc']),
 }
+# exported at a fixed batch (no dynamic axis "N"): lengths are a constant [N]
+FIXED = {'lstm_rnn_lengths_fixed'}
 # exactly one TopK where the values and indices of one topk are both read
 ONE = {'topk_values': 'TopK'}
 
@@ -53,7 +60,7 @@ def structure(name, model):
         if count != 3:
             bad.append(f'{name}: {count} {ONE[name]} nodes, expected 3 (one per topk / sort)')
     for v in list(model.graph.input) + list(model.graph.output):
-        if v.type.tensor_type.shape.dim[0].dim_param != 'N':
+        if name not in FIXED and v.type.tensor_type.shape.dim[0].dim_param != 'N':
             bad.append(f'{name}: {v.name} has no dynamic batch axis')
     return bad
 

@@ -7,7 +7,7 @@
  * FaceNet, a layer of our own chaining many supported ops, and an Embedding + LayerNorm model
  * (opset 17's LayerNormalization, and opset 13 where it is written as arithmetic), and the small
  * one-op-group models of op_models.c (TopK, sort, argmax, where, cumsum, scatter, 1-d conv and
- * pools, GroupNorm, ceil-mode pools). BatchNorm statistics and affine parameters are drawn at
+ * pools, GroupNorm, ceil-mode pools, LSTM / GRU / RNN; one of them, with lengths, at a fixed batch of 3). BatchNorm statistics and affine parameters are drawn at
  * random, so they matter. */
 #define ONNX_PROGRAM "export_models"
 #include "op_models.h"
@@ -58,15 +58,16 @@ static void randomize_buffers(dg_layer *net) {
 
 typedef dg_tensor *(*make_input_fn)(int64_t batch);
 
-static void run_case(const char *name, dg_layer *net, make_input_fn make, dg_onnx_export_params p) {
+static void run_case_at(const char *name, dg_layer *net, make_input_fn make, dg_onnx_export_params p, int64_t fixed) {
     char path[1024], in_path[1024], ref_path[1024], ish[128], osh[128];
     dg_scope *s = dg_scope_begin();
     snprintf(path, sizeof path, "%s/%s.onnx", outdir, name);
-    ONNX_ASSERT(dg_onnx_export(net, make(1), path, p) == 0, name);
+    if (fixed) p.dynamic_batch = false;
+    ONNX_ASSERT(dg_onnx_export(net, make(fixed ? fixed : 1), path, p) == 0, name);
     ONNX_ASSERT(dg_layer_is_training(net), "the layer's train mode is back after export");
     dg_layer_eval(net);
-    int64_t batches[2] = { 1, 7 };
-    for (int i = 0; i < 2; i++) {
+    int64_t batches[2] = { fixed ? fixed : 1, 7 };
+    for (int i = 0; i < (fixed ? 1 : 2); i++) {
         dg_tensor *x = make(batches[i]);
         dg_no_grad_begin();
         dg_tensor *y = dg_forward(net, x);
@@ -84,6 +85,9 @@ static void run_case(const char *name, dg_layer *net, make_input_fn make, dg_onn
     dg_layer_train(net);
     dg_scope_end(s);
     printf("export_models: %s written\n", path);
+}
+static void run_case(const char *name, dg_layer *net, make_input_fn make, dg_onnx_export_params p) {
+    run_case_at(name, net, make, p, 0);
 }
 
 static dg_tensor *mnist_input(int64_t b) { return dg_randn(DG_SHAPE(b, 1, 28, 28), DG_F32); }
@@ -196,7 +200,7 @@ int main(int argc, char **argv) {
     run_case("embed_layernorm_opset13", embed, ids_input, op13);
     for (int i = 0; i < n_op_models; i++) {
         dg_layer *l = op_models[i].make();
-        run_case(op_models[i].name, l, op_models[i].input, p);
+        run_case_at(op_models[i].name, l, op_models[i].input, p, op_models[i].fixed_batch);
         dg_layer_free(l);
     }
     ONNX_ASSERT(fclose(manifest) == 0, mpath);

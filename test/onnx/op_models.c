@@ -132,11 +132,96 @@ static dg_tensor *ceil_forward(dg_layer *self, const dg_tensor *x) {
 static dg_layer *ceil_model(void) { return dg_layer_new(&ceil_class, ceil_forward, NULL, NULL); }
 static dg_tensor *ceil_input(int64_t b) { return dg_randn(DG_SHAPE(b, 3, 10, 9), DG_F32); }
 
+/* ---- recurrent layers (ONNX LSTM / GRU / RNN, gates reordered at export) ---- */
+/* LSTM, 2 layers, bidirectional, batch_first -> Linear on every step: [N,5,12] -> [N,5,6] */
+static const dg_layer_class lstm_class = DG_LAYER_CLASS("LSTMLinear");
+static dg_tensor *lstm_forward(dg_layer *self, const dg_tensor *x) {
+    return dg_forward(dg_layer_sublayer(self, "fc"), dg_forward(dg_layer_sublayer(self, "lstm"), x));
+}
+static dg_layer *lstm_model(void) {
+    dg_nn_rnn_params rp = dg_nn_rnn_default_params();
+    rp.num_layers = 2;
+    rp.bidirectional = true;
+    rp.batch_first = true;
+    rp.dropout = 0.25;   /* training only: not in the export */
+    dg_layer *l = dg_layer_new(&lstm_class, lstm_forward, NULL, NULL);
+    ONNX_ASSERT(l && dg_layer_add_sublayer(l, "lstm", dg_nn_rnn(DG_RNN_LSTM, 12, 10, rp)) == 0 &&
+                dg_layer_add_sublayer(l, "fc", dg_nn_linear(20, 6)) == 0, "lstm model");
+    return l;
+}
+
+/* GRU through the functional op, sequence-first inside: the input weight computed in the graph
+ * (its gates reordered by a Gather), the recurrent one a parameter (a reordered initializer),
+ * bias_ih only (bias_hh as zeros): [N,5,12] -> [N,5,8] */
+static const dg_layer_class gru_class = DG_LAYER_CLASS("GRUFunctional");
+static dg_tensor *gru_forward(dg_layer *self, const dg_tensor *x) {
+    dg_rnn_params p = dg_rnn_default_params();
+    p.mode = DG_RNN_GRU;
+    dg_rnn_result r;
+    ONNX_ASSERT(dg_rnn(dg_transpose(x, 0, 1), NULL, NULL, dg_mul_scalar(param(self, "w_ih"), 1.5), param(self, "w_hh"),
+                       param(self, "b_ih"), NULL, NULL, p, &r) == 0, "gru");
+    p.reverse = true;
+    dg_rnn_result b;
+    ONNX_ASSERT(dg_rnn(r.output, NULL, NULL, param(self, "w2_ih"), param(self, "w2_hh"), param(self, "b2_ih"),
+                       param(self, "b2_hh"), NULL, p, &b) == 0, "gru reversed");
+    return dg_add(dg_transpose(b.output, 0, 1), dg_transpose(r.output, 0, 1));
+}
+static dg_layer *gru_model(void) {
+    return with_params(&gru_class, gru_forward, 7, (const char *[]){ "w_ih", "w_hh", "b_ih", "w2_ih", "w2_hh", "b2_ih", "b2_hh" },
+                       (dg_shape[]){ DG_SHAPE(24, 12), DG_SHAPE(24, 8), DG_SHAPE(24), DG_SHAPE(24, 8), DG_SHAPE(24, 8), DG_SHAPE(24),
+                                     DG_SHAPE(24) });
+}
+
+/* RNN (tanh), 2 layers, batch_first, no bias -> Linear: [N,5,12] -> [N,5,4] */
+static const dg_layer_class rnn_tanh_class = DG_LAYER_CLASS("RNNTanhLinear");
+static dg_tensor *rnn_tanh_forward(dg_layer *self, const dg_tensor *x) {
+    return dg_forward(dg_layer_sublayer(self, "fc"), dg_forward(dg_layer_sublayer(self, "rnn"), x));
+}
+static dg_layer *rnn_tanh_model(void) {
+    dg_nn_rnn_params rp = dg_nn_rnn_default_params();
+    rp.num_layers = 2;
+    rp.batch_first = true;
+    rp.bias = false;
+    dg_layer *l = dg_layer_new(&rnn_tanh_class, rnn_tanh_forward, NULL, NULL);
+    ONNX_ASSERT(l && dg_layer_add_sublayer(l, "rnn", dg_nn_rnn(DG_RNN_TANH, 12, 9, rp)) == 0 &&
+                dg_layer_add_sublayer(l, "fc", dg_nn_linear(9, 4)) == 0, "rnn model");
+    return l;
+}
+
+/* A fixed batch of 3 (exported without the dynamic batch axis): a bidirectional LSTM with h0 and
+ * c0 (parameters), unsorted lengths (a buffer: ONNX's sequence_lens), and a relu RNN with h0 on
+ * its output, over the same lengths: [3,5,12] -> [3,5,7] */
+static const dg_layer_class lstm_len_class = DG_LAYER_CLASS("LSTMLengthsFixedBatch");
+static dg_tensor *lstm_len_forward(dg_layer *self, const dg_tensor *x) {
+    dg_rnn_result r, q;
+    const dg_tensor *len = dg_layer_buffer(self, "lengths");
+    ONNX_ASSERT(dg_nn_rnn_forward(dg_layer_sublayer(self, "lstm"), x, param(self, "h0"), param(self, "c0"), len, false, &r) == 0,
+                "lstm with lengths");
+    ONNX_ASSERT(dg_nn_rnn_forward(dg_layer_sublayer(self, "rnn"), r.output, param(self, "h1"), NULL, len, false, &q) == 0,
+                "relu rnn with lengths");
+    return q.output;
+}
+static dg_layer *lstm_len_model(void) {
+    dg_nn_rnn_params rp = dg_nn_rnn_default_params();
+    rp.bidirectional = true;
+    rp.batch_first = true;
+    dg_layer *l = with_params(&lstm_len_class, lstm_len_forward, 3, (const char *[]){ "h0", "c0", "h1" },
+                              (dg_shape[]){ DG_SHAPE(2, 3, 6), DG_SHAPE(2, 3, 6), DG_SHAPE(1, 3, 7) });
+    rp.bidirectional = false;
+    dg_layer *relu = dg_nn_rnn(DG_RNN_RELU, 12, 7, rp);
+    rp.bidirectional = true;
+    ONNX_ASSERT(dg_layer_add_sublayer(l, "lstm", dg_nn_rnn(DG_RNN_LSTM, 12, 6, rp)) == 0 && dg_layer_add_sublayer(l, "rnn", relu) == 0 &&
+                dg_layer_add_buffer(l, "lengths", dg_from_data(DG_SHAPE(3), DG_I64, (int64_t[]){ 3, 5, 2 })) == 0, "lengths model");
+    return l;
+}
+
 const op_model op_models[] = {
     { "topk_values", topk_model, seq_input },       { "topk_indices", topk_ix_model, seq_input },
     { "argsort_indices", argsort_model, seq_input }, { "argmax", argmax_model, seq_input },
     { "argmin_keepdim", argmin_model, seq_input },  { "where_mask", mask_model, seq_input },
     { "cumsum_scatter", scan_model, seq_input },    { "conv1d_pool1d_groupnorm", conv1d_model, conv1d_input },
     { "pool_ceil_mode", ceil_model, ceil_input },
+    { "lstm_2l_bi_batch_first", lstm_model, seq_input }, { "gru_functional", gru_model, seq_input },
+    { "rnn_tanh_2l", rnn_tanh_model, seq_input },      { "lstm_rnn_lengths_fixed", lstm_len_model, seq_input, 3 },
 };
 const int n_op_models = sizeof op_models / sizeof *op_models;

@@ -22,6 +22,8 @@ typedef struct op_model {
     const char *name;                       /* the file's name, and check.py's key */
     dg_layer *(*make)(void);
     dg_tensor *(*input)(int64_t batch);
+    int64_t fixed_batch;                    /* 0: exported at batch 1 with a dynamic batch axis, run at 1 and 7;
+                                               else exported and run at this batch only */
 } op_model;
 
 extern const op_model op_models[];
