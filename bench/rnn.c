@@ -116,6 +116,12 @@ int main(int argc, char **argv) {
     else if (!strcmp(w, "lstm256")) v = lstm_layer(100, 64, 256, 3.0);
     else { v = wlm(6.0); unit = "tok/s"; }
     printf("%s_t%s %.2f %s %.0f MB\n", w, argv[2], v, unit, peak_mb());
+    if (getenv("BENCH_RNN_MEM")) {   /* where the peak comes from: the tensors' own peak and what the cache holds */
+        dg_memory_stats ms;
+        if (!dg_memory_stats_get(dg_cpu(), &ms))
+            fprintf(stderr, "tensors: peak %.1f MB, now %.1f MB; reserved %.1f MB\n", ms.peak_allocated / 1048576.0,
+                    ms.allocated / 1048576.0, ms.reserved / 1048576.0);
+    }
     dg_shutdown();
     return 0;
 }

@@ -55,17 +55,18 @@ double dg_clip_grad_norm(dg_tensor *const *params, int n, double max_norm) {
     bool any = false;
     int rc = 0;
     dg_no_grad_begin();
-    dg_scope *sc = dg_scope_begin();
     for (int i = 0; i < n; i++) {
         const dg_tensor *g = dg_grad(params[i]);
         if (!g) continue;
         any = true;
+        dg_scope *sc = dg_scope_begin();   /* per tensor: one float64 copy alive at a time */
         dg_tensor *g64 = dg_cast(g, DG_F64);
         dg_tensor *ss = dg_sum_all(dg_mul(g64, g64));
-        if (!ss) { rc = dg_last_status() ? dg_last_status() : DG_EINVAL; break; }
-        sumsq += dg_item(ss);
+        if (!ss) rc = dg_last_status() ? dg_last_status() : DG_EINVAL;
+        else sumsq += dg_item(ss);
+        dg_scope_end(sc);
+        if (rc) break;
     }
-    dg_scope_end(sc);
     double total = any ? sqrt(sumsq) : 0.0;
     /* As PyTorch: coef = max_norm / (total + 1e-6), clamped to 1; a NaN coef propagates. */
     double coef = max_norm / (total + 1e-6);

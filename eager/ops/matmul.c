@@ -59,8 +59,17 @@ static int mm_bw(dg_node *n, const dg_tensor *g, dg_tensor **gi) {
         gi[0] = dg_sum_to(ga, dg_node_input_shape(n, 0));
     }
     if (dg_node_needs_grad(n, 1)) {
-        dg_tensor *gb = at->tb ? dg_matmul_t(g, a, true, at->ta) : dg_matmul_t(a, g, !at->ta, false);
-        gi[1] = dg_sum_to(gb, dg_node_input_shape(n, 1));
+        if (b->ndim == 2 && a->ndim > 2 && !at->ta) {
+            /* a 2-D right operand under a batched left one (a Linear on [T, N, in]): its gradient
+             * is one GEMM over all the rows, not a product per batch summed afterwards (which
+             * would hold batch copies of the weight's size: 336 MB for a 12k-word decoder) */
+            int64_t k = a->shape[a->ndim - 1], cols = g->shape[g->ndim - 1];
+            dg_tensor *a2 = dg_reshape(dg_contiguous(a), DG_SHAPE(-1, k)), *g2 = dg_reshape(dg_contiguous(g), DG_SHAPE(-1, cols));
+            gi[1] = at->tb ? dg_matmul_t(g2, a2, true, false) : dg_matmul_t(a2, g2, true, false);
+        } else {
+            dg_tensor *gb = at->tb ? dg_matmul_t(g, a, true, at->ta) : dg_matmul_t(a, g, !at->ta, false);
+            gi[1] = dg_sum_to(gb, dg_node_input_shape(n, 1));
+        }
     }
     return 0;
 }

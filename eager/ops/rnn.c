@@ -160,12 +160,15 @@ static int rnn_bw(dg_node *nd, const dg_tensor *g, dg_tensor **gi) {
         if (!(gi[4] = dg_new_like(whh))) return DG_ENOMEM;
         rc = gemm(x, true, false, GH, H, T * N, dg_tensor_ptr(dgh), GH, dg_tensor_ptr(hp), H, 0.0, dg_tensor_ptr(gi[4]), H);
     }
-    for (int i = 5; i < 7 && !rc; i++) {   /* the biases: column sums */
+    /* the biases: column sums of dG over the T N rows, as a GEMM with a row of ones (a reduction
+     * down the rows was a quarter of an LSTM's backward) */
+    dg_tensor *ones = (need[5] || need[6]) && !rc ? dg_full_on(x, DG_SHAPE(T * N), 1.0, x->dtype) : NULL;
+    if ((need[5] || need[6]) && !rc && !ones) return DG_ENOMEM;
+    for (int i = 5; i < 7 && !rc; i++) {
         if (!need[i]) continue;
         const dg_tensor *src = i == 5 ? dgi : dgh;
         if (!(gi[i] = dg_new_on(x, &GH, 1, x->dtype))) return DG_ENOMEM;
-        dg_kview sv, yv;
-        rc = DG_KCALL(x, reduce, DG_RED_SUM, view2(&sv, src, T * N, GH, GH), view2(&yv, gi[i], 1, GH, GH));
+        rc = gemm(x, false, false, 1, GH, T * N, dg_tensor_ptr(ones), T * N, dg_tensor_ptr(src), GH, 0.0, dg_tensor_ptr(gi[i]), GH);
     }
     return rc;
 }
