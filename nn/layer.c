@@ -1,7 +1,7 @@
 /* nn/layer.c — the layer base (paddle.nn.Layer / torch.nn.Module): a refcounted node with a
  * forward function, named parameters, buffers and sublayers, train/eval mode, hierarchical
- * names, iteration in torch's order, moving to a device, printing, and the forward wrapper that
- * scopes temporaries.
+ * names, iteration in torch's order, moving to a device, and the forward wrapper that scopes
+ * temporaries (printing: nn/layer_print.c).
  * Built-in layers are written on this public API exactly like a user's custom layer. */
 #include "nn_internal.h"
 #include <dygraph/nn.h>
@@ -749,58 +749,4 @@ int dg_layer_apply(dg_layer *l, int (*fn)(dg_layer *, void *), void *user) {
     return fn(l, user);
 }
 
-/* ---- printing (torch's Module.__repr__ layout) ---- */
-
-typedef struct { char *s; size_t n, cap; bool failed; } strbuf;
-
-static void sb_put(strbuf *b, const char *s, size_t len) {
-    if (b->failed) return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + len + 1) cap *= 2;
-        char *p = realloc(b->s, cap);
-        if (!p) { b->failed = true; return; }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, s, len);
-    b->n += len;
-    b->s[b->n] = 0;
-}
-static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_indent(strbuf *b, int depth) { for (int i = 0; i < depth; i++) sb_str(b, "  "); }
-
-static void repr(const dg_layer *l, strbuf *b, int depth) {
-    sb_str(b, l->cls->name);
-    sb_str(b, "(");
-    const char *extra = l->extra_repr ? l->extra_repr : "";
-    if (!l->n_children) { sb_str(b, extra); sb_str(b, ")"); return; }
-    sb_str(b, "\n");
-    if (extra[0]) { sb_indent(b, depth + 1); sb_str(b, extra); sb_str(b, "\n"); }
-    for (int i = 0; i < l->n_children; i++) {
-        sb_indent(b, depth + 1);
-        sb_str(b, "(");
-        sb_str(b, l->children[i].name);
-        sb_str(b, "): ");
-        repr(l->children[i].l, b, depth + 1);
-        sb_str(b, "\n");
-    }
-    sb_indent(b, depth);
-    sb_str(b, ")");
-}
-
-char *dg_layer_to_string(const dg_layer *l) {
-    DG_CHECK_HANDLE(l, "layer_to_string: layer is NULL");
-    strbuf b = {0};
-    repr(l, &b, 0);
-    if (b.failed || !b.s) { free(b.s); DG_ERR(DG_ENOMEM, "layer_to_string: out of memory"); return NULL; }
-    return b.s;
-}
-
-int dg_layer_print(const dg_layer *l) {
-    char *s = dg_layer_to_string(l);
-    if (!s) return dg_last_status() ? dg_last_status() : DG_EINVAL;
-    puts(s);
-    free(s);
-    return 0;
-}
+const char *dg_nn_layer_extra_repr(const dg_layer *l) { return l && l->extra_repr ? l->extra_repr : ""; }

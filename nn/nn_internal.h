@@ -26,4 +26,7 @@ dg_tensor *dg_nn_conv_bn(dg_layer *conv, dg_layer *bn, const dg_tensor *x, bool 
 /* relu(bn(x)) in one fused pass when bn is a BatchNorm layer (dg_batch_norm_relu), else the two */
 dg_tensor *dg_nn_batch_norm_relu_forward(dg_layer *bn, const dg_tensor *x);
 
+/* The text dg_layer_set_extra_repr gave the layer ("" when none), for printing (layer_print.c). */
+const char *dg_nn_layer_extra_repr(const dg_layer *l);
+
 #endif
