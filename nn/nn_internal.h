@@ -28,5 +28,10 @@ dg_tensor *dg_nn_batch_norm_relu_forward(dg_layer *bn, const dg_tensor *x);
 
 /* The text dg_layer_set_extra_repr gave the layer ("" when none), for printing (layer_print.c). */
 const char *dg_nn_layer_extra_repr(const dg_layer *l);
+/* The recurrent layers' and cells' parameters (nn/rnn.c): weight_ih<suffix>, weight_hh<suffix>
+ * and (bias) bias_ih<suffix>, bias_hh<suffix> registered on l and initialised as torch does;
+ * and the four read back through the tree (biases NULL when absent). */
+int dg_nn_rnn_add_weights(dg_layer *l, dg_rnn_mode mode, int64_t in, int64_t hidden, bool bias, dg_dtype dt, const char *suffix);
+void dg_nn_rnn_weights(const dg_layer *l, const char *suffix, dg_tensor **w);
 
 #endif

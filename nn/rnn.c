@@ -15,7 +15,6 @@ typedef struct {
     int64_t in, hidden;
     int layers, dirs;
     dg_nn_rnn_params p;
-    dg_tensor **w;   /* [layers * dirs][4]: w_ih, w_hh, b_ih (NULL without bias), b_hh */
 } rnn_state;
 
 static const dg_layer_class rnn_class = DG_LAYER_CLASS("RNN");
@@ -32,10 +31,30 @@ dg_nn_rnn_params dg_nn_rnn_default_params(void) {
                                .bidirectional = false, .proj_size = 0, .dtype = DG_F32, .generator = NULL };
 }
 
-static void free_state(void *p) {
-    rnn_state *s = p;
-    if (s) free(s->w);
-    free(s);
+/* weight_ih<suffix> [G H, in], weight_hh<suffix> [G H, hidden] and, with bias, bias_ih<suffix>,
+ * bias_hh<suffix> [G H], registered on l in torch's order, U(-1/sqrt(hidden), 1/sqrt(hidden)) */
+int dg_nn_rnn_add_weights(dg_layer *l, dg_rnn_mode mode, int64_t in, int64_t hidden, bool bias, dg_dtype dt, const char *suffix) {
+    static const char *const kind[4] = { "weight_ih", "weight_hh", "bias_ih", "bias_hh" };
+    int64_t GH = dg_rnn_gate_count(mode) * hidden;
+    double bound = 1.0 / sqrt((double)hidden);
+    int rc = 0;
+    for (int q = 0; q < (bias ? 4 : 2) && !rc; q++) {
+        dg_tensor *t = q == 0 ? dg_empty(DG_SHAPE(GH, in), dt) : q == 1 ? dg_empty(DG_SHAPE(GH, hidden), dt) : dg_empty(DG_SHAPE(GH), dt);
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", kind[q], suffix);
+        rc = dg_layer_add_parameter(l, name, t);
+        if (!rc) rc = dg_nn_init_uniform_(t, -bound, bound);
+    }
+    return rc;
+}
+
+void dg_nn_rnn_weights(const dg_layer *l, const char *suffix, dg_tensor **w) {
+    static const char *const kind[4] = { "weight_ih", "weight_hh", "bias_ih", "bias_hh" };
+    for (int q = 0; q < 4; q++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", kind[q], suffix);
+        w[q] = dg_layer_parameter(l, name);
+    }
 }
 
 static bool is_rnn_layer(const dg_layer *l) {
@@ -67,9 +86,9 @@ static int check_state(dg_layer *self, const dg_tensor *h, const char *name, int
     dg_shape_str(h, hs, sizeof hs);
     bool ok = batched ? dg_ndim(h) == 3 && dg_dim(h, 0) == ld && dg_dim(h, 1) == n && dg_dim(h, 2) == hid
                       : dg_ndim(h) == 2 && dg_dim(h, 0) == ld && dg_dim(h, 1) == hid;
-    if (ok && dg_dtype_of(h) != dg_dtype_of(((rnn_state *)dg_layer_user(self))->w[0])) {
-        DG_LAYER_ERROR(self, "%s %s is %s but the parameters are %s", name, hs, dg_dtype_name(dg_dtype_of(h)),
-                       dg_dtype_name(dg_dtype_of(((rnn_state *)dg_layer_user(self))->w[0])));
+    dg_dtype pdt = dg_dtype_of(dg_layer_parameter(self, "weight_ih_l0"));
+    if (ok && dg_dtype_of(h) != pdt) {
+        DG_LAYER_ERROR(self, "%s %s is %s but the parameters are %s", name, hs, dg_dtype_name(dg_dtype_of(h)), dg_dtype_name(pdt));
         return DG_EINVAL;
     }
     if (ok) return 0;
@@ -97,7 +116,7 @@ static int rnn_fw(dg_layer *self, void *ctx, dg_tensor **outs) {
     if (dg_ndim(x) != 2 && dg_ndim(x) != 3)
         return DG_LAYER_ERROR(self, "expected a 2-D (unbatched) or 3-D input, got %s", xs), DG_EINVAL;
     bool batched = dg_ndim(x) == 3;
-    dg_dtype pdt = dg_dtype_of(s->w[0]);
+    dg_dtype pdt = dg_dtype_of(dg_layer_parameter(self, "weight_ih_l0"));
     if (dg_dtype_of(x) != DG_F32 && dg_dtype_of(x) != DG_F64)
         return DG_LAYER_ERROR(self, "input must be float32 or float64, got %s %s", dg_dtype_name(dg_dtype_of(x)), xs), DG_EINVAL;
     if (dg_dtype_of(x) != pdt)
@@ -146,7 +165,10 @@ static int rnn_fw(dg_layer *self, void *ctx, dg_tensor **outs) {
         dg_tensor *dir_out[2] = { 0 };
         for (int d = 0; d < s->dirs; d++) {
             int k = l * s->dirs + d;
-            dg_tensor **w = s->w + 4 * k;
+            char suffix[32];
+            snprintf(suffix, sizeof suffix, "_l%d%s", l, d ? "_reverse" : "");
+            dg_tensor *w[4];
+            dg_nn_rnn_weights(self, suffix, w);   /* through the tree: a parameter set since is the one used */
             dg_rnn_params rp = dg_rnn_default_params();
             rp.mode = s->mode;
             rp.reverse = d == 1;
@@ -209,7 +231,7 @@ dg_layer *dg_nn_rnn(dg_rnn_mode mode, int64_t input_size, int64_t hidden_size, d
     const dg_layer_class *cls = mode == DG_RNN_LSTM ? &lstm_class : mode == DG_RNN_GRU ? &gru_class : &rnn_class;
     rnn_state *s = calloc(1, sizeof *s);
     if (!s) { DG_ERR(DG_ENOMEM, "%s: out of memory", cls->name); return NULL; }
-    dg_layer *l = dg_layer_new(cls, rnn_forward_one, s, free_state);
+    dg_layer *l = dg_layer_new(cls, rnn_forward_one, s, free);
     if (!l) return NULL;
     s->mode = mode;
     s->in = input_size;
@@ -238,24 +260,14 @@ dg_layer *dg_nn_rnn(dg_rnn_mode mode, int64_t input_size, int64_t hidden_size, d
         dg_layer_free(l);
         return NULL;
     }
-    s->w = calloc((size_t)s->layers * s->dirs * 4, sizeof *s->w);
-    if (!s->w) { DG_ERR(DG_ENOMEM, "%s: out of memory", cls->name); dg_layer_free(l); return NULL; }
-    int64_t G = dg_rnn_gate_count(mode), H = hidden_size;
-    double bound = 1.0 / sqrt((double)H);
-    static const char *const kind[4] = { "weight_ih", "weight_hh", "bias_ih", "bias_hh" };
+    int64_t H = hidden_size;
     int rc = 0;
     for (int li = 0; li < s->layers && !rc; li++)
-        for (int d = 0; d < s->dirs && !rc; d++)
-            for (int q = 0; q < (p.bias ? 4 : 2) && !rc; q++) {
-                int64_t in = li == 0 ? input_size : s->dirs * H;
-                dg_tensor *t = q == 0 ? dg_empty(DG_SHAPE(G * H, in), p.dtype)
-                               : q == 1 ? dg_empty(DG_SHAPE(G * H, H), p.dtype) : dg_empty(DG_SHAPE(G * H), p.dtype);
-                char name[48];
-                snprintf(name, sizeof name, "%s_l%d%s", kind[q], li, d ? "_reverse" : "");
-                rc = dg_layer_add_parameter(l, name, t);
-                if (!rc) rc = dg_nn_init_uniform_(t, -bound, bound);
-                if (!rc) s->w[4 * (li * s->dirs + d) + q] = t;
-            }
+        for (int d = 0; d < s->dirs && !rc; d++) {
+            char suffix[32];
+            snprintf(suffix, sizeof suffix, "_l%d%s", li, d ? "_reverse" : "");
+            rc = dg_nn_rnn_add_weights(l, mode, li == 0 ? input_size : s->dirs * H, H, p.bias, p.dtype, suffix);
+        }
     if (rc) { dg_layer_free(l); return NULL; }
     return l;
 }

@@ -4,12 +4,10 @@
  * U(-1/sqrt(H), 1/sqrt(H)). dg_forward(cell, x) returns h' from zero states;
  * dg_nn_rnn_cell_forward gives h' (output and h_n) and, for an LSTMCell, c' (c_n). */
 #include "nn_internal.h"
-#include <math.h>
 
 typedef struct {
     dg_rnn_mode mode;
     int64_t in, hidden;
-    dg_tensor *w[4];   /* w_ih, w_hh, b_ih, b_hh (biases NULL without bias) */
 } cell_state;
 
 static const dg_layer_class rnn_cell_class = DG_LAYER_CLASS("RNNCell");
@@ -26,7 +24,7 @@ static int check_vec(dg_layer *self, const dg_tensor *t, const char *what, int64
     bool ok = batched ? dg_ndim(t) == 2 && dg_dim(t, 0) == n && dg_dim(t, 1) == width : dg_ndim(t) == 1 && dg_dim(t, 0) == width;
     char ts[96];
     dg_shape_str(t, ts, sizeof ts);
-    dg_dtype pdt = dg_dtype_of(((cell_state *)dg_layer_user(self))->w[0]);
+    dg_dtype pdt = dg_dtype_of(dg_layer_parameter(self, "weight_ih"));
     if (ok && dg_dtype_of(t) != pdt) {
         DG_LAYER_ERROR(self, "%s %s is %s but the parameters are %s", what, ts, dg_dtype_name(dg_dtype_of(t)), dg_dtype_name(pdt));
         return DG_EINVAL;
@@ -52,7 +50,7 @@ static int cell_fw(dg_layer *self, void *ctx, dg_tensor **outs) {
     if ((dg_ndim(x) != 1 && dg_ndim(x) != 2) || dg_dim(x, -1) != s->in)
         return DG_LAYER_ERROR(self, "input must be [N, %lld] or [%lld], got %s", (long long)s->in, (long long)s->in, xs), DG_EINVAL;
     bool batched = dg_ndim(x) == 2;
-    dg_dtype pdt = dg_dtype_of(s->w[0]);
+    dg_dtype pdt = dg_dtype_of(dg_layer_parameter(self, "weight_ih"));
     if (dg_dtype_of(x) != DG_F32 && dg_dtype_of(x) != DG_F64)
         return DG_LAYER_ERROR(self, "input must be float32 or float64, got %s %s", dg_dtype_name(dg_dtype_of(x)), xs), DG_EINVAL;
     if (dg_dtype_of(x) != pdt)
@@ -68,7 +66,9 @@ static int cell_fw(dg_layer *self, void *ctx, dg_tensor **outs) {
     dg_rnn_params p = dg_rnn_default_params();
     p.mode = s->mode;
     dg_rnn_result r;
-    rc = dg_rnn(x3, h, cc, s->w[0], s->w[1], s->w[2], s->w[3], NULL, p, &r);
+    dg_tensor *w[4];
+    dg_nn_rnn_weights(self, "", w);   /* through the tree: a parameter set since is the one used */
+    rc = dg_rnn(x3, h, cc, w[0], w[1], w[2], w[3], NULL, p, &r);
     if (rc) return rc;
     outs[0] = batched ? r.h_n : dg_squeeze(r.h_n, 0);
     outs[1] = outs[0];
@@ -127,17 +127,7 @@ dg_layer *dg_nn_rnn_cell(dg_rnn_mode mode, int64_t input_size, int64_t hidden_si
         dg_layer_free(l);
         return NULL;
     }
-    int64_t GH = dg_rnn_gate_count(mode) * hidden_size;
-    double bound = 1.0 / sqrt((double)hidden_size);
-    static const char *const names[4] = { "weight_ih", "weight_hh", "bias_ih", "bias_hh" };
-    int rc = 0;
-    for (int q = 0; q < (p.bias ? 4 : 2) && !rc; q++) {
-        dg_tensor *t = q == 0 ? dg_empty(DG_SHAPE(GH, input_size), p.dtype)
-                       : q == 1 ? dg_empty(DG_SHAPE(GH, hidden_size), p.dtype) : dg_empty(DG_SHAPE(GH), p.dtype);
-        rc = dg_layer_add_parameter(l, names[q], t);
-        if (!rc) rc = dg_nn_init_uniform_(t, -bound, bound);
-        if (!rc) s->w[q] = t;
-    }
+    int rc = dg_nn_rnn_add_weights(l, mode, input_size, hidden_size, p.bias, p.dtype, "");
     if (rc) { dg_layer_free(l); return NULL; }
     return l;
 }

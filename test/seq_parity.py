@@ -13,9 +13,7 @@ dumped masks), and requires every loss to agree: within 1e-4 for the two float32
 1e-9 for the float64 LSTM cells under LBFGS (each closure evaluation's loss and each step's
 test loss). It prints each sample's worst difference; exit 1 names the first loss that does not
 agree."""
-import json
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -26,24 +24,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.optim.lr_scheduler import StepLR
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_read import read_safetensors  # noqa: E402
+
 torch.set_num_threads(1)
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    dtypes = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32, "BOOL": torch.bool,
-              "U8": torch.uint8}
-    out = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = h["data_offsets"]
-        t = torch.frombuffer(bytearray(data[a:b]), dtype=dtypes[h["dtype"]]) if b > a else torch.empty(0, dtype=dtypes[h["dtype"]])
-        out[name] = t.reshape(h["shape"]).clone()
-    return out
 
 
 def read_log(path):

@@ -5,19 +5,9 @@
  * ~1e-12) and float32. The errors a bad call gets: test/test_rnn_errors.c; the op's finite
  * differences: the registry harness (test/registry_cases.h); gpu:0: test/gpu/test_gpu_rnn.c. */
 #include "test_util.h"
+#include "rnn_goldens.h"
 
-#define RNN_GOLDENS "test/goldens/rnn_goldens.safetensors"
-
-static const char *const CASES[] = {
-    "lstm_1l", "lstm_2l_bi_bf_len", "lstm_unbatched", "gru_2l_bi_unsorted", "gru_1l_nobias", "rnn_tanh_2l_nobias",
-    "rnn_relu_bi", "rnn_tanh_len", "cell_lstm", "cell_lstm_zero", "cell_gru", "cell_tanh", "cell_relu_unbatched",
-};
-
-static dg_tensor *gget(const dg_tensor_dict *d, const char *c, const char *what) {
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", c, what);
-    return dg_tensor_dict_get(d, k);
-}
+#define gget rg_get
 
 /* a copy of golden tensor `what` in dtype dt, requiring grad when asked (NULL when absent) */
 static dg_tensor *leaf(const dg_tensor_dict *d, const char *c, const char *what, dg_dtype dt, bool grad) {
@@ -42,38 +32,14 @@ static double cmp(const char *c, const char *what, const dg_tensor *got, const d
 
 static void run_case(const dg_tensor_dict *d, const char *c, dg_dtype dt, double tol) {
     dg_scope *s = dg_scope_begin();
-    dg_tensor *cfg = gget(d, c, "cfg");
-    cr_assert(cfg, "%s: no cfg", c);
-    int64_t v[12];
-    dg_to_host(cfg, v, sizeof v);
-    dg_rnn_mode mode = (dg_rnn_mode)v[0];
-    bool cell = v[11] != 0;
-    dg_nn_rnn_params p = dg_nn_rnn_default_params();
-    p.bias = v[4] != 0;
-    p.dtype = dt;
-    if (!cell) {
-        p.num_layers = (int)v[1];
-        p.bidirectional = v[2] != 0;
-        p.batch_first = v[3] != 0;
-    }
-    dg_layer *l = cell ? dg_nn_rnn_cell(mode, v[9], v[10], p) : dg_nn_rnn(mode, v[9], v[10], p);
-    cr_assert(l, "%s: constructor: %s", c, dg_last_error());
+    bool cell, sorted_;
+    dg_layer *l = rg_layer(d, c, dt, &cell, &sorted_);
     int np = 0;
     dg_named_tensor *ps = dg_layer_named_parameters(l, &np);
-    for (int i = 0; i < np; i++) {
-        char k[96];
-        snprintf(k, sizeof k, "p.%s", ps[i].name);
-        dg_tensor *g = gget(d, c, k);
-        cr_assert(g, "%s: our parameter %s has no torch counterpart", c, ps[i].name);
-        dg_no_grad_begin();
-        int crc = dg_copy_(ps[i].tensor, g);
-        dg_no_grad_end();
-        cr_assert_eq(crc, 0, "%s: %s: %s", c, ps[i].name, dg_last_error());
-    }
     dg_tensor *x = leaf(d, c, "x", dt, true), *h0 = leaf(d, c, "h0", dt, true), *c0 = leaf(d, c, "c0", dt, true);
     dg_tensor *len = gget(d, c, "lengths");
     dg_rnn_result r;
-    int rc = cell ? dg_nn_rnn_cell_forward(l, x, h0, c0, &r) : dg_nn_rnn_forward(l, x, h0, c0, len, v[8] != 0, &r);
+    int rc = cell ? dg_nn_rnn_cell_forward(l, x, h0, c0, &r) : dg_nn_rnn_forward(l, x, h0, c0, len, sorted_, &r);
     cr_assert_eq(rc, 0, "%s: forward: %s", c, dg_last_error());
     cmp(c, "out", r.output, gget(d, c, "out"), tol);
     dg_tensor *loss = dg_sum_all(dg_mul(r.output, dg_cast(gget(d, c, "gout"), dt)));
@@ -105,13 +71,13 @@ static void run_case(const dg_tensor_dict *d, const char *c, dg_dtype dt, double
 Test(rnn, golden_f64) {
     dg_tensor_dict *d = dg_load_safetensors(RNN_GOLDENS);
     cr_assert(d, "%s", dg_last_error());
-    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) run_case(d, CASES[i], DG_F64, 1e-10);
+    for (int i = 0; i < RNN_N_CASES; i++) run_case(d, RNN_CASES[i], DG_F64, 1e-10);
     dg_tensor_dict_free(d);
 }
 
 Test(rnn, golden_f32) {
     dg_tensor_dict *d = dg_load_safetensors(RNN_GOLDENS);
     cr_assert(d, "%s", dg_last_error());
-    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) run_case(d, CASES[i], DG_F32, 2e-4);
+    for (int i = 0; i < RNN_N_CASES; i++) run_case(d, RNN_CASES[i], DG_F32, 2e-4);
     dg_tensor_dict_free(d);
 }

@@ -9,34 +9,19 @@ builds the same model in PyTorch (Embedding with padding_idx 0, mean over the wo
 LayerNorm, Linear; the module's names are the state dict's), loads those weights, replays those
 batches with torch.optim's optimizer, and requires every step's loss to agree within 1e-4.
 Exit 1 names the first step that does not."""
-import json
 import os
-import struct
 import subprocess
 import sys
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_read import read_safetensors  # noqa: E402
+
 torch.set_num_threads(1)
 STEPS = 50
 TOL = 1e-4
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    dtypes = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32}
-    out = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = h["data_offsets"]
-        t = torch.frombuffer(bytearray(data[a:b]), dtype=dtypes[h["dtype"]]) if b > a else torch.empty(0, dtype=dtypes[h["dtype"]])
-        out[name] = t.reshape(h["shape"]).clone()
-    return out
 
 
 class BagOfNgrams(torch.nn.Module):

@@ -13,10 +13,8 @@
 #       The acceptance run: the default LSTM (2 layers of 200, dropout 0.2) trained EPOCHS (2)
 #       epochs by the sample and by PyTorch from the same initial weights on the same corpus;
 #       prints both validation perplexities per epoch (dropout masks differ: PyTorch draws its own).
-import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import time
@@ -25,24 +23,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_read import read_safetensors  # noqa: E402
+
 torch.set_num_threads(1)
 STEPS = 30
 TOL = 1e-4
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    dtypes = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64}
-    out = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        a, b = h["data_offsets"]
-        out[name] = torch.frombuffer(bytearray(data[a:b]), dtype=dtypes[h["dtype"]]).reshape(h["shape"]).clone()
-    return out
 
 
 class RNNModel(nn.Module):

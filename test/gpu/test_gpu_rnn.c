@@ -6,19 +6,9 @@
  * step (a 2-layer bidirectional batch_first LSTM with h0, c0 and unsorted lengths, + Linear,
  * MSE, Adam) on the CPU and on gpu:0 from the same state. */
 #include "gpu_compare.h"
+#include "../rnn_goldens.h"
 
-#define RNN_GOLDENS "test/goldens/rnn_goldens.safetensors"
-
-static const char *const CASES[] = {
-    "lstm_1l", "lstm_2l_bi_bf_len", "lstm_unbatched", "gru_2l_bi_unsorted", "gru_1l_nobias", "rnn_tanh_2l_nobias",
-    "rnn_relu_bi", "rnn_tanh_len", "cell_lstm", "cell_lstm_zero", "cell_gru", "cell_tanh", "cell_relu_unbatched",
-};
-
-static dg_tensor *gget(const dg_tensor_dict *d, const char *c, const char *what) {
-    char k[128];
-    snprintf(k, sizeof k, "%s.%s", c, what);
-    return dg_tensor_dict_get(d, k);
-}
+#define gget rg_get
 
 /* golden `what` in dtype dt on gpu:0 as a fresh leaf (NULL when the case has none) */
 static dg_tensor *gpu_leaf(const dg_tensor_dict *d, const char *c, const char *what, dg_dtype dt, bool grad) {
@@ -39,42 +29,17 @@ static void cmp(const char *c, const char *what, const dg_tensor *got, const dg_
 
 static void run_case(const dg_tensor_dict *d, const char *c, dg_dtype dt, gt_tol tol) {
     dg_scope *s = dg_scope_begin();
-    dg_tensor *cfg = gget(d, c, "cfg");
-    cr_assert(cfg, "%s: no cfg", c);
-    int64_t v[12];
-    cr_assert_eq(dg_to_host(cfg, v, sizeof v), 0, "%s", dg_last_error());
-    dg_rnn_mode mode = (dg_rnn_mode)v[0];
-    bool cell = v[11] != 0;
-    dg_nn_rnn_params p = dg_nn_rnn_default_params();
-    p.bias = v[4] != 0;
-    p.dtype = dt;
-    if (!cell) {
-        p.num_layers = (int)v[1];
-        p.bidirectional = v[2] != 0;
-        p.batch_first = v[3] != 0;
-    }
-    dg_layer *l = cell ? dg_nn_rnn_cell(mode, v[9], v[10], p) : dg_nn_rnn(mode, v[9], v[10], p);
-    cr_assert(l, "%s: constructor: %s", c, dg_last_error());
+    bool cell, sorted_;
+    dg_layer *l = rg_layer(d, c, dt, &cell, &sorted_);
     int np = 0;
-    dg_named_tensor *ps = dg_layer_named_parameters(l, &np);
-    for (int i = 0; i < np; i++) {
-        char k[96];
-        snprintf(k, sizeof k, "p.%s", ps[i].name);
-        dg_tensor *g = gget(d, c, k);
-        cr_assert(g, "%s: our parameter %s has no torch counterpart", c, ps[i].name);
-        dg_no_grad_begin();
-        int crc = dg_copy_(ps[i].tensor, g);
-        dg_no_grad_end();
-        cr_assert_eq(crc, 0, "%s: %s: %s", c, ps[i].name, dg_last_error());
-    }
-    free(ps);
+    dg_named_tensor *ps;
     cr_assert_eq(dg_layer_to(l, gt_dut()), 0, "%s: to %s: %s", c, gt_dut_name(), dg_last_error());
     ps = dg_layer_named_parameters(l, &np);
     for (int i = 0; i < np; i++) gt_expect_on_gpu(c, ps[i].name, ps[i].tensor);
     dg_tensor *x = gpu_leaf(d, c, "x", dt, true), *h0 = gpu_leaf(d, c, "h0", dt, true), *c0 = gpu_leaf(d, c, "c0", dt, true);
     dg_tensor *len = gget(d, c, "lengths");   /* stays on the CPU */
     dg_rnn_result r;
-    int rc = cell ? dg_nn_rnn_cell_forward(l, x, h0, c0, &r) : dg_nn_rnn_forward(l, x, h0, c0, len, v[8] != 0, &r);
+    int rc = cell ? dg_nn_rnn_cell_forward(l, x, h0, c0, &r) : dg_nn_rnn_forward(l, x, h0, c0, len, sorted_, &r);
     cr_assert_eq(rc, 0, "%s: forward on %s: %s", c, gt_dut_name(), dg_last_error());
     cmp(c, "output", r.output, gget(d, c, "out"), tol);
     dg_tensor *loss = dg_sum_all(dg_mul(r.output, gpu_leaf(d, c, "gout", dt, false)));
@@ -109,7 +74,7 @@ static void golden_cases(dg_dtype dt, gt_tol tol) {
     gt_gpu_begin();
     dg_tensor_dict *d = dg_load_safetensors(RNN_GOLDENS);
     cr_assert(d, "%s", dg_last_error());
-    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) run_case(d, CASES[i], dt, tol);
+    for (int i = 0; i < RNN_N_CASES; i++) run_case(d, RNN_CASES[i], dt, tol);
     dg_tensor_dict_free(d);
 }
 
