@@ -25,6 +25,25 @@ dg_tensor *dg_dropout(const dg_tensor *x, double p, bool training) {
 
 dg_dropout_params dg_dropout_default_params(void) { return (dg_dropout_params){ .params_tag = DG_PARAMS_TAG, .p = 0.5, .training = true, .generator = NULL }; }
 
+/* The end both dropouts share: the node (saving the mask, NULL when nothing was dropped) and the
+ * failure path; y or NULL. */
+static dg_tensor *dropout_finish(dg_op_id id, dg_backward_fn bw, const dg_tensor *x, dg_tensor *y, dg_tensor *mask, int rc,
+                                 uint64_t errs) {
+    const dg_tensor *in[1] = { x };
+    if (!rc && dg_op_records()) {
+        dg_node *n = dg_record_op(id, y, in, 1, bw);
+        if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
+        else if (mask) rc = dg_node_save(n, mask);
+    }
+    dg_tensor_free(mask);
+    if (rc) {
+        if (!dg_error_since(errs)) DG_ERR(rc, "%s: failed for input %s", dg_op_name(id), DG_SHAPE_STR(x));
+        dg_tensor_free(y);
+        return NULL;
+    }
+    return y;
+}
+
 static dg_tensor *dropout_ext_op(const dg_tensor *x, dg_dropout_params prm) {
     DG_CHECK_PARAMS("dropout_ext", prm, dg_dropout_default_params);
     double p = prm.p;
@@ -52,19 +71,7 @@ static dg_tensor *dropout_ext_op(const dg_tensor *x, dg_dropout_params prm) {
             if (!rc) rc = be->binary(be, DG_BIN_MUL, DG_KV(x), DG_KV(mask), DG_KV(y), 0, 0);
         }
     }
-    const dg_tensor *in[1] = { x };
-    if (!rc && dg_op_records()) {
-        dg_node *n = dg_record_op(DG_OP_DROPOUT, y, in, 1, dropout_bw);
-        if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;   /* record said why */
-        else if (mask) rc = dg_node_save(n, mask);
-    }
-    dg_tensor_free(mask);
-    if (rc) {
-        if (!dg_error_since(errs)) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
-        dg_tensor_free(y);
-        return NULL;
-    }
-    return y;
+    return dropout_finish(DG_OP_DROPOUT, dropout_bw, x, y, mask, rc, errs);
 }
 dg_tensor *dg_dropout_ext(const dg_tensor *x, dg_dropout_params prm) {
     dg_op_frame f;
@@ -118,19 +125,7 @@ static dg_tensor *dropout2d_op(const dg_tensor *x, dg_dropout_params prm) {
             }
         }
     }
-    const dg_tensor *in[1] = { x };
-    if (!rc && dg_op_records()) {
-        dg_node *n = dg_record_op(DG_OP_DROPOUT2D, y, in, 1, dropout2d_bw);
-        if (!n) rc = dg_last_status() ? dg_last_status() : DG_ENOMEM;
-        else if (mask) rc = dg_node_save(n, mask);
-    }
-    dg_tensor_free(mask);
-    if (rc) {
-        if (!dg_error_since(errs)) DG_ERR(rc, OP ": failed for input %s", DG_SHAPE_STR(x));
-        dg_tensor_free(y);
-        return NULL;
-    }
-    return y;
+    return dropout_finish(DG_OP_DROPOUT2D, dropout2d_bw, x, y, mask, rc, errs);
 }
 dg_tensor *dg_dropout2d_ext(const dg_tensor *x, dg_dropout_params prm) {
     dg_op_frame f;
