@@ -244,7 +244,9 @@ Test(hostile_files, safetensors_80k_tensors, .timeout = 120) {
     cr_assert_eq(*(const float *)dg_data(t), 79999.0f);
     dg_tensor_dict_free(d);
     cr_log_info("80k tensors: %.3f s", s);
-    cr_assert(s < 2.0, "80k tensors took %.2f s to load", s);
+    /* a guard against quadratic parsing (80k^2 steps would take minutes), not a speed target: the
+     * bound is wide because this runs under ASan on a 2-core machine that may be busy (2.4 s seen) */
+    cr_assert(s < 15.0, "80k tensors took %.2f s to load", s);
     cr_assert_eq(dg_live_tensors(), 0);
 }
 
