@@ -9,7 +9,7 @@
 #       with strict=True and replays the same batches (hidden state carried and detached, the
 #       gradient clipped to norm 0.25, p -= lr grad). Every loss must agree within TOL. Then
 #       word_language_model_generate samples 40 words from the saved LSTM (all must be corpus words).
-#   wlm_parity.py epochs BINARY WORKDIR [DATA_DIR] [EPOCHS]
+#   wlm_parity.py epochs BINARY WORKDIR [DATA_DIR] [EPOCHS] [SEED]
 #       The acceptance run: the default LSTM (2 layers of 200, dropout 0.2) trained EPOCHS (2)
 #       epochs by the sample and by PyTorch from the same initial weights on the same corpus;
 #       prints both validation perplexities per epoch (dropout masks differ: PyTorch draws its own).
@@ -140,9 +140,10 @@ def batchify(data, bsz):
     return data.narrow(0, 0, nbatch * bsz).view(bsz, -1).t().contiguous()
 
 
-def epochs(binary, work, data_dir, n_epochs):
+def epochs(binary, work, data_dir, n_epochs, seed):
     init = os.path.join(work, "epochs.init.safetensors")
-    cmd = [binary, "--data", data_dir, "--epochs", str(n_epochs), "--save-init", init, "--save", os.path.join(work, "epochs.model.safetensors")]
+    cmd = [binary, "--data", data_dir, "--epochs", str(n_epochs), "--seed", str(seed), "--save-init", init,
+           "--save", os.path.join(work, "epochs.model.safetensors")]
     print("dygraph:", " ".join(cmd), flush=True)
     t0 = time.time()
     subprocess.run(cmd, check=True)
@@ -170,7 +171,7 @@ def epochs(binary, work, data_dir, n_epochs):
                 total += len(data) * F.nll_loss(output, targets).item()
         return total / (len(src) - 1)
 
-    torch.manual_seed(1111)
+    torch.manual_seed(seed)
     best = None
     t0 = time.time()
     for epoch in range(1, n_epochs + 1):
@@ -204,7 +205,7 @@ def main():
     if mode == "steps":
         steps(binary, work, data_dir)
     else:
-        epochs(binary, work, data_dir, int(sys.argv[5]) if len(sys.argv) > 5 else 2)
+        epochs(binary, work, data_dir, int(sys.argv[5]) if len(sys.argv) > 5 else 2, int(sys.argv[6]) if len(sys.argv) > 6 else 1111)
 
 
 if __name__ == "__main__":
