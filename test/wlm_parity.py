@@ -9,7 +9,7 @@
 #       with strict=True and replays the same batches (hidden state carried and detached, the
 #       gradient clipped to norm 0.25, p -= lr grad). Every loss must agree within TOL. Then
 #       word_language_model_generate samples 40 words from the saved LSTM (all must be corpus words).
-#   wlm_parity.py epochs BINARY WORKDIR [DATA_DIR] [EPOCHS] [SEED]
+#   wlm_parity.py epochs BINARY WORKDIR [DATA_DIR] [EPOCHS] [SEED] [DROPOUT]
 #       The acceptance run: the default LSTM (2 layers of 200, dropout 0.2) trained EPOCHS (2)
 #       epochs by the sample and by PyTorch from the same initial weights on the same corpus;
 #       prints both validation perplexities per epoch (dropout masks differ: PyTorch draws its own).
@@ -140,9 +140,9 @@ def batchify(data, bsz):
     return data.narrow(0, 0, nbatch * bsz).view(bsz, -1).t().contiguous()
 
 
-def epochs(binary, work, data_dir, n_epochs, seed):
+def epochs(binary, work, data_dir, n_epochs, seed, dropout):
     init = os.path.join(work, "epochs.init.safetensors")
-    cmd = [binary, "--data", data_dir, "--epochs", str(n_epochs), "--seed", str(seed), "--save-init", init,
+    cmd = [binary, "--data", data_dir, "--epochs", str(n_epochs), "--seed", str(seed), "--dropout", str(dropout), "--save-init", init,
            "--save", os.path.join(work, "epochs.model.safetensors")]
     print("dygraph:", " ".join(cmd), flush=True)
     t0 = time.time()
@@ -153,7 +153,7 @@ def epochs(binary, work, data_dir, n_epochs, seed):
     tokenize(d, os.path.join(data_dir, "test.txt"))
     bptt, bsz, clip, lr = 35, 20, 0.25, 20.0
     train_data, val_data = batchify(train, bsz), batchify(valid, 10)
-    model = model_from(read_safetensors(init), "LSTM", 2, 0.2, False)
+    model = model_from(read_safetensors(init), "LSTM", 2, dropout, False)
     ntokens = len(d)
 
     def get_batch(source, i):
@@ -205,7 +205,8 @@ def main():
     if mode == "steps":
         steps(binary, work, data_dir)
     else:
-        epochs(binary, work, data_dir, int(sys.argv[5]) if len(sys.argv) > 5 else 2, int(sys.argv[6]) if len(sys.argv) > 6 else 1111)
+        epochs(binary, work, data_dir, int(sys.argv[5]) if len(sys.argv) > 5 else 2, int(sys.argv[6]) if len(sys.argv) > 6 else 1111,
+               float(sys.argv[7]) if len(sys.argv) > 7 else 0.2)
 
 
 if __name__ == "__main__":
