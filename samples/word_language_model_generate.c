@@ -5,8 +5,11 @@
  *
  *   word_language_model_generate [--data build/data/fortunes-wlm] [--checkpoint model.safetensors]
  *          [--outf generated.txt] [--words 1000] [--seed 1111] [--cuda] [--temperature 1.0]
- *          [--log-interval 100] [--model auto] [--threads N]
+ *          [--log-interval 100] [--model auto] [--threads N] [--save-init FILE] [--dump-batches FILE]
  *
+ * For checking against PyTorch (the samples' convention): --save-init writes the state dict the
+ * generation starts from (model.py's names), --dump-batches the start word and every drawn word
+ * (int64 tensors input.0 [1, 1] and words [--words]), the random draws a replay needs.
  * The original unpickles the whole model; a state dict has only tensors, so the model is rebuilt
  * from their shapes: ntoken and emsize from encoder.weight, nhid and the cell from
  * rnn.weight_hh_l0 ([4 nhid, nhid] LSTM, [3 nhid, nhid] GRU, [nhid, nhid] RNN), nlayers from
@@ -20,7 +23,8 @@
 int main(int argc, char **argv) {
     static const char *const flags[] = { "--data=build/data/fortunes-wlm", "--checkpoint=model.safetensors", "--outf=generated.txt", "--words=1000",
                                          "--seed=1111", "--cuda!", "--temperature=1.0", "--log-interval=100", "--model=auto (from the weights; RNN_RELU must be named)",
-                                         "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", SU_PROFILE_FLAG, NULL };
+                                         "--threads=automatic ($DG_NUM_THREADS, $OMP_NUM_THREADS)", "--save-init=none", "--dump-batches=none",
+                                         SU_PROFILE_FLAG, NULL };
     su_args(argc, argv, flags);
     const char *dir = su_flag(argc, argv, "--data", "build/data/fortunes-wlm"), *ckpt = su_flag(argc, argv, "--checkpoint", "model.safetensors");
     const char *outf = su_flag(argc, argv, "--outf", "generated.txt"), *mname = su_flag(argc, argv, "--model", NULL);
@@ -69,12 +73,18 @@ int main(int argc, char **argv) {
     if (!model || dg_layer_load_dict(model, state, dg_load_default_params(), NULL)) return su_die("model");
     dg_tensor_dict_free(state);
     dg_layer_eval(model);
+    const char *init_path = su_flag(argc, argv, "--save-init", NULL), *dump_path = su_flag(argc, argv, "--dump-batches", NULL);
+    if (init_path && dg_layer_save(model, init_path)) return su_die("save-init");
+    int64_t *drawn = dump_path ? calloc((size_t)(words > 0 ? words : 1), sizeof *drawn) : NULL;
+    if (dump_path && !drawn) { fprintf(stderr, "error: out of memory\n"); return 1; }
 
     FILE *out = fopen(outf, "w");
     if (!out) { fprintf(stderr, "error: cannot write %s\n", outf); return 1; }
     dg_no_grad_begin();
     dg_tensor *h = NULL, *c = NULL;
     dg_tensor *input = dg_randint(0, ntoken, DG_SHAPE(1, 1));   /* torch.randint(ntokens, (1, 1)) */
+    dg_tensor_dict *dump = dump_path ? dg_tensor_dict_new() : NULL;
+    if (dump && dg_tensor_dict_set(dump, "input.0", dg_clone(input))) return su_die("dump-batches");
     for (int64_t i = 0; i < words; i++) {
         dg_scope *s = dg_scope_begin();
         dg_tensor *hn, *cn;
@@ -90,11 +100,18 @@ int main(int argc, char **argv) {
         dg_scope_end(s);
         dg_tensor_free(input);
         input = dg_from_data(DG_SHAPE(1, 1), DG_I64, &w);
+        if (drawn) drawn[i] = w;
         fprintf(out, "%s%c", dict.words[w], i % 20 == 19 ? '\n' : ' ');
         if (i % log_interval == 0) printf("| Generated %lld/%lld words\n", (long long)i, (long long)words);
     }
     dg_no_grad_end();
     fclose(out);
+    if (dump) {
+        if (dg_tensor_dict_set(dump, "words", dg_from_data(DG_SHAPE(words), DG_I64, drawn)) || dg_save_safetensors(dump_path, dump))
+            return su_die("dump-batches");
+        dg_tensor_dict_free(dump);
+        free(drawn);
+    }
     if (h) dg_tensor_free(h);
     if (c) dg_tensor_free(c);
     dg_tensor_free(input);
